@@ -1,0 +1,28 @@
+package npy_test
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/vrun-go/vrun/npy"
+	"github.com/vrun-go/vrun/rt"
+)
+
+func Example() {
+	x := rt.FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+
+	var buf bytes.Buffer // or npy.WriteFile("x.npy", x); np.load("x.npy") in Python
+	if err := npy.Write(&buf, x); err != nil {
+		panic(err)
+	}
+	fmt.Printf("%q\n", buf.Bytes()[:74])
+
+	y, err := npy.Read(&buf)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(y.DType, y.Shape, y.Float32s())
+	// Output:
+	// "\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+	// f32 [2 3] [1 2 3 4 5 6]
+}
