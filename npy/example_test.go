@@ -15,7 +15,7 @@ func Example() {
 	if err := npy.Write(&buf, x); err != nil {
 		panic(err)
 	}
-	fmt.Printf("%q\n", buf.Bytes()[:74])
+	fmt.Println(buf.Len(), "bytes; header:", string(bytes.TrimSpace(buf.Bytes()[10:128])))
 
 	y, err := npy.Read(&buf)
 	if err != nil {
@@ -23,6 +23,6 @@ func Example() {
 	}
 	fmt.Println(y.DType, y.Shape, y.Float32s())
 	// Output:
-	// "\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+	// 152 bytes; header: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
 	// f32 [2 3] [1 2 3 4 5 6]
 }
