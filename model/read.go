@@ -1,0 +1,505 @@
+package model
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"runtime/debug"
+	"unsafe"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// LoadOption configures [Load], [Read] and [Decode].
+type LoadOption func(*loadConfig)
+
+type loadConfig struct {
+	verifyWeights bool
+	mmap          bool
+}
+
+// VerifyWeights sets whether the CRC-32C of the weights region is checked
+// (default true). Turning it off makes [Load] of a large memory-mapped
+// model fast, since the weights are then only paged in when used; the
+// header and tables checksum is always checked.
+func VerifyWeights(on bool) LoadOption { return func(c *loadConfig) { c.verifyWeights = on } }
+
+// UseMmap sets whether [Load] memory-maps the file (default true). When
+// off, or when mapping fails, Load reads the file into memory.
+func UseMmap(on bool) LoadOption { return func(c *loadConfig) { c.mmap = on } }
+
+func loadOptions(opts []LoadOption) loadConfig {
+	c := loadConfig{verifyWeights: true, mmap: true}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return c
+}
+
+// Load reads a model.bin file. Where the OS allows (Linux, macOS, Windows)
+// the file is memory-mapped read-only and weight Data slices point into
+// the mapping: call [Model.Close] to unmap it once the weights are no
+// longer used. Otherwise, or when mapping fails or is turned off with
+// UseMmap(false), the file is read into memory. The whole file is
+// validated (see docs/format.md); errors about its contents are
+// *FormatError with Path set.
+func Load(path string, opts ...LoadOption) (*Model, error) {
+	cfg := loadOptions(opts)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	if cfg.mmap && size >= HeaderSize && size <= math.MaxInt {
+		if data, unmap, err := mmapFile(f, size); err == nil {
+			m, err := decodeMapped(data, cfg)
+			if err != nil {
+				unmap()
+				return nil, withPath(err, path)
+			}
+			m.closer = func() error {
+				for i := range m.Tensors {
+					if m.Tensors[i].Role == Weight {
+						m.Tensors[i].Data = nil
+					}
+				}
+				return unmap()
+			}
+			return m, nil
+		}
+	}
+	m, err := Read(f, size, opts...)
+	return m, withPath(err, path)
+}
+
+// decodeMapped decodes a memory-mapped file, turning a memory fault (the
+// file was truncated by another process while mapped) into an error.
+func decodeMapped(data []byte, cfg loadConfig) (m *Model, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			m, err = nil, &FormatError{Offset: -1, Section: secFile, Msg: fmt.Sprintf("fault reading the mapped file: %v", r)}
+		}
+	}()
+	return decode(data, cfg)
+}
+
+func withPath(err error, path string) error {
+	var fe *FormatError
+	if errors.As(err, &fe) && fe.Path == "" {
+		fe.Path = path
+	}
+	return err
+}
+
+// Read reads a model of size bytes from r into memory (64-byte aligned, so
+// weights are aligned in memory as in the file) and validates it.
+// Errors about the contents are *FormatError; I/O errors are returned
+// wrapped.
+func Read(r io.ReaderAt, size int64, opts ...LoadOption) (*Model, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("model: negative size %d", size)
+	}
+	// Check the header first, so that a bogus size is caught before
+	// allocating a buffer for it.
+	n := min(size, HeaderSize)
+	hdr := make([]byte, n)
+	if err := readAt(r, hdr, 0); err != nil {
+		return nil, err
+	}
+	if _, err := parseHeader(hdr, size); err != nil {
+		return nil, err
+	}
+	if size > math.MaxInt-Alignment {
+		return nil, ferr(-1, secFile, "file of %d bytes is too large for this platform", size)
+	}
+	buf := alignedBytes(int(size))
+	copy(buf, hdr)
+	const chunk = 4 << 20
+	for off := int64(len(hdr)); off < size; off += chunk {
+		end := min(off+chunk, size)
+		if err := readAt(r, buf[off:end], off); err != nil {
+			return nil, err
+		}
+	}
+	return decode(buf, loadOptions(opts))
+}
+
+func readAt(r io.ReaderAt, p []byte, off int64) error {
+	n, err := r.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		return &FormatError{Offset: off + int64(n), Section: secFile, Msg: fmt.Sprintf("file ends early: read %d of %d bytes at byte %d", n, len(p), off), Err: io.ErrUnexpectedEOF}
+	}
+	return fmt.Errorf("model: reading at byte %d: %w", off+int64(n), err)
+}
+
+// alignedBytes returns a zeroed slice of n bytes whose first byte is
+// Alignment-aligned in memory.
+func alignedBytes(n int) []byte {
+	buf := make([]byte, n+Alignment)
+	skip := int(-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) & (Alignment - 1))
+	return buf[skip : skip+n : skip+n]
+}
+
+// Decode decodes and validates a model held in memory. Weight Data slices
+// alias b, which must therefore not be modified while the model is in use.
+// Errors are *FormatError.
+func Decode(b []byte, opts ...LoadOption) (*Model, error) {
+	return decode(b, loadOptions(opts))
+}
+
+// header is the parsed fixed header.
+type header struct {
+	tablesSize int64
+	weightsOff int64
+	weightsLen int64
+	tablesCRC  uint32
+	weightsCRC uint32
+}
+
+// parseHeader checks the header in b (which may be shorter than
+// HeaderSize if the file is) against the file size.
+func parseHeader(b []byte, size int64) (*header, error) {
+	if len(b) < len(Magic) || string(b[:len(Magic)]) != Magic {
+		if len(b) < len(Magic) && bytes.HasPrefix([]byte(Magic), b) {
+			return nil, &FormatError{Offset: 0, Section: secHeader, Msg: fmt.Sprintf("file is %d bytes, truncated inside the magic", size), Err: io.ErrUnexpectedEOF}
+		}
+		n := min(len(b), len(Magic))
+		return nil, ferr(0, secHeader, "bad magic %q: not a model.bin file", b[:n])
+	}
+	if len(b) < HeaderSize || size < HeaderSize {
+		return nil, &FormatError{Offset: 0, Section: secHeader, Msg: fmt.Sprintf("file is %d bytes, truncated inside the %d-byte header", size, HeaderSize), Err: io.ErrUnexpectedEOF}
+	}
+	if v := le.Uint32(b[hdrVersion:]); v != Version {
+		return nil, ferr(hdrVersion, secHeader, "unsupported version %d (this reader supports version %d)", v, Version)
+	}
+	if f := le.Uint32(b[hdrFlags:]); f != 0 {
+		return nil, ferr(hdrFlags, secHeader, "unknown flags %#x", f)
+	}
+	ts := le.Uint64(b[hdrTablesSize:])
+	wo := le.Uint64(b[hdrWeightsOff:])
+	wl := le.Uint64(b[hdrWeightsLen:])
+	if ts > uint64(size-HeaderSize) {
+		return nil, &FormatError{Offset: hdrTablesSize, Section: secHeader, Msg: fmt.Sprintf("tables size %d runs past the end of the %d-byte file (truncated?)", ts, size), Err: io.ErrUnexpectedEOF}
+	}
+	h := &header{tablesSize: int64(ts), tablesCRC: le.Uint32(b[hdrTablesCRC:]), weightsCRC: le.Uint32(b[hdrWeightsCRC:])}
+	if want := align(HeaderSize + h.tablesSize); wo != uint64(want) {
+		return nil, ferr(hdrWeightsOff, secHeader, "weights offset %d, want %d (end of tables rounded up to %d)", wo, want, Alignment)
+	}
+	h.weightsOff = int64(wo)
+	if wl > math.MaxInt64-wo || int64(wo+wl) > size {
+		return nil, &FormatError{Offset: hdrWeightsLen, Section: secHeader, Msg: fmt.Sprintf("weights region [%d, +%d) runs past the end of the %d-byte file (truncated?)", wo, wl, size), Err: io.ErrUnexpectedEOF}
+	}
+	if end := int64(wo + wl); end != size {
+		return nil, ferr(end, secFile, "%d trailing bytes after the weights region", size-end)
+	}
+	h.weightsLen = int64(wl)
+	return h, nil
+}
+
+// decoder reads the tables region. Methods record the first error in err
+// and return zero values afterwards.
+type decoder struct {
+	b   []byte // the whole file
+	off int    // absolute offset of the next byte
+	end int    // end of the tables region
+	sec string
+	err *FormatError
+}
+
+func (d *decoder) fail(off int, format string, args ...any) {
+	if d.err == nil {
+		d.err = ferr(int64(off), d.sec, format, args...)
+	}
+}
+
+func (d *decoder) need(n int, what string) bool {
+	if d.err != nil {
+		return false
+	}
+	if n < 0 || n > d.end-d.off {
+		d.err = &FormatError{Offset: int64(d.off), Section: d.sec, Msg: fmt.Sprintf("%s needs %d bytes, %d left in the tables", what, n, d.end-d.off), Err: io.ErrUnexpectedEOF}
+		return false
+	}
+	return true
+}
+
+func (d *decoder) u8(what string) uint8 {
+	if !d.need(1, what) {
+		return 0
+	}
+	v := d.b[d.off]
+	d.off++
+	return v
+}
+
+func (d *decoder) u32(what string) uint32 {
+	if !d.need(4, what) {
+		return 0
+	}
+	v := le.Uint32(d.b[d.off:])
+	d.off += 4
+	return v
+}
+
+func (d *decoder) u64(what string) uint64 {
+	if !d.need(8, what) {
+		return 0
+	}
+	v := le.Uint64(d.b[d.off:])
+	d.off += 8
+	return v
+}
+
+// count reads a u32 count of items of at least minSize bytes each and
+// checks it against the limit and the bytes left.
+func (d *decoder) count(minSize int, what string) int {
+	at := d.off
+	n := d.u32(what + " count")
+	if d.err != nil {
+		return 0
+	}
+	if n > MaxCount {
+		d.fail(at, "%s count %d exceeds the limit of %d", what, n, MaxCount)
+		return 0
+	}
+	if int64(n)*int64(minSize) > int64(d.end-d.off) {
+		d.fail(at, "%s count %d cannot fit in the %d bytes left in the tables", what, n, d.end-d.off)
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) str(max int, what string) string {
+	at := d.off
+	n := d.u32(what + " length")
+	if d.err != nil {
+		return ""
+	}
+	if n > uint32(max) {
+		d.fail(at, "%s length %d exceeds the limit of %d", what, n, max)
+		return ""
+	}
+	if !d.need(int(n), what) {
+		return ""
+	}
+	s := string(d.b[d.off : d.off+int(n)])
+	d.off += int(n)
+	return s
+}
+
+func decode(b []byte, cfg loadConfig) (*Model, error) {
+	h, err := parseHeader(b, int64(len(b)))
+	if err != nil {
+		return nil, err
+	}
+	tablesEnd := HeaderSize + int(h.tablesSize)
+	if c := tablesCRC(b, b[HeaderSize:tablesEnd]); c != h.tablesCRC {
+		return nil, &FormatError{Offset: hdrTablesCRC, Section: secHeader, Msg: fmt.Sprintf("header and tables checksum is %#08x, header says %#08x", c, h.tablesCRC), Err: ErrChecksum}
+	}
+	for i := tablesEnd; i < int(h.weightsOff); i++ {
+		if b[i] != 0 {
+			return nil, ferr(int64(i), secFile, "non-zero padding byte before the weights region")
+		}
+	}
+	d := &decoder{b: b, off: HeaderSize, end: tablesEnd}
+	m, pos := d.tables(h)
+	if d.err != nil {
+		return nil, d.err
+	}
+	if d.off != d.end {
+		return nil, ferr(int64(d.off), secNodes, "%d unused bytes after the node list", d.end-d.off)
+	}
+	if cfg.verifyWeights {
+		w := b[h.weightsOff : h.weightsOff+h.weightsLen]
+		if c := crc32.Checksum(w, castagnoli); c != h.weightsCRC {
+			return nil, &FormatError{Offset: hdrWeightsCRC, Section: secHeader, Msg: fmt.Sprintf("weights checksum is %#08x, header says %#08x", c, h.weightsCRC), Err: ErrChecksum}
+		}
+	}
+	if err := validate(m, pos); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (d *decoder) tables(h *header) (*Model, *positions) {
+	m := &Model{}
+	pos := &positions{}
+
+	d.sec = secMeta
+	n := d.count(minMetaEntry, "metadata entry")
+	if n > 0 {
+		m.Meta = make([][2]string, n)
+		pos.meta = make([]int64, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		pos.meta[i] = int64(d.off)
+		m.Meta[i][0] = d.str(MaxNameLen, fmt.Sprintf("entry %d key", i))
+		m.Meta[i][1] = d.str(MaxStringLen, fmt.Sprintf("entry %d value", i))
+	}
+
+	d.sec = secTensors
+	n = d.count(minTensorEntry, "tensor")
+	if n > 0 {
+		m.Tensors = make([]Tensor, n)
+		pos.tensors = make([]int64, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		pos.tensors[i] = int64(d.off)
+		d.tensor(h, i, &m.Tensors[i])
+	}
+
+	d.sec = secNodes
+	n = d.count(minNodeEntry, "node")
+	if n > 0 {
+		m.Nodes = make([]Node, n)
+		pos.nodes = make([]int64, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		pos.nodes[i] = int64(d.off)
+		d.node(i, &m.Nodes[i])
+	}
+	return m, pos
+}
+
+func (d *decoder) tensor(h *header, i int, t *Tensor) {
+	at := d.off
+	t.Name = d.str(MaxNameLen, fmt.Sprintf("tensor %d name", i))
+	label := tensorLabel(i, t.Name)
+	t.DType = rt.DType(d.u8(label + " dtype"))
+	t.Role = Role(d.u8(label + " role"))
+	rank := int(d.u8(label + " rank"))
+	flags := d.u8(label + " flags")
+	if d.err != nil {
+		return
+	}
+	if t.DType != rt.InvalidDType && !t.DType.Valid() {
+		d.fail(at, "%s: bad dtype code %d", label, uint8(t.DType))
+		return
+	}
+	if t.Role > Weight {
+		d.fail(at, "%s: bad role code %d", label, uint8(t.Role))
+		return
+	}
+	if rank > MaxRank {
+		d.fail(at, "%s: rank %d exceeds the limit of %d", label, rank, MaxRank)
+		return
+	}
+	if flags&^tensorFlagsKnown != 0 {
+		d.fail(at, "%s: unknown flags %#x", label, flags)
+		return
+	}
+	if rank > 0 {
+		t.Shape = make([]int64, rank)
+	}
+	for k := range rank {
+		t.Shape[k] = int64(d.u64(fmt.Sprintf("%s dim %d", label, k)))
+		if d.err == nil && t.Shape[k] < -1 {
+			d.fail(at, "%s: dim %d is %d", label, k, t.Shape[k])
+		}
+	}
+	if flags&tensorHasDimNames != 0 && rank > 0 {
+		t.DimNames = make([]string, rank)
+		for k := range rank {
+			t.DimNames[k] = d.str(MaxNameLen, fmt.Sprintf("%s dim %d name", label, k))
+		}
+	}
+	if t.Role != Weight || d.err != nil {
+		return
+	}
+	dataAt := d.off
+	off := d.u64(label + " data offset")
+	n := d.u64(label + " data length")
+	if d.err != nil {
+		return
+	}
+	wEnd := uint64(h.weightsOff + h.weightsLen)
+	if off%Alignment != 0 {
+		d.fail(dataAt, "%s: data offset %d is not %d-byte aligned", label, off, Alignment)
+		return
+	}
+	if off < uint64(h.weightsOff) || off > wEnd || n > wEnd-off {
+		d.fail(dataAt, "%s: data [%d, +%d) lies outside the weights region [%d, %d)", label, off, n, h.weightsOff, wEnd)
+		return
+	}
+	t.Data = d.b[off : off+n : off+n]
+}
+
+func (d *decoder) node(i int, n *Node) {
+	n.Name = d.str(MaxNameLen, fmt.Sprintf("node %d name", i))
+	n.Op = d.str(MaxNameLen, fmt.Sprintf("node %d op", i))
+	label := nodeLabel(i, n)
+	na := d.count(minAttr, label+" attribute")
+	if na > 0 {
+		n.Attrs = make([]Attr, na)
+	}
+	for k := 0; k < na && d.err == nil; k++ {
+		d.attr(label, k, &n.Attrs[k])
+	}
+	n.Inputs = d.indices(label + " input")
+	n.Outputs = d.indices(label + " output")
+}
+
+func (d *decoder) indices(what string) []int {
+	c := d.count(4, what)
+	if c == 0 {
+		return nil
+	}
+	v := make([]int, c)
+	for k := range v {
+		v[k] = int(int32(d.u32(what)))
+	}
+	return v
+}
+
+func (d *decoder) attr(label string, k int, a *Attr) {
+	at := d.off
+	a.Name = d.str(MaxNameLen, fmt.Sprintf("%s attribute %d name", label, k))
+	what := fmt.Sprintf("%s attribute %q", label, a.Name)
+	a.Kind = AttrKind(d.u8(what + " kind"))
+	if d.err != nil {
+		return
+	}
+	switch a.Kind {
+	case AttrInt:
+		a.Int = int64(d.u64(what))
+	case AttrFloat:
+		a.Float = math.Float64frombits(d.u64(what))
+	case AttrString:
+		a.Str = d.str(MaxStringLen, what)
+	case AttrInts:
+		c := d.count(8, what+" element")
+		a.Ints = make([]int64, c)
+		for j := range a.Ints {
+			a.Ints[j] = int64(d.u64(what))
+		}
+	case AttrFloats:
+		c := d.count(8, what+" element")
+		a.Floats = make([]float64, c)
+		for j := range a.Floats {
+			a.Floats[j] = math.Float64frombits(d.u64(what))
+		}
+	case AttrStrings:
+		c := d.count(4, what+" element")
+		a.Strings = make([]string, c)
+		for j := range a.Strings {
+			a.Strings[j] = d.str(MaxStringLen, what)
+		}
+	default:
+		d.fail(at, "%s: bad attribute kind code %d", what, uint8(a.Kind))
+	}
+}
