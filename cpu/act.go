@@ -1,0 +1,99 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// actApply applies fn in place to every element of y. It is the unary
+// kernel for contiguous float data and the fused epilogue of MatMul and
+// Conv. Cheap functions are computed in T; transcendental ones in float64
+// and rounded, which matches rt.UnaryFn.Apply to the precision of T.
+func actApply[T floatT](fn rt.UnaryFn, alpha, beta float64, y []T) {
+	switch fn {
+	case rt.Copy:
+	case rt.Neg:
+		for i, v := range y {
+			y[i] = -v
+		}
+	case rt.Abs:
+		for i, v := range y {
+			if v < 0 {
+				y[i] = -v
+			}
+		}
+	case rt.Relu:
+		for i, v := range y {
+			if v < 0 {
+				y[i] = 0
+			}
+		}
+	case rt.LeakyRelu:
+		a := T(alpha)
+		for i, v := range y {
+			if v < 0 {
+				y[i] = a * v
+			}
+		}
+	case rt.Square:
+		for i, v := range y {
+			y[i] = v * v
+		}
+	case rt.Affine:
+		for i, v := range y {
+			y[i] = T(alpha*float64(v) + beta)
+		}
+	case rt.Clip:
+		for i, v := range y {
+			y[i] = T(math.Min(math.Max(float64(v), alpha), beta))
+		}
+	case rt.Sigmoid:
+		for i, v := range y {
+			y[i] = T(sigmoid(float64(v)))
+		}
+	case rt.Silu:
+		for i, v := range y {
+			x := float64(v)
+			y[i] = T(x * sigmoid(x))
+		}
+	case rt.Tanh:
+		for i, v := range y {
+			y[i] = T(math.Tanh(float64(v)))
+		}
+	case rt.Gelu:
+		for i, v := range y {
+			x := float64(v)
+			y[i] = T(0.5 * x * (1 + math.Erf(x*(1/math.Sqrt2))))
+		}
+	case rt.HardSigmoid:
+		for i, v := range y {
+			y[i] = T(math.Max(0, math.Min(1, alpha*float64(v)+beta)))
+		}
+	case rt.HardSwish:
+		for i, v := range y {
+			x := float64(v)
+			y[i] = T(x * math.Max(0, math.Min(1, x/6+0.5)))
+		}
+	case rt.Exp:
+		for i, v := range y {
+			y[i] = T(math.Exp(float64(v)))
+		}
+	case rt.Sqrt:
+		for i, v := range y {
+			y[i] = T(math.Sqrt(float64(v)))
+		}
+	default:
+		for i, v := range y {
+			y[i] = T(fn.Apply(float64(v), alpha, beta))
+		}
+	}
+}
+
+func sigmoid(x float64) float64 {
+	if x >= 0 {
+		return 1 / (1 + math.Exp(-x))
+	}
+	e := math.Exp(x)
+	return e / (1 + e)
+}

@@ -1,0 +1,882 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// Elementwise engine: a strided N-d iterator over up to four operands of
+// one shape, with dims of size 1 dropped and mergeable dims coalesced. The
+// iteration space is cut into rows of the innermost (coalesced) dim, and
+// rows into chunks, which are spread over worker goroutines.
+
+const (
+	maxOps     = 4
+	ewChunk    = 512     // elements per scratch chunk in the general path
+	ewUnit     = 16384   // elements per unit of parallel work
+	ewParallel = 1 << 15 // smallest element count worth parallelising
+)
+
+type operand struct {
+	data []byte   // the whole buffer
+	dt   rt.DType //
+	off  int      // element offset of element [0, 0, ...]
+	st   []int    // element strides
+}
+
+func operandOf(r rt.Ref, data []byte) operand {
+	return operand{data: data, dt: r.DType, off: int(r.Off / int64(r.DType.Size())), st: r.StridesOrContiguous()}
+}
+
+type ewPlan struct {
+	nop   int
+	op    [maxOps]operand
+	outer []int // coalesced outer dims
+	ost   [maxOps][]int
+	inner int
+	inc   [maxOps]int
+	rows  int
+	total int
+}
+
+func newPlan(shape []int, ops ...operand) *ewPlan {
+	p := &ewPlan{nop: len(ops)}
+	copy(p.op[:], ops)
+	var cs []int
+	var cst [maxOps][]int
+	for d, s := range shape {
+		if s == 0 {
+			p.rows, p.total, p.inner = 0, 0, 0
+			return p
+		}
+		if s == 1 {
+			continue
+		}
+		if n := len(cs); n > 0 {
+			ok := true
+			for k := range ops {
+				if cst[k][n-1] != ops[k].st[d]*s {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				cs[n-1] *= s
+				for k := range ops {
+					cst[k][n-1] = ops[k].st[d]
+				}
+				continue
+			}
+		}
+		cs = append(cs, s)
+		for k := range ops {
+			cst[k] = append(cst[k], ops[k].st[d])
+		}
+	}
+	p.inner = 1
+	if n := len(cs); n > 0 {
+		p.inner = cs[n-1]
+		for k := range ops {
+			p.inc[k] = cst[k][n-1]
+			p.ost[k] = cst[k][:n-1]
+		}
+		p.outer = cs[:n-1]
+	}
+	p.rows = 1
+	for _, s := range p.outer {
+		p.rows *= s
+	}
+	p.total = p.rows * p.inner
+	return p
+}
+
+// allInc reports whether every operand's inner increment equals v[k].
+func (p *ewPlan) incIs(v ...int) bool {
+	for k := range v {
+		if p.inc[k] != v[k] {
+			return false
+		}
+	}
+	return true
+}
+
+type ewScratch struct {
+	f [3][ewChunk]float64
+	i [3][ewChunk]int64
+}
+
+type rowFunc func(w *ewScratch, offs *[maxOps]int, n int)
+
+// run calls body on every row chunk, in parallel when the work is large.
+func (p *ewPlan) run(body rowFunc) {
+	if p.total == 0 {
+		return
+	}
+	cpr := (p.inner + ewUnit - 1) / ewUnit
+	units := p.rows * cpr
+	if p.total < ewParallel || workers() == 1 {
+		p.runRange(0, units, cpr, body)
+		return
+	}
+	grain := 1
+	if p.inner < ewUnit {
+		grain = (ewUnit + p.inner - 1) / p.inner
+	}
+	parallelFor(units, grain, func(lo, hi int) { p.runRange(lo, hi, cpr, body) })
+}
+
+func (p *ewPlan) runRange(u0, u1, cpr int, body rowFunc) {
+	w := new(ewScratch)
+	row, c := u0/cpr, u0%cpr
+	nd := len(p.outer)
+	idx := make([]int, nd)
+	var base [maxOps]int
+	for k := 0; k < p.nop; k++ {
+		base[k] = p.op[k].off
+	}
+	r := row
+	for d := nd - 1; d >= 0; d-- {
+		idx[d] = r % p.outer[d]
+		r /= p.outer[d]
+		for k := 0; k < p.nop; k++ {
+			base[k] += idx[d] * p.ost[k][d]
+		}
+	}
+	var offs [maxOps]int
+	for u := u0; u < u1; u++ {
+		start := c * ewUnit
+		n := min(ewUnit, p.inner-start)
+		for k := 0; k < p.nop; k++ {
+			offs[k] = base[k] + start*p.inc[k]
+		}
+		body(w, &offs, n)
+		c++
+		if c == cpr {
+			c = 0
+			for d := nd - 1; d >= 0; d-- {
+				idx[d]++
+				for k := 0; k < p.nop; k++ {
+					base[k] += p.ost[k][d]
+				}
+				if idx[d] < p.outer[d] {
+					break
+				}
+				for k := 0; k < p.nop; k++ {
+					base[k] -= idx[d] * p.ost[k][d]
+				}
+				idx[d] = 0
+			}
+		}
+	}
+}
+
+// ---- loads and stores between typed strided memory and f64/i64 scratch ----
+
+type number interface {
+	~float32 | ~float64 | ~int32 | ~int64 | ~uint8 | ~int8
+}
+
+func loadG[T number](dst []float64, s []T, off, inc int) {
+	if inc == 1 {
+		s = s[off : off+len(dst)]
+		for i, v := range s {
+			dst[i] = float64(v)
+		}
+		return
+	}
+	for i := range dst {
+		dst[i] = float64(s[off+i*inc])
+	}
+}
+
+func loadGI[T number](dst []int64, s []T, off, inc int) {
+	if inc == 1 {
+		s = s[off : off+len(dst)]
+		for i, v := range s {
+			dst[i] = int64(v)
+		}
+		return
+	}
+	for i := range dst {
+		dst[i] = int64(s[off+i*inc])
+	}
+}
+
+func loadF64(dst []float64, o operand, off, inc int) {
+	switch o.dt {
+	case rt.F32:
+		loadG(dst, elems[float32](o.data), off, inc)
+	case rt.F64:
+		loadG(dst, elems[float64](o.data), off, inc)
+	case rt.F16:
+		s := elems[uint16](o.data)
+		for i := range dst {
+			dst[i] = float64(rt.F16Float(s[off+i*inc]))
+		}
+	case rt.I32:
+		loadG(dst, elems[int32](o.data), off, inc)
+	case rt.I64:
+		loadG(dst, elems[int64](o.data), off, inc)
+	case rt.U8, rt.Bool:
+		loadG(dst, o.data, off, inc)
+	case rt.I8:
+		loadG(dst, elems[int8](o.data), off, inc)
+	}
+}
+
+func loadI64(dst []int64, o operand, off, inc int) {
+	switch o.dt {
+	case rt.F32:
+		loadGI(dst, elems[float32](o.data), off, inc)
+	case rt.F64:
+		loadGI(dst, elems[float64](o.data), off, inc)
+	case rt.F16:
+		s := elems[uint16](o.data)
+		for i := range dst {
+			dst[i] = int64(rt.F16Float(s[off+i*inc]))
+		}
+	case rt.I32:
+		loadGI(dst, elems[int32](o.data), off, inc)
+	case rt.I64:
+		loadGI(dst, elems[int64](o.data), off, inc)
+	case rt.U8, rt.Bool:
+		loadGI(dst, o.data, off, inc)
+	case rt.I8:
+		loadGI(dst, elems[int8](o.data), off, inc)
+	}
+}
+
+func storeGF[T ~float32 | ~float64](src []float64, s []T, off, inc int) {
+	if inc == 1 {
+		s = s[off : off+len(src)]
+		for i, v := range src {
+			s[i] = T(v)
+		}
+		return
+	}
+	for i, v := range src {
+		s[off+i*inc] = T(v)
+	}
+}
+
+// f2i converts a float to an integer by truncation, with NaN as 0 and
+// saturation at the int64 range (Go leaves out-of-range conversions
+// implementation-defined).
+func f2i(v float64) int64 {
+	switch {
+	case v != v:
+		return 0
+	case v >= 9.223372036854775807e18:
+		return math.MaxInt64
+	case v <= -9.223372036854775808e18:
+		return math.MinInt64
+	}
+	return int64(v)
+}
+
+func storeGFI[T ~int32 | ~int64 | ~uint8 | ~int8](src []float64, s []T, off, inc int) {
+	for i, v := range src {
+		s[off+i*inc] = T(f2i(v))
+	}
+}
+
+func storeF64(src []float64, o operand, off, inc int) {
+	switch o.dt {
+	case rt.F32:
+		storeGF(src, elems[float32](o.data), off, inc)
+	case rt.F64:
+		storeGF(src, elems[float64](o.data), off, inc)
+	case rt.F16:
+		s := elems[uint16](o.data)
+		for i, v := range src {
+			s[off+i*inc] = rt.F16Bits(float32(v))
+		}
+	case rt.I32:
+		storeGFI(src, elems[int32](o.data), off, inc)
+	case rt.I64:
+		storeGFI(src, elems[int64](o.data), off, inc)
+	case rt.U8:
+		storeGFI(src, o.data, off, inc)
+	case rt.I8:
+		storeGFI(src, elems[int8](o.data), off, inc)
+	case rt.Bool:
+		for i, v := range src {
+			o.data[off+i*inc] = b2u(v != 0)
+		}
+	}
+}
+
+func storeGI[T number](src []int64, s []T, off, inc int) {
+	for i, v := range src {
+		s[off+i*inc] = T(v)
+	}
+}
+
+func storeI64(src []int64, o operand, off, inc int) {
+	switch o.dt {
+	case rt.F32:
+		storeGI(src, elems[float32](o.data), off, inc)
+	case rt.F64:
+		storeGI(src, elems[float64](o.data), off, inc)
+	case rt.F16:
+		s := elems[uint16](o.data)
+		for i, v := range src {
+			s[off+i*inc] = rt.F16Bits(float32(v))
+		}
+	case rt.I32:
+		storeGI(src, elems[int32](o.data), off, inc)
+	case rt.I64:
+		storeGI(src, elems[int64](o.data), off, inc)
+	case rt.U8:
+		storeGI(src, o.data, off, inc)
+	case rt.I8:
+		storeGI(src, elems[int8](o.data), off, inc)
+	case rt.Bool:
+		for i, v := range src {
+			o.data[off+i*inc] = b2u(v != 0)
+		}
+	}
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ---- raw moves (same dtype, no conversion) ----
+
+type raw interface{ ~uint8 | ~uint16 | ~uint32 | ~uint64 }
+
+func moveRow[T raw](d []T, doff, dinc int, s []T, soff, sinc, n int) {
+	switch {
+	case dinc == 1 && sinc == 1:
+		copy(d[doff:doff+n], s[soff:soff+n])
+	case dinc == 1 && sinc == 0:
+		v := s[soff]
+		dd := d[doff : doff+n]
+		for i := range dd {
+			dd[i] = v
+		}
+	default:
+		for i := 0; i < n; i++ {
+			d[doff+i*dinc] = s[soff+i*sinc]
+		}
+	}
+}
+
+func moveBody[T raw](p *ewPlan) rowFunc {
+	s := elems[T](p.op[0].data)
+	d := elems[T](p.op[1].data)
+	si, di := p.inc[0], p.inc[1]
+	return func(_ *ewScratch, offs *[maxOps]int, n int) {
+		moveRow(d, offs[1], di, s, offs[0], si, n)
+	}
+}
+
+// sizedMove returns the raw move body for element size sz.
+func sizedMove(p *ewPlan, sz int) rowFunc {
+	switch sz {
+	case 1:
+		return moveBody[uint8](p)
+	case 2:
+		return moveBody[uint16](p)
+	case 4:
+		return moveBody[uint32](p)
+	}
+	return moveBody[uint64](p)
+}
+
+// ---- Unary ----
+
+func unaryOp(o *rt.Unary, x, y []byte) {
+	p := newPlan(o.Y.Shape, operandOf(o.X, x), operandOf(o.Y, y))
+	xd, yd := o.X.DType, o.Y.DType
+	if o.Fn == rt.Copy && xd == yd {
+		p.run(sizedMove(p, xd.Size()))
+		return
+	}
+	if xd == yd && p.incIs(1, 1) {
+		switch xd {
+		case rt.F32:
+			p.run(unaryFast[float32](p, o.Fn, o.Alpha, o.Beta))
+			return
+		case rt.F64:
+			p.run(unaryFast[float64](p, o.Fn, o.Alpha, o.Beta))
+			return
+		}
+	}
+	X, Y := p.op[0], p.op[1]
+	xi, yi := p.inc[0], p.inc[1]
+	intDomain := !xd.IsFloat() && !(o.Fn == rt.Copy && yd.IsFloat())
+	fn, a, b := o.Fn, o.Alpha, o.Beta
+	if intDomain {
+		p.run(func(w *ewScratch, offs *[maxOps]int, n int) {
+			for s := 0; s < n; s += ewChunk {
+				m := min(ewChunk, n-s)
+				xs, ys := w.i[0][:m], w.i[1][:m]
+				loadI64(xs, X, offs[0]+s*xi, xi)
+				unaryI64(fn, xs, ys)
+				storeI64(ys, Y, offs[1]+s*yi, yi)
+			}
+		})
+		return
+	}
+	p.run(func(w *ewScratch, offs *[maxOps]int, n int) {
+		for s := 0; s < n; s += ewChunk {
+			m := min(ewChunk, n-s)
+			ys := w.f[1][:m]
+			loadF64(ys, X, offs[0]+s*xi, xi)
+			actApply(fn, a, b, ys)
+			storeF64(ys, Y, offs[1]+s*yi, yi)
+		}
+	})
+}
+
+func unaryFast[T floatT](p *ewPlan, fn rt.UnaryFn, a, b float64) rowFunc {
+	xs := elems[T](p.op[0].data)
+	ys := elems[T](p.op[1].data)
+	return func(_ *ewScratch, offs *[maxOps]int, n int) {
+		y := ys[offs[1] : offs[1]+n]
+		x := xs[offs[0] : offs[0]+n]
+		if &x[0] != &y[0] {
+			copy(y, x)
+		}
+		actApply(fn, a, b, y)
+	}
+}
+
+func unaryI64(fn rt.UnaryFn, x, y []int64) {
+	y = y[:len(x)]
+	switch fn {
+	case rt.Copy:
+		copy(y, x)
+	case rt.Neg:
+		for i, v := range x {
+			y[i] = -v
+		}
+	case rt.Abs:
+		for i, v := range x {
+			if v < 0 {
+				v = -v
+			}
+			y[i] = v
+		}
+	case rt.Relu:
+		for i, v := range x {
+			y[i] = max(v, 0)
+		}
+	case rt.Sign:
+		for i, v := range x {
+			switch {
+			case v > 0:
+				y[i] = 1
+			case v < 0:
+				y[i] = -1
+			default:
+				y[i] = 0
+			}
+		}
+	case rt.Not:
+		for i, v := range x {
+			if v == 0 {
+				y[i] = 1
+			} else {
+				y[i] = 0
+			}
+		}
+	case rt.Square:
+		for i, v := range x {
+			y[i] = v * v
+		}
+	}
+}
+
+// ---- Binary ----
+
+func binaryOp(o *rt.Binary, a, b, y []byte) {
+	p := newPlan(o.Y.Shape, operandOf(o.A, a), operandOf(o.B, b), operandOf(o.Y, y))
+	ad := o.A.DType
+	if ad == o.Y.DType && fastBinary(o.Fn) && (p.incIs(1, 1, 1) || p.incIs(0, 1, 1) || p.incIs(1, 0, 1)) {
+		switch ad {
+		case rt.F32:
+			p.run(binaryFast[float32](p, o.Fn))
+			return
+		case rt.F64:
+			p.run(binaryFast[float64](p, o.Fn))
+			return
+		}
+	}
+	A, B, Y := p.op[0], p.op[1], p.op[2]
+	ai, bi, yi := p.inc[0], p.inc[1], p.inc[2]
+	fn := o.Fn
+	if !ad.IsFloat() {
+		p.run(func(w *ewScratch, offs *[maxOps]int, n int) {
+			for s := 0; s < n; s += ewChunk {
+				m := min(ewChunk, n-s)
+				as, bs, ys := w.i[0][:m], w.i[1][:m], w.i[2][:m]
+				loadI64(as, A, offs[0]+s*ai, ai)
+				loadI64(bs, B, offs[1]+s*bi, bi)
+				binaryI64(fn, as, bs, ys)
+				storeI64(ys, Y, offs[2]+s*yi, yi)
+			}
+		})
+		return
+	}
+	p.run(func(w *ewScratch, offs *[maxOps]int, n int) {
+		for s := 0; s < n; s += ewChunk {
+			m := min(ewChunk, n-s)
+			as, bs, ys := w.f[0][:m], w.f[1][:m], w.f[2][:m]
+			loadF64(as, A, offs[0]+s*ai, ai)
+			loadF64(bs, B, offs[1]+s*bi, bi)
+			binaryF64(fn, as, bs, ys)
+			storeF64(ys, Y, offs[2]+s*yi, yi)
+		}
+	})
+}
+
+func fastBinary(fn rt.BinaryFn) bool {
+	switch fn {
+	case rt.Add, rt.Sub, rt.Mul, rt.Div, rt.Max, rt.Min:
+		return true
+	}
+	return false
+}
+
+func binaryFast[T floatT](p *ewPlan, fn rt.BinaryFn) rowFunc {
+	as := elems[T](p.op[0].data)
+	bs := elems[T](p.op[1].data)
+	ys := elems[T](p.op[2].data)
+	ai, bi := p.inc[0], p.inc[1]
+	return func(_ *ewScratch, offs *[maxOps]int, n int) {
+		y := ys[offs[2] : offs[2]+n]
+		switch {
+		case ai == 0:
+			binScalarVec(fn, as[offs[0]], bs[offs[1]:offs[1]+n], y)
+		case bi == 0:
+			binVecScalar(fn, as[offs[0]:offs[0]+n], bs[offs[1]], y)
+		default:
+			binVecVec(fn, as[offs[0]:offs[0]+n], bs[offs[1]:offs[1]+n], y)
+		}
+	}
+}
+
+func fmax[T floatT](a, b T) T {
+	if a > b || a != a {
+		return a
+	}
+	if b != b {
+		return b
+	}
+	if a == b && a == 0 && math.Signbit(float64(b)) {
+		return a
+	}
+	return b
+}
+
+func fmin[T floatT](a, b T) T {
+	if a < b || a != a {
+		return a
+	}
+	if b != b {
+		return b
+	}
+	if a == b && a == 0 && math.Signbit(float64(a)) {
+		return a
+	}
+	return b
+}
+
+func binVecVec[T floatT](fn rt.BinaryFn, a, b, y []T) {
+	a = a[:len(y)]
+	b = b[:len(y)]
+	switch fn {
+	case rt.Add:
+		for i := range y {
+			y[i] = a[i] + b[i]
+		}
+	case rt.Sub:
+		for i := range y {
+			y[i] = a[i] - b[i]
+		}
+	case rt.Mul:
+		for i := range y {
+			y[i] = a[i] * b[i]
+		}
+	case rt.Div:
+		for i := range y {
+			y[i] = a[i] / b[i]
+		}
+	case rt.Max:
+		for i := range y {
+			y[i] = fmax(a[i], b[i])
+		}
+	case rt.Min:
+		for i := range y {
+			y[i] = fmin(a[i], b[i])
+		}
+	}
+}
+
+func binScalarVec[T floatT](fn rt.BinaryFn, a T, b, y []T) {
+	b = b[:len(y)]
+	switch fn {
+	case rt.Add:
+		for i := range y {
+			y[i] = a + b[i]
+		}
+	case rt.Sub:
+		for i := range y {
+			y[i] = a - b[i]
+		}
+	case rt.Mul:
+		for i := range y {
+			y[i] = a * b[i]
+		}
+	case rt.Div:
+		for i := range y {
+			y[i] = a / b[i]
+		}
+	case rt.Max:
+		for i := range y {
+			y[i] = fmax(a, b[i])
+		}
+	case rt.Min:
+		for i := range y {
+			y[i] = fmin(a, b[i])
+		}
+	}
+}
+
+func binVecScalar[T floatT](fn rt.BinaryFn, a []T, b T, y []T) {
+	a = a[:len(y)]
+	switch fn {
+	case rt.Add:
+		for i := range y {
+			y[i] = a[i] + b
+		}
+	case rt.Sub:
+		for i := range y {
+			y[i] = a[i] - b
+		}
+	case rt.Mul:
+		for i := range y {
+			y[i] = a[i] * b
+		}
+	case rt.Div:
+		for i := range y {
+			y[i] = a[i] / b
+		}
+	case rt.Max:
+		for i := range y {
+			y[i] = fmax(a[i], b)
+		}
+	case rt.Min:
+		for i := range y {
+			y[i] = fmin(a[i], b)
+		}
+	}
+}
+
+func binaryF64(fn rt.BinaryFn, a, b, y []float64) {
+	a = a[:len(y)]
+	b = b[:len(y)]
+	switch fn {
+	case rt.Add, rt.Sub, rt.Mul, rt.Div, rt.Max, rt.Min:
+		binVecVec(fn, a, b, y)
+	case rt.Equal:
+		for i := range y {
+			y[i] = b2f(a[i] == b[i])
+		}
+	case rt.Less:
+		for i := range y {
+			y[i] = b2f(a[i] < b[i])
+		}
+	case rt.LessEq:
+		for i := range y {
+			y[i] = b2f(a[i] <= b[i])
+		}
+	case rt.Greater:
+		for i := range y {
+			y[i] = b2f(a[i] > b[i])
+		}
+	case rt.GreaterEq:
+		for i := range y {
+			y[i] = b2f(a[i] >= b[i])
+		}
+	default:
+		for i := range y {
+			y[i] = fn.Apply(a[i], b[i])
+		}
+	}
+}
+
+func binaryI64(fn rt.BinaryFn, a, b, y []int64) {
+	a = a[:len(y)]
+	b = b[:len(y)]
+	switch fn {
+	case rt.Add:
+		for i := range y {
+			y[i] = a[i] + b[i]
+		}
+	case rt.Sub:
+		for i := range y {
+			y[i] = a[i] - b[i]
+		}
+	case rt.Mul:
+		for i := range y {
+			y[i] = a[i] * b[i]
+		}
+	case rt.Div:
+		for i := range y {
+			if b[i] == 0 {
+				y[i] = 0
+			} else {
+				y[i] = a[i] / b[i]
+			}
+		}
+	case rt.Max:
+		for i := range y {
+			y[i] = max(a[i], b[i])
+		}
+	case rt.Min:
+		for i := range y {
+			y[i] = min(a[i], b[i])
+		}
+	case rt.Mod:
+		for i := range y {
+			if b[i] == 0 {
+				y[i] = 0
+				continue
+			}
+			m := a[i] % b[i]
+			if m != 0 && (m < 0) != (b[i] < 0) {
+				m += b[i]
+			}
+			y[i] = m
+		}
+	case rt.Fmod:
+		for i := range y {
+			if b[i] == 0 {
+				y[i] = 0
+			} else {
+				y[i] = a[i] % b[i]
+			}
+		}
+	case rt.Equal:
+		for i := range y {
+			y[i] = int64(b2u(a[i] == b[i]))
+		}
+	case rt.Less:
+		for i := range y {
+			y[i] = int64(b2u(a[i] < b[i]))
+		}
+	case rt.LessEq:
+		for i := range y {
+			y[i] = int64(b2u(a[i] <= b[i]))
+		}
+	case rt.Greater:
+		for i := range y {
+			y[i] = int64(b2u(a[i] > b[i]))
+		}
+	case rt.GreaterEq:
+		for i := range y {
+			y[i] = int64(b2u(a[i] >= b[i]))
+		}
+	case rt.And:
+		for i := range y {
+			y[i] = int64(b2u(a[i] != 0 && b[i] != 0))
+		}
+	case rt.Or:
+		for i := range y {
+			y[i] = int64(b2u(a[i] != 0 || b[i] != 0))
+		}
+	case rt.Xor:
+		for i := range y {
+			y[i] = int64(b2u((a[i] != 0) != (b[i] != 0)))
+		}
+	}
+}
+
+// ---- Where ----
+
+func whereOp(o *rt.Where, c, a, b, y []byte) {
+	p := newPlan(o.Y.Shape, operandOf(o.Cond, c), operandOf(o.A, a), operandOf(o.B, b), operandOf(o.Y, y))
+	switch o.Y.DType.Size() {
+	case 1:
+		p.run(whereBody[uint8](p))
+	case 2:
+		p.run(whereBody[uint16](p))
+	case 4:
+		p.run(whereBody[uint32](p))
+	default:
+		p.run(whereBody[uint64](p))
+	}
+}
+
+func whereBody[T raw](p *ewPlan) rowFunc {
+	cs := p.op[0].data
+	as, bs, ys := elems[T](p.op[1].data), elems[T](p.op[2].data), elems[T](p.op[3].data)
+	ci, ai, bi, yi := p.inc[0], p.inc[1], p.inc[2], p.inc[3]
+	return func(_ *ewScratch, offs *[maxOps]int, n int) {
+		co, ao, bo, yo := offs[0], offs[1], offs[2], offs[3]
+		for i := 0; i < n; i++ {
+			if cs[co+i*ci] != 0 {
+				ys[yo+i*yi] = as[ao+i*ai]
+			} else {
+				ys[yo+i*yi] = bs[bo+i*bi]
+			}
+		}
+	}
+}
+
+// ---- Fill ----
+
+func fillOp(o *rt.Fill, y []byte) {
+	p := newPlan(o.Y.Shape, operandOf(o.Y, y))
+	v := o.Value
+	switch o.Y.DType {
+	case rt.F32:
+		p.run(fillBody(p, math.Float32bits(float32(v))))
+	case rt.F64:
+		p.run(fillBody(p, math.Float64bits(v)))
+	case rt.F16:
+		p.run(fillBody(p, rt.F16Bits(float32(v))))
+	case rt.I32:
+		p.run(fillBody(p, uint32(int32(f2i(v)))))
+	case rt.I64:
+		p.run(fillBody(p, uint64(f2i(v))))
+	case rt.U8:
+		p.run(fillBody(p, uint8(f2i(v))))
+	case rt.I8:
+		p.run(fillBody(p, uint8(int8(f2i(v)))))
+	case rt.Bool:
+		p.run(fillBody(p, b2u(v != 0)))
+	}
+}
+
+func fillBody[T raw](p *ewPlan, v T) rowFunc {
+	ys := elems[T](p.op[0].data)
+	yi := p.inc[0]
+	return func(_ *ewScratch, offs *[maxOps]int, n int) {
+		if yi == 1 {
+			y := ys[offs[0] : offs[0]+n]
+			for i := range y {
+				y[i] = v
+			}
+			return
+		}
+		for i := 0; i < n; i++ {
+			ys[offs[0]+i*yi] = v
+		}
+	}
+}

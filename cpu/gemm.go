@@ -1,0 +1,456 @@
+package cpu
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// GEMM: C = Act(alpha * op(A) @ op(B) + beta * Bias), BLIS-style.
+//
+// The N dimension is cut into blocks of gemmNC columns and K into blocks of
+// gemmKC. For each (NC, KC) block, B is packed once into column panels of
+// nr columns (shared by all workers); then the MC×NC macro tiles are shared
+// out to the workers, each of which packs its MC×KC block of A (times
+// alpha) into row panels of mr rows and runs the mr×nr micro-kernel over
+// the panels. The first K block stores into C, later ones accumulate, and
+// the last applies bias and activation to the tile while it is in cache.
+
+const (
+	gemmKC = 256
+	gemmMC = 96
+	gemmNC = 3072
+)
+
+// microKernel computes c[mr*nr] (row-major tile) = sum over kc of the
+// packed A panel (kc × mr) and B panel (kc × nr).
+type microKernel[T floatT] func(kc int, a, b []T, c []T)
+
+type gemm[T floatT] struct {
+	m, n, k int
+	a       []T // A(i,p) = a[i*lda+p], or a[p*lda+i] when ta
+	lda     int
+	ta      bool
+	b       []T // B(p,j) = b[p*ldb+j], or b[j*ldb+p] when tb
+	ldb     int
+	tb      bool
+	c       []T // C(i,j) = c[i*ldc+j]
+	ldc     int
+	alpha   T
+	bias    []T // Bias(i,j) = bias[boff+i*brs+j*bcs]; nil if none
+	boff    int
+	brs     int
+	bcs     int
+	beta    T
+	act     rt.Activation
+	threads int
+}
+
+// kernelFor returns the micro-kernel and its tile shape for T.
+func kernelFor[T floatT]() (microKernel[T], int, int) {
+	var z T
+	switch any(z).(type) {
+	case float32:
+		if k, mr, nr, ok := asmKernel32(); ok {
+			return any(k).(microKernel[T]), mr, nr
+		}
+	case float64:
+		if k, mr, nr, ok := asmKernel64(); ok {
+			return any(k).(microKernel[T]), mr, nr
+		}
+	}
+	return kern4x4[T], 4, 4
+}
+
+func gemmKernelName() string {
+	if _, _, _, ok := asmKernel32(); ok {
+		return asmKernelName
+	}
+	return "pure Go 4x4"
+}
+
+func (g *gemm[T]) run() {
+	if g.m <= 0 || g.n <= 0 {
+		return
+	}
+	if g.threads < 1 {
+		g.threads = workers()
+	}
+	if int64(g.m)*int64(g.n)*int64(g.k) < 32*32*32 {
+		g.threads = 1
+	}
+	if g.k == 0 {
+		for i := 0; i < g.m; i++ {
+			clear(g.c[i*g.ldc : i*g.ldc+g.n])
+		}
+		g.epilogue(0, g.m, 0, g.n)
+		return
+	}
+	if g.m == 1 || g.n == 1 {
+		g.gemv()
+		return
+	}
+	kern, mr, nr := kernelFor[T]()
+	nc0 := min(gemmNC, roundUp(g.n, nr))
+	bp := make([]T, min(gemmKC, g.k)*nc0)
+	mc0 := min(gemmMC/mr*mr, roundUp(g.m, mr))
+	aps := make([][]T, g.threads)
+	for jc := 0; jc < g.n; jc += gemmNC {
+		nc := min(gemmNC, g.n-jc)
+		npan := (nc + nr - 1) / nr
+		for pc := 0; pc < g.k; pc += gemmKC {
+			kc := min(gemmKC, g.k-pc)
+			first, last := pc == 0, pc+kc == g.k
+			// Pack B(pc:pc+kc, jc:jc+nc).
+			g.parallel(npan, max(1, 64/max(kc/64, 1)), func(_, lo, hi int) {
+				for q := lo; q < hi; q++ {
+					g.packB(bp[q*kc*nr:(q+1)*kc*nr], pc, kc, jc+q*nr, nr)
+				}
+			})
+			mb := (g.m + mc0 - 1) / mc0
+			parts := 1
+			if mb < 2*g.threads {
+				parts = min(npan, (2*g.threads+mb-1)/mb)
+			}
+			g.parallel(mb*parts, 1, func(w, lo, hi int) {
+				if aps[w] == nil {
+					aps[w] = make([]T, mc0*min(gemmKC, g.k))
+				}
+				ap := aps[w]
+				var tile [16 * 16]T
+				for t := lo; t < hi; t++ {
+					ib, part := t/parts, t%parts
+					ic := ib * mc0
+					mc := min(mc0, g.m-ic)
+					p0, p1 := part*npan/parts, (part+1)*npan/parts
+					if p0 == p1 {
+						continue
+					}
+					mpan := (mc + mr - 1) / mr
+					for r := 0; r < mpan; r++ {
+						g.packA(ap[r*kc*mr:(r+1)*kc*mr], ic+r*mr, mr, pc, kc)
+					}
+					for q := p0; q < p1; q++ {
+						j0 := jc + q*nr
+						nv := min(nr, g.n-j0)
+						bq := bp[q*kc*nr : (q+1)*kc*nr]
+						for r := 0; r < mpan; r++ {
+							i0 := ic + r*mr
+							mv := min(mr, g.m-i0)
+							kern(kc, ap[r*kc*mr:(r+1)*kc*mr], bq, tile[:mr*nr])
+							for ii := 0; ii < mv; ii++ {
+								crow := g.c[(i0+ii)*g.ldc+j0 : (i0+ii)*g.ldc+j0+nv]
+								trow := tile[ii*nr : ii*nr+nv]
+								if first {
+									copy(crow, trow)
+								} else {
+									for jj, v := range trow {
+										crow[jj] += v
+									}
+								}
+							}
+						}
+					}
+					if last {
+						g.epilogue(ic, ic+mc, jc+p0*nr, min(jc+p1*nr, g.n))
+					}
+				}
+			})
+		}
+	}
+}
+
+func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// parallel runs f over [0,n) split between up to g.threads workers, which
+// take chunks of grain items dynamically; w is the worker number.
+func (g *gemm[T]) parallel(n, grain int, f func(w, lo, hi int)) {
+	nw := min(g.threads, (n+grain-1)/grain)
+	if nw <= 1 {
+		f(0, 0, n)
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	work := func(w int) {
+		for {
+			lo := int(next.Add(int64(grain))) - grain
+			if lo >= n {
+				return
+			}
+			f(w, lo, min(lo+grain, n))
+		}
+	}
+	for w := 1; w < nw; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work(w)
+		}()
+	}
+	work(0)
+	wg.Wait()
+}
+
+// packA packs alpha*A(i0:i0+mr, p0:p0+kc) as kc groups of mr values, zero
+// beyond M.
+func (g *gemm[T]) packA(dst []T, i0, mr, p0, kc int) {
+	mv := min(mr, g.m-i0)
+	al := g.alpha
+	if g.ta {
+		for p := 0; p < kc; p++ {
+			src := g.a[(p0+p)*g.lda+i0:]
+			d := dst[p*mr : p*mr+mr]
+			for r := 0; r < mv; r++ {
+				d[r] = al * src[r]
+			}
+			for r := mv; r < mr; r++ {
+				d[r] = 0
+			}
+		}
+		return
+	}
+	for r := 0; r < mv; r++ {
+		src := g.a[(i0+r)*g.lda+p0 : (i0+r)*g.lda+p0+kc]
+		for p, v := range src {
+			dst[p*mr+r] = al * v
+		}
+	}
+	for r := mv; r < mr; r++ {
+		for p := 0; p < kc; p++ {
+			dst[p*mr+r] = 0
+		}
+	}
+}
+
+// packB packs B(p0:p0+kc, j0:j0+nr) as kc groups of nr values, zero beyond N.
+func (g *gemm[T]) packB(dst []T, p0, kc, j0, nr int) {
+	nv := min(nr, g.n-j0)
+	if !g.tb {
+		for p := 0; p < kc; p++ {
+			src := g.b[(p0+p)*g.ldb+j0 : (p0+p)*g.ldb+j0+nv]
+			d := dst[p*nr : p*nr+nr]
+			copy(d, src)
+			for c := nv; c < nr; c++ {
+				d[c] = 0
+			}
+		}
+		return
+	}
+	for c := 0; c < nv; c++ {
+		src := g.b[(j0+c)*g.ldb+p0 : (j0+c)*g.ldb+p0+kc]
+		for p, v := range src {
+			dst[p*nr+c] = v
+		}
+	}
+	for c := nv; c < nr; c++ {
+		for p := 0; p < kc; p++ {
+			dst[p*nr+c] = 0
+		}
+	}
+}
+
+// epilogue adds beta*Bias and applies the activation to C(i0:i1, j0:j1).
+func (g *gemm[T]) epilogue(i0, i1, j0, j1 int) {
+	if j0 >= j1 {
+		return
+	}
+	for i := i0; i < i1; i++ {
+		row := g.c[i*g.ldc+j0 : i*g.ldc+j1]
+		if g.bias != nil {
+			bo := g.boff + i*g.brs + j0*g.bcs
+			if g.bcs == 0 {
+				v := g.beta * g.bias[bo]
+				for j := range row {
+					row[j] += v
+				}
+			} else {
+				for j := range row {
+					row[j] += g.beta * g.bias[bo+j*g.bcs]
+				}
+			}
+		}
+		actApply(g.act.Fn, g.act.Alpha, g.act.Beta, row)
+	}
+}
+
+// gemv handles M == 1 or N == 1: a matrix-vector product that streams the
+// matrix once.
+func (g *gemm[T]) gemv() {
+	var x []T    // the vector, length k
+	var mat []T  // the matrix
+	var ld int   // its leading dimension
+	var dot bool // out[t] = dot(x, mat[t*ld:t*ld+k]); else out = sum_p x[p]*mat[p*ld:]
+	var nout int
+	x = make([]T, g.k)
+	if g.m == 1 {
+		nout = g.n
+		for p := range x {
+			if g.ta {
+				x[p] = g.a[p*g.lda]
+			} else {
+				x[p] = g.a[p]
+			}
+		}
+		mat, ld, dot = g.b, g.ldb, g.tb
+	} else {
+		nout = g.m
+		for p := range x {
+			if g.tb {
+				x[p] = g.b[p]
+			} else {
+				x[p] = g.b[p*g.ldb]
+			}
+		}
+		mat, ld, dot = g.a, g.lda, !g.ta
+	}
+	out := make([]T, nout)
+	k := g.k
+	if dot {
+		g.parallel(nout, max(16, 4096/max(k/64, 1)), func(_, lo, hi int) {
+			for t := lo; t < hi; t++ {
+				out[t] = dotT(x, mat[t*ld:t*ld+k])
+			}
+		})
+	} else {
+		// Column chunks so each worker owns a slice of out.
+		g.parallel((nout+255)/256, 1, func(_, lo, hi int) {
+			j0, j1 := lo*256, min(hi*256, nout)
+			o := out[j0:j1]
+			for p := 0; p < k; p++ {
+				axpyT(x[p], mat[p*ld+j0:p*ld+j1], o)
+			}
+		})
+	}
+	if g.m == 1 {
+		for j, v := range out {
+			g.c[j] = g.alpha * v
+		}
+		g.epilogue(0, 1, 0, g.n)
+		return
+	}
+	for i, v := range out {
+		g.c[i*g.ldc] = g.alpha * v
+	}
+	g.epilogue(0, g.m, 0, 1)
+}
+
+func dotT[T floatT](x, y []T) T {
+	y = y[:len(x)]
+	var s0, s1, s2, s3 T
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += x[i] * y[i]
+		s1 += x[i+1] * y[i+1]
+		s2 += x[i+2] * y[i+2]
+		s3 += x[i+3] * y[i+3]
+	}
+	for ; i < len(x); i++ {
+		s0 += x[i] * y[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+func axpyT[T floatT](a T, x, y []T) {
+	if a == 0 {
+		return
+	}
+	x = x[:len(y)]
+	i := 0
+	for ; i+4 <= len(y); i += 4 {
+		y[i] += a * x[i]
+		y[i+1] += a * x[i+1]
+		y[i+2] += a * x[i+2]
+		y[i+3] += a * x[i+3]
+	}
+	for ; i < len(y); i++ {
+		y[i] += a * x[i]
+	}
+}
+
+// kern4x4 is the portable micro-kernel: a 4×4 tile in 16 local
+// accumulators.
+func kern4x4[T floatT](kc int, a, b []T, c []T) {
+	var c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33 T
+	a = a[:kc*4]
+	b = b[:kc*4]
+	for len(a) >= 4 && len(b) >= 4 {
+		a0, a1, a2, a3 := a[0], a[1], a[2], a[3]
+		b0, b1, b2, b3 := b[0], b[1], b[2], b[3]
+		c00 += a0 * b0
+		c01 += a0 * b1
+		c02 += a0 * b2
+		c03 += a0 * b3
+		c10 += a1 * b0
+		c11 += a1 * b1
+		c12 += a1 * b2
+		c13 += a1 * b3
+		c20 += a2 * b0
+		c21 += a2 * b1
+		c22 += a2 * b2
+		c23 += a2 * b3
+		c30 += a3 * b0
+		c31 += a3 * b1
+		c32 += a3 * b2
+		c33 += a3 * b3
+		a = a[4:]
+		b = b[4:]
+	}
+	c = c[:16]
+	c[0], c[1], c[2], c[3] = c00, c01, c02, c03
+	c[4], c[5], c[6], c[7] = c10, c11, c12, c13
+	c[8], c[9], c[10], c[11] = c20, c21, c22, c23
+	c[12], c[13], c[14], c[15] = c30, c31, c32, c33
+}
+
+// matmulOp runs rt.MatMul for f32 or f64.
+func matmulOp(o *rt.MatMul) {
+	if o.A.DType == rt.F64 {
+		matmulT[float64](o)
+	} else {
+		matmulT[float32](o)
+	}
+}
+
+func matmulT[T floatT](o *rt.MatMul) {
+	M, N, K := o.M, o.N, o.K
+	A := lin[T](o.A, int(batchNeed(o.Batch, o.StrideA, M, K)))
+	B := lin[T](o.B, int(batchNeed(o.Batch, o.StrideB, K, N)))
+	Y := lin[T](o.Y, int(batchNeed(o.Batch, o.StrideY, M, N)))
+	base := gemm[T]{m: M, n: N, k: K, ta: o.TransA, tb: o.TransB, ldc: N,
+		alpha: T(o.Alpha), beta: T(o.Beta), act: o.Act}
+	base.lda, base.ldb = K, N
+	if o.TransA {
+		base.lda = M
+	}
+	if o.TransB {
+		base.ldb = K
+	}
+	if o.Bias.Buf != nil {
+		st := o.Bias.StridesOrContiguous()
+		base.bias = elems[T](data(o.Bias))
+		base.boff = int(o.Bias.Off) / o.Bias.DType.Size()
+		base.brs, base.bcs = st[0], st[1]
+	}
+	one := func(b, threads int) {
+		g := base
+		g.a = A[b*o.StrideA:]
+		g.b = B[b*o.StrideB:]
+		g.c = Y[b*o.StrideY:]
+		g.threads = threads
+		g.run()
+	}
+	w := workers()
+	if o.Batch >= 2 && w > 1 && int64(M)*int64(N)*int64(K) < 1<<21 {
+		parallelFor(o.Batch, 1, func(lo, hi int) {
+			for b := lo; b < hi; b++ {
+				one(b, 1)
+			}
+		})
+		return
+	}
+	for b := 0; b < o.Batch; b++ {
+		one(b, w)
+	}
+}

@@ -1,0 +1,468 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// Supports reports whether the device can run op with its dtypes: nil, an
+// *rt.UnsupportedError, or an invalid-argument error naming the op.
+func (d *Device) Supports(op rt.Op) error {
+	if op == nil {
+		return errors.New("cpu: nil op")
+	}
+	return supports(op)
+}
+
+func unsupported(op rt.Op, dt rt.DType, reason string) error {
+	return &rt.UnsupportedError{Backend: BackendName, Op: op.OpName(), DType: dt, Reason: reason}
+}
+
+func dtypeErr(op rt.Op, name string, got, want rt.DType) error {
+	return fmt.Errorf("cpu: %s: %s dtype %s, want %s", op.OpName(), name, got, want)
+}
+
+// sameDT checks that every present ref has dtype dt.
+func sameDT(op rt.Op, dt rt.DType, names []string, refs ...rt.Ref) error {
+	for i, r := range refs {
+		if r.Buf != nil && r.DType != dt {
+			return dtypeErr(op, names[i], r.DType, dt)
+		}
+	}
+	return nil
+}
+
+func supports(op rt.Op) error {
+	dt := rt.OpDType(op)
+	if !dt.Valid() {
+		return unsupported(op, dt, "invalid dtype")
+	}
+	isInt := dt.IsInt()
+	isBool := dt == rt.Bool
+	floatOnly := func() error {
+		if !dt.IsFloat() {
+			return unsupported(op, dt, "floating-point dtypes only")
+		}
+		return nil
+	}
+	switch o := op.(type) {
+	case *rt.Unary:
+		if int(o.Fn) >= rt.NumUnaryFns {
+			return unsupported(op, dt, "unknown unary function")
+		}
+		if !o.Y.DType.Valid() {
+			return unsupported(op, o.Y.DType, "invalid output dtype")
+		}
+		if o.Fn == rt.Copy {
+			return nil // casts between all dtypes
+		}
+		if o.Y.DType != dt {
+			return dtypeErr(op, "Y", o.Y.DType, dt)
+		}
+		if dt.IsFloat() {
+			return nil
+		}
+		switch o.Fn {
+		case rt.Not:
+			return nil
+		case rt.Neg, rt.Abs, rt.Sign, rt.Relu, rt.Square:
+			if isInt {
+				return nil
+			}
+		}
+		return unsupported(op, dt, "")
+	case *rt.Binary:
+		if int(o.Fn) >= rt.NumBinaryFns {
+			return unsupported(op, dt, "unknown binary function")
+		}
+		if o.B.DType != dt {
+			return dtypeErr(op, "B", o.B.DType, dt)
+		}
+		want := dt
+		if o.Fn.IsCompare() {
+			want = rt.Bool
+		}
+		if o.Y.DType != want {
+			return dtypeErr(op, "Y", o.Y.DType, want)
+		}
+		if dt.IsFloat() || o.Fn.IsCompare() || o.Fn.IsLogical() {
+			return nil
+		}
+		switch o.Fn {
+		case rt.Max, rt.Min:
+			if isInt || isBool {
+				return nil
+			}
+		case rt.Add, rt.Sub, rt.Mul, rt.Div, rt.Mod, rt.Fmod:
+			if isInt {
+				return nil
+			}
+		}
+		return unsupported(op, dt, "")
+	case *rt.Where:
+		if o.Cond.DType != rt.Bool {
+			return dtypeErr(op, "Cond", o.Cond.DType, rt.Bool)
+		}
+		return sameDT(op, dt, []string{"B", "Y"}, o.B, o.Y)
+	case *rt.Reduce:
+		if int(o.Fn) >= rt.NumReduceFns {
+			return unsupported(op, dt, "unknown reduce function")
+		}
+		want := dt
+		if o.Fn == rt.ArgMax || o.Fn == rt.ArgMin {
+			want = rt.I64
+		}
+		if o.Y.DType != want {
+			return dtypeErr(op, "Y", o.Y.DType, want)
+		}
+		if dt.IsFloat() {
+			return nil
+		}
+		switch o.Fn {
+		case rt.RMax, rt.RMin, rt.ArgMax, rt.ArgMin:
+			return nil
+		case rt.Sum, rt.Prod:
+			if isInt {
+				return nil
+			}
+		}
+		return unsupported(op, dt, "")
+	case *rt.Softmax:
+		if err := floatOnly(); err != nil {
+			return err
+		}
+		return sameDT(op, dt, []string{"Y"}, o.Y)
+	case *rt.MatMul:
+		if err := floatOnly(); err != nil {
+			return err
+		}
+		if int(o.Act.Fn) >= rt.NumUnaryFns {
+			return unsupported(op, dt, "unknown activation")
+		}
+		return sameDT(op, dt, []string{"B", "Bias", "Y"}, o.B, o.Bias, o.Y)
+	case *rt.Conv:
+		if err := floatOnly(); err != nil {
+			return err
+		}
+		if int(o.Act.Fn) >= rt.NumUnaryFns {
+			return unsupported(op, dt, "unknown activation")
+		}
+		return sameDT(op, dt, []string{"W", "Bias", "Y"}, o.W, o.Bias, o.Y)
+	case *rt.ConvTranspose:
+		if err := floatOnly(); err != nil {
+			return err
+		}
+		return sameDT(op, dt, []string{"W", "Bias", "Y"}, o.W, o.Bias, o.Y)
+	case *rt.Pool:
+		if err := floatOnly(); err != nil {
+			return err
+		}
+		if o.Fn > rt.LpPool {
+			return unsupported(op, dt, "unknown pool function")
+		}
+		return sameDT(op, dt, []string{"Y"}, o.Y)
+	case *rt.Normalize:
+		if err := floatOnly(); err != nil {
+			return err
+		}
+		return sameDT(op, dt, []string{"Scale", "Bias", "Y"}, o.Scale, o.Bias, o.Y)
+	case *rt.Gather:
+		return sameDT(op, dt, []string{"Y"}, o.Y)
+	case *rt.Fill:
+		return nil
+	}
+	return unsupported(op, dt, fmt.Sprintf("unknown op type %T", op))
+}
+
+// field is one operand of an op as the kernels use it.
+type field struct {
+	name string
+	ref  *rt.Ref
+	need int64 // elements read linearly from Off; -1 for a strided view
+	out  bool
+}
+
+// prod multiplies non-negative ints, reporting overflow or a negative
+// factor as -1.
+func prod(v ...int) int64 {
+	p := int64(1)
+	for _, x := range v {
+		if x < 0 {
+			return -1
+		}
+		if x != 0 && p > math.MaxInt32*int64(math.MaxInt32)/int64(x) {
+			return -1
+		}
+		p *= int64(x)
+	}
+	return p
+}
+
+// batchNeed is (batch-1)*stride + m*n, or -1 on overflow or bad input.
+func batchNeed(batch, stride, m, n int) int64 {
+	a, b := prod(batch-1, stride), prod(m, n)
+	if a < 0 || b < 0 || a > math.MaxInt64/2 || b > math.MaxInt64/2 {
+		return -1
+	}
+	return a + b
+}
+
+// fields lists the operands of op with their linear extents. Elementwise
+// ops have only strided views.
+func fields(op rt.Op) []field {
+	switch o := op.(type) {
+	case *rt.Unary:
+		return []field{{"X", &o.X, -1, false}, {"Y", &o.Y, -1, true}}
+	case *rt.Binary:
+		return []field{{"A", &o.A, -1, false}, {"B", &o.B, -1, false}, {"Y", &o.Y, -1, true}}
+	case *rt.Where:
+		return []field{{"Cond", &o.Cond, -1, false}, {"A", &o.A, -1, false}, {"B", &o.B, -1, false}, {"Y", &o.Y, -1, true}}
+	case *rt.Fill:
+		return []field{{"Y", &o.Y, -1, true}}
+	case *rt.Reduce:
+		return []field{{"X", &o.X, prod(o.Outer, o.N, o.Inner), false}, {"Y", &o.Y, prod(o.Outer, o.Inner), true}}
+	case *rt.Softmax:
+		n := prod(o.Outer, o.N, o.Inner)
+		return []field{{"X", &o.X, n, false}, {"Y", &o.Y, n, true}}
+	case *rt.MatMul:
+		return []field{
+			{"A", &o.A, batchNeed(o.Batch, o.StrideA, o.M, o.K), false},
+			{"B", &o.B, batchNeed(o.Batch, o.StrideB, o.K, o.N), false},
+			{"Bias", &o.Bias, -1, false},
+			{"Y", &o.Y, batchNeed(o.Batch, o.StrideY, o.M, o.N), true},
+		}
+	case *rt.Conv:
+		cg := -1
+		if o.Groups > 0 {
+			cg = o.C / o.Groups
+		}
+		return []field{
+			{"X", &o.X, prod(o.N, o.C, o.H, o.W_), false},
+			{"W", &o.W, prod(o.K, cg, o.KH, o.KW), false},
+			{"Bias", &o.Bias, prod(o.K), false},
+			{"Y", &o.Y, prod(o.N, o.K, o.OH, o.OW), true},
+		}
+	case *rt.ConvTranspose:
+		kg := -1
+		if o.Groups > 0 {
+			kg = o.K / o.Groups
+		}
+		return []field{
+			{"X", &o.X, prod(o.N, o.C, o.H, o.W_), false},
+			{"W", &o.W, prod(o.C, kg, o.KH, o.KW), false},
+			{"Bias", &o.Bias, prod(o.K), false},
+			{"Y", &o.Y, prod(o.N, o.K, o.OH, o.OW), true},
+		}
+	case *rt.Pool:
+		return []field{{"X", &o.X, prod(o.NC, o.H, o.W), false}, {"Y", &o.Y, prod(o.NC, o.OH, o.OW), true}}
+	case *rt.Normalize:
+		n := prod(o.Outer, o.N)
+		return []field{{"X", &o.X, n, false}, {"Scale", &o.Scale, prod(o.N), false}, {"Bias", &o.Bias, prod(o.N), false}, {"Y", &o.Y, n, true}}
+	case *rt.Gather:
+		ni := o.Idx.Len()
+		ny := int64(-1)
+		if ni >= 0 && ni <= math.MaxInt32 {
+			ny = prod(o.Outer, int(ni), o.Inner)
+		}
+		return []field{{"X", &o.X, prod(o.Outer, o.Axis, o.Inner), false}, {"Idx", &o.Idx, ni, false}, {"Y", &o.Y, ny, true}}
+	}
+	return nil
+}
+
+// validate is what Launch checks: rt.CheckOp, dtype support and the
+// kernels' own parameter and extent requirements.
+func validate(op rt.Op) error {
+	if err := supports(op); err != nil {
+		return err
+	}
+	if err := rt.CheckOp(op); err != nil {
+		return fmt.Errorf("cpu: %w", err)
+	}
+	ew := isElementwise(op)
+	for _, f := range fields(op) {
+		r := f.ref
+		if r.Buf == nil {
+			if f.name != "Bias" && f.name != "Scale" {
+				return fmt.Errorf("cpu: %s: operand %s has no buffer", op.OpName(), f.name)
+			}
+			continue
+		}
+		if _, err := bytesOf(r.Buf); err != nil {
+			return fmt.Errorf("cpu: %s: operand %s: %w", op.OpName(), f.name, err)
+		}
+		if ew || (f.need == -1 && f.name == "Bias") {
+			continue
+		}
+		if f.need < 0 {
+			return fmt.Errorf("cpu: %s: bad sizes for operand %s (negative or overflowing)", op.OpName(), f.name)
+		}
+		sz := int64(r.DType.Size())
+		if r.Off < 0 || f.need > (r.Buf.Size()-r.Off)/sz {
+			return fmt.Errorf("cpu: %s: operand %s: %d elements from byte %d exceed buffer of %d bytes", op.OpName(), f.name, f.need, r.Off, r.Buf.Size())
+		}
+	}
+	switch o := op.(type) {
+	case *rt.MatMul:
+		if o.StrideA < 0 || o.StrideB < 0 || o.StrideY < 0 {
+			return fmt.Errorf("cpu: MatMul: negative batch stride")
+		}
+	case *rt.Conv:
+		if o.N < 0 || o.C < 0 || o.H < 0 || o.W_ < 0 || o.K < 0 || o.OH < 0 || o.OW < 0 || o.KH < 0 || o.KW < 0 {
+			return fmt.Errorf("cpu: Conv: negative size")
+		}
+	case *rt.ConvTranspose:
+		if o.N < 0 || o.C < 0 || o.H < 0 || o.W_ < 0 || o.K < 0 || o.OH < 0 || o.OW < 0 || o.KH < 0 || o.KW < 0 {
+			return fmt.Errorf("cpu: ConvTranspose: negative size")
+		}
+	case *rt.Pool:
+		if o.NC < 0 || o.H < 0 || o.W < 0 || o.OH < 0 || o.OW < 0 {
+			return fmt.Errorf("cpu: %s: negative size", op.OpName())
+		}
+		if o.Fn == rt.LpPool && o.P < 1 {
+			return fmt.Errorf("cpu: Pool.Lp: P = %d, want >= 1", o.P)
+		}
+	case *rt.Gather:
+		if o.Outer < 0 || o.Axis < 0 || o.Inner < 0 {
+			return fmt.Errorf("cpu: Gather: negative size")
+		}
+	}
+	return nil
+}
+
+func isElementwise(op rt.Op) bool {
+	switch op.(type) {
+	case *rt.Unary, *rt.Binary, *rt.Where, *rt.Fill:
+		return true
+	}
+	return false
+}
+
+// data returns the memory of a ref's buffer, checked by execute.
+func data(r rt.Ref) []byte {
+	if r.Buf == nil {
+		return nil
+	}
+	b, _ := bytesOf(r.Buf)
+	return b
+}
+
+// execute runs one validated op.
+func execute(op rt.Op) (err error) {
+	fs := fields(op)
+	for _, f := range fs {
+		if f.ref.Buf == nil {
+			continue
+		}
+		if _, err := bytesOf(f.ref.Buf); err != nil {
+			return fmt.Errorf("%s: operand %s: %w", op.OpName(), f.name, err)
+		}
+	}
+	defer func() {
+		// Defence in depth only: inputs are validated at Launch, so this
+		// fires only if a buffer is freed while a kernel runs.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: kernel fault: %v", op.OpName(), r)
+		}
+	}()
+	if rt.OpDType(op) == rt.F16 && !isElementwise(op) {
+		if _, ok := op.(*rt.Gather); !ok {
+			return runF16(op, fs)
+		}
+	}
+	return dispatch(op)
+}
+
+func dispatch(op rt.Op) error {
+	switch o := op.(type) {
+	case *rt.Unary:
+		unaryOp(o, data(o.X), data(o.Y))
+	case *rt.Binary:
+		binaryOp(o, data(o.A), data(o.B), data(o.Y))
+	case *rt.Where:
+		whereOp(o, data(o.Cond), data(o.A), data(o.B), data(o.Y))
+	case *rt.Fill:
+		fillOp(o, data(o.Y))
+	case *rt.Reduce:
+		reduceOp(o)
+	case *rt.Softmax:
+		softmaxOp(o)
+	case *rt.Normalize:
+		normalizeOp(o)
+	case *rt.Gather:
+		gatherOp(o)
+	case *rt.MatMul:
+		matmulOp(o)
+	case *rt.Conv:
+		convOp(o)
+	case *rt.ConvTranspose:
+		convTransposeOp(o)
+	case *rt.Pool:
+		poolOp(o)
+	default:
+		return unsupported(op, rt.OpDType(op), "unknown op")
+	}
+	return nil
+}
+
+// hostBuffer wraps scratch memory as an rt.Buffer for the f16 path.
+func hostBuffer(b []byte) *Buffer { return &Buffer{size: int64(len(b)), data: b} }
+
+// runF16 runs an f16 op by converting its f16 operands to f32 scratch,
+// running the f32 kernel and converting the outputs back.
+func runF16(op rt.Op, _ []field) error {
+	c := cloneOp(op)
+	fs := fields(c)
+	type back struct {
+		dst []uint16
+		src []float32
+	}
+	var outs []back
+	for _, f := range fs {
+		r := f.ref
+		if r.Buf == nil || r.DType != rt.F16 {
+			continue
+		}
+		src := data(*r)
+		h := elems[uint16](src)
+		if f.need < 0 { // strided view: convert its whole span
+			lo, hi := r.Span()
+			lo -= lo % 2
+			n := int((hi - lo) / 2)
+			t := make([]float32, n)
+			for i, v := range h[lo/2 : lo/2+int64(n)] {
+				t[i] = rt.F16Float(v)
+			}
+			r.Buf = hostBuffer(asBytes(t))
+			r.Off = (r.Off - lo) * 2
+			r.DType = rt.F32
+			continue
+		}
+		off := int(r.Off / 2)
+		n := int(f.need)
+		t := make([]float32, n)
+		hv := h[off : off+n]
+		for i, v := range hv {
+			t[i] = rt.F16Float(v)
+		}
+		r.Buf = hostBuffer(asBytes(t))
+		r.Off = 0
+		r.DType = rt.F32
+		r.Shape = []int{n}
+		r.Strides = nil
+		if f.out {
+			outs = append(outs, back{hv, t})
+		}
+	}
+	if err := dispatch(c); err != nil {
+		return err
+	}
+	for _, o := range outs {
+		for i, v := range o.src {
+			o.dst[i] = rt.F16Bits(v)
+		}
+	}
+	return nil
+}

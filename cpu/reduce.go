@@ -1,0 +1,333 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// lin returns the n elements of r's buffer that start at r.Off.
+func lin[T any](r rt.Ref, n int) []T {
+	if n <= 0 || r.Buf == nil {
+		return nil
+	}
+	off := int(r.Off) / r.DType.Size()
+	return elems[T](data(r))[off : off+n]
+}
+
+type floatT interface{ ~float32 | ~float64 }
+
+// ---- Reduce ----
+
+func reduceOp(o *rt.Reduce) {
+	switch o.X.DType {
+	case rt.F32:
+		reduceF[float32](o)
+	case rt.F64:
+		reduceF[float64](o)
+	case rt.I32:
+		reduceI[int32](o)
+	case rt.I64:
+		reduceI[int64](o)
+	case rt.U8, rt.Bool:
+		reduceI[uint8](o)
+	case rt.I8:
+		reduceI[int8](o)
+	}
+}
+
+func reduceGrain(n int) int { return max(1, 16384/max(n, 1)) }
+
+func reduceF[T floatT](o *rt.Reduce) {
+	O, N, I := o.Outer, o.N, o.Inner
+	x := lin[T](o.X, O*N*I)
+	arg := o.Fn == rt.ArgMax || o.Fn == rt.ArgMin
+	var y []T
+	var yi []int64
+	if arg {
+		yi = lin[int64](o.Y, O*I)
+	} else {
+		y = lin[T](o.Y, O*I)
+	}
+	parallelFor(O*I, reduceGrain(N), func(lo, hi int) {
+		for q := lo; q < hi; q++ {
+			oo, ii := q/I, q%I
+			base := oo*N*I + ii
+			v, idx := reduceRowF(o.Fn, x, base, I, N, o.SelectLast)
+			if arg {
+				yi[q] = idx
+			} else {
+				y[q] = T(v)
+			}
+		}
+	})
+}
+
+// reduceRowF reduces x[base + j*st] for j < n.
+func reduceRowF[T floatT](fn rt.ReduceFn, x []T, base, st, n int, last bool) (float64, int64) {
+	switch fn {
+	case rt.Sum, rt.Mean:
+		s := 0.0
+		for j := 0; j < n; j++ {
+			s += float64(x[base+j*st])
+		}
+		if fn == rt.Mean {
+			s /= float64(n)
+		}
+		return s, 0
+	case rt.SumSquare, rt.L2:
+		s := 0.0
+		for j := 0; j < n; j++ {
+			v := float64(x[base+j*st])
+			s += v * v
+		}
+		if fn == rt.L2 {
+			s = math.Sqrt(s)
+		}
+		return s, 0
+	case rt.L1:
+		s := 0.0
+		for j := 0; j < n; j++ {
+			s += math.Abs(float64(x[base+j*st]))
+		}
+		return s, 0
+	case rt.Prod:
+		s := 1.0
+		for j := 0; j < n; j++ {
+			s *= float64(x[base+j*st])
+		}
+		return s, 0
+	case rt.RMax, rt.RMin, rt.LogSumExp:
+		m := math.Inf(-1)
+		if fn == rt.RMin {
+			m = math.Inf(1)
+		}
+		for j := 0; j < n; j++ {
+			v := float64(x[base+j*st])
+			if v != v {
+				return v, 0
+			}
+			if (fn == rt.RMin && v < m) || (fn != rt.RMin && v > m) {
+				m = v
+			}
+		}
+		if fn != rt.LogSumExp || math.IsInf(m, 0) {
+			return m, 0
+		}
+		s := 0.0
+		for j := 0; j < n; j++ {
+			s += math.Exp(float64(x[base+j*st]) - m)
+		}
+		return m + math.Log(s), 0
+	case rt.ArgMax, rt.ArgMin:
+		if n == 0 {
+			return 0, 0
+		}
+		best, bi := x[base], 0
+		for j := 1; j < n; j++ {
+			v := x[base+j*st]
+			var better bool
+			if fn == rt.ArgMax {
+				better = v > best || (last && v == best)
+			} else {
+				better = v < best || (last && v == best)
+			}
+			if better {
+				best, bi = v, j
+			}
+		}
+		return 0, int64(bi)
+	}
+	return math.NaN(), 0
+}
+
+type intT interface{ ~int32 | ~int64 | ~uint8 | ~int8 }
+
+func reduceI[T intT](o *rt.Reduce) {
+	O, N, I := o.Outer, o.N, o.Inner
+	x := lin[T](o.X, O*N*I)
+	arg := o.Fn == rt.ArgMax || o.Fn == rt.ArgMin
+	var y []T
+	var yi []int64
+	if arg {
+		yi = lin[int64](o.Y, O*I)
+	} else {
+		y = lin[T](o.Y, O*I)
+	}
+	parallelFor(O*I, reduceGrain(N), func(lo, hi int) {
+		for q := lo; q < hi; q++ {
+			oo, ii := q/I, q%I
+			base := oo*N*I + ii
+			var v int64
+			var bi int
+			switch o.Fn {
+			case rt.Sum:
+				for j := 0; j < N; j++ {
+					v += int64(x[base+j*I])
+				}
+			case rt.Prod:
+				v = 1
+				for j := 0; j < N; j++ {
+					v *= int64(x[base+j*I])
+				}
+			case rt.RMax, rt.RMin, rt.ArgMax, rt.ArgMin:
+				if N == 0 {
+					break
+				}
+				best := x[base]
+				for j := 1; j < N; j++ {
+					e := x[base+j*I]
+					var better bool
+					if o.Fn == rt.RMax || o.Fn == rt.ArgMax {
+						better = e > best || (o.SelectLast && e == best)
+					} else {
+						better = e < best || (o.SelectLast && e == best)
+					}
+					if better {
+						best, bi = e, j
+					}
+				}
+				v = int64(best)
+			}
+			if arg {
+				yi[q] = int64(bi)
+			} else {
+				y[q] = T(v)
+			}
+		}
+	})
+}
+
+// ---- Softmax ----
+
+func softmaxOp(o *rt.Softmax) {
+	if o.X.DType == rt.F64 {
+		softmaxF[float64](o)
+	} else {
+		softmaxF[float32](o)
+	}
+}
+
+func softmaxF[T floatT](o *rt.Softmax) {
+	O, N, I := o.Outer, o.N, o.Inner
+	x := lin[T](o.X, O*N*I)
+	y := lin[T](o.Y, O*N*I)
+	parallelFor(O*I, reduceGrain(N), func(lo, hi int) {
+		for q := lo; q < hi; q++ {
+			base := (q/I)*N*I + q%I
+			m := math.Inf(-1)
+			for j := 0; j < N; j++ {
+				if v := float64(x[base+j*I]); v > m || v != v {
+					m = v
+				}
+			}
+			s := 0.0
+			if o.Log {
+				for j := 0; j < N; j++ {
+					s += math.Exp(float64(x[base+j*I]) - m)
+				}
+				ls := m + math.Log(s)
+				for j := 0; j < N; j++ {
+					p := base + j*I
+					y[p] = T(float64(x[p]) - ls)
+				}
+				continue
+			}
+			for j := 0; j < N; j++ {
+				p := base + j*I
+				e := math.Exp(float64(x[p]) - m)
+				s += e
+				y[p] = T(e)
+			}
+			inv := 1 / s
+			for j := 0; j < N; j++ {
+				p := base + j*I
+				y[p] = T(float64(y[p]) * inv)
+			}
+		}
+	})
+}
+
+// ---- Normalize ----
+
+func normalizeOp(o *rt.Normalize) {
+	if o.X.DType == rt.F64 {
+		normalizeF[float64](o)
+	} else {
+		normalizeF[float32](o)
+	}
+}
+
+func normalizeF[T floatT](o *rt.Normalize) {
+	O, N := o.Outer, o.N
+	x := lin[T](o.X, O*N)
+	y := lin[T](o.Y, O*N)
+	scale := lin[T](o.Scale, N)
+	bias := lin[T](o.Bias, N)
+	parallelFor(O, reduceGrain(N), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr := x[r*N : r*N+N]
+			yr := y[r*N : r*N+N]
+			s := 0.0
+			for _, v := range xr {
+				s += float64(v)
+			}
+			mean := s / float64(N)
+			vs := 0.0
+			for _, v := range xr {
+				d := float64(v) - mean
+				vs += d * d
+			}
+			inv := 1 / math.Sqrt(vs/float64(N)+o.Eps)
+			for j, v := range xr {
+				z := (float64(v) - mean) * inv
+				if scale != nil {
+					z *= float64(scale[j])
+				}
+				if bias != nil {
+					z += float64(bias[j])
+				}
+				yr[j] = T(z)
+			}
+		}
+	})
+}
+
+// ---- Gather ----
+
+func gatherOp(o *rt.Gather) {
+	O, A, I := o.Outer, o.Axis, o.Inner
+	ni := int(o.Idx.Len())
+	esz := o.X.DType.Size()
+	row := I * esz
+	xb := data(o.X)[o.X.Off:]
+	yb := data(o.Y)[o.Y.Off:]
+	idx := make([]int, ni)
+	if o.Idx.DType == rt.I32 {
+		for j, v := range lin[int32](o.Idx, ni) {
+			idx[j] = int(v)
+		}
+	} else {
+		for j, v := range lin[int64](o.Idx, ni) {
+			if v > math.MaxInt32 || v < math.MinInt32 {
+				v = math.MaxInt32
+			}
+			idx[j] = int(v)
+		}
+	}
+	parallelFor(O*ni, max(1, 65536/max(row, 1)), func(lo, hi int) {
+		for q := lo; q < hi; q++ {
+			oo, j := q/ni, q%ni
+			k := idx[j]
+			if k < 0 {
+				k += A
+			}
+			dst := yb[q*row : q*row+row]
+			if k < 0 || k >= A {
+				clear(dst)
+				continue
+			}
+			copy(dst, xb[(oo*A+k)*row:])
+		}
+	})
+}
