@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/vrun-go/vrun/cpu"
+	"github.com/vrun-go/vrun/rt"
+)
+
+// foldLimit is the most output elements a node may have to be evaluated
+// at plan time. Folding covers the shape subgraphs that exporters emit
+// (Shape→Gather→Concat→Reshape) and transposed or cast weights.
+const foldLimit = 1 << 22
+
+// tryFold evaluates a lowered node on the CPU at plan time when every input
+// is a constant, turning its outputs into constants. It reports whether it
+// folded.
+func (p *plan) tryFold(c *nodeCtx) (bool, error) {
+	if len(c.ops) == 0 {
+		return false, nil
+	}
+	for _, t := range c.in {
+		if t != nil && t.value == nil {
+			return false, nil
+		}
+	}
+	n := 0
+	for _, t := range c.out {
+		if t.root != t || t.where != inArena {
+			return false, nil
+		}
+		n += prod(t.shape)
+	}
+	if n > foldLimit {
+		return false, nil
+	}
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	bufs := map[*tensor]rt.Buffer{}
+	var ferr error
+	bindRef := func(r *rt.Ref) {
+		sl, ok := r.Buf.(slot)
+		if !ok || ferr != nil {
+			return
+		}
+		root := sl.t
+		b, ok := bufs[root]
+		if !ok {
+			b, ferr = dev.Alloc(max(root.bytes(), 1))
+			if ferr != nil {
+				return
+			}
+			if root.value != nil {
+				ferr = dev.Write(b, 0, root.value.Data)
+			}
+			bufs[root] = b
+		}
+		r.Buf = b
+	}
+	st, err := dev.NewStream(rt.StreamOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, op := range c.ops {
+		op = cloneOp(op)
+		mapRefs(op, bindRef)
+		if ferr != nil {
+			return false, fmt.Errorf("constant folding: %w", ferr)
+		}
+		if err := st.Launch(op); err != nil {
+			return false, fmt.Errorf("constant folding: %w", err)
+		}
+	}
+	if err := st.Submit(); err != nil {
+		return false, fmt.Errorf("constant folding: %w", err)
+	}
+	if err := st.Wait(); err != nil {
+		return false, fmt.Errorf("constant folding: %w", err)
+	}
+	for _, t := range c.out {
+		v := &rt.Tensor{DType: t.dtype, Shape: t.shape, Data: make([]byte, t.bytes())}
+		if b, ok := bufs[t]; ok {
+			if err := dev.Read(v.Data, b, 0); err != nil {
+				return false, fmt.Errorf("constant folding: %w", err)
+			}
+		}
+		t.value, t.where, t.used = v, inWeights, false
+	}
+	// Temporaries of a folded node need no arena space.
+	for _, t := range p.tensors[len(p.m.Tensors):] {
+		if t.first == c.step && t.value == nil && t.where == inArena {
+			t.defined = false
+		}
+	}
+	c.ops = nil
+	return true, nil
+}

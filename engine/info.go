@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"sort"
+	"time"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// Info summarises a plan.
+type Info struct {
+	Nodes        int            // model nodes
+	Ops          int            // primitive ops launched per run
+	OpCounts     map[string]int // primitive ops by name
+	ArenaBytes   int64          // the planned arena
+	TensorBytes  int64          // sum of all arena tensors, without reuse
+	WeightBytes  int64          // weights and constants on the device
+	InputShapes  map[string][]int
+	OutputShapes map[string][]int
+	OutputTypes  map[string]rt.DType
+}
+
+// Info describes the most recently used plan.
+func (s *Session) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.last.p
+	in := Info{Nodes: len(p.m.Nodes), Ops: p.numOps, OpCounts: map[string]int{}, ArenaBytes: p.arena,
+		TensorBytes: p.sum, WeightBytes: s.wSize, InputShapes: map[string][]int{}, OutputShapes: map[string][]int{},
+		OutputTypes: map[string]rt.DType{}}
+	for k, v := range p.opCounts {
+		in.OpCounts[k] = v
+	}
+	for _, t := range p.inputs {
+		in.InputShapes[t.name] = t.shape
+	}
+	for _, t := range p.outputs {
+		in.OutputShapes[t.name] = t.shape
+		in.OutputTypes[t.name] = t.dtype
+	}
+	return in
+}
+
+// OpTime is the device time of one model node in the last profiled run.
+type OpTime struct {
+	Node string
+	Op   string
+	Time time.Duration
+}
+
+func profileOf(p *plan, ts []time.Duration) []OpTime {
+	var out []OpTime
+	k := 0
+	for _, st := range p.steps {
+		var d time.Duration
+		for range st.ops {
+			if k < len(ts) {
+				d += ts[k]
+			}
+			k++
+		}
+		if len(st.ops) > 0 {
+			out = append(out, OpTime{Node: st.node.Name, Op: st.node.Op, Time: d})
+		}
+	}
+	return out
+}
+
+// Profile returns per-node device times of the last run, slowest first.
+// It is empty unless the session was created with Options.Profile.
+func (s *Session) Profile() []OpTime {
+	s.mu.Lock()
+	out := append([]OpTime(nil), s.lastProf...)
+	s.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time > out[j].Time })
+	return out
+}

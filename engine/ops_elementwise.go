@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+func init() {
+	unary := func(name string, fn rt.UnaryFn, alpha, beta func(c *nodeCtx) float64) {
+		register(name, 1, 1, func(c *nodeCtx) error {
+			var a, b float64
+			if alpha != nil {
+				a = alpha(c)
+			}
+			if beta != nil {
+				b = beta(c)
+			}
+			return lowerUnary(c, fn, a, b)
+		})
+	}
+	attr := func(name string, def float64) func(c *nodeCtx) float64 {
+		return func(c *nodeCtx) float64 { return c.attrFloat(name, def) }
+	}
+	for name, fn := range map[string]rt.UnaryFn{
+		"Relu": rt.Relu, "Sigmoid": rt.Sigmoid, "Tanh": rt.Tanh, "Exp": rt.Exp, "Log": rt.Log,
+		"Sqrt": rt.Sqrt, "Neg": rt.Neg, "Abs": rt.Abs, "Silu": rt.Silu, "Mish": rt.Mish,
+		"Softplus": rt.Softplus, "Softsign": rt.Softsign, "Reciprocal": rt.Reciprocal,
+		"Floor": rt.Floor, "Ceil": rt.Ceil, "Round": rt.Round, "Sign": rt.Sign, "Sin": rt.Sin,
+		"Cos": rt.Cos, "Erf": rt.Erf, "Not": rt.Not, "HardSwish": rt.HardSwish,
+	} {
+		unary(name, fn, nil, nil)
+	}
+	unary("LeakyRelu", rt.LeakyRelu, attr("alpha", 0.01), nil)
+	unary("Elu", rt.Elu, attr("alpha", 1), nil)
+	unary("Celu", rt.Celu, attr("alpha", 1), nil)
+	unary("Selu", rt.Selu, attr("alpha", 1.67326319217681884765625), attr("gamma", 1.05070102214813232421875))
+	unary("HardSigmoid", rt.HardSigmoid, attr("alpha", 0.2), attr("beta", 0.5))
+	register("Gelu", 1, 1, func(c *nodeCtx) error {
+		switch a := c.attrString("approximate", "none"); a {
+		case "none":
+			return lowerUnary(c, rt.Gelu, 0, 0)
+		case "tanh":
+			return lowerUnary(c, rt.GeluTanh, 0, 0)
+		default:
+			return c.errf("unknown approximate=%q", a)
+		}
+	})
+	register("Identity", 1, 1, func(c *nodeCtx) error { return c.alias(0, c.in[0], c.in[0].shape) })
+	register("Dropout", 1, 3, func(c *nodeCtx) error {
+		if len(c.out) > 1 {
+			return c.errf("the mask output of Dropout is not supported")
+		}
+		return c.alias(0, c.in[0], c.in[0].shape)
+	})
+	register("Clip", 1, 3, func(c *nodeCtx) error {
+		lo, hi := math.Inf(-1), math.Inf(1)
+		var err error
+		if c.has(1) {
+			if lo, err = c.constFloat(1); err != nil {
+				return err
+			}
+		}
+		if c.has(2) {
+			if hi, err = c.constFloat(2); err != nil {
+				return err
+			}
+		}
+		return lowerUnary(c, rt.Clip, lo, hi)
+	})
+	register("Cast", 1, 1, func(c *nodeCtx) error {
+		dt, err := onnxDType(c.attrInt("to", 0))
+		if err != nil {
+			return err
+		}
+		return lowerCast(c, c.in[0], dt)
+	})
+	register("CastLike", 2, 2, func(c *nodeCtx) error { return lowerCast(c, c.in[0], c.in[1].dtype) })
+
+	for name, fn := range map[string]rt.BinaryFn{
+		"Add": rt.Add, "Sub": rt.Sub, "Mul": rt.Mul, "Div": rt.Div, "Pow": rt.Pow,
+		"PRelu": rt.PRelu, "Equal": rt.Equal, "Less": rt.Less, "LessOrEqual": rt.LessEq,
+		"Greater": rt.Greater, "GreaterOrEqual": rt.GreaterEq, "And": rt.And, "Or": rt.Or, "Xor": rt.Xor,
+	} {
+		fn := fn
+		register(name, 2, 2, func(c *nodeCtx) error { return lowerBinary(c, fn, c.in[0], c.in[1], 0) })
+	}
+	register("Mod", 2, 2, func(c *nodeCtx) error {
+		fn := rt.Mod
+		if c.attrInt("fmod", 0) != 0 {
+			fn = rt.Fmod
+		}
+		return lowerBinary(c, fn, c.in[0], c.in[1], 0)
+	})
+	// Variadic Max, Min, Sum, Mean fold left.
+	for name, fn := range map[string]rt.BinaryFn{"Max": rt.Max, "Min": rt.Min, "Sum": rt.Add, "Mean": rt.Add} {
+		name, fn := name, fn
+		register(name, 1, -1, func(c *nodeCtx) error { return lowerVariadic(c, name, fn) })
+	}
+	register("Where", 3, 3, func(c *nodeCtx) error {
+		cond, a, b := c.in[0], c.in[1], c.in[2]
+		if cond.dtype != rt.Bool {
+			return c.errf("condition has dtype %s, want bool", cond.dtype)
+		}
+		if a.dtype != b.dtype {
+			return c.shapeErr("X has dtype %s but Y has %s", a.dtype, b.dtype)
+		}
+		shape, err := broadcastShapes(cond.shape, a.shape, b.shape)
+		if err != nil {
+			return err
+		}
+		y, err := c.define(0, a.dtype, shape)
+		if err != nil {
+			return err
+		}
+		c.emit(&rt.Where{Cond: c.bcast(cond, shape), A: c.bcast(a, shape), B: c.bcast(b, shape), Y: c.ref(y)})
+		return nil
+	})
+}
+
+func lowerUnary(c *nodeCtx, fn rt.UnaryFn, alpha, beta float64) error {
+	x := c.in[0]
+	if fn == rt.Not && x.dtype != rt.Bool {
+		return c.errf("Not needs bool input, got %s", x.dtype)
+	}
+	y, err := c.defineInplace(0, x.dtype, x.shape, x)
+	if err != nil {
+		return err
+	}
+	c.emit(&rt.Unary{Fn: fn, Alpha: alpha, Beta: beta, X: c.ref(x), Y: c.ref(y)})
+	return nil
+}
+
+func lowerCast(c *nodeCtx, x *tensor, dt rt.DType) error {
+	if dt == x.dtype {
+		return c.alias(0, x, x.shape)
+	}
+	y, err := c.define(0, dt, x.shape)
+	if err != nil {
+		return err
+	}
+	c.emit(&rt.Unary{Fn: rt.Copy, X: c.ref(x), Y: c.ref(y)})
+	return nil
+}
+
+// lowerBinary emits out = fn(a, b) with broadcasting into output slot i.
+func lowerBinary(c *nodeCtx, fn rt.BinaryFn, a, b *tensor, i int) error {
+	if a.dtype != b.dtype {
+		if fn != rt.Pow && fn != rt.PRelu {
+			return c.shapeErr("operands have dtypes %s and %s", a.dtype, b.dtype)
+		}
+		// Pow with an integer exponent: cast the exponent.
+		if !b.dtype.IsFloat() || !a.dtype.IsFloat() {
+			t := c.temp(a.dtype, b.shape)
+			c.emit(&rt.Unary{Fn: rt.Copy, X: c.ref(b), Y: c.ref(t)})
+			b = t
+		} else {
+			return c.shapeErr("operands have dtypes %s and %s", a.dtype, b.dtype)
+		}
+	}
+	if (fn.IsLogical()) && a.dtype != rt.Bool {
+		return c.errf("%s needs bool operands, got %s", fn, a.dtype)
+	}
+	shape, err := broadcastShapes(a.shape, b.shape)
+	if err != nil {
+		return err
+	}
+	dt := a.dtype
+	if fn.IsCompare() {
+		dt = rt.Bool
+	}
+	var y *tensor
+	switch {
+	case sameShape(a.shape, shape):
+		y, err = c.defineInplace(i, dt, shape, a)
+	case sameShape(b.shape, shape):
+		y, err = c.defineInplace(i, dt, shape, b)
+	default:
+		y, err = c.define(i, dt, shape)
+	}
+	if err != nil {
+		return err
+	}
+	c.emit(&rt.Binary{Fn: fn, A: c.bcast(a, shape), B: c.bcast(b, shape), Y: c.ref(y)})
+	return nil
+}
+
+func lowerVariadic(c *nodeCtx, name string, fn rt.BinaryFn) error {
+	for _, t := range c.in {
+		if t == nil {
+			return c.errf("%s inputs cannot be omitted", name)
+		}
+	}
+	if len(c.in) == 1 {
+		return c.alias(0, c.in[0], c.in[0].shape)
+	}
+	var shapes [][]int
+	for _, t := range c.in {
+		shapes = append(shapes, t.shape)
+	}
+	shape, err := broadcastShapes(shapes...)
+	if err != nil {
+		return err
+	}
+	dt := c.in[0].dtype
+	for _, t := range c.in {
+		if t.dtype != dt {
+			return c.shapeErr("inputs have dtypes %s and %s", dt, t.dtype)
+		}
+	}
+	y, err := c.define(0, dt, shape)
+	if err != nil {
+		return err
+	}
+	c.emit(&rt.Binary{Fn: fn, A: c.bcast(c.in[0], shape), B: c.bcast(c.in[1], shape), Y: c.ref(y)})
+	for _, t := range c.in[2:] {
+		c.emit(&rt.Binary{Fn: fn, A: c.ref(y), B: c.bcast(t, shape), Y: c.ref(y)})
+	}
+	if name == "Mean" {
+		if !dt.IsFloat() {
+			return c.errf("Mean needs float inputs, got %s", dt)
+		}
+		c.emit(&rt.Unary{Fn: rt.Affine, Alpha: 1 / float64(len(c.in)), X: c.ref(y), Y: c.ref(y)})
+	}
+	return nil
+}
+
+// onnxDType maps an ONNX TensorProto.DataType code to a dtype.
+func onnxDType(code int64) (rt.DType, error) {
+	switch code {
+	case 1:
+		return rt.F32, nil
+	case 2:
+		return rt.U8, nil
+	case 3:
+		return rt.I8, nil
+	case 6:
+		return rt.I32, nil
+	case 7:
+		return rt.I64, nil
+	case 9:
+		return rt.Bool, nil
+	case 10:
+		return rt.F16, nil
+	case 11:
+		return rt.F64, nil
+	}
+	return 0, fmt.Errorf("unsupported ONNX data type %d", code)
+}

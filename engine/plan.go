@@ -1,0 +1,288 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vrun-go/vrun/model"
+	"github.com/vrun-go/vrun/rt"
+)
+
+// storage says where a tensor's bytes live.
+type storage uint8
+
+const (
+	inArena   storage = iota // intermediates, inputs, outputs, temporaries
+	inWeights                // weights and plan-time constants
+)
+
+// tensor is the planner's view of one value.
+type tensor struct {
+	id    int
+	name  string
+	dtype rt.DType
+	shape []int
+	// value holds the contents when known at plan time: weights and
+	// constants folded from them (shapes, BatchNorm factors, ...).
+	value *rt.Tensor
+
+	root    *tensor // the tensor that owns the storage; itself if it owns it
+	aliases []*tensor
+	where   storage
+	input   bool // a graph input, written at step 0
+	output  bool // a graph output, read at the end
+	defined bool // shape and dtype known
+	used    bool // some op reads or writes its storage
+
+	first, last int   // steps, for roots
+	lastUse     int   // last step that reads this tensor (graph outputs: end)
+	offset      int64 // byte offset of a root in the arena or weight buffer
+}
+
+func (t *tensor) bytes() int64 { return rt.NumElements(t.shape) * int64(t.dtype.Size()) }
+
+func (t *tensor) String() string { return fmt.Sprintf("%q %s%v", t.name, t.dtype, t.shape) }
+
+// slot is the placeholder buffer that lowered ops reference until the
+// arena is planned; bind replaces it with the real buffer and offset.
+type slot struct{ t *tensor }
+
+func (s slot) Size() int64 { return 1 << 62 }
+func (s slot) Free()       {}
+
+// step is one lowered node.
+type step struct {
+	node *model.Node // nil for plan-level steps
+	ops  []rt.Op
+}
+
+// plan is the device-independent result of planning for one set of input
+// shapes.
+type plan struct {
+	m        *model.Model
+	tensors  []*tensor // model tensors first, then temporaries and constants
+	steps    []step
+	inputs   []*tensor
+	outputs  []*tensor
+	arena    int64 // arena bytes
+	sum      int64 // sum of all arena tensor sizes without reuse
+	numOps   int
+	opCounts map[string]int
+}
+
+// PlanError reports a planning failure at a node.
+type PlanError struct {
+	Node string // node name (or "#index op" when unnamed)
+	Op   string
+	Err  error
+}
+
+func (e *PlanError) Error() string { return fmt.Sprintf("engine: node %s (%s): %v", e.Node, e.Op, e.Err) }
+
+func (e *PlanError) Unwrap() error { return e.Err }
+
+// ErrShape is wrapped by shape and dtype inference errors.
+var ErrShape = errors.New("shape mismatch")
+
+const arenaAlign = 256
+
+// newPlan plans m for the given input shapes (inputs whose shapes are not
+// given use the model's, which must then be static).
+func newPlan(m *model.Model, shapes map[string][]int) (*plan, error) {
+	p := &plan{m: m, opCounts: map[string]int{}}
+	for i := range m.Tensors {
+		mt := &m.Tensors[i]
+		t := &tensor{id: i, name: mt.Name, dtype: mt.DType}
+		t.root = t
+		switch mt.Role {
+		case model.Weight:
+			t.shape = toInts(mt.Shape)
+			t.value = &rt.Tensor{DType: mt.DType, Shape: t.shape, Data: mt.Data}
+			t.where = inWeights
+			t.defined = true
+		case model.Input:
+			t.input = true
+			if s, ok := shapes[mt.Name]; ok {
+				if len(s) != len(mt.Shape) {
+					return nil, fmt.Errorf("engine: input %q: got rank %d %v, model wants rank %d %v", mt.Name, len(s), s, len(mt.Shape), mt.Shape)
+				}
+				for d := range s {
+					if mt.Shape[d] >= 0 && int64(s[d]) != mt.Shape[d] {
+						return nil, fmt.Errorf("engine: input %q: got shape %v, model wants %v", mt.Name, s, mt.Shape)
+					}
+					if s[d] < 0 {
+						return nil, fmt.Errorf("engine: input %q: bad shape %v", mt.Name, s)
+					}
+				}
+				t.shape = append([]int(nil), s...)
+			} else {
+				for d, v := range mt.Shape {
+					if v < 0 {
+						name := "?"
+						if d < len(mt.DimNames) && mt.DimNames[d] != "" {
+							name = mt.DimNames[d]
+						}
+						return nil, fmt.Errorf("engine: input %q: dim %d (%s) is dynamic; give its shape", mt.Name, d, name)
+					}
+				}
+				t.shape = toInts(mt.Shape)
+			}
+			t.defined = true
+			p.inputs = append(p.inputs, t)
+		case model.Output:
+			t.output = true
+			p.outputs = append(p.outputs, t)
+		}
+		p.tensors = append(p.tensors, t)
+	}
+	end := len(m.Nodes) + 1
+	for _, t := range p.tensors {
+		t.lastUse = -1
+		if t.output {
+			t.lastUse = end
+		}
+	}
+	for i := range m.Nodes {
+		for _, in := range m.Nodes[i].Inputs {
+			if in >= 0 && in < len(p.tensors) {
+				if t := p.tensors[in]; !t.output {
+					t.lastUse = max(t.lastUse, i+1)
+				}
+			}
+		}
+	}
+	p.steps = make([]step, len(m.Nodes))
+	for i := range m.Nodes {
+		n := &m.Nodes[i]
+		if err := p.lowerNode(i+1, n); err != nil {
+			name := n.Name
+			if name == "" {
+				name = fmt.Sprintf("#%d", i)
+			}
+			return nil, &PlanError{Node: name, Op: n.Op, Err: err}
+		}
+	}
+	for _, t := range p.outputs {
+		if !t.defined {
+			return nil, fmt.Errorf("engine: output %q is never computed", t.name)
+		}
+	}
+	if err := p.layout(end); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// lowerNode infers the node's output shapes and lowers it to primitives.
+func (p *plan) lowerNode(stepIdx int, n *model.Node) error {
+	def, ok := ops[n.Op]
+	if !ok {
+		return fmt.Errorf("%w: op %q", ErrUnsupportedOp, n.Op)
+	}
+	c := &nodeCtx{p: p, n: n, step: stepIdx}
+	for j, idx := range n.Inputs {
+		if idx < 0 {
+			c.in = append(c.in, nil)
+			continue
+		}
+		if idx >= len(p.tensors) {
+			return fmt.Errorf("input %d: tensor index %d out of range", j, idx)
+		}
+		t := p.tensors[idx]
+		if !t.defined {
+			return fmt.Errorf("input %d (%q) is used before it is computed", j, t.name)
+		}
+		c.in = append(c.in, t)
+	}
+	for _, idx := range n.Outputs {
+		if idx < 0 || idx >= len(p.tensors) {
+			return fmt.Errorf("output tensor index %d out of range", idx)
+		}
+		t := p.tensors[idx]
+		if t.defined {
+			return fmt.Errorf("output %q is written twice", t.name)
+		}
+		c.out = append(c.out, t)
+	}
+	if len(c.in) < def.minIn || (def.maxIn >= 0 && len(c.in) > def.maxIn) {
+		return fmt.Errorf("has %d inputs, want %s", len(c.in), inputRange(def.minIn, def.maxIn))
+	}
+	for j := 0; j < def.minIn; j++ {
+		if c.in[j] == nil {
+			return fmt.Errorf("required input %d is missing", j)
+		}
+	}
+	if err := def.fn(c); err != nil {
+		return err
+	}
+	if _, err := p.tryFold(c); err != nil {
+		return err
+	}
+	for _, t := range c.out {
+		if !t.defined {
+			return fmt.Errorf("output %q was not produced (internal error)", t.name)
+		}
+	}
+	p.steps[stepIdx-1] = step{node: n, ops: c.ops}
+	for _, o := range c.ops {
+		p.opCounts[o.OpName()]++
+	}
+	p.numOps += len(c.ops)
+	return nil
+}
+
+func inputRange(lo, hi int) string {
+	switch {
+	case hi < 0:
+		return fmt.Sprintf("at least %d", lo)
+	case lo == hi:
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d to %d", lo, hi)
+}
+
+// layout computes lifetimes of arena roots and places them.
+func (p *plan) layout(end int) error {
+	for _, t := range p.outputs {
+		t.root.used = true
+	}
+	var roots []*tensor
+	for _, t := range p.tensors {
+		if t.root != t || t.where != inArena || !t.defined || (!t.used && !t.input) {
+			continue
+		}
+		last := t.first
+		if t.input {
+			t.first = 0
+		}
+		for _, a := range append([]*tensor{t}, t.aliases...) {
+			last = max(last, a.lastUse)
+			if a.output {
+				last = end
+			}
+		}
+		t.last = max(last, t.first)
+		roots = append(roots, t)
+	}
+	ls := make([]rt.Lifetime, len(roots))
+	for i, t := range roots {
+		ls[i] = rt.Lifetime{Size: t.bytes(), First: t.first, Last: t.last}
+	}
+	ap, err := rt.PlanArena(ls, arenaAlign)
+	if err != nil {
+		return err
+	}
+	for i, t := range roots {
+		t.offset = ap.Offsets[i]
+	}
+	p.arena, p.sum = ap.Size, ap.Sum
+	return nil
+}
+
+func toInts(s []int64) []int {
+	out := make([]int, len(s))
+	for i, v := range s {
+		out[i] = int(v)
+	}
+	return out
+}
