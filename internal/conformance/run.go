@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -176,7 +177,7 @@ func (c *Case) Describe() string {
 		if in.Kind == KindWeight {
 			b.WriteString(" const")
 			if len(in.Shape) <= 1 && in.Tensor.Len() <= 8 && in.DType.IsInt() {
-				fmt.Fprintf(&b, "=%v", in.Tensor.Float64s())
+				fmt.Fprintf(&b, "=%v", intValues(in.Tensor))
 			}
 		}
 	}
@@ -198,6 +199,20 @@ func int64s(v []int) []int64 {
 	out := make([]int64, len(v))
 	for i, x := range v {
 		out[i] = int64(x)
+	}
+	return out
+}
+
+// intValues returns the elements of an integer tensor exactly.
+func intValues(t *rt.Tensor) []int64 {
+	out := make([]int64, t.Len())
+	for i := range out {
+		switch t.DType {
+		case rt.I64:
+			out[i] = int64(binary.LittleEndian.Uint64(t.Data[8*i:]))
+		default:
+			out[i] = int64(t.Float64(i))
+		}
 	}
 	return out
 }

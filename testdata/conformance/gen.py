@@ -803,7 +803,7 @@ def write_case(c):
         if kind == "absent":
             arrays.append(None)
         else:
-            a = np.ascontiguousarray(a)
+            a = np.asarray(a, order="C")
             if a.dtype not in NP2DT:
                 raise ValueError("%s: input %s dtype %s" % (name, iname, a.dtype))
             fn = "in_%d.npy" % i
@@ -816,7 +816,7 @@ def write_case(c):
     outs = c["ref"](*[f64(a) if a is not None and a.dtype.kind == "f" else a for a in arrays])
     outs_json = []
     for i, y in enumerate(outs):
-        y = np.ascontiguousarray(np.asarray(y).astype(odt))
+        y = np.asarray(np.asarray(y).astype(odt), order="C")
         if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
             raise ValueError("%s: non-finite expected output" % name)
         fn = "out_%d.npy" % i
