@@ -355,7 +355,9 @@ func b2f(b bool) float64 {
 
 // ---- raw moves (same dtype, no conversion) ----
 
-type raw interface{ ~uint8 | ~uint16 | ~uint32 | ~uint64 }
+type raw interface {
+	~uint8 | ~uint16 | ~uint32 | ~uint64
+}
 
 func moveRow[T raw](d []T, doff, dinc int, s []T, soff, sinc, n int) {
 	switch {

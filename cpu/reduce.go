@@ -141,7 +141,9 @@ func reduceRowF[T floatT](fn rt.ReduceFn, x []T, base, st, n int, last bool) (fl
 	return math.NaN(), 0
 }
 
-type intT interface{ ~int32 | ~int64 | ~uint8 | ~int8 }
+type intT interface {
+	~int32 | ~int64 | ~uint8 | ~int8
+}
 
 func reduceI[T intT](o *rt.Reduce) {
 	O, N, I := o.Outer, o.N, o.Inner

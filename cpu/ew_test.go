@@ -1,0 +1,475 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// layout is one way of storing a view of a logical shape.
+type layout struct {
+	name    string
+	storage int
+	off     int
+	strides []int
+}
+
+func layouts(shape []int) []layout {
+	n := int(rt.NumElements(shape))
+	cs := rt.ContiguousStrides(shape)
+	out := []layout{{"contig", n, 0, nil}}
+	if n == 0 {
+		return out
+	}
+	// reversed in every dim
+	neg := make([]int, len(shape))
+	off := 0
+	for d := range shape {
+		neg[d] = -cs[d]
+		off += (shape[d] - 1) * cs[d]
+	}
+	out = append(out, layout{"reversed", n, off, neg})
+	// transposed storage: dims stored in reverse order
+	rs := make([]int, len(shape))
+	s := 1
+	for d := range shape {
+		rs[d] = s
+		s *= shape[d]
+	}
+	out = append(out, layout{"transposed", n, 0, rs})
+	// padded rows: last dim padded by 3 elements
+	if len(shape) >= 2 {
+		ps := make([]int, len(shape))
+		s = 1
+		for d := len(shape) - 1; d >= 0; d-- {
+			ps[d] = s
+			if d == len(shape)-1 {
+				s *= shape[d] + 3
+			} else {
+				s *= shape[d]
+			}
+		}
+		out = append(out, layout{"padded", s, 0, ps})
+	}
+	return out
+}
+
+func (l layout) stridesFor(shape []int) []int {
+	if l.strides == nil {
+		return rt.ContiguousStrides(shape)
+	}
+	return l.strides
+}
+
+var testShapes = [][]int{{7, 13}, {1}, {3, 5, 17}, {}, {2, 1, 3, 1, 2, 2, 1, 3}, {300, 257}}
+
+func unaryRange(fn rt.UnaryFn) (float64, float64) {
+	switch fn {
+	case rt.Log, rt.Sqrt, rt.Rsqrt:
+		return 0.1, 3
+	}
+	return -3, 3
+}
+
+func TestUnaryFloat(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, dt := range []rt.DType{rt.F32, rt.F64, rt.F16} {
+		for fn := rt.UnaryFn(0); int(fn) < rt.NumUnaryFns; fn++ {
+			for si, shape := range testShapes {
+				if si == 5 && fn > rt.Relu && dt != rt.F32 {
+					continue // the big shape only for a few fns
+				}
+				for _, l := range layouts(shape) {
+					lo, hi := unaryRange(fn)
+					in := stored(dt, randVals(rng, l.storage, lo, hi))
+					if fn == rt.Not {
+						for i := range in {
+							in[i] = float64(rng.IntN(3))
+						}
+					}
+					xr := e.region(dt, l.storage, in)
+					n := int(rt.NumElements(shape))
+					yr := e.region(dt, n, nil)
+					st := l.stridesFor(shape)
+					op := &rt.Unary{Fn: fn, Alpha: 0.7, Beta: 1.3, X: xr.view(l.off, shape, l.strides), Y: yr.ref(shape...)}
+					e.run(op)
+					want := make([]float64, 0, n)
+					forEach(shape, func(idx []int) {
+						want = append(want, fn.Apply(at(in, l.off, st, idx), 0.7, 1.3))
+					})
+					want = stored(dt, want)
+					tol := tolFor(dt)
+					checkVals(t, fmt.Sprintf("%s %s %v %s", dt, fn, shape, l.name), e.values(yr), want, tol, func(int) float64 {
+						if dt == rt.F16 {
+							return 1e-2
+						}
+						return 1e-30
+					})
+				}
+			}
+		}
+	}
+}
+
+func TestUnaryStridedOutput(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	shape := []int{5, 9, 4}
+	for _, dt := range []rt.DType{rt.F32, rt.F64, rt.I32} {
+		for _, l := range layouts(shape) {
+			in := stored(dt, randVals(rng, 180, -50, 50))
+			xr := e.region(dt, 180, in)
+			yr := e.region(dt, l.storage, make([]float64, l.storage))
+			e.run(&rt.Unary{Fn: rt.Neg, X: xr.ref(shape...), Y: yr.view(l.off, shape, l.strides)})
+			got := e.values(yr)
+			st := l.stridesFor(shape)
+			k := 0
+			forEach(shape, func(idx []int) {
+				if g := at(got, l.off, st, idx); g != -in[k] {
+					t.Fatalf("%s %s: [%v] = %v, want %v", dt, l.name, idx, g, -in[k])
+				}
+				k++
+			})
+		}
+	}
+}
+
+func binaryRange(fn rt.BinaryFn) (float64, float64, float64, float64) {
+	switch fn {
+	case rt.Pow:
+		return 0.1, 3, -2, 2
+	case rt.And, rt.Or, rt.Xor:
+		return 0, 1.99, 0, 1.99
+	}
+	return -5, 5, -5, 5
+}
+
+func TestBinaryFloat(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	type bcase struct {
+		name           string
+		shape          []int
+		as, bs         []int // strides (nil contiguous over shape)
+		an, bn         int   // storage sizes
+		aoff, boff     int
+		inplace, bigOK bool
+	}
+	cases := []bcase{
+		{name: "contig", shape: []int{7, 13}, an: 91, bn: 91},
+		{name: "bcast", shape: []int{3, 4, 5}, as: []int{5, 0, 1}, an: 15, bs: []int{0, 1, 0}, bn: 4},
+		{name: "scalarA", shape: []int{3, 17}, as: []int{0, 0}, an: 1, bn: 51},
+		{name: "scalarB", shape: []int{3, 17}, bs: []int{0, 0}, bn: 1, an: 51},
+		{name: "rowbcast", shape: []int{6, 33}, bs: []int{0, 1}, bn: 33, an: 198},
+		{name: "negT", shape: []int{4, 6}, as: []int{-6, 1}, aoff: 18, an: 24, bs: []int{1, 4}, bn: 24},
+		{name: "inplace", shape: []int{5, 7}, an: 35, bn: 35, inplace: true},
+		{name: "big", shape: []int{3, 40000}, an: 120000, bs: []int{0, 1}, bn: 40000, bigOK: true},
+	}
+	for _, dt := range []rt.DType{rt.F32, rt.F64, rt.F16} {
+		for fn := rt.BinaryFn(0); int(fn) < rt.NumBinaryFns; fn++ {
+			for _, c := range cases {
+				if c.bigOK && dt == rt.F16 {
+					continue
+				}
+				alo, ahi, blo, bhi := binaryRange(fn)
+				av := stored(dt, randVals(rng, c.an, alo, ahi))
+				bv := stored(dt, randVals(rng, c.bn, blo, bhi))
+				if fn.IsCompare() {
+					for i := range bv { // make some equal
+						if i%3 == 0 && i < len(av) {
+							bv[i] = av[i]
+						}
+					}
+				}
+				ar, br := e.region(dt, c.an, av), e.region(dt, c.bn, bv)
+				n := int(rt.NumElements(c.shape))
+				ydt := dt
+				if fn.IsCompare() {
+					ydt = rt.Bool
+				}
+				A, B := ar.view(c.aoff, c.shape, c.as), br.view(c.boff, c.shape, c.bs)
+				yr := e.region(ydt, n, nil)
+				Y := yr.ref(c.shape...)
+				if c.inplace && !fn.IsCompare() {
+					yr = ar
+					Y = A
+				}
+				e.run(&rt.Binary{Fn: fn, A: A, B: B, Y: Y})
+				ast, bst := A.StridesOrContiguous(), B.StridesOrContiguous()
+				var want []float64
+				forEach(c.shape, func(idx []int) {
+					want = append(want, fn.Apply(at(av, c.aoff, ast, idx), at(bv, c.boff, bst, idx)))
+				})
+				want = stored(ydt, want)
+				checkVals(t, fmt.Sprintf("%s %s %s", dt, fn, c.name), e.values(yr), want, tolFor(dt), func(int) float64 {
+					if dt == rt.F16 {
+						return 1e-2
+					}
+					return 1e-30
+				})
+			}
+		}
+	}
+}
+
+// wrap converts an int64 result to the range of an integer dtype.
+func wrap(dt rt.DType, v int64) int64 {
+	switch dt {
+	case rt.I32:
+		return int64(int32(v))
+	case rt.U8, rt.Bool:
+		return int64(uint8(v))
+	case rt.I8:
+		return int64(int8(v))
+	}
+	return v
+}
+
+func intRef(fn rt.BinaryFn, a, b int64) int64 {
+	bo := func(c bool) int64 {
+		if c {
+			return 1
+		}
+		return 0
+	}
+	switch fn {
+	case rt.Add:
+		return a + b
+	case rt.Sub:
+		return a - b
+	case rt.Mul:
+		return a * b
+	case rt.Div:
+		return a / b
+	case rt.Max:
+		return max(a, b)
+	case rt.Min:
+		return min(a, b)
+	case rt.Mod:
+		m := a % b
+		if m != 0 && (m < 0) != (b < 0) {
+			m += b
+		}
+		return m
+	case rt.Fmod:
+		return a % b
+	case rt.Equal:
+		return bo(a == b)
+	case rt.Less:
+		return bo(a < b)
+	case rt.LessEq:
+		return bo(a <= b)
+	case rt.Greater:
+		return bo(a > b)
+	case rt.GreaterEq:
+		return bo(a >= b)
+	case rt.And:
+		return bo(a != 0 && b != 0)
+	case rt.Or:
+		return bo(a != 0 || b != 0)
+	case rt.Xor:
+		return bo((a != 0) != (b != 0))
+	}
+	panic("unreachable")
+}
+
+func TestBinaryInt(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	shape := []int{3, 4, 5}
+	as, bs := []int{5, 0, 1}, []int{0, 1, 0}
+	for _, dt := range []rt.DType{rt.I32, rt.I64, rt.U8, rt.I8, rt.Bool} {
+		for fn := rt.BinaryFn(0); int(fn) < rt.NumBinaryFns; fn++ {
+			op := &rt.Binary{Fn: fn}
+			ydt := dt
+			if fn.IsCompare() {
+				ydt = rt.Bool
+			}
+			gen := func(n int) []float64 {
+				v := make([]float64, n)
+				for i := range v {
+					switch dt {
+					case rt.Bool:
+						v[i] = float64(rng.IntN(2))
+					case rt.U8:
+						v[i] = float64(1 + rng.IntN(200))
+					default:
+						v[i] = float64(rng.IntN(200) - 100)
+						if v[i] == 0 {
+							v[i] = 7
+						}
+					}
+				}
+				return v
+			}
+			av, bv := gen(15), gen(4)
+			ar, br := e.region(dt, 15, av), e.region(dt, 4, bv)
+			yr := e.region(ydt, 60, nil)
+			op.A, op.B, op.Y = ar.view(0, shape, as), br.view(0, shape, bs), yr.ref(shape...)
+			if err := e.dev.Supports(op); err != nil {
+				if !isErr(err, rt.ErrUnsupported) {
+					t.Fatalf("%s %s: %v", dt, fn, err)
+				}
+				if e.launchErr(op) == nil {
+					t.Fatalf("%s %s: Launch accepted an unsupported op", dt, fn)
+				}
+				continue
+			}
+			e.run(op)
+			got := e.values(yr)
+			k := 0
+			forEach(shape, func(idx []int) {
+				a, b := int64(at(av, 0, as, idx)), int64(at(bv, 0, bs, idx))
+				w := wrap(ydt, intRef(fn, a, b))
+				if int64(got[k]) != w {
+					t.Fatalf("%s %s(%d,%d) = %v, want %d", dt, fn, a, b, got[k], w)
+				}
+				k++
+			})
+		}
+	}
+}
+
+func TestUnaryInt(t *testing.T) {
+	e := newEnv(t)
+	for _, dt := range []rt.DType{rt.I32, rt.I64, rt.I8, rt.U8, rt.Bool} {
+		for _, fn := range []rt.UnaryFn{rt.Copy, rt.Neg, rt.Abs, rt.Sign, rt.Not, rt.Relu} {
+			in := []float64{-3, 0, 5, -100, 100, 1, -1}
+			if dt == rt.U8 || dt == rt.Bool {
+				in = []float64{0, 1, 1, 0, 1, 0, 1}
+				if dt == rt.U8 {
+					in = []float64{0, 3, 200, 255, 1, 9, 7}
+				}
+			}
+			xr, yr := e.region(dt, 7, in), e.region(dt, 7, nil)
+			op := &rt.Unary{Fn: fn, X: xr.ref(7), Y: yr.ref(7)}
+			if err := e.dev.Supports(op); err != nil {
+				if dt == rt.Bool && fn != rt.Not {
+					continue
+				}
+				t.Fatalf("%s %s: %v", dt, fn, err)
+			}
+			e.run(op)
+			got := e.values(yr)
+			for i, x := range in {
+				w := wrap(dt, int64(fn.Apply(x, 0, 0)))
+				if int64(got[i]) != w {
+					t.Errorf("%s %s(%v) = %v, want %v", dt, fn, x, got[i], w)
+				}
+			}
+		}
+	}
+}
+
+var allDTypes = []rt.DType{rt.F32, rt.F16, rt.F64, rt.I32, rt.I64, rt.U8, rt.Bool, rt.I8}
+
+func castRef(x float64, to rt.DType) float64 {
+	switch to {
+	case rt.Bool:
+		if x != 0 {
+			return 1
+		}
+		return 0
+	case rt.F32, rt.F64, rt.F16:
+		return stored(to, []float64{x})[0]
+	}
+	return float64(wrap(to, int64(math.Trunc(x))))
+}
+
+func TestCast(t *testing.T) {
+	e := newEnv(t)
+	src := []float64{0, 1, 2.75, -3.5, 100, 127, -128, 0.25, 7, 1e3}
+	shape := []int{2, 5}
+	for _, from := range allDTypes {
+		in := make([]float64, len(src))
+		for i, v := range src {
+			switch from {
+			case rt.U8:
+				v = math.Abs(v)
+				if v > 255 {
+					v = 250
+				}
+			case rt.I8:
+				if v > 127 || v < -128 {
+					v = 99
+				}
+			}
+			in[i] = castRef(v, from)
+		}
+		xr := e.region(from, len(in), in)
+		for _, to := range allDTypes {
+			yr := e.region(to, len(in), nil)
+			// transposed read to exercise the strided path
+			e.run(&rt.Unary{Fn: rt.Copy, X: xr.view(0, shape, []int{1, 2}), Y: yr.ref(shape...)})
+			got := e.values(yr)
+			k := 0
+			forEach(shape, func(idx []int) {
+				x := at(in, 0, []int{1, 2}, idx)
+				w := castRef(x, to)
+				if got[k] != w && !(to == rt.U8 && x < 0) {
+					t.Errorf("cast %s->%s of %v = %v, want %v", from, to, x, got[k], w)
+				}
+				k++
+			})
+		}
+	}
+}
+
+func TestWhereFill(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(9, 10))
+	shape := []int{4, 3, 5}
+	for _, dt := range allDTypes {
+		cv := make([]float64, 15)
+		for i := range cv {
+			cv[i] = float64(rng.IntN(2))
+		}
+		av := castVals(dt, randVals(rng, 60, -9, 9))
+		bv := castVals(dt, randVals(rng, 5, -9, 9))
+		cr, ar, br, yr := e.region(rt.Bool, 15, cv), e.region(dt, 60, av), e.region(dt, 5, bv), e.region(dt, 60, nil)
+		cs, bs := []int{0, 5, 1}, []int{0, 0, 1}
+		e.run(&rt.Where{Cond: cr.view(0, shape, cs), A: ar.ref(shape...), B: br.view(0, shape, bs), Y: yr.ref(shape...)})
+		got := e.values(yr)
+		k := 0
+		forEach(shape, func(idx []int) {
+			w := at(bv, 0, bs, idx)
+			if at(cv, 0, cs, idx) != 0 {
+				w = av[k]
+			}
+			if got[k] != w {
+				t.Fatalf("%s Where[%v] = %v, want %v", dt, idx, got[k], w)
+			}
+			k++
+		})
+		// Fill every other element of a 6x7 view; the gaps must survive.
+		fr := e.region(dt, 84, make([]float64, 84))
+		e.run(&rt.Fill{Y: fr.view(0, []int{6, 7}, []int{14, 2}), Value: 3})
+		for i, v := range e.values(fr) {
+			w := 0.0
+			if i%2 == 0 {
+				w = 3
+			}
+			if dt == rt.Bool && w != 0 {
+				w = 1
+			}
+			if v != w {
+				t.Fatalf("%s Fill[%d] = %v, want %v", dt, i, v, w)
+			}
+		}
+	}
+}
+
+func castVals(dt rt.DType, v []float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		if dt == rt.U8 {
+			x = math.Abs(x)
+		}
+		out[i] = castRef(x, dt)
+	}
+	return out
+}
