@@ -273,7 +273,7 @@ func (b *Builder) SetType(tensor string, dt rt.DType, shape ...int64) {
 	}
 	t := &b.m.Tensors[i]
 	if t.Role != Intermediate && t.Role != Output {
-		b.errorf("SetType: tensor %q is an %s", tensor, roleArticle(t.Role))
+		b.errorf("SetType: tensor %q is %s", tensor, roleArticle(t.Role))
 		return
 	}
 	t.DType, t.Shape = dt, slices.Clone(shape)
@@ -290,7 +290,7 @@ func (b *Builder) Output(tensors ...string) {
 		}
 		t := &b.m.Tensors[i]
 		if t.Role != Intermediate && t.Role != Output {
-			b.errorf("Output: tensor %q is an %s, not a node output", name, roleArticle(t.Role))
+			b.errorf("Output: tensor %q is %s, not a node output", name, roleArticle(t.Role))
 			continue
 		}
 		t.Role = Output

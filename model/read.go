@@ -227,12 +227,16 @@ func (d *decoder) fail(off int, format string, args ...any) {
 	}
 }
 
-func (d *decoder) need(n int, what string) bool {
+func (d *decoder) need(n int, what string) bool { return d.needAt(d.off, n, what) }
+
+// needAt checks that n more bytes are left, reporting a failure at the
+// offset at (the start of the item).
+func (d *decoder) needAt(at, n int, what string) bool {
 	if d.err != nil {
 		return false
 	}
 	if n < 0 || n > d.end-d.off {
-		d.err = &FormatError{Offset: int64(d.off), Section: d.sec, Msg: fmt.Sprintf("%s needs %d bytes, %d left in the tables", what, n, d.end-d.off), Err: io.ErrUnexpectedEOF}
+		d.err = &FormatError{Offset: int64(at), Section: d.sec, Msg: fmt.Sprintf("%s needs %d bytes, %d left in the tables", what, n, d.end-d.off), Err: io.ErrUnexpectedEOF}
 		return false
 	}
 	return true
@@ -294,7 +298,7 @@ func (d *decoder) str(max int, what string) string {
 		d.fail(at, "%s length %d exceeds the limit of %d", what, n, max)
 		return ""
 	}
-	if !d.need(int(n), what) {
+	if !d.needAt(at, int(n), what) {
 		return ""
 	}
 	s := string(d.b[d.off : d.off+int(n)])

@@ -164,7 +164,7 @@ func validate(m *Model, pos *positions) error {
 			t := &m.Tensors[ti]
 			switch t.Role {
 			case Input, Weight:
-				return ferr(off, secNodes, "%s: output %d writes %s, which is an %s", label, k, tensorLabel(ti, t.Name), roleArticle(t.Role))
+				return ferr(off, secNodes, "%s: output %d writes %s, which is %s", label, k, tensorLabel(ti, t.Name), roleArticle(t.Role))
 			}
 			if p := producer[ti]; p >= 0 {
 				return ferr(off, secNodes, "%s: output %d %s is already produced by node %d", label, k, tensorLabel(ti, t.Name), p)
@@ -183,11 +183,12 @@ func validate(m *Model, pos *positions) error {
 	return nil
 }
 
+// roleArticle returns "an input", "a weight", ...
 func roleArticle(r Role) string {
-	if r == Input {
-		return "input"
+	if r == Weight {
+		return "a weight"
 	}
-	return r.String()
+	return "an " + r.String()
 }
 
 // validateTensor checks one tensor entry apart from its name; it returns a
@@ -205,7 +206,7 @@ func validateTensor(t *Tensor) string {
 	if t.DType == rt.InvalidDType {
 		// Unknown type: only for tensors the runtime infers.
 		if t.Role == Input || t.Role == Weight {
-			return fmt.Sprintf("an %s needs a dtype", roleArticle(t.Role))
+			return fmt.Sprintf("%s needs a dtype", roleArticle(t.Role))
 		}
 		if len(t.Shape) != 0 || len(t.DimNames) != 0 {
 			return "a tensor of unknown dtype must have no shape"
@@ -245,7 +246,7 @@ func validateTensor(t *Tensor) string {
 			return fmt.Sprintf("data is %d bytes, want %d (%d elements of %s)", len(t.Data), want, n, t.DType)
 		}
 	} else if len(t.Data) != 0 {
-		return fmt.Sprintf("an %s tensor must not carry data", roleArticle(t.Role))
+		return fmt.Sprintf("%s tensor must not carry data", roleArticle(t.Role))
 	}
 	return ""
 }
