@@ -1,0 +1,97 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// binary: strided Y[i] = fn(A[i], B[i]); fn is an rt.BinaryFn. With CMP the
+// output is bool (comparisons).
+#define RANK 6
+#define NOPS 3
+#include "common.glsl"
+#if X_ISFLOAT
+#ifdef CT_DOUBLE
+#include "mathd.glsl"
+#include "gen_act_d.glsl"
+#else
+#include "mathf.glsl"
+#include "gen_act_f.glsl"
+#endif
+#endif
+
+layout(push_constant) uniform PC {
+	uint n;
+	uint fn;
+	uint shape[RANK - 1];
+	uint off[NOPS];
+	int st[NOPS * RANK];
+} pc;
+layout(std430, binding = 0) readonly buffer BA { X_T a[]; };
+layout(std430, binding = 1) readonly buffer BB { X_T b[]; };
+layout(std430, binding = 2) writeonly buffer BY { Y_T y[]; };
+
+X_CT ipow(X_CT a, X_CT b) {
+#if X_ISFLOAT
+	return M_POW(a, b);
+#else
+	if (b < X_CT(0)) return (a == X_CT(1)) ? X_CT(1) : (a == X_CT(-1) ? ((b & X_CT(1)) != X_CT(0) ? X_CT(-1) : X_CT(1)) : X_CT(0));
+	X_CT r = X_CT(1);
+	while (b > X_CT(0)) {
+		if ((b & X_CT(1)) != X_CT(0)) r *= a;
+		a *= a;
+		b >>= X_CT(1);
+	}
+	return r;
+#endif
+}
+
+X_CT trem(X_CT a, X_CT b) {
+#if X_ISFLOAT
+	CT q = trunc(a / b);
+	CT r = fma(-b, q, a);
+	// fix a quotient off by one from the rounded division
+	if (r != CT(0) && (r < CT(0)) != (a < CT(0))) r += (r < CT(0)) == (b < CT(0)) ? -b : b;
+	if (abs(r) >= abs(b)) r -= (r < CT(0)) == (b < CT(0)) ? b : -b;
+	if (isinf(b) && !isinf(a)) return a;
+	return r;
+#else
+	if (b == X_CT(0)) return X_CT(0);
+	return a - (a / b) * b;
+#endif
+}
+
+Y_CT apply(uint fn, X_CT a, X_CT b) {
+	switch (fn) {
+	case 0u: return Y_CT(a + b);
+	case 1u: return Y_CT(a - b);
+	case 2u: return Y_CT(a * b);
+#if X_ISFLOAT
+	case 3u: return Y_CT(a / b);
+#else
+	case 3u: return Y_CT(b == X_CT(0) ? X_CT(0) : a / b);
+#endif
+	case 4u: return Y_CT(ipow(a, b));
+	case 5u: return Y_CT(max(a, b));
+	case 6u: return Y_CT(min(a, b));
+	case 7u: {
+		X_CT r = trem(a, b);
+		if (r != X_CT(0) && ((r < X_CT(0)) != (b < X_CT(0)))) r += b;
+		return Y_CT(r);
+	}
+	case 8u: return Y_CT(trem(a, b));
+	case 9u: return Y_CT(a >= X_CT(0) ? a : a * b);
+	case 10u: return Y_CT(a == b ? 1 : 0);
+	case 11u: return Y_CT(a < b ? 1 : 0);
+	case 12u: return Y_CT(a <= b ? 1 : 0);
+	case 13u: return Y_CT(a > b ? 1 : 0);
+	case 14u: return Y_CT(a >= b ? 1 : 0);
+	case 15u: return Y_CT((a != X_CT(0) && b != X_CT(0)) ? 1 : 0);
+	case 16u: return Y_CT((a != X_CT(0) || b != X_CT(0)) ? 1 : 0);
+	case 17u: return Y_CT(((a != X_CT(0)) != (b != X_CT(0))) ? 1 : 0);
+	}
+	return Y_CT(0);
+}
+
+void main() {
+	GRID_LOOP(i, pc.n) {
+		uint o[NOPS];
+		ew_index(i, pc.shape, pc.st, pc.off, o);
+		y[o[2]] = Y_ST(apply(pc.fn, X_LD(a[o[0]]), X_LD(b[o[1]])));
+	}
+}

@@ -1,0 +1,52 @@
+// Shared prelude of every kernel: extensions selected by the generator's
+// NEED_* defines, dtype slot macros and the constant helpers.
+#ifdef NEED_16BIT
+#extension GL_EXT_shader_16bit_storage : require
+#endif
+#ifdef NEED_8BIT
+#extension GL_EXT_shader_8bit_storage : require
+#endif
+#ifdef NEED_I64
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
+#include "gen_types.glsl"
+
+// CT is the compute type of float kernels.
+#ifdef CT_DOUBLE
+#define CT double
+#else
+#define CT float
+#endif
+
+// The workgroup size is specialization constant 0 in every kernel.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 256;
+
+// Elementwise kernels walk a rank-RANK index space; push constants carry
+// the dims 1..RANK-1 (dim 0 is implied by the element count) and, per
+// operand, an element offset and RANK strides (two's complement, so
+// negative strides work with uint arithmetic).
+#if RANK > 1
+uint ew_index(uint i, uint shape[RANK - 1], int st[NOPS * RANK], uint off[NOPS], out uint o[NOPS]) {
+	for (int k = 0; k < NOPS; k++) o[k] = off[k];
+	for (int d = RANK - 1; d >= 1; d--) {
+		uint dim = shape[d - 1];
+		uint c = i % dim;
+		i /= dim;
+		for (int k = 0; k < NOPS; k++) o[k] += c * uint(st[k * RANK + d]);
+	}
+	for (int k = 0; k < NOPS; k++) o[k] += i * uint(st[k * RANK]);
+	return 0u;
+}
+#endif
+
+// pc_real decodes a real parameter passed as raw bits in push constants:
+// a float in .x, or a double in .xy (little-endian words).
+#ifdef CT_DOUBLE
+double pc_real(uvec2 v) { return packDouble2x32(v); }
+#else
+float pc_real(uvec2 v) { return uintBitsToFloat(v.x); }
+#endif
+
+// Grid-stride loop over n items with a 1-D dispatch.
+#define GRID_LOOP(i, n) for (uint i = gl_GlobalInvocationID.x; i < (n); i += gl_NumWorkGroups.x * WG)

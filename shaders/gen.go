@@ -1,0 +1,3 @@
+package shaders
+
+//go:generate go run ./gen

@@ -1,0 +1,56 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// normalize: per row of [outer, n]: (x - mean) / sqrt(var + eps) * scale + bias,
+// one workgroup per row, two passes (mean, then centered variance).
+#define RANK 1
+#define NOPS 1
+#include "common.glsl"
+
+layout(push_constant) uniform PC {
+	uint outer, n, flags, pad;
+	uint offX, offS, offB, offY;
+	uvec2 eps;
+} pc;
+layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
+layout(std430, binding = 1) readonly buffer BS { X_T sc[]; };
+layout(std430, binding = 2) readonly buffer BB { X_T bi[]; };
+layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
+
+shared CT sv[WG];
+
+CT wgsum(CT v, uint t) {
+	sv[t] = v;
+	barrier();
+	for (uint s = WG / 2u; s > 0u; s >>= 1) {
+		if (t < s) sv[t] += sv[t + s];
+		barrier();
+	}
+	CT r = sv[0];
+	barrier();
+	return r;
+}
+
+void main() {
+	uint t = gl_LocalInvocationID.x;
+	uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
+	CT eps = pc_real(pc.eps);
+	for (uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; r < pc.outer; r += nwg) {
+		uint base = pc.offX + r * pc.n;
+		CT acc = CT(0);
+		for (uint k = t; k < pc.n; k += WG) acc += CT(X_LD(x[base + k]));
+		CT mean = wgsum(acc, t) / CT(pc.n);
+		acc = CT(0);
+		for (uint k = t; k < pc.n; k += WG) {
+			CT d = CT(X_LD(x[base + k])) - mean;
+			acc += d * d;
+		}
+		CT var = wgsum(acc, t) / CT(pc.n);
+		CT inv = CT(1) / sqrt(var + eps);
+		for (uint k = t; k < pc.n; k += WG) {
+			CT v = (CT(X_LD(x[base + k])) - mean) * inv;
+			if ((pc.flags & 1u) != 0u) v *= CT(X_LD(sc[pc.offS + k]));
+			if ((pc.flags & 2u) != 0u) v += CT(X_LD(bi[pc.offB + k]));
+			y[pc.offY + r * pc.n + k] = Y_ST(v);
+		}
+	}
+}

@@ -1,0 +1,195 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// reduce: Y[o, i] = fold_n X[o, n, i] for rt.ReduceFn fn over a contiguous
+// [outer, n, inner] view. Mode 0: one workgroup per output (shared-memory
+// tree); mode 1: one invocation per output (serial loop, coalesced over
+// inner). With ARG, Y is i64 indices written as two words.
+#define RANK 1
+#define NOPS 1
+#include "common.glsl"
+#if X_ISFLOAT
+#ifdef CT_DOUBLE
+#include "mathd.glsl"
+#else
+#include "mathf.glsl"
+#endif
+#define AT CT
+#else
+#define AT X_CT
+#endif
+
+#if X_ISFLOAT
+#ifdef CT_DOUBLE
+#define AT_LOW (-double(uintBitsToFloat(0x7f800000u)))
+#define AT_HIGH double(uintBitsToFloat(0x7f800000u))
+#else
+#define AT_LOW uintBitsToFloat(0xff800000u)
+#define AT_HIGH uintBitsToFloat(0x7f800000u)
+#endif
+#elif X_DT == 5
+#define AT_LOW (-9223372036854775807L - 1L)
+#define AT_HIGH 9223372036854775807L
+#else
+#define AT_LOW int(0x80000000u)
+#define AT_HIGH 2147483647
+#endif
+
+layout(push_constant) uniform PC {
+	uint outer, n, inner, fn;
+	uint selectLast, offX, offY, mode;
+} pc;
+layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
+#ifdef ARG
+layout(std430, binding = 1) writeonly buffer BY { uint y[]; };
+#else
+layout(std430, binding = 1) writeonly buffer BY { Y_T y[]; };
+#endif
+
+shared AT sv[WG];
+#ifdef ARG
+shared uint si[WG];
+#endif
+
+AT amax(AT a, AT b) { return a > b ? a : b; }
+AT amin(AT a, AT b) { return a < b ? a : b; }
+AT rinit(uint fn) {
+	switch (fn) {
+	case 2u: case 8u: case 9u: return AT_LOW;
+	case 3u: case 10u: return AT_HIGH;
+	case 4u: return AT(1);
+	}
+	return AT(0);
+}
+AT rmap(uint fn, AT v) {
+	switch (fn) {
+	case 5u: case 7u: return v * v;
+	case 6u: return v < AT(0) ? -v : v;
+	}
+	return v;
+}
+AT rcomb(uint fn, AT a, AT b) {
+	switch (fn) {
+	case 2u: case 8u: return amax(a, b);
+	case 3u: return amin(a, b);
+	case 4u: return a * b;
+	}
+	return a + b;
+}
+// better reports whether candidate (v, i) beats (w, j) for ArgMax/ArgMin.
+bool better(uint fn, AT v, uint i, AT w, uint j) {
+	if (v == w) return pc.selectLast != 0u ? i > j : i < j;
+	return fn == 9u ? v > w : v < w;
+}
+
+AT load(uint o, uint k, uint i) { return AT(X_LD(x[pc.offX + (o * pc.n + k) * pc.inner + i])); }
+
+#ifdef ARG
+void store(uint r, uint idx) {
+	y[pc.offY + 2u * r] = idx;
+	y[pc.offY + 2u * r + 1u] = 0u;
+}
+#else
+void store(uint r, AT s, AT m) {
+	AT v = s;
+#if X_ISFLOAT
+	if (pc.fn == 1u) v = s / AT(pc.n);
+	if (pc.fn == 7u) v = sqrt(s);
+	if (pc.fn == 8u) v = isinf(m) ? m : m + M_LOG(s);
+#endif
+	y[pc.offY + r] = Y_ST(v);
+}
+#endif
+
+void main() {
+	uint total = pc.outer * pc.inner;
+	uint fn = pc.fn;
+	if (pc.mode == 1u) {
+		GRID_LOOP(r, total) {
+			uint o = r / pc.inner, i = r % pc.inner;
+#ifdef ARG
+			AT best = rinit(fn);
+			uint bi = 0u;
+			for (uint k = 0u; k < pc.n; k++) {
+				AT v = load(o, k, i);
+				if (k == 0u || better(fn, v, k, best, bi)) { best = v; bi = k; }
+			}
+			store(r, bi);
+#else
+			AT m = AT(0);
+			if (fn == 8u) {
+				m = rinit(fn);
+				for (uint k = 0u; k < pc.n; k++) m = amax(m, load(o, k, i));
+			}
+			AT s = fn == 8u ? AT(0) : rinit(fn);
+			for (uint k = 0u; k < pc.n; k++) {
+				AT v = load(o, k, i);
+#if X_ISFLOAT
+				if (fn == 8u) { s += M_EXP(v - m); continue; }
+#endif
+				s = rcomb(fn, s, rmap(fn, v));
+			}
+			store(r, s, m);
+#endif
+		}
+		return;
+	}
+	uint t = gl_LocalInvocationID.x;
+	uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
+	for (uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; r < total; r += nwg) {
+		uint o = r / pc.inner, i = r % pc.inner;
+#ifdef ARG
+		AT best = rinit(fn);
+		uint bi = 0xffffffffu;
+		for (uint k = t; k < pc.n; k += WG) {
+			AT v = load(o, k, i);
+			if (bi == 0xffffffffu || better(fn, v, k, best, bi)) { best = v; bi = k; }
+		}
+		sv[t] = best;
+		si[t] = bi;
+		barrier();
+		for (uint s = WG / 2u; s > 0u; s >>= 1) {
+			if (t < s) {
+				uint j = si[t + s];
+				if (j != 0xffffffffu && (si[t] == 0xffffffffu || better(fn, sv[t + s], j, sv[t], si[t]))) {
+					sv[t] = sv[t + s];
+					si[t] = j;
+				}
+			}
+			barrier();
+		}
+		if (t == 0u) store(r, si[0] == 0xffffffffu ? 0u : si[0]);
+		barrier();
+#else
+		AT m = AT(0);
+		if (fn == 8u) {
+			AT lm = rinit(fn);
+			for (uint k = t; k < pc.n; k += WG) lm = amax(lm, load(o, k, i));
+			sv[t] = lm;
+			barrier();
+			for (uint s = WG / 2u; s > 0u; s >>= 1) {
+				if (t < s) sv[t] = amax(sv[t], sv[t + s]);
+				barrier();
+			}
+			m = sv[0];
+			barrier();
+		}
+		AT acc = fn == 8u ? AT(0) : rinit(fn);
+		for (uint k = t; k < pc.n; k += WG) {
+			AT v = load(o, k, i);
+#if X_ISFLOAT
+			if (fn == 8u) { acc += M_EXP(v - m); continue; }
+#endif
+			acc = rcomb(fn, acc, rmap(fn, v));
+		}
+		sv[t] = acc;
+		barrier();
+		uint cf = fn == 8u ? 0u : fn;
+		for (uint s = WG / 2u; s > 0u; s >>= 1) {
+			if (t < s) sv[t] = rcomb(cf, sv[t], sv[t + s]);
+			barrier();
+		}
+		if (t == 0u) store(r, sv[0], m);
+		barrier();
+#endif
+	}
+}

@@ -1,0 +1,70 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// softmax: stable (log-)softmax over the middle axis of [outer, n, inner].
+// Mode 0: one workgroup per (outer, inner) row; mode 1: one invocation per row.
+#define RANK 1
+#define NOPS 1
+#include "common.glsl"
+#ifdef CT_DOUBLE
+#include "mathd.glsl"
+#else
+#include "mathf.glsl"
+#endif
+
+layout(push_constant) uniform PC {
+	uint outer, n, inner, logsm;
+	uint offX, offY, mode, pad;
+} pc;
+layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
+layout(std430, binding = 1) writeonly buffer BY { Y_T y[]; };
+
+shared CT sv[WG];
+
+uint at(uint o, uint k, uint i) { return (o * pc.n + k) * pc.inner + i; }
+CT load(uint o, uint k, uint i) { return CT(X_LD(x[pc.offX + at(o, k, i)])); }
+void put(uint o, uint k, uint i, CT v, CT m, CT s) {
+	CT r = pc.logsm != 0u ? v - m - M_LOG(s) : M_EXP(v - m) / s;
+	y[pc.offY + at(o, k, i)] = Y_ST(r);
+}
+
+void main() {
+	uint total = pc.outer * pc.inner;
+	CT low = -CT(M_INF);
+	if (pc.mode == 1u) {
+		GRID_LOOP(r, total) {
+			uint o = r / pc.inner, i = r % pc.inner;
+			CT m = low;
+			for (uint k = 0u; k < pc.n; k++) m = max(m, load(o, k, i));
+			CT s = CT(0);
+			for (uint k = 0u; k < pc.n; k++) s += M_EXP(load(o, k, i) - m);
+			for (uint k = 0u; k < pc.n; k++) put(o, k, i, load(o, k, i), m, s);
+		}
+		return;
+	}
+	uint t = gl_LocalInvocationID.x;
+	uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
+	for (uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; r < total; r += nwg) {
+		uint o = r / pc.inner, i = r % pc.inner;
+		CT m = low;
+		for (uint k = t; k < pc.n; k += WG) m = max(m, load(o, k, i));
+		sv[t] = m;
+		barrier();
+		for (uint s = WG / 2u; s > 0u; s >>= 1) {
+			if (t < s) sv[t] = max(sv[t], sv[t + s]);
+			barrier();
+		}
+		m = sv[0];
+		barrier();
+		CT acc = CT(0);
+		for (uint k = t; k < pc.n; k += WG) acc += M_EXP(load(o, k, i) - m);
+		sv[t] = acc;
+		barrier();
+		for (uint s = WG / 2u; s > 0u; s >>= 1) {
+			if (t < s) sv[t] += sv[t + s];
+			barrier();
+		}
+		CT sum = sv[0];
+		barrier();
+		for (uint k = t; k < pc.n; k += WG) put(o, k, i, load(o, k, i), m, sum);
+	}
+}

@@ -1,0 +1,66 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// unary: strided Y[i] = fn(X[i]) for one dtype; fn is an rt.UnaryFn.
+#define RANK 6
+#define NOPS 2
+#include "common.glsl"
+#if X_ISFLOAT
+#ifdef CT_DOUBLE
+#include "mathd.glsl"
+#include "gen_act_d.glsl"
+#else
+#include "mathf.glsl"
+#include "gen_act_f.glsl"
+#endif
+#endif
+
+layout(push_constant) uniform PC {
+	uint n;
+	uint fn, pad0, pad1;
+	uint shape[RANK - 1];
+	uint off[NOPS];
+	int st[NOPS * RANK];
+	uvec2 alpha, beta;
+} pc;
+layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
+layout(std430, binding = 1) writeonly buffer BY { Y_T y[]; };
+
+#if !X_ISFLOAT
+// Integer and bool functions (the engine only lowers these to ints).
+X_CT int_apply(uint fn, X_CT v, X_CT a, X_CT b) {
+	switch (fn) {
+	case 1u: return -v;
+	case 2u: return v < X_CT(0) ? -v : v;
+	case 3u: return v > X_CT(0) ? v : X_CT(0);
+	case 26u: return v > X_CT(0) ? X_CT(1) : (v < X_CT(0) ? X_CT(-1) : X_CT(0));
+	case 30u: return min(max(v, a), b);
+	case 32u: return v == X_CT(0) ? X_CT(1) : X_CT(0);
+	case 33u: return v * v;
+	}
+	return v;
+}
+#endif
+
+void main() {
+#if X_ISFLOAT
+	CT a = pc_real(pc.alpha), b = pc_real(pc.beta);
+#else
+	// integer Clip bounds arrive as two's complement words
+#if X_DT == 5
+	X_CT a = X_CT(packInt2x32(ivec2(pc.alpha))), b = X_CT(packInt2x32(ivec2(pc.beta)));
+#else
+	X_CT a = X_CT(int(pc.alpha.x)), b = X_CT(int(pc.beta.x));
+#endif
+#endif
+	GRID_LOOP(i, pc.n) {
+		uint o[NOPS];
+		ew_index(i, pc.shape, pc.st, pc.off, o);
+		X_CT v = X_LD(x[o[0]]);
+#if X_ISFLOAT
+		Y_CT r = act_apply(pc.fn, v, a, b);
+#else
+		Y_CT r = int_apply(pc.fn, v, a, b);
+#endif
+		y[o[1]] = Y_ST(r);
+	}
+}

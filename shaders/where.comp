@@ -1,0 +1,28 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_shader_8bit_storage : require
+// where: Y[i] = Cond[i] ? A[i] : B[i]; rank 5 so 4 operands fit in 128 bytes.
+#define RANK 5
+#define NOPS 4
+#include "common.glsl"
+#include "bytes.glsl"
+
+layout(push_constant) uniform PC {
+	uint n;
+	uint shape[RANK - 1];
+	uint off[NOPS];
+	int st[NOPS * RANK];
+	uint pad[3];
+} pc;
+layout(std430, binding = 0) readonly buffer BC { uint8_t c[]; };
+layout(std430, binding = 1) readonly buffer BA { E_T a[]; };
+layout(std430, binding = 2) readonly buffer BB { E_T b[]; };
+layout(std430, binding = 3) writeonly buffer BY { E_T y[]; };
+
+void main() {
+	GRID_LOOP(i, pc.n) {
+		uint o[NOPS];
+		ew_index(i, pc.shape, pc.st, pc.off, o);
+		y[o[3]] = uint(c[o[0]]) != 0u ? a[o[1]] : b[o[2]];
+	}
+}
