@@ -228,10 +228,10 @@ func softmaxF[T floatT](o *rt.Softmax) {
 				for j := 0; j < N; j++ {
 					s += math.Exp(float64(x[base+j*I]) - m)
 				}
-				ls := m + math.Log(s)
+				ls := math.Log(s)
 				for j := 0; j < N; j++ {
 					p := base + j*I
-					y[p] = T(float64(x[p]) - ls)
+					y[p] = T((float64(x[p]) - m) - ls)
 				}
 				continue
 			}

@@ -1,0 +1,258 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+func reduceRef(fn rt.ReduceFn, x []float64, last bool) float64 {
+	n := len(x)
+	switch fn {
+	case rt.Sum, rt.Mean:
+		s := 0.0
+		for _, v := range x {
+			s += v
+		}
+		if fn == rt.Mean {
+			s /= float64(n)
+		}
+		return s
+	case rt.RMax:
+		m := math.Inf(-1)
+		for _, v := range x {
+			m = math.Max(m, v)
+		}
+		return m
+	case rt.RMin:
+		m := math.Inf(1)
+		for _, v := range x {
+			m = math.Min(m, v)
+		}
+		return m
+	case rt.Prod:
+		p := 1.0
+		for _, v := range x {
+			p *= v
+		}
+		return p
+	case rt.SumSquare, rt.L2:
+		s := 0.0
+		for _, v := range x {
+			s += v * v
+		}
+		if fn == rt.L2 {
+			return math.Sqrt(s)
+		}
+		return s
+	case rt.L1:
+		s := 0.0
+		for _, v := range x {
+			s += math.Abs(v)
+		}
+		return s
+	case rt.LogSumExp:
+		s := 0.0
+		for _, v := range x {
+			s += math.Exp(v)
+		}
+		return math.Log(s)
+	case rt.ArgMax, rt.ArgMin:
+		bi := 0
+		for j, v := range x {
+			if (fn == rt.ArgMax && (v > x[bi] || last && v == x[bi])) || (fn == rt.ArgMin && (v < x[bi] || last && v == x[bi])) {
+				bi = j
+			}
+		}
+		return float64(bi)
+	}
+	panic("unknown")
+}
+
+func TestReduce(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(11, 12))
+	dims := [][3]int{{3, 17, 5}, {1, 1, 1}, {7, 13, 1}, {1, 50000, 1}, {2, 3, 4000}, {4, 0, 3}}
+	for _, dt := range []rt.DType{rt.F32, rt.F64, rt.F16, rt.I32, rt.I64, rt.U8, rt.I8} {
+		for fn := rt.ReduceFn(0); int(fn) < rt.NumReduceFns; fn++ {
+			for _, d := range dims {
+				for _, last := range []bool{false, true} {
+					O, N, I := d[0], d[1], d[2]
+					if last && fn != rt.ArgMax && fn != rt.ArgMin {
+						continue
+					}
+					if (fn == rt.ArgMax || fn == rt.ArgMin || fn == rt.RMax || fn == rt.RMin) && N == 0 {
+						continue
+					}
+					lo, hi := -2.0, 2.0
+					if fn == rt.Prod {
+						lo, hi = 0.9, 1.1
+					}
+					var xv []float64
+					if dt.IsFloat() {
+						xv = stored(dt, randVals(rng, O*N*I, lo, hi))
+						if fn == rt.ArgMax || fn == rt.ArgMin {
+							for i := range xv { // ties
+								xv[i] = math.Round(xv[i] * 2)
+							}
+						}
+					} else {
+						xv = make([]float64, O*N*I)
+						for i := range xv {
+							xv[i] = float64(rng.IntN(5))
+							if dt != rt.U8 {
+								xv[i] -= 2
+							}
+						}
+					}
+					ydt := dt
+					if fn == rt.ArgMax || fn == rt.ArgMin {
+						ydt = rt.I64
+					}
+					xr, yr := e.region(dt, O*N*I, xv), e.region(ydt, O*I, nil)
+					op := &rt.Reduce{Fn: fn, X: xr.ref(O, N, I), Y: yr.ref(O, I), Outer: O, N: N, Inner: I, SelectLast: last}
+					name := fmt.Sprintf("%s %s %v last=%v", dt, fn, d, last)
+					if err := e.dev.Supports(op); err != nil {
+						if dt.IsFloat() || !isErr(err, rt.ErrUnsupported) {
+							t.Fatalf("%s: %v", name, err)
+						}
+						continue
+					}
+					if !dt.IsFloat() && fn == rt.Prod && N > 20 {
+						continue
+					}
+					e.run(op)
+					want := make([]float64, O*I)
+					row := make([]float64, N)
+					for o := 0; o < O; o++ {
+						for i := 0; i < I; i++ {
+							for j := 0; j < N; j++ {
+								row[j] = xv[(o*N+j)*I+i]
+							}
+							want[o*I+i] = reduceRef(fn, row, last)
+						}
+					}
+					tol := tolFor(dt)
+					if !dt.IsFloat() {
+						for i, v := range want {
+							want[i] = float64(wrap(ydt, int64(v)))
+						}
+						tol = 0
+					}
+					checkVals(t, name, e.values(yr), stored(ydt, want), tol, func(int) float64 { return 1e-3 })
+				}
+			}
+		}
+	}
+}
+
+func TestSoftmaxNormalize(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(13, 14))
+	dims := [][3]int{{3, 17, 5}, {1, 1, 1}, {7, 13, 1}, {2, 1000, 1}, {1, 4, 300}}
+	for _, dt := range []rt.DType{rt.F32, rt.F64, rt.F16} {
+		for _, d := range dims {
+			O, N, I := d[0], d[1], d[2]
+			n := O * N * I
+			xv := stored(dt, randVals(rng, n, -30, 30))
+			for _, lg := range []bool{false, true} {
+				xr, yr := e.region(dt, n, xv), e.region(dt, n, nil)
+				e.run(&rt.Softmax{X: xr.ref(n), Y: yr.ref(n), Outer: O, N: N, Inner: I, Log: lg})
+				want := make([]float64, n)
+				for o := 0; o < O; o++ {
+					for i := 0; i < I; i++ {
+						m := math.Inf(-1)
+						for j := 0; j < N; j++ {
+							m = math.Max(m, xv[(o*N+j)*I+i])
+						}
+						s := 0.0
+						for j := 0; j < N; j++ {
+							s += math.Exp(xv[(o*N+j)*I+i] - m)
+						}
+						for j := 0; j < N; j++ {
+							p := (o*N+j)*I + i
+							if lg {
+								want[p] = xv[p] - m - math.Log(s)
+							} else {
+								want[p] = math.Exp(xv[p]-m) / s
+							}
+						}
+					}
+				}
+				checkVals(t, fmt.Sprintf("softmax %s %v log=%v", dt, d, lg), e.values(yr), stored(dt, want), tolFor(dt), func(int) float64 { return 1e-6 })
+			}
+		}
+		// Normalize
+		for _, d := range [][2]int{{4, 37}, {1, 1}, {3, 1000}} {
+			O, N := d[0], d[1]
+			xv := stored(dt, randVals(rng, O*N, -3, 5))
+			sv := stored(dt, randVals(rng, N, -2, 2))
+			bv := stored(dt, randVals(rng, N, -2, 2))
+			for _, affine := range []bool{false, true} {
+				xr, yr := e.region(dt, O*N, xv), e.region(dt, O*N, nil)
+				op := &rt.Normalize{X: xr.ref(O, N), Y: yr.ref(O, N), Outer: O, N: N, Eps: 1e-5}
+				if affine {
+					op.Scale, op.Bias = e.region(dt, N, sv).ref(N), e.region(dt, N, bv).ref(N)
+				}
+				e.run(op)
+				want := make([]float64, O*N)
+				for o := 0; o < O; o++ {
+					r := xv[o*N : o*N+N]
+					m, v := 0.0, 0.0
+					for _, x := range r {
+						m += x
+					}
+					m /= float64(N)
+					for _, x := range r {
+						v += (x - m) * (x - m)
+					}
+					v /= float64(N)
+					for j, x := range r {
+						z := (x - m) / math.Sqrt(v+1e-5)
+						if affine {
+							z = z*sv[j] + bv[j]
+						}
+						want[o*N+j] = z
+					}
+				}
+				checkVals(t, fmt.Sprintf("normalize %s %v affine=%v", dt, d, affine), e.values(yr), stored(dt, want), tolFor(dt)*10, func(int) float64 { return 1e-3 })
+			}
+		}
+	}
+}
+
+func TestGather(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(15, 16))
+	O, A, I := 3, 7, 5
+	idx := []float64{0, 6, -1, -7, 7, -8, 3, 3}
+	for _, dt := range allDTypes {
+		for _, it := range []rt.DType{rt.I32, rt.I64} {
+			xv := castVals(dt, randVals(rng, O*A*I, -9, 9))
+			xr, ir := e.region(dt, O*A*I, xv), e.region(it, len(idx), idx)
+			yr := e.region(dt, O*len(idx)*I, nil)
+			e.run(&rt.Gather{X: xr.ref(O, A, I), Idx: ir.ref(len(idx)), Y: yr.ref(O, len(idx), I), Outer: O, Axis: A, Inner: I})
+			got := e.values(yr)
+			for o := 0; o < O; o++ {
+				for j, k := range idx {
+					kk := int(k)
+					if kk < 0 {
+						kk += A
+					}
+					for i := 0; i < I; i++ {
+						w := 0.0
+						if kk >= 0 && kk < A {
+							w = xv[(o*A+kk)*I+i]
+						}
+						if g := got[(o*len(idx)+j)*I+i]; g != w {
+							t.Fatalf("%s/%s gather [%d,%d,%d] = %v, want %v", dt, it, o, j, i, g, w)
+						}
+					}
+				}
+			}
+		}
+	}
+}
