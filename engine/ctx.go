@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -226,12 +227,21 @@ func (c *nodeCtx) constInts(i int) ([]int64, error) {
 	if t.dtype != rt.I64 && t.dtype != rt.I32 {
 		return nil, c.errf("input %d (%q) has dtype %s, want an integer type", i, t.name, t.dtype)
 	}
-	fs := t.value.Float64s()
-	out := make([]int64, len(fs))
-	for k, f := range fs {
-		out[k] = int64(f)
+	return intValues(t.value), nil
+}
+
+// intValues reads an I32 or I64 tensor exactly (not through float64,
+// which would mangle INT64_MAX, the "to the end" of exported slices).
+func intValues(t *rt.Tensor) []int64 {
+	out := make([]int64, t.Len())
+	for k := range out {
+		if t.DType == rt.I64 {
+			out[k] = int64(binary.LittleEndian.Uint64(t.Data[8*k:]))
+		} else {
+			out[k] = int64(int32(binary.LittleEndian.Uint32(t.Data[4*k:])))
+		}
 	}
-	return out, nil
+	return out
 }
 
 // constFloat returns scalar input i, known at plan time.

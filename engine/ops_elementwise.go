@@ -57,6 +57,9 @@ func init() {
 	register("Clip", 1, 3, func(c *nodeCtx) error {
 		lo, hi := math.Inf(-1), math.Inf(1)
 		var err error
+		if (c.has(1) && c.in[1].value == nil) || (c.has(2) && c.in[2].value == nil) {
+			return lowerClipRuntime(c)
+		}
 		if c.has(1) {
 			if lo, err = c.constFloat(1); err != nil {
 				return err
@@ -129,6 +132,29 @@ func lowerUnary(c *nodeCtx, fn rt.UnaryFn, alpha, beta float64) error {
 		return err
 	}
 	c.emit(&rt.Unary{Fn: fn, Alpha: alpha, Beta: beta, X: c.ref(x), Y: c.ref(y)})
+	return nil
+}
+
+// lowerClipRuntime clips with bounds computed at run time: Max then Min
+// against the broadcast scalar bounds.
+func lowerClipRuntime(c *nodeCtx) error {
+	x := c.in[0]
+	y, err := c.define(0, x.dtype, x.shape)
+	if err != nil {
+		return err
+	}
+	src := x
+	for i, fn := range []rt.BinaryFn{rt.Max, rt.Min} {
+		if !c.has(i + 1) {
+			continue
+		}
+		bound := c.in[i+1]
+		if bound.dtype != x.dtype || prod(bound.shape) != 1 {
+			return c.shapeErr("bound %q must be a scalar of dtype %s, is %s%v", bound.name, x.dtype, bound.dtype, bound.shape)
+		}
+		c.emit(&rt.Binary{Fn: fn, A: c.ref(src), B: c.bcast(viewAs(bound, nil), x.shape), Y: c.ref(y)})
+		src = y
+	}
 	return nil
 }
 

@@ -65,7 +65,7 @@ type plan struct {
 	inputs   []*tensor
 	outputs  []*tensor
 	arena    int64 // arena bytes
-	sum      int64 // sum of all arena tensor sizes without reuse
+	sum      int64 // sum of all intermediate tensor sizes, without reuse
 	numOps   int
 	opCounts map[string]int
 }
@@ -77,7 +77,9 @@ type PlanError struct {
 	Err  error
 }
 
-func (e *PlanError) Error() string { return fmt.Sprintf("engine: node %s (%s): %v", e.Node, e.Op, e.Err) }
+func (e *PlanError) Error() string {
+	return fmt.Sprintf("engine: node %s (%s): %v", e.Node, e.Op, e.Err)
+}
 
 func (e *PlanError) Unwrap() error { return e.Err }
 
@@ -275,7 +277,16 @@ func (p *plan) layout(end int) error {
 	for i, t := range roots {
 		t.offset = ap.Offsets[i]
 	}
-	p.arena, p.sum = ap.Size, ap.Sum
+	p.arena = ap.Size
+	// What a runtime without reuse would allocate: every intermediate,
+	// output and temporary tensor on its own (views and in-place results
+	// included), aligned the same way.
+	p.sum = 0
+	for _, t := range p.tensors {
+		if t.defined && t.root.where == inArena && !t.input && (t.used || t.root.used) {
+			p.sum += (t.bytes() + arenaAlign - 1) &^ (arenaAlign - 1)
+		}
+	}
 	return nil
 }
 

@@ -36,9 +36,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "vrun: %v\nRun 'vrun -h' for usage.\n", err)
 		os.Exit(2)
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
 	fmt.Fprintf(os.Stderr, "vrun: %v\n", err)
 	os.Exit(1)
 }
@@ -75,7 +72,7 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func newFlags(stderr io.Writer) *runFlags {
 	f := &runFlags{fs: flag.NewFlagSet("vrun", flag.ContinueOnError)}
-	f.fs.SetOutput(stderr)
+	f.fs.SetOutput(io.Discard) // errors are reported once, by main
 	f.fs.StringVar(&f.device, "device", "auto", "device: auto, cpu, vulkan, vulkan:N, cuda:N, opencl:N")
 	f.fs.Var(&f.inputs, "i", "input from a .npy file, as `name=file.npy` (repeatable)")
 	f.fs.Var(&f.shapes, "shape", "bind a dynamic input shape, as `name=1x3x224x224` (repeatable)")
@@ -84,10 +81,7 @@ func newFlags(stderr io.Writer) *runFlags {
 	f.fs.BoolVar(&f.profile, "profile", false, "print the slowest ops of the last run")
 	f.fs.Uint64Var(&f.seed, "seed", 1, "seed for random inputs")
 	f.fs.BoolVar(&f.verbose, "v", false, "verbose output")
-	f.fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
-		f.fs.PrintDefaults()
-	}
+	f.fs.Usage = func() {}
 	return f
 }
 
@@ -120,6 +114,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	f := newFlags(stderr)
 	pos, err := f.parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usageText)
+		f.fs.SetOutput(stdout)
+		f.fs.PrintDefaults()
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -480,10 +480,6 @@ func info(f *runFlags, path string, stdout, stderr io.Writer) error {
 		t := g.Tensors[i]
 		fmt.Fprintf(stdout, "input    %-12s %s%v\n", t.Name, t.DType, dimString(t))
 	}
-	for _, i := range g.Outputs() {
-		t := g.Tensors[i]
-		fmt.Fprintf(stdout, "output   %-12s %s\n", t.Name, t.DType)
-	}
 	fmt.Fprintf(stdout, "params   %d in %d weights (%s)\n", params, nWeights, vrun.FormatBytes(wbytes))
 	counts := map[string]int{}
 	for _, n := range g.Nodes {
@@ -512,6 +508,10 @@ func info(f *runFlags, path string, stdout, stderr io.Writer) error {
 	}
 	defer m.Close()
 	pi := m.Info()
+	for _, i := range g.Outputs() {
+		name := g.Tensors[i].Name
+		fmt.Fprintf(stdout, "output   %-12s %s  (for inputs %v)\n", name, shapeString(pi.OutputTypes[name], pi.OutputShapes[name]), shapesString(pi.InputShapes))
+	}
 	fmt.Fprintf(stdout, "device   %s  %s\n", m.Device.Info().Spec(), m.Device.Info().Name)
 	fmt.Fprintf(stdout, "plan     %d primitive ops: %s\n", pi.Ops, countString(pi.OpCounts))
 	saved := 0.0
@@ -522,6 +522,15 @@ func info(f *runFlags, path string, stdout, stderr io.Writer) error {
 		vrun.FormatBytes(pi.ArenaBytes), vrun.FormatBytes(pi.TensorBytes), saved)
 	fmt.Fprintf(stdout, "weights  %s on the device\n", vrun.FormatBytes(pi.WeightBytes))
 	return nil
+}
+
+func shapesString(m map[string][]int) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
 }
 
 func dimString(t model.Tensor) string {

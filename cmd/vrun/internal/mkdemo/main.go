@@ -29,7 +29,7 @@ func build(src, dst string) error {
 	x := b.Input("image", rt.F32, -1, 1, 8, 8)
 	b.DimNames(x, "batch", "", "", "")
 	h := b.Op("Flatten", []string{x}, model.Attrs{"axis": 1})
-	for i, act := range []string{"Relu", "Softmax"} {
+	for i, act := range []string{"Relu", ""} {
 		w, err := load(fmt.Sprintf("fc%d_w", i+1))
 		if err != nil {
 			return err
@@ -41,9 +41,12 @@ func build(src, dst string) error {
 		wn := b.Weight(fmt.Sprintf("fc%d.weight", i+1), rt.F32, []int64{int64(w.Shape[0]), int64(w.Shape[1])}, w.Data)
 		bn := b.Weight(fmt.Sprintf("fc%d.bias", i+1), rt.F32, []int64{int64(bias.Shape[0])}, bias.Data)
 		h = b.Op("Gemm", []string{h, wn, bn}, nil)
-		h = b.Op(act, []string{h}, nil)
+		if act != "" {
+			h = b.Op(act, []string{h}, nil)
+		}
 	}
-	b.Output(h)
+	b.Node("softmax", "Softmax", []string{h}, []string{"probs"}, nil)
+	b.Output("probs")
 	m, err := b.Build()
 	if err != nil {
 		return err

@@ -1,0 +1,92 @@
+// Package e2e checks whole models end to end on a device: the MLP and
+// CNN test models in testdata/e2e (written by model.Builder) against the
+// outputs NumPy computed for them. Every backend's tests call [Check].
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/vrun-go/vrun/engine"
+	"github.com/vrun-go/vrun/model"
+	"github.com/vrun-go/vrun/npy"
+	"github.com/vrun-go/vrun/rt"
+)
+
+// Models are the end-to-end test models, by name.
+var Models = []string{"mlp", "cnn"}
+
+// Dir returns the testdata/e2e directory of the source tree.
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "e2e")
+}
+
+// RelTol is the relative tolerance against NumPy's float64 outputs, for
+// f32 models; AbsTol guards values near zero.
+const (
+	RelTol = 1e-5
+	AbsTol = 1e-7
+)
+
+// Compare reports the worst element of got against want, or an error if
+// any element is off by more than atol + rtol*|want|.
+func Compare(got, want *rt.Tensor, rtol, atol float64) error {
+	if got.Len() != want.Len() {
+		return fmt.Errorf("got shape %v, want %v", got.Shape, want.Shape)
+	}
+	worst, wi := -1.0, 0
+	for i := 0; i < got.Len(); i++ {
+		g, w := got.Float64(i), want.Float64(i)
+		if math.IsNaN(g) != math.IsNaN(w) {
+			return fmt.Errorf("element %d: got %v, want %v", i, g, w)
+		}
+		if e := math.Abs(g-w) / (atol + rtol*math.Abs(w)); e > worst {
+			worst, wi = e, i
+		}
+	}
+	if worst > 1 {
+		return fmt.Errorf("element %d: got %.9g, want %.9g (error %.3g× tolerance rtol=%g atol=%g)", wi, got.Float64(wi), want.Float64(wi), worst, rtol, atol)
+	}
+	return nil
+}
+
+// Check runs every test model on dev and compares with NumPy.
+func Check(t *testing.T, dev rt.Device) {
+	for _, name := range Models {
+		t.Run(name, func(t *testing.T) {
+			dir := Dir()
+			m, err := model.Load(filepath.Join(dir, name+".bin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			x, err := npy.ReadFile(filepath.Join(dir, name, "x.npy"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := npy.ReadFile(filepath.Join(dir, name, "y.npy"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := engine.New(m, dev, engine.Options{Shapes: map[string][]int{"x": x.Shape}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for run := 0; run < 2; run++ { // the second run replays the recorded stream
+				out, err := s.Run(context.Background(), map[string]*rt.Tensor{"x": x})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := Compare(out["y"], want, RelTol, AbsTol); err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,14 @@
+package e2e_test
+
+import (
+	"testing"
+
+	"github.com/vrun-go/vrun/cpu"
+	"github.com/vrun-go/vrun/internal/e2e"
+)
+
+func TestCPU(t *testing.T) {
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	e2e.Check(t, dev)
+}
