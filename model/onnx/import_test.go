@@ -472,7 +472,7 @@ func TestImportErrors(t *testing.T) {
 			nd("Relu", "r", []string{"b"}, []string{"y"}),
 		}, inputs: x, outputs: y}, msgs: []string{`"fg" (com.microsoft/FusedGemm, opset 1)`, "domain", `"if" (If, opset 21)`, "subgraphs (If/Loop/Scan) are not supported"}},
 		{name: "sequence input", unsupported: true, g: graph{nodes: []*onnxpb.NodeProto{nd("Relu", "r", []string{"s"}, []string{"y"})},
-			inputs: []*onnxpb.ValueInfoProto{{Name: "s", Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_SequenceType{SequenceType: &onnxpb.TypeProto_Sequence{}}}}},
+			inputs:  []*onnxpb.ValueInfoProto{{Name: "s", Type: &onnxpb.TypeProto{Value: &onnxpb.TypeProto_SequenceType{SequenceType: &onnxpb.TypeProto_Sequence{}}}}},
 			outputs: y}, msgs: []string{`graph input "s" is a sequence`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
