@@ -126,7 +126,7 @@ func TestMatMulManyBatches(t *testing.T) {
 }
 
 type convCase struct {
-	n, c, h, w, k, kh, kw int
+	n, c, h, w, k, kh, kw  int
 	sh, sw, pt, pl, pb, pr int
 	dh, dw, g              int
 	bias                   bool
@@ -142,11 +142,11 @@ func (c convCase) out() (int, int) {
 var convCases = []convCase{
 	{n: 1, c: 3, h: 7, w: 9, k: 4, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true},
 	{n: 2, c: 4, h: 11, w: 8, k: 6, kh: 3, kw: 2, sh: 2, sw: 1, pt: 2, pl: 0, pb: 1, pr: 1, dh: 1, dw: 2, g: 2, act: rt.Activation{Fn: rt.Relu}},
-	{n: 1, c: 6, h: 9, w: 10, k: 6, kh: 3, kw: 3, sh: 2, sw: 2, pt: 1, pl: 1, pb: 0, pr: 1, dh: 1, dw: 1, g: 6, bias: true},                                    // depthwise
-	{n: 2, c: 4, h: 8, w: 7, k: 8, kh: 5, kw: 3, sh: 1, sw: 3, pt: 3, pl: 2, pb: 2, pr: 0, dh: 2, dw: 1, g: 4, act: rt.Activation{Fn: rt.Silu}},           // depthwise x2
+	{n: 1, c: 6, h: 9, w: 10, k: 6, kh: 3, kw: 3, sh: 2, sw: 2, pt: 1, pl: 1, pb: 0, pr: 1, dh: 1, dw: 1, g: 6, bias: true},                             // depthwise
+	{n: 2, c: 4, h: 8, w: 7, k: 8, kh: 5, kw: 3, sh: 1, sw: 3, pt: 3, pl: 2, pb: 2, pr: 0, dh: 2, dw: 1, g: 4, act: rt.Activation{Fn: rt.Silu}},         // depthwise x2
 	{n: 2, c: 8, h: 5, w: 6, k: 5, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Clip, Alpha: -0.5, Beta: 0.5}}, // 1x1
-	{n: 1, c: 6, h: 5, w: 6, k: 4, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 2},                                                                       // 1x1 grouped
-	{n: 1, c: 2, h: 1, w: 30, k: 3, kh: 1, kw: 5, sh: 1, sw: 2, pl: 2, pr: 2, dh: 1, dw: 3, g: 1, bias: true},                                            // 1-D
+	{n: 1, c: 6, h: 5, w: 6, k: 4, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 2},                                                                      // 1x1 grouped
+	{n: 1, c: 2, h: 1, w: 30, k: 3, kh: 1, kw: 5, sh: 1, sw: 2, pl: 2, pr: 2, dh: 1, dw: 3, g: 1, bias: true},                                           // 1-D
 	{n: 1, c: 16, h: 12, w: 12, k: 33, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true},
 }
 

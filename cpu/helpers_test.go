@@ -36,11 +36,13 @@ func newEnv(t testing.TB) *env {
 }
 
 // region is n elements of dtype dt at byte offset guard of a buffer whose
-// other bytes hold the sentinel.
+// other bytes hold the sentinel (or, with noGuard, at offset 0 of a buffer
+// of exactly that size).
 type region struct {
-	buf rt.Buffer
-	dt  rt.DType
-	n   int
+	buf     rt.Buffer
+	dt      rt.DType
+	n       int
+	noGuard bool
 }
 
 func (e *env) region(dt rt.DType, n int, vals []float64) *region {
@@ -68,7 +70,11 @@ func (e *env) region(dt rt.DType, n int, vals []float64) *region {
 
 // ref views the region with shape and strides starting at element off.
 func (r *region) view(off int, shape []int, strides []int) rt.Ref {
-	return rt.Ref{Buf: r.buf, Off: int64(guard + off*r.dt.Size()), DType: r.dt, Shape: shape, Strides: strides}
+	g := guard
+	if r.noGuard {
+		g = 0
+	}
+	return rt.Ref{Buf: r.buf, Off: int64(g + off*r.dt.Size()), DType: r.dt, Shape: shape, Strides: strides}
 }
 
 func (r *region) ref(shape ...int) rt.Ref { return r.view(0, shape, nil) }

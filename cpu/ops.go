@@ -275,6 +275,11 @@ func fields(op rt.Op) []field {
 // validate is what Launch checks: rt.CheckOp, dtype support and the
 // kernels' own parameter and extent requirements.
 func validate(op rt.Op) error {
+	for _, f := range fields(op) {
+		if f.ref.Buf == nil && f.name != "Bias" && f.name != "Scale" {
+			return fmt.Errorf("cpu: %s: operand %s has no buffer", op.OpName(), f.name)
+		}
+	}
 	if err := supports(op); err != nil {
 		return err
 	}
