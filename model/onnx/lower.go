@@ -26,6 +26,12 @@ var legacyBroadcast = map[string]bool{
 	"Less": true, "Gemm": true, "PRelu": true,
 }
 
+// needsX lists the operators whose rewriting reads their first input.
+var needsX = map[string]bool{
+	"Upsample": true, "Resize": true, "Clip": true, "Pad": true, "Softmax": true,
+	"LogSoftmax": true, "Hardmax": true, "Dropout": true,
+}
+
 // castNames maps the string values of Cast-1's "to" attribute.
 var castNames = map[string]int32{}
 
@@ -230,6 +236,9 @@ func (im *importer) lower(i int, np *onnxpb.NodeProto, consumed map[string]int) 
 	}
 
 	v := im.opset
+	if needsX[n.op] && (len(n.in) == 0 || n.in[0] == "") {
+		return invalidf("node %q (%s) has no first input", n.name, n.op)
+	}
 	if v < 6 {
 		n.drop("consumed_inputs")
 	}
