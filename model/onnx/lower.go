@@ -207,6 +207,7 @@ func (im *importer) lower(i int, np *onnxpb.NodeProto, consumed map[string]int) 
 
 	tensorAttrs := map[string]*onnxpb.TensorProto{}
 	seen := map[string]bool{}
+	subgraph := false
 	for _, a := range np.Attribute {
 		if a.GetName() == "" {
 			return invalidf("node %q (%s) has an attribute with no name", n.name, n.op)
@@ -229,7 +230,10 @@ func (im *importer) lower(i int, np *onnxpb.NodeProto, consumed map[string]int) 
 			}
 			tensorAttrs[a.GetName()] = a.T
 		case onnxpb.AttributeProto_GRAPH, onnxpb.AttributeProto_GRAPHS:
-			im.problem(n, "subgraphs (If/Loop/Scan) are not supported")
+			if !subgraph {
+				im.problem(n, "subgraphs (If/Loop/Scan) are not supported")
+			}
+			subgraph = true
 		default:
 			im.problem(n, "attribute %q of type %s is not supported", a.GetName(), attrTypeOf(a))
 		}
