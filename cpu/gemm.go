@@ -454,3 +454,7 @@ func matmulT[T floatT](o *rt.MatMul) {
 		one(b, w)
 	}
 }
+
+// useAsm lets tests switch the assembly micro-kernels off to exercise the
+// portable one.
+var useAsm = true

@@ -335,3 +335,19 @@ func TestPool(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMulPortable runs GEMM cases through the pure-Go micro-kernel.
+func TestMatMulPortable(t *testing.T) {
+	if !useAsm {
+		t.Skip("already portable")
+	}
+	useAsm = false
+	defer func() { useAsm = true }()
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, dt := range []rt.DType{rt.F32, rt.F64} {
+		for _, s := range [][3]int{{3, 17, 5}, {63, 65, 129}, {97, 129, 300}} {
+			runMatMul(t, e, dt, mmCase{batch: 2, m: s[0], n: s[1], k: s[2], ta: s[0] == 63, tb: s[1] == 17, alpha: 1.25, bias: "row", beta: 1, act: rt.Activation{Fn: rt.Relu}}, rng)
+		}
+	}
+}
