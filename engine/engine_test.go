@@ -281,3 +281,22 @@ func TestShapeSubgraphFolds(t *testing.T) {
 		t.Errorf("output shape %v, want [2 12]", got)
 	}
 }
+
+func TestUnsqueezeSqueeze(t *testing.T) {
+	b := model.NewBuilder()
+	x := b.Input("x", rt.F32, 2, 3, 6, 8)
+	u := b.Op("Unsqueeze", []string{x, b.Weight("ax", rt.I64, []int64{2}, []int64{2, -1})}, nil)
+	s := b.Op("Squeeze", []string{u, b.Weight("ax2", rt.I64, []int64{1}, []int64{5})}, nil)
+	b.Output(u, s)
+	m, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := session(t, m, engine.Options{}).Info()
+	if got := fmt.Sprint(info.OutputShapes[u]); got != "[2 3 1 6 8 1]" {
+		t.Errorf("Unsqueeze shape %s, want [2 3 1 6 8 1]", got)
+	}
+	if got := fmt.Sprint(info.OutputShapes[s]); got != "[2 3 1 6 8]" {
+		t.Errorf("Squeeze shape %s, want [2 3 1 6 8]", got)
+	}
+}

@@ -261,9 +261,10 @@ func lowerUnsqueeze(c *nodeCtx) error {
 	if len(axes) == 0 {
 		return c.errf("Unsqueeze needs axes")
 	}
-	shape := make([]int, 0, len(x.shape)+len(axes))
+	rank := len(x.shape) + len(axes)
+	shape := make([]int, 0, rank)
 	k := 0
-	for i := 0; i < len(x.shape)+len(axes); i++ {
+	for i := 0; i < rank; i++ {
 		if len(axes) > 0 && axes[0] == i {
 			shape = append(shape, 1)
 			axes = axes[1:]
