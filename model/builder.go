@@ -43,7 +43,8 @@ type Builder struct {
 	auto  int // counter for generated names
 }
 
-// NewBuilder returns an empty Builder.
+// NewBuilder returns an empty Builder. The zero Builder is also ready to
+// use.
 func NewBuilder() *Builder {
 	return &Builder{index: make(map[string]int)}
 }
@@ -74,6 +75,9 @@ func (b *Builder) addTensor(t Tensor) string {
 	if t.Name == "" {
 		b.errorf("empty tensor name")
 		return t.Name
+	}
+	if b.index == nil { // a zero Builder
+		b.index = make(map[string]int)
 	}
 	b.index[t.Name] = len(b.m.Tensors)
 	b.m.Tensors = append(b.m.Tensors, t)
@@ -208,7 +212,7 @@ func (b *Builder) Op(op string, inputs []string, attrs Attrs) string {
 // OpN is like [Builder.Op] for a node with n outputs, named
 // "<op>_<k>:0", "<op>_<k>:1", ...
 func (b *Builder) OpN(op string, inputs []string, n int, attrs Attrs) []string {
-	if n < 1 {
+	if n < 1 || n > MaxCount {
 		b.errorf("%s: %d outputs", op, n)
 		return nil
 	}

@@ -125,3 +125,12 @@ func TestBuilderWeightConversions(t *testing.T) {
 		t.Errorf("raw data % x", d)
 	}
 }
+
+func TestZeroBuilder(t *testing.T) {
+	var b Builder
+	x := b.Input("x", rt.F32, 1)
+	b.Output(b.Op("Relu", []string{x}, nil))
+	if _, err := b.Build(); err != nil {
+		t.Fatal(err)
+	}
+}

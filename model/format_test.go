@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -318,5 +319,40 @@ func TestNegativeDimMessage(t *testing.T) {
 	}
 	if err := WriteFile(filepath.Join(t.TempDir(), "x.bin"), m); err == nil {
 		t.Fatal("WriteFile wrote an invalid model")
+	}
+}
+
+// chainModel is a long chain of n Add nodes, each with its own weight.
+func chainModel(tb testing.TB, n int) *Model {
+	b := NewBuilder()
+	h := b.Input("x", rt.F32, -1, 16)
+	for i := range n {
+		w := b.Weight("w"+strconv.Itoa(i), rt.F32, []int64{16}, seqF32(16))
+		h = b.Op("Add", []string{h, w}, Attrs{"k": i, "name": "add"})
+	}
+	b.Output(h)
+	m, err := b.Build()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+func BenchmarkDecode(b *testing.B) {
+	data := encode(b, chainModel(b, 10000))
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Decode(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncode(b *testing.B) {
+	m := chainModel(b, 10000)
+	for b.Loop() {
+		if _, err := m.WriteTo(io.Discard); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -212,38 +212,99 @@ func parseHeader(b []byte, size int64) (*header, error) {
 }
 
 // decoder reads the tables region. Methods record the first error in err
-// and return zero values afterwards.
+// and return zero values afterwards. Error messages name the item being
+// read, from the context fields, built only on failure.
 type decoder struct {
 	b   []byte // the whole file
 	off int    // absolute offset of the next byte
 	end int    // end of the tables region
 	sec string
 	err *FormatError
+
+	// Context: the item being read ("entry", "tensor" or "node"), its
+	// index, and what is known so far of its name, op and attribute.
+	kind      string
+	idx       int
+	name      string
+	named     bool
+	op        string
+	attrIdx   int // -1 outside attributes
+	attrName  string
+	attrNamed bool
 }
 
+func (d *decoder) enter(kind string, idx int) {
+	d.kind, d.idx, d.name, d.named, d.op, d.attrIdx, d.attrName, d.attrNamed = kind, idx, "", false, "", -1, "", false
+}
+
+// label describes the current item: `tensor 3 "conv1.w"`,
+// `node 2 "fc1" (Gemm) attribute "alpha"`, or "" at the top level.
+func (d *decoder) label() string {
+	if d.kind == "" {
+		return ""
+	}
+	s := fmt.Sprintf("%s %d", d.kind, d.idx)
+	if d.named {
+		s += fmt.Sprintf(" %q", d.name)
+	}
+	if d.op != "" {
+		s += " (" + d.op + ")"
+	}
+	if d.attrIdx >= 0 {
+		if d.attrNamed {
+			s += fmt.Sprintf(" attribute %q", d.attrName)
+		} else {
+			s += fmt.Sprintf(" attribute %d", d.attrIdx)
+		}
+	}
+	return s
+}
+
+// subject is the label followed by what, as the subject of a message.
+func (d *decoder) subject(what string) string {
+	if l := d.label(); l != "" {
+		return l + " " + what
+	}
+	return what
+}
+
+// fail records an error about the current item: "<label>: <msg>".
 func (d *decoder) fail(off int, format string, args ...any) {
+	if d.err != nil {
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	if l := d.label(); l != "" {
+		msg = l + ": " + msg
+	}
+	d.err = ferr(int64(off), d.sec, "%s", msg)
+}
+
+// failf records an error whose message is complete.
+func (d *decoder) failf(off int, format string, args ...any) {
 	if d.err == nil {
 		d.err = ferr(int64(off), d.sec, format, args...)
 	}
 }
 
-func (d *decoder) need(n int, what string) bool { return d.needAt(d.off, n, what) }
+// need checks that n more bytes are left for the item what+suffix.
+func (d *decoder) need(n int, what, suffix string) bool { return d.needAt(d.off, n, what, suffix) }
 
 // needAt checks that n more bytes are left, reporting a failure at the
 // offset at (the start of the item).
-func (d *decoder) needAt(at, n int, what string) bool {
+func (d *decoder) needAt(at, n int, what, suffix string) bool {
 	if d.err != nil {
 		return false
 	}
 	if n < 0 || n > d.end-d.off {
-		d.err = &FormatError{Offset: int64(at), Section: d.sec, Msg: fmt.Sprintf("%s needs %d bytes, %d left in the tables", what, n, d.end-d.off), Err: io.ErrUnexpectedEOF}
+		d.err = &FormatError{Offset: int64(at), Section: d.sec, Msg: fmt.Sprintf("%s%s needs %d bytes, %d left in the tables", d.subject(what), suffix, n, d.end-d.off), Err: io.ErrUnexpectedEOF}
 		return false
 	}
 	return true
 }
 
 func (d *decoder) u8(what string) uint8 {
-	if !d.need(1, what) {
+	if !d.need(1, what, "") {
 		return 0
 	}
 	v := d.b[d.off]
@@ -252,7 +313,7 @@ func (d *decoder) u8(what string) uint8 {
 }
 
 func (d *decoder) u32(what string) uint32 {
-	if !d.need(4, what) {
+	if !d.need(4, what, "") {
 		return 0
 	}
 	v := le.Uint32(d.b[d.off:])
@@ -261,7 +322,7 @@ func (d *decoder) u32(what string) uint32 {
 }
 
 func (d *decoder) u64(what string) uint64 {
-	if !d.need(8, what) {
+	if !d.need(8, what, "") {
 		return 0
 	}
 	v := le.Uint64(d.b[d.off:])
@@ -273,16 +334,16 @@ func (d *decoder) u64(what string) uint64 {
 // checks it against the limit and the bytes left.
 func (d *decoder) count(minSize int, what string) int {
 	at := d.off
-	n := d.u32(what + " count")
-	if d.err != nil {
+	if !d.need(4, what, " count") {
 		return 0
 	}
+	n := d.u32("")
 	if n > MaxCount {
-		d.fail(at, "%s count %d exceeds the limit of %d", what, n, MaxCount)
+		d.failf(at, "%s count %d exceeds the limit of %d", d.subject(what), n, MaxCount)
 		return 0
 	}
 	if int64(n)*int64(minSize) > int64(d.end-d.off) {
-		d.fail(at, "%s count %d cannot fit in the %d bytes left in the tables", what, n, d.end-d.off)
+		d.failf(at, "%s count %d cannot fit in the %d bytes left in the tables", d.subject(what), n, d.end-d.off)
 		return 0
 	}
 	return int(n)
@@ -290,15 +351,15 @@ func (d *decoder) count(minSize int, what string) int {
 
 func (d *decoder) str(max int, what string) string {
 	at := d.off
-	n := d.u32(what + " length")
-	if d.err != nil {
+	if !d.need(4, what, " length") {
 		return ""
 	}
+	n := d.u32("")
 	if n > uint32(max) {
-		d.fail(at, "%s length %d exceeds the limit of %d", what, n, max)
+		d.failf(at, "%s length %d exceeds the limit of %d", d.subject(what), n, max)
 		return ""
 	}
-	if !d.needAt(at, int(n), what) {
+	if !d.needAt(at, int(n), what, "") {
 		return ""
 	}
 	s := string(d.b[d.off : d.off+int(n)])
@@ -352,9 +413,11 @@ func (d *decoder) tables(h *header) (*Model, *positions) {
 	}
 	for i := 0; i < n && d.err == nil; i++ {
 		pos.meta[i] = int64(d.off)
-		m.Meta[i][0] = d.str(MaxNameLen, fmt.Sprintf("entry %d key", i))
-		m.Meta[i][1] = d.str(MaxStringLen, fmt.Sprintf("entry %d value", i))
+		d.enter("entry", i)
+		m.Meta[i][0] = d.str(MaxNameLen, "key")
+		m.Meta[i][1] = d.str(MaxStringLen, "value")
 	}
+	d.enter("", 0)
 
 	d.sec = secTensors
 	n = d.count(minTensorEntry, "tensor")
@@ -364,8 +427,10 @@ func (d *decoder) tables(h *header) (*Model, *positions) {
 	}
 	for i := 0; i < n && d.err == nil; i++ {
 		pos.tensors[i] = int64(d.off)
-		d.tensor(h, i, &m.Tensors[i])
+		d.enter("tensor", i)
+		d.tensor(h, &m.Tensors[i])
 	}
+	d.enter("", 0)
 
 	d.sec = secNodes
 	n = d.count(minNodeEntry, "node")
@@ -375,87 +440,92 @@ func (d *decoder) tables(h *header) (*Model, *positions) {
 	}
 	for i := 0; i < n && d.err == nil; i++ {
 		pos.nodes[i] = int64(d.off)
-		d.node(i, &m.Nodes[i])
+		d.enter("node", i)
+		d.node(&m.Nodes[i])
 	}
+	d.enter("", 0)
 	return m, pos
 }
 
-func (d *decoder) tensor(h *header, i int, t *Tensor) {
+func (d *decoder) tensor(h *header, t *Tensor) {
 	at := d.off
-	t.Name = d.str(MaxNameLen, fmt.Sprintf("tensor %d name", i))
-	label := tensorLabel(i, t.Name)
-	t.DType = rt.DType(d.u8(label + " dtype"))
-	t.Role = Role(d.u8(label + " role"))
-	rank := int(d.u8(label + " rank"))
-	flags := d.u8(label + " flags")
+	t.Name = d.str(MaxNameLen, "name")
+	d.name, d.named = t.Name, d.err == nil
+	t.DType = rt.DType(d.u8("dtype"))
+	t.Role = Role(d.u8("role"))
+	rank := int(d.u8("rank"))
+	flags := d.u8("flags")
 	if d.err != nil {
 		return
 	}
 	if t.DType != rt.InvalidDType && !t.DType.Valid() {
-		d.fail(at, "%s: bad dtype code %d", label, uint8(t.DType))
+		d.fail(at, "bad dtype code %d", uint8(t.DType))
 		return
 	}
 	if t.Role > Weight {
-		d.fail(at, "%s: bad role code %d", label, uint8(t.Role))
+		d.fail(at, "bad role code %d", uint8(t.Role))
 		return
 	}
 	if rank > MaxRank {
-		d.fail(at, "%s: rank %d exceeds the limit of %d", label, rank, MaxRank)
+		d.fail(at, "rank %d exceeds the limit of %d", rank, MaxRank)
 		return
 	}
 	if flags&^tensorFlagsKnown != 0 {
-		d.fail(at, "%s: unknown flags %#x", label, flags)
+		d.fail(at, "unknown flags %#x", flags)
 		return
 	}
 	if rank > 0 {
 		t.Shape = make([]int64, rank)
 	}
 	for k := range rank {
-		t.Shape[k] = int64(d.u64(fmt.Sprintf("%s dim %d", label, k)))
+		t.Shape[k] = int64(d.u64("dim"))
 		if d.err == nil && t.Shape[k] < -1 {
-			d.fail(at, "%s: dim %d is %d", label, k, t.Shape[k])
+			d.fail(at, "dim %d is %d", k, t.Shape[k])
 		}
 	}
 	if flags&tensorHasDimNames != 0 && rank > 0 {
 		t.DimNames = make([]string, rank)
 		for k := range rank {
-			t.DimNames[k] = d.str(MaxNameLen, fmt.Sprintf("%s dim %d name", label, k))
+			t.DimNames[k] = d.str(MaxNameLen, "dim name")
 		}
 	}
 	if t.Role != Weight || d.err != nil {
 		return
 	}
 	dataAt := d.off
-	off := d.u64(label + " data offset")
-	n := d.u64(label + " data length")
+	off := d.u64("data offset")
+	n := d.u64("data length")
 	if d.err != nil {
 		return
 	}
 	wEnd := uint64(h.weightsOff + h.weightsLen)
 	if off%Alignment != 0 {
-		d.fail(dataAt, "%s: data offset %d is not %d-byte aligned", label, off, Alignment)
+		d.fail(dataAt, "data offset %d is not %d-byte aligned", off, Alignment)
 		return
 	}
 	if off < uint64(h.weightsOff) || off > wEnd || n > wEnd-off {
-		d.fail(dataAt, "%s: data [%d, +%d) lies outside the weights region [%d, %d)", label, off, n, h.weightsOff, wEnd)
+		d.fail(dataAt, "data [%d, +%d) lies outside the weights region [%d, %d)", off, n, h.weightsOff, wEnd)
 		return
 	}
 	t.Data = d.b[off : off+n : off+n]
 }
 
-func (d *decoder) node(i int, n *Node) {
-	n.Name = d.str(MaxNameLen, fmt.Sprintf("node %d name", i))
-	n.Op = d.str(MaxNameLen, fmt.Sprintf("node %d op", i))
-	label := nodeLabel(i, n)
-	na := d.count(minAttr, label+" attribute")
+func (d *decoder) node(n *Node) {
+	n.Name = d.str(MaxNameLen, "name")
+	d.name, d.named = n.Name, d.err == nil
+	n.Op = d.str(MaxNameLen, "op")
+	d.op = n.Op
+	na := d.count(minAttr, "attribute")
 	if na > 0 {
 		n.Attrs = make([]Attr, na)
 	}
 	for k := 0; k < na && d.err == nil; k++ {
-		d.attr(label, k, &n.Attrs[k])
+		d.attrIdx, d.attrName, d.attrNamed = k, "", false
+		d.attr(&n.Attrs[k])
 	}
-	n.Inputs = d.indices(label + " input")
-	n.Outputs = d.indices(label + " output")
+	d.attrIdx = -1
+	n.Inputs = d.indices("input")
+	n.Outputs = d.indices("output")
 }
 
 func (d *decoder) indices(what string) []int {
@@ -470,40 +540,37 @@ func (d *decoder) indices(what string) []int {
 	return v
 }
 
-func (d *decoder) attr(label string, k int, a *Attr) {
+func (d *decoder) attr(a *Attr) {
 	at := d.off
-	a.Name = d.str(MaxNameLen, fmt.Sprintf("%s attribute %d name", label, k))
-	what := fmt.Sprintf("%s attribute %q", label, a.Name)
-	a.Kind = AttrKind(d.u8(what + " kind"))
+	a.Name = d.str(MaxNameLen, "name")
+	d.attrName, d.attrNamed = a.Name, d.err == nil
+	a.Kind = AttrKind(d.u8("kind"))
 	if d.err != nil {
 		return
 	}
 	switch a.Kind {
 	case AttrInt:
-		a.Int = int64(d.u64(what))
+		a.Int = int64(d.u64("value"))
 	case AttrFloat:
-		a.Float = math.Float64frombits(d.u64(what))
+		a.Float = math.Float64frombits(d.u64("value"))
 	case AttrString:
-		a.Str = d.str(MaxStringLen, what)
+		a.Str = d.str(MaxStringLen, "value")
 	case AttrInts:
-		c := d.count(8, what+" element")
-		a.Ints = make([]int64, c)
+		a.Ints = make([]int64, d.count(8, "element"))
 		for j := range a.Ints {
-			a.Ints[j] = int64(d.u64(what))
+			a.Ints[j] = int64(d.u64("element"))
 		}
 	case AttrFloats:
-		c := d.count(8, what+" element")
-		a.Floats = make([]float64, c)
+		a.Floats = make([]float64, d.count(8, "element"))
 		for j := range a.Floats {
-			a.Floats[j] = math.Float64frombits(d.u64(what))
+			a.Floats[j] = math.Float64frombits(d.u64("element"))
 		}
 	case AttrStrings:
-		c := d.count(4, what+" element")
-		a.Strings = make([]string, c)
+		a.Strings = make([]string, d.count(4, "element"))
 		for j := range a.Strings {
-			a.Strings[j] = d.str(MaxStringLen, what)
+			a.Strings[j] = d.str(MaxStringLen, "element")
 		}
 	default:
-		d.fail(at, "%s: bad attribute kind code %d", what, uint8(a.Kind))
+		d.fail(at, "bad attribute kind code %d", uint8(a.Kind))
 	}
 }

@@ -108,13 +108,13 @@ func validate(m *Model, pos *positions) error {
 		if msg := checkName(t.Name, "name"); msg != "" {
 			return ferr(off, secTensors, "tensor %d: %s", i, msg)
 		}
-		label := tensorLabel(i, t.Name)
+		label := func() string { return tensorLabel(i, t.Name) }
 		if j, dup := names[t.Name]; dup {
-			return ferr(off, secTensors, "%s: duplicate name (also tensor %d)", label, j)
+			return ferr(off, secTensors, "%s: duplicate name (also tensor %d)", label(), j)
 		}
 		names[t.Name] = i
 		if msg := validateTensor(t); msg != "" {
-			return ferr(off, secTensors, "%s: %s", label, msg)
+			return ferr(off, secTensors, "%s: %s", label(), msg)
 		}
 	}
 
@@ -133,23 +133,23 @@ func validate(m *Model, pos *positions) error {
 		if msg := checkName(n.Op, "op"); msg != "" {
 			return ferr(off, secNodes, "node %d %q: %s", i, n.Name, msg)
 		}
-		label := nodeLabel(i, n)
+		label := func() string { return nodeLabel(i, n) }
 		if msg := validateAttrs(n.Attrs); msg != "" {
-			return ferr(off, secNodes, "%s: %s", label, msg)
+			return ferr(off, secNodes, "%s: %s", label(), msg)
 		}
 		if len(n.Inputs) > MaxCount || len(n.Outputs) > MaxCount {
-			return ferr(off, secNodes, "%s: more than %d inputs or outputs", label, MaxCount)
+			return ferr(off, secNodes, "%s: more than %d inputs or outputs", label(), MaxCount)
 		}
 		for k, ti := range n.Inputs {
 			if ti == -1 {
 				continue
 			}
 			if ti < 0 || ti >= nt {
-				return ferr(off, secNodes, "%s: input %d is tensor index %d, out of range [0, %d)", label, k, ti, nt)
+				return ferr(off, secNodes, "%s: input %d is tensor index %d, out of range [0, %d)", label(), k, ti, nt)
 			}
 			t := &m.Tensors[ti]
 			if (t.Role == Intermediate || t.Role == Output) && producer[ti] < 0 {
-				return ferr(off, secNodes, "%s: input %d %s is used before it is produced (nodes out of topological order, a cycle, or no producer)", label, k, tensorLabel(ti, t.Name))
+				return ferr(off, secNodes, "%s: input %d %s is used before it is produced (nodes out of topological order, a cycle, or no producer)", label(), k, tensorLabel(ti, t.Name))
 			}
 		}
 		present := 0
@@ -158,21 +158,21 @@ func validate(m *Model, pos *positions) error {
 				continue
 			}
 			if ti < 0 || ti >= nt {
-				return ferr(off, secNodes, "%s: output %d is tensor index %d, out of range [0, %d)", label, k, ti, nt)
+				return ferr(off, secNodes, "%s: output %d is tensor index %d, out of range [0, %d)", label(), k, ti, nt)
 			}
 			present++
 			t := &m.Tensors[ti]
 			switch t.Role {
 			case Input, Weight:
-				return ferr(off, secNodes, "%s: output %d writes %s, which is %s", label, k, tensorLabel(ti, t.Name), roleArticle(t.Role))
+				return ferr(off, secNodes, "%s: output %d writes %s, which is %s", label(), k, tensorLabel(ti, t.Name), roleArticle(t.Role))
 			}
 			if p := producer[ti]; p >= 0 {
-				return ferr(off, secNodes, "%s: output %d %s is already produced by node %d", label, k, tensorLabel(ti, t.Name), p)
+				return ferr(off, secNodes, "%s: output %d %s is already produced by node %d", label(), k, tensorLabel(ti, t.Name), p)
 			}
 			producer[ti] = int32(i)
 		}
 		if present == 0 {
-			return ferr(off, secNodes, "%s: has no outputs", label)
+			return ferr(off, secNodes, "%s: has no outputs", label())
 		}
 	}
 	for i := range m.Tensors {
@@ -222,19 +222,21 @@ func validateTensor(t *Tensor) string {
 			return fmt.Sprintf("has %d dim names for rank %d", len(t.DimNames), len(t.Shape))
 		}
 		for k, s := range t.DimNames {
-			if msg := checkString(s, MaxNameLen, fmt.Sprintf("dim %d name", k)); msg != "" {
-				return msg
+			if msg := checkString(s, MaxNameLen, "name"); msg != "" {
+				return fmt.Sprintf("dim %d %s", k, msg)
 			}
 		}
 	}
 	// The product of the static dims must not overflow, whatever the role.
-	static := make([]int64, 0, MaxRank)
+	var static [MaxRank]int64
+	ns := 0
 	for _, d := range t.Shape {
 		if d >= 0 {
-			static = append(static, d)
+			static[ns] = d
+			ns++
 		}
 	}
-	if elements(static, t.DType.Size()) < 0 {
+	if elements(static[:ns], t.DType.Size()) < 0 {
 		return fmt.Sprintf("shape %v is too large (byte size overflows int64)", t.Shape)
 	}
 	if t.Role == Weight {
@@ -262,8 +264,8 @@ func validateAttrs(attrs []Attr) string {
 	}
 	for k := range attrs {
 		a := &attrs[k]
-		if msg := checkName(a.Name, fmt.Sprintf("attribute %d name", k)); msg != "" {
-			return msg
+		if msg := checkName(a.Name, "name"); msg != "" {
+			return fmt.Sprintf("attribute %d %s", k, msg)
 		}
 		dup := false
 		if seen != nil {
@@ -281,8 +283,8 @@ func validateAttrs(attrs []Attr) string {
 		switch a.Kind {
 		case AttrInt, AttrFloat:
 		case AttrString:
-			if msg := checkString(a.Str, MaxStringLen, fmt.Sprintf("attribute %q value", a.Name)); msg != "" {
-				return msg
+			if msg := checkString(a.Str, MaxStringLen, "value"); msg != "" {
+				return fmt.Sprintf("attribute %q %s", a.Name, msg)
 			}
 		case AttrInts:
 			n = len(a.Ints)
@@ -291,8 +293,8 @@ func validateAttrs(attrs []Attr) string {
 		case AttrStrings:
 			n = len(a.Strings)
 			for j, s := range a.Strings {
-				if msg := checkString(s, MaxStringLen, fmt.Sprintf("attribute %q element %d", a.Name, j)); msg != "" {
-					return msg
+				if msg := checkString(s, MaxStringLen, "value"); msg != "" {
+					return fmt.Sprintf("attribute %q element %d %s", a.Name, j, msg)
 				}
 			}
 		default:
