@@ -110,8 +110,9 @@ func (g *gemm[T]) run() {
 			})
 			mb := (g.m + mc0 - 1) / mc0
 			parts := 1
-			if mb < 2*g.threads {
-				parts = min(npan, (2*g.threads+mb-1)/mb)
+			if g.threads > 1 && mb%g.threads != 0 {
+				// Enough tasks that the last round leaves few workers idle.
+				parts = max(1, min(npan/8, (8*g.threads+mb-1)/mb))
 			}
 			g.parallel(mb*parts, 1, func(w, lo, hi int) {
 				if aps[w] == nil {
@@ -314,12 +315,21 @@ func (g *gemm[T]) gemv() {
 			}
 		})
 	} else {
-		// Column chunks so each worker owns a slice of out.
-		g.parallel((nout+255)/256, 1, func(_, lo, hi int) {
-			j0, j1 := lo*256, min(hi*256, nout)
-			o := out[j0:j1]
-			for p := 0; p < k; p++ {
-				axpyT(x[p], mat[p*ld+j0:p*ld+j1], o)
+		// Contiguous column chunks, one per worker, each swept by four
+		// matrix rows at a time.
+		nw := max(1, min(g.threads, nout/64))
+		g.parallel(nw, 1, func(_, lo, hi int) {
+			for w := lo; w < hi; w++ {
+				j0, j1 := w*nout/nw, (w+1)*nout/nw
+				o := out[j0:j1]
+				p := 0
+				for ; p+4 <= k; p += 4 {
+					axpy4T(x[p:p+4], mat[p*ld+j0:p*ld+j1], mat[(p+1)*ld+j0:(p+1)*ld+j1],
+						mat[(p+2)*ld+j0:(p+2)*ld+j1], mat[(p+3)*ld+j0:(p+3)*ld+j1], o)
+				}
+				for ; p < k; p++ {
+					axpyT(x[p], mat[p*ld+j0:p*ld+j1], o)
+				}
 			}
 		})
 	}
@@ -350,6 +360,15 @@ func dotT[T floatT](x, y []T) T {
 		s0 += x[i] * y[i]
 	}
 	return (s0 + s1) + (s2 + s3)
+}
+
+// axpy4T computes y += a[0]*r0 + a[1]*r1 + a[2]*r2 + a[3]*r3.
+func axpy4T[T floatT](a []T, r0, r1, r2, r3, y []T) {
+	a0, a1, a2, a3 := a[0], a[1], a[2], a[3]
+	r0, r1, r2, r3 = r0[:len(y)], r1[:len(y)], r2[:len(y)], r3[:len(y)]
+	for j := range y {
+		y[j] += a0*r0[j] + a1*r1[j] + a2*r2[j] + a3*r3[j]
+	}
 }
 
 func axpyT[T floatT](a T, x, y []T) {
