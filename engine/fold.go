@@ -85,6 +85,7 @@ func (p *plan) tryFold(c *nodeCtx) (bool, error) {
 			}
 		}
 		t.value, t.where, t.used = v, inWeights, false
+		t.act, t.conv = nil, nil // the producing op is gone
 	}
 	// Temporaries of a folded node need no arena space.
 	for _, t := range p.tensors[len(p.m.Tensors):] {

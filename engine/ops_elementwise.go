@@ -127,6 +127,12 @@ func lowerUnary(c *nodeCtx, fn rt.UnaryFn, alpha, beta float64) error {
 	if fn == rt.Not && x.dtype != rt.Bool {
 		return c.errf("Not needs bool input, got %s", x.dtype)
 	}
+	if x.act != nil && fn != rt.Not && c.canInplace(x, x.dtype, x.shape) {
+		// Fuse into the producing MatMul or Conv.
+		*x.act = rt.Activation{Fn: fn, Alpha: alpha, Beta: beta}
+		x.act = nil
+		return c.alias(0, x, x.shape)
+	}
 	y, err := c.defineInplace(0, x.dtype, x.shape, x)
 	if err != nil {
 		return err

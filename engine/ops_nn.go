@@ -72,6 +72,7 @@ func lowerGemm(c *nodeCtx) error {
 	}
 	op.A, op.B, op.Y = c.ref(a), c.ref(b), c.ref(y)
 	c.emit(op)
+	y.act = &op.Act
 	return nil
 }
 
@@ -142,8 +143,10 @@ func lowerMatMul(c *nodeCtx) error {
 		c.emit(&rt.Unary{Fn: rt.Copy, X: c.bcast(viewAs(b, bs), t.shape), Y: c.ref(t)})
 		br, sb = c.ref(t), k*n
 	}
-	c.emit(&rt.MatMul{A: ar, B: br, Y: c.ref(y), Batch: nb, M: m, N: n, K: k,
-		StrideA: sa, StrideB: sb, StrideY: m * n, Alpha: 1})
+	op := &rt.MatMul{A: ar, B: br, Y: c.ref(y), Batch: nb, M: m, N: n, K: k,
+		StrideA: sa, StrideB: sb, StrideY: m * n, Alpha: 1}
+	c.emit(op)
+	y.act = &op.Act
 	return nil
 }
 
@@ -263,6 +266,10 @@ func lowerBatchNorm(c *nodeCtx) error {
 		av[i] = scale[i] / math.Sqrt(vr[i]+eps)
 		bv[i] = bias[i] - mean[i]*av[i]
 	}
+	if x.conv != nil && x.act != nil && x.act.Fn == rt.Copy && x.convW.value != nil &&
+		(x.convB == nil || x.convB.value != nil) && c.canInplace(x, x.dtype, x.shape) {
+		return foldBatchNormIntoConv(c, x, av, bv)
+	}
 	bshape := make([]int, len(x.shape)-1)
 	for i := range bshape {
 		bshape[i] = 1
@@ -276,6 +283,36 @@ func lowerBatchNorm(c *nodeCtx) error {
 	}
 	c.emit(&rt.Binary{Fn: rt.Mul, A: c.ref(x), B: c.bcast(at, x.shape), Y: c.ref(y)})
 	c.emit(&rt.Binary{Fn: rt.Add, A: c.ref(y), B: c.bcast(bt, x.shape), Y: c.ref(y)})
+	return nil
+}
+
+// foldBatchNormIntoConv rewrites the Conv that produced x so that it
+// computes BatchNorm(Conv(X)) directly: W'[k] = W[k]*a[k] and
+// bias'[k] = bias[k]*a[k] + b[k], with new plan-time constants.
+func foldBatchNormIntoConv(c *nodeCtx, x *tensor, a, b []float64) error {
+	w := x.convW.value.Float64s()
+	per := len(w) / len(a)
+	for k := range a {
+		for i := k * per; i < (k+1)*per; i++ {
+			w[i] *= a[k]
+		}
+	}
+	bias := make([]float64, len(a))
+	if x.convB != nil {
+		copy(bias, x.convB.value.Float64s())
+	}
+	for k := range a {
+		bias[k] = bias[k]*a[k] + b[k]
+	}
+	nw := c.newConst(rt.FromFloat64(x.dtype, w, x.convW.shape...))
+	nb := c.newConst(rt.FromFloat64(x.dtype, bias, len(a)))
+	x.conv.W, x.conv.Bias = c.ref(nw), c.ref(nb)
+	if err := c.alias(0, x, x.shape); err != nil {
+		return err
+	}
+	// The fused Conv can still take an activation.
+	c.out[0].act, c.out[0].conv, c.out[0].convW, c.out[0].convB = x.act, x.conv, nw, nb
+	x.act, x.conv = nil, nil
 	return nil
 }
 
@@ -441,6 +478,11 @@ func lowerConv(c *nodeCtx) error {
 		op.Bias = c.ref(b)
 	}
 	c.emit(op)
+	y.act = &op.Act
+	y.conv, y.convW = op, w
+	if c.has(2) {
+		y.convB = c.in[2]
+	}
 	return nil
 }
 

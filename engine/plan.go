@@ -37,6 +37,16 @@ type tensor struct {
 	first, last int   // steps, for roots
 	lastUse     int   // last step that reads this tensor (graph outputs: end)
 	offset      int64 // byte offset of a root in the arena or weight buffer
+
+	// act, when non-nil, is the still-empty activation epilogue of the
+	// MatMul or Conv that wrote this tensor: an activation node reading it
+	// can fuse into that op instead of launching its own.
+	act *rt.Activation
+	// conv, when non-nil, is the Conv that wrote this tensor, with its
+	// weight and bias tensors, so that a BatchNormalization reading it can
+	// fold into the Conv's constants.
+	conv         *rt.Conv
+	convW, convB *tensor
 }
 
 func (t *tensor) bytes() int64 { return rt.NumElements(t.shape) * int64(t.dtype.Size()) }
@@ -245,6 +255,20 @@ func inputRange(lo, hi int) string {
 
 // layout computes lifetimes of arena roots and places them.
 func (p *plan) layout(end int) error {
+	// Storage is needed by what the final ops touch (fusion and folding
+	// may have dropped earlier references) and by the outputs.
+	for _, t := range p.tensors {
+		t.used = false
+	}
+	for _, st := range p.steps {
+		for _, op := range st.ops {
+			mapRefs(op, func(r *rt.Ref) {
+				if sl, ok := r.Buf.(slot); ok {
+					sl.t.used = true
+				}
+			})
+		}
+	}
 	for _, t := range p.outputs {
 		t.root.used = true
 	}

@@ -1,0 +1,103 @@
+// Command vrun-onnxtest runs the ONNX backend node-test corpus on a vrun
+// device and reports how many cases pass, fail and are skipped, with the
+// failures and the skip reasons grouped and counted.
+//
+// Usage:
+//
+//	vrun-onnxtest [-device cpu] [-corpus PATH] [-run REGEXP] [-v] [-list pass|fail|skip]
+//
+// PATH is the corpus .tgz or a directory of cases (such as
+// testdata/onnx/node); the default is $VRUN_ONNX_CORPUS or
+// ../shared/onnx-node-tests.tgz next to the module. -list prints only the
+// names of the cases with that outcome, one a line (testdata/onnx/vendor.sh
+// uses it). The exit status is 1 when a case fails that is not in
+// conformance.KnownFailures.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+
+	"github.com/vrun-go/vrun/model/onnx"
+	"github.com/vrun-go/vrun/model/onnx/conformance"
+	"github.com/vrun-go/vrun/rt"
+
+	_ "github.com/vrun-go/vrun/cpu"
+)
+
+func main() {
+	device := flag.String("device", "cpu", "device: cpu, vulkan, vulkan:N, cuda:N, opencl:N, auto")
+	path := flag.String("corpus", "", "corpus .tgz or directory of cases (default: $"+onnx.CorpusEnv+" or ../shared/onnx-node-tests.tgz)")
+	runRe := flag.String("run", "", "run only cases whose name matches `regexp`")
+	verbose := flag.Bool("v", false, "print every case's outcome")
+	list := flag.String("list", "", "print only the names of cases that `pass`, fail or skip")
+	flag.Parse()
+	if err := run(*device, *path, *runRe, *list, *verbose); err != nil {
+		fmt.Fprintln(os.Stderr, "vrun-onnxtest:", err)
+		os.Exit(1)
+	}
+}
+
+func run(device, path, runRe, list string, verbose bool) error {
+	if path == "" {
+		p, ok := onnx.FindCorpus()
+		if !ok {
+			return fmt.Errorf("corpus not found at %s; give -corpus or set %s", p, onnx.CorpusEnv)
+		}
+		path = p
+	}
+	var corpus *onnx.Corpus
+	var err error
+	if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+		corpus, err = onnx.OpenCorpusDir(path)
+	} else {
+		corpus, err = onnx.OpenCorpus(path)
+	}
+	if err != nil {
+		return err
+	}
+	var match func(string) bool
+	if runRe != "" {
+		re, err := regexp.Compile(runRe)
+		if err != nil {
+			return err
+		}
+		match = re.MatchString
+	}
+	dev, err := rt.Open(device, nil)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	rep := conformance.Run(corpus, dev, match)
+	if list != "" {
+		st := map[string]conformance.Status{"pass": conformance.Pass, "fail": conformance.Fail, "skip": conformance.Skip}
+		s, ok := st[list]
+		if !ok {
+			return fmt.Errorf("-list %q: want pass, fail or skip", list)
+		}
+		for _, n := range rep.Names(s) {
+			fmt.Println(n)
+		}
+		return nil
+	}
+	if verbose {
+		for _, r := range rep.Results {
+			fmt.Printf("%-4s %s", r.Status, r.Case)
+			if r.Reason != "" {
+				fmt.Printf(": %s", r.Reason)
+			}
+			fmt.Println()
+		}
+	}
+	fmt.Printf("%s on %s (%s)\n", path, dev.Info().Name, device)
+	fmt.Print(rep.String())
+	for _, r := range rep.Results {
+		if _, known := conformance.KnownFailures[r.Case]; r.Status == conformance.Fail && !known {
+			os.Exit(1)
+		}
+	}
+	return nil
+}
