@@ -14,7 +14,7 @@ import (
 // while mapped gives an error while decoding, not a crash (SIGBUS).
 func TestMappedFileTruncated(t *testing.T) {
 	b := NewBuilder()
-	b.Output(b.Op("Add", []string{b.Input("x", rt.U8, 1 << 16), b.Weight("w", rt.U8, []int64{1 << 16}, make([]byte, 1<<16))}, nil))
+	b.Output(b.Op("Add", []string{b.Input("x", rt.U8, 1<<16), b.Weight("w", rt.U8, []int64{1 << 16}, make([]byte, 1<<16))}, nil))
 	m, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
