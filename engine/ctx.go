@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
@@ -28,6 +29,16 @@ func register(name string, minIn, maxIn int, fn func(c *nodeCtx) error) {
 
 // SupportedOps reports whether the engine can plan op (ONNX-style name).
 func SupportedOps(op string) bool { _, ok := ops[op]; return ok }
+
+// Ops lists every model-level op the engine can plan, sorted.
+func Ops() []string {
+	out := make([]string, 0, len(ops))
+	for name := range ops {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // nodeCtx is what an op's lowering function sees.
 type nodeCtx struct {
