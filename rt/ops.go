@@ -548,11 +548,23 @@ func Refs(op Op) (names []string, refs []Ref) {
 // the elementwise shapes agree. Backends call it from Launch, so a bad op is
 // an error, never an out-of-bounds write.
 func CheckOp(op Op) error {
+	if err := checkRequired(op); err != nil {
+		return err
+	}
 	names, refs := Refs(op)
+	_, elementwise := op.(interface{ elementwise() })
 	for i, r := range refs {
 		if err := r.Check(); err != nil {
 			return fmt.Errorf("%s: operand %s: %w", op.OpName(), names[i], err)
 		}
+		// Ops other than the elementwise family address their operands
+		// linearly from the start; MatMul's Bias is a strided 2-D view.
+		if !elementwise && !r.Contiguous() && !(names[i] == "Bias" && isMatMul(op)) {
+			return fmt.Errorf("%s: operand %s must be contiguous (shape %v, strides %v)", op.OpName(), names[i], r.Shape, r.Strides)
+		}
+	}
+	if err := checkSizes(op); err != nil {
+		return err
 	}
 	same := func(a, b Ref, an, bn string) error {
 		if len(a.Shape) != len(b.Shape) {
@@ -566,7 +578,7 @@ func CheckOp(op Op) error {
 		return nil
 	}
 	need := func(r Ref, n string, elems int64) error {
-		if r.Len() < elems {
+		if elems < 0 || r.Len() < elems {
 			return fmt.Errorf("%s: %s has %d elements, needs %d", op.OpName(), n, r.Len(), elems)
 		}
 		return nil
@@ -589,10 +601,10 @@ func CheckOp(op Op) error {
 			}
 		}
 	case *Reduce:
-		if err := need(o.X, "X", int64(o.Outer)*int64(o.N)*int64(o.Inner)); err != nil {
+		if err := need(o.X, "X", NumElements([]int{o.Outer, o.N, o.Inner})); err != nil {
 			return err
 		}
-		return need(o.Y, "Y", int64(o.Outer)*int64(o.Inner))
+		return need(o.Y, "Y", NumElements([]int{o.Outer, o.Inner}))
 	case *Softmax:
 		n := int64(o.Outer) * int64(o.N) * int64(o.Inner)
 		if err := need(o.X, "X", n); err != nil {
@@ -604,13 +616,13 @@ func CheckOp(op Op) error {
 			return fmt.Errorf("MatMul: bad sizes batch=%d M=%d N=%d K=%d", o.Batch, o.M, o.N, o.K)
 		}
 		b := int64(o.Batch - 1)
-		if err := need(o.A, "A", b*int64(o.StrideA)+int64(o.M)*int64(o.K)); err != nil {
+		if err := need(o.A, "A", b*int64(o.StrideA)+NumElements([]int{o.M, o.K})); err != nil {
 			return err
 		}
-		if err := need(o.B, "B", b*int64(o.StrideB)+int64(o.K)*int64(o.N)); err != nil {
+		if err := need(o.B, "B", b*int64(o.StrideB)+NumElements([]int{o.K, o.N})); err != nil {
 			return err
 		}
-		if err := need(o.Y, "Y", b*int64(o.StrideY)+int64(o.M)*int64(o.N)); err != nil {
+		if err := need(o.Y, "Y", b*int64(o.StrideY)+NumElements([]int{o.M, o.N})); err != nil {
 			return err
 		}
 		if o.Bias.Buf != nil && (len(o.Bias.Shape) != 2 || o.Bias.Shape[0] != o.M || o.Bias.Shape[1] != o.N) {
@@ -620,10 +632,10 @@ func CheckOp(op Op) error {
 		if o.Groups < 1 || o.C%o.Groups != 0 || o.K%o.Groups != 0 || o.StrideH < 1 || o.StrideW < 1 || o.DilH < 1 || o.DilW < 1 {
 			return fmt.Errorf("Conv: bad params C=%d K=%d groups=%d stride=%dx%d dil=%dx%d", o.C, o.K, o.Groups, o.StrideH, o.StrideW, o.DilH, o.DilW)
 		}
-		if err := need(o.X, "X", int64(o.N)*int64(o.C)*int64(o.H)*int64(o.W_)); err != nil {
+		if err := need(o.X, "X", NumElements([]int{o.N, o.C, o.H, o.W_})); err != nil {
 			return err
 		}
-		if err := need(o.W, "W", int64(o.K)*int64(o.C/o.Groups)*int64(o.KH)*int64(o.KW)); err != nil {
+		if err := need(o.W, "W", NumElements([]int{o.K, o.C / o.Groups, o.KH, o.KW})); err != nil {
 			return err
 		}
 		if o.Bias.Buf != nil {
@@ -631,26 +643,26 @@ func CheckOp(op Op) error {
 				return err
 			}
 		}
-		return need(o.Y, "Y", int64(o.N)*int64(o.K)*int64(o.OH)*int64(o.OW))
+		return need(o.Y, "Y", NumElements([]int{o.N, o.K, o.OH, o.OW}))
 	case *ConvTranspose:
 		if o.Groups < 1 || o.C%o.Groups != 0 || o.K%o.Groups != 0 || o.StrideH < 1 || o.StrideW < 1 || o.DilH < 1 || o.DilW < 1 {
 			return fmt.Errorf("ConvTranspose: bad params C=%d K=%d groups=%d", o.C, o.K, o.Groups)
 		}
-		if err := need(o.X, "X", int64(o.N)*int64(o.C)*int64(o.H)*int64(o.W_)); err != nil {
+		if err := need(o.X, "X", NumElements([]int{o.N, o.C, o.H, o.W_})); err != nil {
 			return err
 		}
-		if err := need(o.W, "W", int64(o.C)*int64(o.K/o.Groups)*int64(o.KH)*int64(o.KW)); err != nil {
+		if err := need(o.W, "W", NumElements([]int{o.C, o.K / o.Groups, o.KH, o.KW})); err != nil {
 			return err
 		}
-		return need(o.Y, "Y", int64(o.N)*int64(o.K)*int64(o.OH)*int64(o.OW))
+		return need(o.Y, "Y", NumElements([]int{o.N, o.K, o.OH, o.OW}))
 	case *Pool:
 		if o.StrideH < 1 || o.StrideW < 1 || o.DilH < 1 || o.DilW < 1 || o.KH < 1 || o.KW < 1 {
 			return fmt.Errorf("Pool: bad params kernel=%dx%d stride=%dx%d dil=%dx%d", o.KH, o.KW, o.StrideH, o.StrideW, o.DilH, o.DilW)
 		}
-		if err := need(o.X, "X", int64(o.NC)*int64(o.H)*int64(o.W)); err != nil {
+		if err := need(o.X, "X", NumElements([]int{o.NC, o.H, o.W})); err != nil {
 			return err
 		}
-		return need(o.Y, "Y", int64(o.NC)*int64(o.OH)*int64(o.OW))
+		return need(o.Y, "Y", NumElements([]int{o.NC, o.OH, o.OW}))
 	case *Normalize:
 		n := int64(o.Outer) * int64(o.N)
 		if err := need(o.X, "X", n); err != nil {
@@ -661,10 +673,107 @@ func CheckOp(op Op) error {
 		if o.Idx.DType != I32 && o.Idx.DType != I64 {
 			return fmt.Errorf("Gather: index dtype %s, want i32 or i64", o.Idx.DType)
 		}
-		if err := need(o.X, "X", int64(o.Outer)*int64(o.Axis)*int64(o.Inner)); err != nil {
+		if err := need(o.X, "X", NumElements([]int{o.Outer, o.Axis, o.Inner})); err != nil {
 			return err
 		}
 		return need(o.Y, "Y", int64(o.Outer)*o.Idx.Len()*int64(o.Inner))
+	}
+	return nil
+}
+
+func (*Unary) elementwise()  {}
+func (*Binary) elementwise() {}
+func (*Where) elementwise()  {}
+func (*Fill) elementwise()   {}
+
+func isMatMul(op Op) bool { _, ok := op.(*MatMul); return ok }
+
+// checkRequired rejects ops whose mandatory operands have no buffer.
+func checkRequired(op Op) error {
+	var missing []string
+	need := func(n string, r Ref) {
+		if r.Buf == nil {
+			missing = append(missing, n)
+		}
+	}
+	switch o := op.(type) {
+	case *Unary:
+		need("X", o.X)
+		need("Y", o.Y)
+	case *Binary:
+		need("A", o.A)
+		need("B", o.B)
+		need("Y", o.Y)
+	case *Where:
+		need("Cond", o.Cond)
+		need("A", o.A)
+		need("B", o.B)
+		need("Y", o.Y)
+	case *Reduce:
+		need("X", o.X)
+		need("Y", o.Y)
+	case *Softmax:
+		need("X", o.X)
+		need("Y", o.Y)
+	case *MatMul:
+		need("A", o.A)
+		need("B", o.B)
+		need("Y", o.Y)
+	case *Conv:
+		need("X", o.X)
+		need("W", o.W)
+		need("Y", o.Y)
+	case *ConvTranspose:
+		need("X", o.X)
+		need("W", o.W)
+		need("Y", o.Y)
+	case *Pool:
+		need("X", o.X)
+		need("Y", o.Y)
+	case *Normalize:
+		need("X", o.X)
+		need("Y", o.Y)
+	case *Gather:
+		need("X", o.X)
+		need("Idx", o.Idx)
+		need("Y", o.Y)
+	case *Fill:
+		need("Y", o.Y)
+	case nil:
+		return fmt.Errorf("rt: nil op")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s: operand %v has no buffer", op.OpName(), missing)
+	}
+	return nil
+}
+
+// checkSizes rejects negative sizes and strides, and any beyond int32
+// (kernels index with 32-bit integers; products then fit in int64).
+func checkSizes(op Op) error {
+	var sizes []int
+	switch o := op.(type) {
+	case *Reduce:
+		sizes = []int{o.Outer, o.N, o.Inner}
+	case *Softmax:
+		sizes = []int{o.Outer, o.N, o.Inner}
+	case *MatMul:
+		sizes = []int{o.Batch, o.M, o.N, o.K, o.StrideA, o.StrideB, o.StrideY}
+	case *Conv:
+		sizes = []int{o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW, o.PadT, o.PadL}
+	case *ConvTranspose:
+		sizes = []int{o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW, o.PadT, o.PadL}
+	case *Pool:
+		sizes = []int{o.NC, o.H, o.W, o.OH, o.OW, o.PadT, o.PadL, o.PadB, o.PadR}
+	case *Normalize:
+		sizes = []int{o.Outer, o.N}
+	case *Gather:
+		sizes = []int{o.Outer, o.Axis, o.Inner}
+	}
+	for _, v := range sizes {
+		if v < 0 || v > math.MaxInt32 {
+			return fmt.Errorf("%s: size or stride out of range in %v", op.OpName(), sizes)
+		}
 	}
 	return nil
 }
