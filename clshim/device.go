@@ -1,0 +1,339 @@
+//go:build cgo
+
+package clshim
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+//go:embed kernels/*.cl
+var kernelFS embed.FS
+
+// device is an opened OpenCL device. It implements rt.Device.
+type device struct {
+	ent   devEntry
+	ctx   clContext
+	queue clQueue // for the synchronous Device.Write/Read
+
+	cfg  tuning
+	opts string // device-wide -D defines
+
+	mu      sync.Mutex // guards everything below and queue
+	closed  bool
+	bufs    map[*buffer]struct{}
+	streams map[*stream]struct{}
+	progs   map[string]clProgram
+	progErr map[string]error
+
+	cacheDir string
+	// srcHook, when set (tests), may rewrite a program's source before
+	// it is built.
+	srcHook func(file, src string) string
+	// builds counts programs built from source, hits those loaded from
+	// the binary cache (tests).
+	builds, hits int
+}
+
+// tuning holds the work sizes of the kernels on one device.
+type tuning struct {
+	ewLocal                int // local size of 1-D kernels
+	redWG                  int // work-group size of row reductions
+	tm, tn, tk, wm, wn     int // f32/f16 GEMM tile
+	tm64, tn64, wm64, wn64 int // f64 GEMM tile
+}
+
+func tuningFor(c caps) tuning {
+	if c.cpu {
+		return tuning{ewLocal: 64, redWG: 16, tm: 32, tn: 32, tk: 16, wm: 4, wn: 4, tm64: 32, tn64: 32, wm64: 4, wn64: 4}
+	}
+	t := tuning{ewLocal: 256, redWG: 256, tm: 128, tn: 128, tk: 16, wm: 8, wn: 8, tm64: 64, tn64: 64, wm64: 4, wn64: 4}
+	if c.maxWG < 256 || c.localMem < 40<<10 {
+		t = tuning{ewLocal: 64, redWG: 64, tm: 32, tn: 32, tk: 16, wm: 4, wn: 4, tm64: 32, tn64: 32, wm64: 4, wn64: 4}
+	}
+	if c.maxWG > 0 && t.ewLocal > c.maxWG {
+		t.ewLocal = c.maxWG
+	}
+	return t
+}
+
+func openDevice(e devEntry) (*device, error) {
+	ctx, err := createContext(e.plat, e.dev)
+	if err != nil {
+		return nil, fmt.Errorf("opencl: open %s: %w", e.info.Spec(), err)
+	}
+	q, err := createQueue(ctx, e.dev, false)
+	if err != nil {
+		releaseContext(ctx)
+		return nil, fmt.Errorf("opencl: open %s: %w", e.info.Spec(), err)
+	}
+	d := &device{ent: e, ctx: ctx, queue: q, cfg: tuningFor(e.caps),
+		bufs: map[*buffer]struct{}{}, streams: map[*stream]struct{}{},
+		progs: map[string]clProgram{}, progErr: map[string]error{}, cacheDir: cacheDir()}
+	d.opts = fmt.Sprintf("-DEWL=%d -DRWG=%d", d.cfg.ewLocal, d.cfg.redWG)
+	return d, nil
+}
+
+// Info describes the device.
+func (d *device) Info() rt.DeviceInfo { return d.ent.info }
+
+func (d *device) check() error {
+	if d.closed {
+		return fmt.Errorf("device %w", rt.ErrClosed)
+	}
+	return nil
+}
+
+// buffer is device memory. It implements rt.Buffer.
+type buffer struct {
+	dev  *device
+	mem  clMem
+	size int64
+}
+
+// Size returns the size asked of Alloc.
+func (b *buffer) Size() int64 { return b.size }
+
+// Free releases the memory; it is safe to call more than once.
+func (b *buffer) Free() {
+	d := b.dev
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if b.mem != nil {
+		releaseMem(b.mem)
+		b.mem = nil
+	}
+	delete(d.bufs, b)
+}
+
+// Alloc allocates size bytes. Requests above the device's maximum
+// allocation, or that the driver cannot satisfy, fail with *rt.OOMError.
+func (d *device) Alloc(size int64) (rt.Buffer, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("opencl: Alloc: negative size %d", size)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.check(); err != nil {
+		return nil, fmt.Errorf("opencl: Alloc: %w", err)
+	}
+	if lim := d.ent.caps.maxAlloc; lim > 0 && size > lim {
+		return nil, &rt.OOMError{Backend: BackendName, Request: size, Heap: d.ent.info.Name,
+			Detail: fmt.Sprintf("larger than CL_DEVICE_MAX_MEM_ALLOC_SIZE (%d bytes)", lim)}
+	}
+	m, code := createBuffer(d.ctx, max(size, 4))
+	if code != 0 {
+		switch code {
+		case clMemObjectAllocationFailure, clOutOfResources, clOutOfHostMemory, clInvalidBufferSize:
+			return nil, &rt.OOMError{Backend: BackendName, Request: size, Heap: d.ent.info.Name,
+				Detail: (&clError{"clCreateBuffer", code}).Error()}
+		}
+		return nil, fmt.Errorf("opencl: Alloc(%d): %w", size, &clError{"clCreateBuffer", code})
+	}
+	b := &buffer{dev: d, mem: m, size: size}
+	d.bufs[b] = struct{}{}
+	return b, nil
+}
+
+// memOf returns the cl_mem of a buffer of this device.
+func (d *device) memOf(b rt.Buffer) (clMem, error) {
+	cb, ok := b.(*buffer)
+	if !ok || cb == nil {
+		return nil, fmt.Errorf("buffer %T does not belong to the opencl backend", b)
+	}
+	if cb.dev != d {
+		return nil, errors.New("buffer belongs to another opencl device")
+	}
+	if cb.mem == nil {
+		return nil, fmt.Errorf("buffer used after Free: %w", rt.ErrClosed)
+	}
+	return cb.mem, nil
+}
+
+func checkRange(b rt.Buffer, off int64, n int) error {
+	if off < 0 || off > b.Size() || int64(n) > b.Size()-off {
+		return fmt.Errorf("range [%d,%d) outside buffer of %d bytes", off, off+int64(n), b.Size())
+	}
+	return nil
+}
+
+// Write copies src into dst at byte offset off and returns when done.
+func (d *device) Write(dst rt.Buffer, off int64, src []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.check(); err != nil {
+		return fmt.Errorf("opencl: Write: %w", err)
+	}
+	m, err := d.memOf(dst)
+	if err != nil {
+		return fmt.Errorf("opencl: Write: %w", err)
+	}
+	if err := checkRange(dst, off, len(src)); err != nil {
+		return fmt.Errorf("opencl: Write: %w", err)
+	}
+	if err := writeSync(d.queue, m, off, src); err != nil {
+		return fmt.Errorf("opencl: Write: %w", mapExecErr(err))
+	}
+	return nil
+}
+
+// Read copies len(dst) bytes of src at byte offset off into dst.
+func (d *device) Read(dst []byte, src rt.Buffer, off int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.check(); err != nil {
+		return fmt.Errorf("opencl: Read: %w", err)
+	}
+	m, err := d.memOf(src)
+	if err != nil {
+		return fmt.Errorf("opencl: Read: %w", err)
+	}
+	if err := checkRange(src, off, len(dst)); err != nil {
+		return fmt.Errorf("opencl: Read: %w", err)
+	}
+	if err := readSync(d.queue, m, off, dst); err != nil {
+		return fmt.Errorf("opencl: Read: %w", mapExecErr(err))
+	}
+	return nil
+}
+
+// mapExecErr marks errors that mean the device is gone as ErrDeviceLost.
+func mapExecErr(err error) error {
+	var ce *clError
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case clOutOfResources, clInvalidCommandQueue, clExecStatusErrorForEvents, clDeviceNotAvailable:
+			return fmt.Errorf("%w: %w", err, rt.ErrDeviceLost)
+		case clMemObjectAllocationFailure:
+			return fmt.Errorf("%w: %w", err, rt.ErrOutOfMemory)
+		}
+	}
+	return err
+}
+
+// NewStream creates a stream with its own in-order command queue.
+func (d *device) NewStream(opts rt.StreamOptions) (rt.Stream, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.check(); err != nil {
+		return nil, fmt.Errorf("opencl: NewStream: %w", err)
+	}
+	q, err := createQueue(d.ctx, d.ent.dev, opts.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("opencl: NewStream: %w", err)
+	}
+	s := &stream{dev: d, queue: q, profile: opts.Profile}
+	d.streams[s] = struct{}{}
+	return s, nil
+}
+
+// Close releases every stream, buffer, program and the context. It is safe
+// to call more than once.
+func (d *device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	streams := d.streams
+	d.streams = map[*stream]struct{}{}
+	d.mu.Unlock()
+	for s := range streams {
+		s.Close()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	finish(d.queue)
+	for b := range d.bufs {
+		if b.mem != nil {
+			releaseMem(b.mem)
+			b.mem = nil
+		}
+	}
+	d.bufs = map[*buffer]struct{}{}
+	for k, p := range d.progs {
+		releaseProgram(p)
+		delete(d.progs, k)
+	}
+	releaseQueue(d.queue)
+	releaseContext(d.ctx)
+	return nil
+}
+
+// ---- programs ----
+
+// enumHeader defines the U_*, B_* and R_* constants from rt's enums, so
+// the kernels' function codes always match.
+var enumHeader = func() string {
+	var b strings.Builder
+	for i := 0; i < rt.NumUnaryFns; i++ {
+		fmt.Fprintf(&b, "#define U_%s %d\n", rt.UnaryFn(i), i)
+	}
+	for i := 0; i < rt.NumBinaryFns; i++ {
+		fmt.Fprintf(&b, "#define B_%s %d\n", rt.BinaryFn(i), i)
+	}
+	for i := 0; i < rt.NumReduceFns; i++ {
+		fmt.Fprintf(&b, "#define R_%s %d\n", rt.ReduceFn(i), i)
+	}
+	return b.String()
+}()
+
+func kernelSource(file string) string {
+	common, err := kernelFS.ReadFile("kernels/common.cl")
+	if err != nil {
+		panic(err)
+	}
+	src, err := kernelFS.ReadFile("kernels/" + file)
+	if err != nil {
+		panic(err)
+	}
+	return enumHeader + string(common) + "\n" + string(src)
+}
+
+// program returns the built program of kernels/file with the given
+// defines, building it (or loading it from the binary cache) on first use.
+// A build failure is remembered.
+func (d *device) program(file, defines string) (clProgram, error) {
+	opts := strings.TrimSpace(defines + " " + d.opts)
+	key := file + "|" + opts
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	if p, ok := d.progs[key]; ok {
+		return p, nil
+	}
+	if err, ok := d.progErr[key]; ok {
+		return nil, err
+	}
+	src := kernelSource(file)
+	if d.srcHook != nil {
+		src = d.srcHook(file, src)
+	}
+	info := d.ent.info
+	ck := cacheKey(info.Name, info.Driver, src, opts)
+	if bin := readCache(d.cacheDir, ck); bin != nil {
+		if p, err := buildBinary(d.ctx, d.ent.dev, bin, opts); err == nil {
+			d.hits++
+			d.progs[key] = p
+			return p, nil
+		}
+	}
+	p, err := buildSource(d.ctx, d.ent.dev, src, opts)
+	if err != nil {
+		err = fmt.Errorf("opencl: building kernels/%s (%s) for %s: %w", file, opts, info.Name, err)
+		d.progErr[key] = err
+		return nil, err
+	}
+	d.builds++
+	writeCache(d.cacheDir, ck, programBinary(p))
+	d.progs[key] = p
+	return p, nil
+}

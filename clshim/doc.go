@@ -1,0 +1,32 @@
+// Package clshim is vrun's OpenCL backend, registered with rt under the
+// name "opencl".
+//
+// It is a thin cgo shim: the OpenCL ICD loader (libOpenCL.so.1 or
+// libOpenCL.so on Unix, OpenCL.dll on Windows, the OpenCL framework on
+// macOS) is opened at run time with dlopen/LoadLibrary the first time the
+// backend is asked for its devices, and the ~30 functions it uses are
+// resolved by name. The few OpenCL types and constants needed are declared
+// in the package itself, so building needs neither OpenCL headers nor an
+// OpenCL library. Without cgo, or without a loader, Devices returns an
+// error wrapping rt.ErrUnavailable that says why.
+//
+// Every device of every platform is listed, flattened in platform order,
+// as "opencl:0", "opencl:1", ... .
+//
+// Kernels are OpenCL C sources (kernels/*.cl) embedded in the binary and
+// built at run time, specialised per dtype with -D defines: float, double
+// (with cl_khr_fp64), half (storage only, through the core vload_half and
+// vstore_half_rte, computing in float) and the integer types. Built
+// program binaries are cached under os.UserCacheDir()/vrun/opencl (or
+// $VRUN_CACHE_DIR/opencl), keyed by a hash of device name, driver version,
+// source and options; a stale or corrupt cache entry is rebuilt from source.
+//
+// Each Stream owns one in-order command queue. Launch creates and sets up
+// one cl_kernel per recorded op, so that Submit only enqueues: writes and
+// reads are non-blocking copies from and to the caller's (pinned) slices,
+// and Wait is one clFinish. With StreamOptions.Profile, Timings come from
+// OpenCL event profiling.
+package clshim
+
+// BackendName is the name under which the backend registers: "opencl".
+const BackendName = "opencl"

@@ -1,0 +1,46 @@
+// raw.cl: dtype-agnostic moves on elements of one size, R being uchar,
+// ushort, uint or ulong: strided copy, fill, where and gather.
+
+__kernel void copy(long total, int rank, int8 shape,
+                   __global const R* x, long xo, int8 xs,
+                   __global R* y, long yo, int8 ys) {
+	long gid = get_global_id(0);
+	if (gid >= total) return;
+	long z0 = 0, z1 = 0;
+	ew_offsets(gid, rank, shape, xs, ys, (int8)(0), (int8)(0), &xo, &yo, &z0, &z1);
+	y[yo] = x[xo];
+}
+
+__kernel void fill(long total, int rank, int8 shape, __global R* y, long yo, int8 ys, R v) {
+	long gid = get_global_id(0);
+	if (gid >= total) return;
+	long z0 = 0, z1 = 0, z2 = 0;
+	ew_offsets(gid, rank, shape, ys, (int8)(0), (int8)(0), (int8)(0), &yo, &z0, &z1, &z2);
+	y[yo] = v;
+}
+
+__kernel void where_(long total, int rank, int8 shape,
+                     __global const uchar* c, long co, int8 cs,
+                     __global const R* A, long ao, int8 as,
+                     __global const R* B, long bo, int8 bs,
+                     __global R* y, long yo, int8 ys) {
+	long gid = get_global_id(0);
+	if (gid >= total) return;
+	ew_offsets(gid, rank, shape, cs, as, bs, ys, &co, &ao, &bo, &yo);
+	y[yo] = c[co] ? A[ao] : B[bo];
+}
+
+// gather: Y[o, j, i] = X[o, idx[j], i], zero when idx[j] is out of range.
+#define GATHER(name, IT) \
+__kernel void name(long total, __global const R* x, long xo, __global const IT* idx, long io, \
+                   __global R* y, long yo, long outer, long axis, long inner, long nidx) { \
+	long gid = get_global_id(0); \
+	if (gid >= total) return; \
+	long i = gid % inner, t = gid / inner; \
+	long j = t % nidx, o = t / nidx; \
+	long k = (long)idx[io + j]; \
+	if (k < 0) k += axis; \
+	y[yo + gid] = (k < 0 || k >= axis) ? (R)0 : x[xo + (o * axis + k) * inner + i]; \
+}
+GATHER(gather32, int)
+GATHER(gather64, long)

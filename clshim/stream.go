@@ -1,0 +1,195 @@
+//go:build cgo
+
+package clshim
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// stream records commands into a command list and replays them on its own
+// in-order queue. It implements rt.Stream.
+type stream struct {
+	dev     *device
+	queue   clQueue
+	profile bool
+
+	mu        sync.Mutex
+	closed    bool
+	cmds      cmdList
+	ops       []string // op names of the launches, for errors
+	pin       runtime.Pinner
+	inFlight  bool
+	submitErr error
+	timings   []time.Duration
+}
+
+func (s *stream) usable() error {
+	if s.closed {
+		return fmt.Errorf("stream %w", rt.ErrClosed)
+	}
+	s.dev.mu.Lock()
+	defer s.dev.mu.Unlock()
+	return s.dev.check()
+}
+
+func (s *stream) recordCopy(kind int, what string, b rt.Buffer, off int64, host []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("opencl: Stream.%s: %w", what, err)
+	}
+	m, err := s.dev.memOf(b)
+	if err != nil {
+		return fmt.Errorf("opencl: Stream.%s: %w", what, err)
+	}
+	if err := checkRange(b, off, len(host)); err != nil {
+		return fmt.Errorf("opencl: Stream.%s: %w", what, err)
+	}
+	if len(host) == 0 {
+		return nil
+	}
+	s.drain()
+	// The queue reads (or fills) host after the enqueue returns, so the
+	// memory is pinned for as long as the command is recorded.
+	s.pin.Pin(&host[0])
+	s.cmds.addCopy(kind, m, off, host)
+	return nil
+}
+
+// Write records a copy of src into dst at byte offset off.
+func (s *stream) Write(dst rt.Buffer, off int64, src []byte) error {
+	return s.recordCopy(cmdWrite, "Write", dst, off, src)
+}
+
+// Read records a copy of len(dst) bytes from src at byte offset off.
+func (s *stream) Read(dst []byte, src rt.Buffer, off int64) error {
+	return s.recordCopy(cmdRead, "Read", src, off, dst)
+}
+
+// Launch validates op, creates its kernel and sets its arguments.
+func (s *stream) Launch(op rt.Op) error {
+	if op == nil {
+		return errors.New("opencl: Launch: nil op")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("opencl: %s: %w", op.OpName(), err)
+	}
+	l, err := s.dev.prepare(op)
+	if err != nil {
+		return err
+	}
+	s.drain()
+	s.cmds.addKernel(l.k, l.dims, l.gws, l.lws)
+	s.ops = append(s.ops, op.OpName())
+	return nil
+}
+
+// drain waits for an in-flight run before the recording changes.
+func (s *stream) drain() {
+	if s.inFlight {
+		finish(s.queue)
+		s.cmds.times()
+		s.inFlight = false
+	}
+}
+
+// Submit enqueues everything recorded and flushes the queue.
+func (s *stream) Submit() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		s.submitErr = fmt.Errorf("opencl: Submit: %w", err)
+		return s.submitErr
+	}
+	s.drain()
+	s.submitErr = nil
+	i, err := s.cmds.submit(s.queue, s.profile)
+	s.inFlight = true
+	if err != nil {
+		s.submitErr = fmt.Errorf("opencl: Submit: command %d: %w", i, mapExecErr(err))
+		return s.submitErr
+	}
+	return nil
+}
+
+// Wait blocks until the last Submit has finished (one clFinish).
+func (s *stream) Wait() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.inFlight {
+		return s.submitErr
+	}
+	s.inFlight = false
+	err := finish(s.queue)
+	if s.profile {
+		ns, terr := s.cmds.times()
+		s.timings = s.timings[:0]
+		for _, n := range ns {
+			s.timings = append(s.timings, time.Duration(n))
+		}
+		if err == nil {
+			err = terr
+		}
+	}
+	if s.submitErr != nil {
+		return s.submitErr
+	}
+	if err != nil {
+		return fmt.Errorf("opencl: Wait: %w", mapExecErr(err))
+	}
+	return nil
+}
+
+// Timings returns the device time of each Launch of the last Submit.
+func (s *stream) Timings() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.profile {
+		return nil
+	}
+	return append([]time.Duration(nil), s.timings...)
+}
+
+// Reset discards all recorded commands and their kernels.
+func (s *stream) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reset()
+}
+
+func (s *stream) reset() {
+	s.drain()
+	for _, k := range s.cmds.kernels() {
+		releaseKernel(k)
+	}
+	s.cmds.reset()
+	s.ops = nil
+	s.pin.Unpin()
+	s.timings = nil
+	s.submitErr = nil
+}
+
+// Close frees the stream; it is safe to call more than once.
+func (s *stream) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.reset()
+	s.cmds.free()
+	releaseQueue(s.queue)
+	s.closed = true
+	s.dev.mu.Lock()
+	delete(s.dev.streams, s)
+	s.dev.mu.Unlock()
+	return nil
+}
