@@ -1,0 +1,576 @@
+//go:build cgo
+
+package cudashim
+
+/*
+#include "cuda_shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+func init() { rt.Register(Backend{}) }
+
+// Backend is the CUDA backend. Its zero value is ready to use; the package
+// registers one from init.
+type Backend struct{}
+
+// Name returns "cuda".
+func (Backend) Name() string { return BackendName }
+
+// lib is the outcome of loading the driver and cuBLAS, computed once.
+var lib struct {
+	once    sync.Once
+	err     error
+	driver  string // library file name
+	blas    string // "" when cuBLAS is disabled
+	version int    // cuDriverGetVersion
+	devices []rt.DeviceInfo
+}
+
+// useCublas reports whether cuBLAS is wanted (VRUN_CUDA_CUBLAS=0 turns it
+// off; MatMul then runs on the built-in tiled GEMM kernel).
+func useCublas() bool { return os.Getenv("VRUN_CUDA_CUBLAS") != "0" }
+
+// useTF32 reports the TF32 opt-in (VRUN_CUDA_TF32=1).
+func useTF32() bool { return os.Getenv("VRUN_CUDA_TF32") == "1" }
+
+func loadLib() error {
+	lib.once.Do(func() {
+		name, err := loadDriver()
+		if err != nil {
+			lib.err = err
+			return
+		}
+		lib.driver = name
+		if err := cuInit(); err != nil {
+			lib.err = fmt.Errorf("cuda: %s: %w", name, withUnavailable(err))
+			return
+		}
+		lib.version = cuDriverVersion()
+		if useCublas() {
+			b, err := loadBlas()
+			if err != nil {
+				lib.err = err
+				return
+			}
+			lib.blas = b
+		}
+		n, err := cuDeviceCount()
+		if err != nil {
+			lib.err = withUnavailable(err)
+			return
+		}
+		if n == 0 {
+			lib.err = fmt.Errorf("cuda: the driver reports no CUDA devices: %w", rt.ErrUnavailable)
+			return
+		}
+		for i := 0; i < n; i++ {
+			d, err := cuDevice(i)
+			if err != nil {
+				lib.err = withUnavailable(err)
+				return
+			}
+			lib.devices = append(lib.devices, describe(i, d))
+		}
+	})
+	return lib.err
+}
+
+// withUnavailable makes err match rt.ErrUnavailable too.
+func withUnavailable(err error) error {
+	if errors.Is(err, rt.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", rt.ErrUnavailable, err)
+}
+
+func describe(i int, d C.CUdevice) rt.DeviceInfo {
+	major, minor := cuAttr(d, attrCCMajor), cuAttr(d, attrCCMinor)
+	kind := rt.KindDiscreteGPU
+	integrated := cuAttr(d, attrIntegrated) != 0
+	if integrated {
+		kind = rt.KindIntegratedGPU
+	}
+	v := lib.version
+	drv := fmt.Sprintf("CUDA driver API %d.%d (%s)", v/1000, (v%1000)/10, lib.driver)
+	blas := lib.blas
+	if blas == "" {
+		blas = "disabled (VRUN_CUDA_CUBLAS=0): built-in GEMM kernel"
+	}
+	tf32 := "off (VRUN_CUDA_TF32=1 enables)"
+	if useTF32() {
+		tf32 = "on (VRUN_CUDA_TF32=1)"
+	}
+	ver, target := PTXVersion(embeddedPTX)
+	ptx := "placeholder (run cudashim/kernels/build.sh)"
+	if !PTXIsPlaceholder() {
+		ptx = fmt.Sprintf("ISA %s, target %s", ver, target)
+	}
+	return rt.DeviceInfo{
+		Backend: BackendName,
+		Index:   i,
+		Name:    cuDeviceName(d),
+		Kind:    kind,
+		Driver:  drv,
+		Memory:  cuDeviceTotalMem(d),
+		FP16:    true,
+		FP64:    true,
+		Unified: integrated,
+		Details: [][2]string{
+			{"compute capability", fmt.Sprintf("%d.%d", major, minor)},
+			{"multiprocessors", strconv.Itoa(cuAttr(d, attrMultiprocessors))},
+			{"max shared memory", fmt.Sprintf("%d KiB per block (%d KiB opt-in)", cuAttr(d, attrMaxSharedPerBlock)/1024, cuAttr(d, attrMaxSharedOptin)/1024)},
+			{"cublas", blas},
+			{"tf32", tf32},
+			{"ptx", ptx},
+			{"conv", "built-in implicit-GEMM kernel (no cuDNN)"},
+		},
+	}
+}
+
+// Devices lists the CUDA devices. It loads the driver (and cuBLAS) on
+// first use and remembers the outcome; a missing driver or library is an
+// error wrapping rt.ErrUnavailable that names it.
+func (Backend) Devices() ([]rt.DeviceInfo, error) {
+	if err := loadLib(); err != nil {
+		return nil, err
+	}
+	return append([]rt.DeviceInfo(nil), lib.devices...), nil
+}
+
+// Open opens device index: it retains the device's primary context and
+// loads the kernels' PTX module.
+func (Backend) Open(index int) (rt.Device, error) {
+	d, err := openDevice(index, true)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// kernel indices; kernelNames holds the PTX entry names in this order.
+const (
+	kEwCopy = iota
+	kEwCast
+	kEwUnaryF
+	kEwUnaryD
+	kEwUnaryI
+	kEwBinaryF
+	kEwBinaryD
+	kEwBinaryI
+	kEwWhere
+	kEwFill
+	kReduceRowsH
+	kReduceRowsF
+	kReduceRowsD
+	kReduceColsH
+	kReduceColsF
+	kReduceColsD
+	kReduceInt
+	kSoftmaxRowsH
+	kSoftmaxRowsF
+	kSoftmaxRowsD
+	kSoftmaxColsH
+	kSoftmaxColsF
+	kSoftmaxColsD
+	kNormalizeH
+	kNormalizeF
+	kNormalizeD
+	kGemmH
+	kGemmF
+	kGemmD
+	kConvH
+	kConvF
+	kConvD
+	kConvtH
+	kConvtF
+	kConvtD
+	kPoolH
+	kPoolF
+	kPoolD
+	kGather
+	numKernels
+)
+
+var kernelNames = [numKernels]string{
+	"ew_copy", "ew_cast", "ew_unary_f", "ew_unary_d", "ew_unary_i", "ew_binary_f", "ew_binary_d",
+	"ew_binary_i", "ew_where", "ew_fill",
+	"reduce_rows_h", "reduce_rows_f", "reduce_rows_d", "reduce_cols_h", "reduce_cols_f", "reduce_cols_d",
+	"reduce_int",
+	"softmax_rows_h", "softmax_rows_f", "softmax_rows_d", "softmax_cols_h", "softmax_cols_f", "softmax_cols_d",
+	"normalize_h", "normalize_f", "normalize_d",
+	"gemm_h", "gemm_f", "gemm_d", "conv_h", "conv_f", "conv_d", "convt_h", "convt_f", "convt_d",
+	"pool_h", "pool_f", "pool_d", "gather",
+}
+
+// Device is an opened CUDA device. It implements [rt.Device].
+type Device struct {
+	info   rt.DeviceInfo
+	cudev  C.CUdevice
+	ctx    C.CUcontext
+	mod    C.CUmodule
+	fns    [numKernels]C.CUfunction
+	cublas bool // MatMul uses cuBLAS
+	tf32   bool
+
+	mu      sync.Mutex
+	closed  bool
+	lost    error // set once a launch or sync reported a device-lost error
+	bufs    map[*Buffer]struct{}
+	streams map[*Stream]struct{}
+
+	ioMu     sync.Mutex // guards the staging buffer and copy stream
+	ioStream C.CUstream
+	ioStage  unsafe.Pointer
+	ioSize   int64
+}
+
+// ioChunk is the size of the pinned staging buffer of Device.Write/Read.
+const ioChunk = 8 << 20
+
+// openDevice opens device index; cublas selects cuBLAS for MatMul.
+func openDevice(index int, cublas bool) (*Device, error) {
+	if err := loadLib(); err != nil {
+		return nil, err
+	}
+	if index < 0 || index >= len(lib.devices) {
+		return nil, fmt.Errorf("cuda: no device %d (%d devices)", index, len(lib.devices))
+	}
+	ptx, _, err := kernelPTX()
+	if err != nil {
+		return nil, err
+	}
+	if cublas && lib.blas == "" {
+		cublas = false
+	}
+	cd, err := cuDevice(index)
+	if err != nil {
+		return nil, err
+	}
+	if major := cuAttr(cd, attrCCMajor); major*10+cuAttr(cd, attrCCMinor) < 75 {
+		return nil, fmt.Errorf("cuda: device %d (%s) has compute capability %d.%d; the kernels need 7.5 or newer: %w",
+			index, lib.devices[index].Name, major, cuAttr(cd, attrCCMinor), rt.ErrUnavailable)
+	}
+	d := &Device{info: lib.devices[index], cudev: cd, cublas: cublas, tf32: useTF32(),
+		bufs: map[*Buffer]struct{}{}, streams: map[*Stream]struct{}{}}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := check(C.vr_cuDevicePrimaryCtxRetain(&d.ctx, cd), "cuDevicePrimaryCtxRetain"); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Device, error) {
+		d.release()
+		return nil, err
+	}
+	if err := cuCtxSetCurrent(d.ctx); err != nil {
+		return fail(err)
+	}
+	if d.mod, err = moduleLoad(ptx); err != nil {
+		return fail(fmt.Errorf("cuda: loading the kernels' PTX (%s): %w", d.info.Driver, err))
+	}
+	for i, n := range kernelNames {
+		if d.fns[i], err = moduleFunction(d.mod, n); err != nil {
+			return fail(fmt.Errorf("%w (the PTX is stale: rebuild it with cudashim/kernels/build.sh)", err))
+		}
+	}
+	if err := check(C.vr_cuStreamCreate(&d.ioStream), "cuStreamCreate"); err != nil {
+		return fail(err)
+	}
+	var p unsafe.Pointer
+	if err := check(C.vr_cuMemHostAlloc(&p, ioChunk), "cuMemHostAlloc"); err != nil {
+		return fail(err)
+	}
+	d.ioStage, d.ioSize = p, ioChunk
+	return d, nil
+}
+
+// release frees the device's own driver objects (not buffers or streams)
+// with the context current.
+func (d *Device) release() {
+	if d.ioStage != nil {
+		C.vr_cuMemFreeHost(d.ioStage)
+		d.ioStage = nil
+	}
+	if d.ioStream != nil {
+		C.vr_cuStreamDestroy(d.ioStream)
+		d.ioStream = nil
+	}
+	if d.mod != nil {
+		C.vr_cuModuleUnload(d.mod)
+		d.mod = nil
+	}
+	if d.ctx != nil {
+		C.vr_cuDevicePrimaryCtxRelease(d.cudev)
+		d.ctx = nil
+	}
+}
+
+// enter locks the goroutine to its thread and makes the device's context
+// current; call the returned function when done.
+func (d *Device) enter() (func(), error) {
+	runtime.LockOSThread()
+	if err := cuCtxSetCurrent(d.ctx); err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	return runtime.UnlockOSThread, nil
+}
+
+// Info describes the device.
+func (d *Device) Info() rt.DeviceInfo { return d.info }
+
+func (d *Device) check() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("device %w", rt.ErrClosed)
+	}
+	if d.lost != nil {
+		return d.lost
+	}
+	return nil
+}
+
+// noteErr records device-lost errors so later calls fail fast.
+func (d *Device) noteErr(err error) error {
+	if err != nil && errors.Is(err, rt.ErrDeviceLost) {
+		d.mu.Lock()
+		if d.lost == nil {
+			d.lost = fmt.Errorf("cuda: device %s unusable after an earlier error: %w", d.info.Spec(), err)
+		}
+		d.mu.Unlock()
+	}
+	return err
+}
+
+// Buffer is a block of device memory. It implements [rt.Buffer].
+type Buffer struct {
+	dev  *Device
+	size int64
+	mu   sync.Mutex
+	ptr  C.CUdeviceptr // 0 once freed
+}
+
+// Size returns the size asked of Alloc.
+func (b *Buffer) Size() int64 { return b.size }
+
+// Free releases the memory; it is safe to call more than once.
+func (b *Buffer) Free() {
+	b.mu.Lock()
+	p := b.ptr
+	b.ptr = 0
+	b.mu.Unlock()
+	if p == 0 {
+		return
+	}
+	d := b.dev
+	d.mu.Lock()
+	delete(d.bufs, b)
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return
+	}
+	if leave, err := d.enter(); err == nil {
+		C.vr_cuMemFree(p)
+		leave()
+	}
+}
+
+// devptr returns the buffer's device address, or an error after Free.
+func (b *Buffer) devptr() (uint64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ptr == 0 {
+		return 0, fmt.Errorf("buffer used after Free: %w", rt.ErrClosed)
+	}
+	return uint64(b.ptr), nil
+}
+
+// bufferOf returns the *Buffer of an rt.Buffer of this device.
+func (d *Device) bufferOf(b rt.Buffer) (*Buffer, error) {
+	cb, ok := b.(*Buffer)
+	if !ok || cb == nil {
+		return nil, fmt.Errorf("buffer %T does not belong to the cuda backend", b)
+	}
+	if cb.dev != d {
+		return nil, fmt.Errorf("buffer belongs to another cuda device")
+	}
+	if _, err := cb.devptr(); err != nil {
+		return nil, err
+	}
+	return cb, nil
+}
+
+// Alloc allocates size bytes of device memory (256-byte aligned). Failure
+// is an *rt.OOMError naming the request.
+func (d *Device) Alloc(size int64) (rt.Buffer, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("cuda: Alloc: negative size %d", size)
+	}
+	if err := d.check(); err != nil {
+		return nil, fmt.Errorf("cuda: Alloc: %w", err)
+	}
+	leave, err := d.enter()
+	if err != nil {
+		return nil, d.noteErr(err)
+	}
+	defer leave()
+	n := max(size, 256) // cuMemAlloc rejects 0; round tiny sizes up
+	var p C.CUdeviceptr
+	if err := check(C.vr_cuMemAlloc(&p, C.size_t(n)), "cuMemAlloc_v2"); err != nil {
+		if errors.Is(err, rt.ErrOutOfMemory) {
+			free, total := cuMemInfo()
+			return nil, &rt.OOMError{Backend: BackendName, Request: size, Heap: "device memory of " + d.info.Spec(),
+				Detail: fmt.Sprintf("%d of %d bytes free", free, total)}
+		}
+		return nil, d.noteErr(err)
+	}
+	b := &Buffer{dev: d, size: size, ptr: p}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		C.vr_cuMemFree(p)
+		return nil, fmt.Errorf("cuda: Alloc: device %w", rt.ErrClosed)
+	}
+	d.bufs[b] = struct{}{}
+	return b, nil
+}
+
+func checkRange(b *Buffer, off int64, n int) error {
+	if off < 0 || off > b.size || int64(n) > b.size-off {
+		return fmt.Errorf("range [%d,%d) outside buffer of %d bytes", off, off+int64(n), b.size)
+	}
+	return nil
+}
+
+// Write copies src into dst at byte offset off, through pinned staging
+// memory, and returns when done.
+func (d *Device) Write(dst rt.Buffer, off int64, src []byte) error {
+	return d.xfer("Write", dst, off, src, true)
+}
+
+// Read copies len(dst) bytes of src at byte offset off into dst.
+func (d *Device) Read(dst []byte, src rt.Buffer, off int64) error {
+	return d.xfer("Read", src, off, dst, false)
+}
+
+func (d *Device) xfer(what string, buf rt.Buffer, off int64, host []byte, toDevice bool) error {
+	if err := d.check(); err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	b, err := d.bufferOf(buf)
+	if err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	if err := checkRange(b, off, len(host)); err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	if len(host) == 0 {
+		return nil
+	}
+	d.ioMu.Lock()
+	defer d.ioMu.Unlock()
+	leave, err := d.enter()
+	if err != nil {
+		return d.noteErr(err)
+	}
+	defer leave()
+	ptr, err := b.devptr()
+	if err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	stage := unsafe.Slice((*byte)(d.ioStage), d.ioSize)
+	for done := 0; done < len(host); {
+		n := min(len(host)-done, int(d.ioSize))
+		dp := C.CUdeviceptr(ptr + uint64(off) + uint64(done))
+		if toDevice {
+			copy(stage, host[done:done+n])
+			err = check(C.vr_cuMemcpyHtoDAsync(dp, d.ioStage, C.size_t(n), d.ioStream), "cuMemcpyHtoDAsync_v2")
+		} else {
+			err = check(C.vr_cuMemcpyDtoHAsync(d.ioStage, dp, C.size_t(n), d.ioStream), "cuMemcpyDtoHAsync_v2")
+		}
+		if err == nil {
+			err = check(C.vr_cuStreamSynchronize(d.ioStream), "cuStreamSynchronize")
+		}
+		if err != nil {
+			return d.noteErr(fmt.Errorf("cuda: %s: %w", what, err))
+		}
+		if !toDevice {
+			copy(host[done:done+n], stage)
+		}
+		done += n
+	}
+	return nil
+}
+
+// NewStream creates a command stream with its own CUstream.
+func (d *Device) NewStream(opts rt.StreamOptions) (rt.Stream, error) {
+	if err := d.check(); err != nil {
+		return nil, fmt.Errorf("cuda: NewStream: %w", err)
+	}
+	leave, err := d.enter()
+	if err != nil {
+		return nil, d.noteErr(err)
+	}
+	defer leave()
+	s := &Stream{dev: d, profile: opts.Profile}
+	if err := check(C.vr_cuStreamCreate(&s.cs), "cuStreamCreate"); err != nil {
+		return nil, d.noteErr(err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		C.vr_cuStreamDestroy(s.cs)
+		return nil, fmt.Errorf("cuda: NewStream: device %w", rt.ErrClosed)
+	}
+	d.streams[s] = struct{}{}
+	return s, nil
+}
+
+// Close frees every buffer, stream and driver object of the device and
+// releases its primary context. It is safe to call more than once.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	streams := d.streams
+	bufs := d.bufs
+	d.streams = map[*Stream]struct{}{}
+	d.bufs = map[*Buffer]struct{}{}
+	d.mu.Unlock()
+	for s := range streams {
+		s.Close()
+	}
+	d.ioMu.Lock()
+	defer d.ioMu.Unlock()
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cuCtxSetCurrent(d.ctx)
+	for b := range bufs {
+		b.mu.Lock()
+		if b.ptr != 0 {
+			C.vr_cuMemFree(b.ptr)
+			b.ptr = 0
+		}
+		b.mu.Unlock()
+	}
+	d.release()
+	return nil
+}

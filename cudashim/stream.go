@@ -1,0 +1,488 @@
+//go:build cgo
+
+package cudashim
+
+/*
+#include "cuda_shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+type cmdKind uint8
+
+const (
+	cmdWrite cmdKind = iota
+	cmdRead
+	cmdLaunch
+)
+
+type command struct {
+	kind     cmdKind
+	buf      *Buffer
+	off      int64
+	host     []byte
+	stage    int64    // offset in the stream's pinned staging memory
+	launches []launch // cmdLaunch
+	bufs     []*Buffer
+	name     string
+}
+
+// Stream records commands and replays them: the whole list is captured
+// once into a CUDA graph and replayed with cuGraphLaunch until Reset or a
+// new record; with Profile it is issued directly, with events around each
+// op. It implements [rt.Stream].
+type Stream struct {
+	dev     *Device
+	profile bool
+	cs      C.CUstream
+
+	mu      sync.Mutex
+	closed  bool
+	cmds    []command
+	nLaunch int
+	dirty   bool // commands changed since the graph was captured
+
+	graph C.CUgraph
+	exec  C.CUgraphExec
+
+	pinned     unsafe.Pointer
+	pinnedSize int64
+
+	blas   C.cublasHandle_t
+	blasWS C.CUdeviceptr
+
+	events  []C.CUevent
+	timings []time.Duration
+
+	pending bool // submitted, not yet waited
+	err     error
+}
+
+// blasWorkspace is the cuBLAS workspace per stream, set explicitly so
+// cuBLAS never allocates while a graph is being captured.
+const blasWorkspace = 32 << 20
+
+func (s *Stream) usable() error {
+	if s.closed {
+		return fmt.Errorf("stream %w", rt.ErrClosed)
+	}
+	return s.dev.check()
+}
+
+func (s *Stream) record(what string, dst *Buffer, off int64, host []byte, kind cmdKind) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("cuda: Stream.%s: %w", what, err)
+	}
+	if err := checkRange(dst, off, len(host)); err != nil {
+		return fmt.Errorf("cuda: Stream.%s: %w", what, err)
+	}
+	s.cmds = append(s.cmds, command{kind: kind, buf: dst, off: off, host: host, bufs: []*Buffer{dst}})
+	s.dirty = true
+	return nil
+}
+
+// Write records a copy of src into dst at byte offset off; src is read at
+// each Submit (copied to pinned memory, then copied asynchronously).
+func (s *Stream) Write(dst rt.Buffer, off int64, src []byte) error {
+	b, err := s.dev.bufferOf(dst)
+	if err != nil {
+		return fmt.Errorf("cuda: Stream.Write: %w", err)
+	}
+	return s.record("Write", b, off, src, cmdWrite)
+}
+
+// Read records a copy of len(dst) bytes of src at byte offset off into
+// dst, which is filled by the time Wait returns.
+func (s *Stream) Read(dst []byte, src rt.Buffer, off int64) error {
+	b, err := s.dev.bufferOf(src)
+	if err != nil {
+		return fmt.Errorf("cuda: Stream.Read: %w", err)
+	}
+	return s.record("Read", b, off, dst, cmdRead)
+}
+
+// Launch validates op, lowers it to kernel launches (and cuBLAS calls)
+// and records them.
+func (s *Stream) Launch(op rt.Op) error {
+	if op == nil {
+		return errors.New("cuda: Launch: nil op")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("cuda: %s: %w", op.OpName(), err)
+	}
+	if err := s.dev.validate(op); err != nil {
+		return err
+	}
+	ls, bufs, err := s.dev.lower(op)
+	if err != nil {
+		return err
+	}
+	s.cmds = append(s.cmds, command{kind: cmdLaunch, launches: ls, bufs: bufs, name: op.OpName()})
+	s.nLaunch++
+	s.dirty = true
+	return nil
+}
+
+func (s *Stream) usesBlas() bool {
+	for i := range s.cmds {
+		for _, l := range s.cmds[i].launches {
+			if l.gemm != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// prepare lays out the staging memory and creates the cuBLAS handle and
+// events, all before any capture starts. The context is current.
+func (s *Stream) prepare() error {
+	var need int64
+	for i := range s.cmds {
+		c := &s.cmds[i]
+		if c.kind == cmdLaunch {
+			continue
+		}
+		c.stage = need
+		need += (int64(len(c.host)) + 255) &^ 255
+	}
+	if need > s.pinnedSize {
+		if s.pinned != nil {
+			C.vr_cuMemFreeHost(s.pinned)
+			s.pinned, s.pinnedSize = nil, 0
+		}
+		var p unsafe.Pointer
+		if err := check(C.vr_cuMemHostAlloc(&p, C.size_t(need)), "cuMemHostAlloc"); err != nil {
+			if errors.Is(err, rt.ErrOutOfMemory) {
+				return &rt.OOMError{Backend: BackendName, Request: need, Heap: "pinned host memory", Detail: err.Error()}
+			}
+			return err
+		}
+		s.pinned, s.pinnedSize = p, need
+	}
+	if s.usesBlas() && s.blas == nil {
+		if err := checkBlas(C.vr_cublasCreate(&s.blas), "cublasCreate_v2"); err != nil {
+			s.blas = nil
+			return err
+		}
+		if err := checkBlas(C.vr_cublasSetMathMode(s.blas, C.int(b2i(s.dev.tf32))), "cublasSetMathMode"); err != nil {
+			return err
+		}
+		if C.vr_cublas_has_workspace() != 0 {
+			if err := check(C.vr_cuMemAlloc(&s.blasWS, blasWorkspace), "cuMemAlloc_v2 (cuBLAS workspace)"); err != nil {
+				return err
+			}
+		}
+	}
+	if s.blas != nil {
+		if err := checkBlas(C.vr_cublasSetStream(s.blas, s.cs), "cublasSetStream_v2"); err != nil {
+			return err
+		}
+		// SetStream resets the workspace to cuBLAS's own pool: set it again.
+		if s.blasWS != 0 {
+			if err := checkBlas(C.vr_cublasSetWorkspace(s.blas, s.blasWS, blasWorkspace), "cublasSetWorkspace_v2"); err != nil {
+				return err
+			}
+		}
+	}
+	if s.profile {
+		for len(s.events) < 2*s.nLaunch {
+			var e C.CUevent
+			if err := check(C.vr_cuEventCreate(&e), "cuEventCreate"); err != nil {
+				return err
+			}
+			s.events = append(s.events, e)
+		}
+	}
+	return nil
+}
+
+// issue enqueues every command on the stream (captured or not).
+func (s *Stream) issue() error {
+	ev := 0
+	for i := range s.cmds {
+		c := &s.cmds[i]
+		switch c.kind {
+		case cmdWrite, cmdRead:
+			if len(c.host) == 0 {
+				continue
+			}
+			p, err := c.buf.devptr()
+			if err != nil {
+				return err
+			}
+			dp := C.CUdeviceptr(p + uint64(c.off))
+			hp := unsafe.Add(s.pinned, c.stage)
+			if c.kind == cmdWrite {
+				err = check(C.vr_cuMemcpyHtoDAsync(dp, hp, C.size_t(len(c.host)), s.cs), "cuMemcpyHtoDAsync_v2")
+			} else {
+				err = check(C.vr_cuMemcpyDtoHAsync(hp, dp, C.size_t(len(c.host)), s.cs), "cuMemcpyDtoHAsync_v2")
+			}
+			if err != nil {
+				return fmt.Errorf("command %d: %w", i, err)
+			}
+		case cmdLaunch:
+			if s.profile {
+				if err := check(C.vr_cuEventRecord(s.events[ev], s.cs), "cuEventRecord"); err != nil {
+					return err
+				}
+			}
+			for _, l := range c.launches {
+				if err := s.issueLaunch(&l); err != nil {
+					return fmt.Errorf("command %d (%s): %w", i, c.name, err)
+				}
+			}
+			if s.profile {
+				if err := check(C.vr_cuEventRecord(s.events[ev+1], s.cs), "cuEventRecord"); err != nil {
+					return err
+				}
+				ev += 2
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Stream) issueLaunch(l *launch) error {
+	if g := l.gemm; g != nil {
+		st := C.vr_gemm(s.blas, C.int(g.dt), C.int(b2i(g.ta)), C.int(b2i(g.tb)), C.int(g.m), C.int(g.n), C.int(g.k),
+			C.double(g.alpha), C.CUdeviceptr(g.a), C.int(g.lda), C.longlong(g.sa),
+			C.CUdeviceptr(g.b), C.int(g.ldb), C.longlong(g.sb),
+			C.double(g.beta), C.CUdeviceptr(g.c), C.int(g.ldc), C.longlong(g.sc), C.int(g.batch))
+		return checkBlas(st, "cublas GEMM")
+	}
+	f := s.dev.fns[l.kernel]
+	return check(C.vr_launch(f, C.uint(l.grid[0]), C.uint(l.grid[1]), C.uint(l.grid[2]), nt, s.cs,
+		unsafe.Pointer(&l.args[0])), "cuLaunchKernel("+kernelNames[l.kernel]+")")
+}
+
+// capture records the command list into a new CUDA graph.
+func (s *Stream) capture() error {
+	s.dropGraph()
+	if err := check(C.vr_cuStreamBeginCapture(s.cs), "cuStreamBeginCapture_v2"); err != nil {
+		return err
+	}
+	ierr := s.issue()
+	var g C.CUgraph
+	eerr := check(C.vr_cuStreamEndCapture(s.cs, &g), "cuStreamEndCapture")
+	if ierr != nil || eerr != nil {
+		if g != nil {
+			C.vr_cuGraphDestroy(g)
+		}
+		return errors.Join(ierr, eerr)
+	}
+	var e C.CUgraphExec
+	if err := check(C.vr_cuGraphInstantiate(&e, g), "cuGraphInstantiateWithFlags"); err != nil {
+		C.vr_cuGraphDestroy(g)
+		return err
+	}
+	s.graph, s.exec = g, e
+	return nil
+}
+
+func (s *Stream) dropGraph() {
+	if s.exec != nil {
+		C.vr_cuGraphExecDestroy(s.exec)
+		s.exec = nil
+	}
+	if s.graph != nil {
+		C.vr_cuGraphDestroy(s.graph)
+		s.graph = nil
+	}
+}
+
+// Submit starts the recorded commands: host sources are copied to pinned
+// memory, then the captured graph (captured now if the commands changed)
+// is launched. It returns without waiting.
+func (s *Stream) Submit() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		s.err = fmt.Errorf("cuda: Submit: %w", err)
+		return s.err
+	}
+	leave, err := s.dev.enter()
+	if err != nil {
+		s.err = s.dev.noteErr(err)
+		return s.err
+	}
+	defer leave()
+	if s.pending { // a Submit without Wait: finish it before reusing memory
+		s.waitLocked()
+	}
+	s.err = s.submitLocked()
+	if s.err != nil {
+		s.err = s.dev.noteErr(fmt.Errorf("cuda: Submit: %w", s.err))
+		return s.err
+	}
+	s.pending = true
+	return nil
+}
+
+func (s *Stream) submitLocked() error {
+	for i := range s.cmds {
+		for _, b := range s.cmds[i].bufs {
+			if _, err := b.devptr(); err != nil {
+				return fmt.Errorf("command %d: %w", i, err)
+			}
+		}
+	}
+	if len(s.cmds) == 0 {
+		return nil
+	}
+	if s.dirty || (!s.profile && s.exec == nil) {
+		s.dropGraph()
+		if err := s.prepare(); err != nil {
+			return err
+		}
+	}
+	for i := range s.cmds {
+		c := &s.cmds[i]
+		if c.kind == cmdWrite && len(c.host) > 0 {
+			copy(unsafe.Slice((*byte)(unsafe.Add(s.pinned, c.stage)), len(c.host)), c.host)
+		}
+	}
+	if s.profile {
+		s.dirty = false
+		return s.issue()
+	}
+	if s.exec == nil {
+		if err := s.capture(); err != nil {
+			return err
+		}
+		s.dirty = false
+	}
+	return check(C.vr_cuGraphLaunch(s.exec, s.cs), "cuGraphLaunch")
+}
+
+// Wait blocks until the last Submit has finished (one
+// cuStreamSynchronize), copies Read results out of pinned memory and
+// returns the Submit's error.
+func (s *Stream) Wait() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pending {
+		return s.err
+	}
+	leave, err := s.dev.enter()
+	if err != nil {
+		s.pending = false
+		s.err = s.dev.noteErr(err)
+		return s.err
+	}
+	defer leave()
+	s.waitLocked()
+	return s.err
+}
+
+func (s *Stream) waitLocked() {
+	s.pending = false
+	if err := check(C.vr_cuStreamSynchronize(s.cs), "cuStreamSynchronize"); err != nil {
+		s.err = s.dev.noteErr(fmt.Errorf("cuda: Wait: %w", err))
+		return
+	}
+	for i := range s.cmds {
+		c := &s.cmds[i]
+		if c.kind == cmdRead && len(c.host) > 0 {
+			copy(c.host, unsafe.Slice((*byte)(unsafe.Add(s.pinned, c.stage)), len(c.host)))
+		}
+	}
+	if s.profile {
+		s.timings = s.timings[:0]
+		for i := 0; i < s.nLaunch; i++ {
+			var ms C.float
+			if err := check(C.vr_cuEventElapsedTime(&ms, s.events[2*i], s.events[2*i+1]), "cuEventElapsedTime"); err != nil {
+				s.timings = append(s.timings, 0)
+				continue
+			}
+			s.timings = append(s.timings, time.Duration(float64(ms)*1e6))
+		}
+	}
+}
+
+// Timings returns the device time of each Launch of the last Submit, in
+// recording order, when the stream was created with Profile.
+func (s *Stream) Timings() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.profile {
+		return nil
+	}
+	return append([]time.Duration(nil), s.timings...)
+}
+
+// Reset discards all recorded commands (and the captured graph).
+func (s *Stream) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending && !s.closed {
+		if leave, err := s.dev.enter(); err == nil {
+			s.waitLocked()
+			leave()
+		}
+	}
+	s.cmds = nil
+	s.nLaunch = 0
+	s.timings = nil
+	s.err = nil
+	s.dirty = true
+}
+
+// Close frees the stream's CUstream, graph, events, cuBLAS handle and
+// staging memory. It is safe to call more than once.
+func (s *Stream) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.cmds = nil
+	d := s.dev
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if cuCtxSetCurrent(d.ctx) == nil {
+		if s.pending {
+			C.vr_cuStreamSynchronize(s.cs)
+			s.pending = false
+		}
+		s.dropGraph()
+		for _, e := range s.events {
+			C.vr_cuEventDestroy(e)
+		}
+		s.events = nil
+		if s.blas != nil {
+			C.vr_cublasDestroy(s.blas)
+			s.blas = nil
+		}
+		if s.blasWS != 0 {
+			C.vr_cuMemFree(s.blasWS)
+			s.blasWS = 0
+		}
+		if s.pinned != nil {
+			C.vr_cuMemFreeHost(s.pinned)
+			s.pinned, s.pinnedSize = nil, 0
+		}
+		C.vr_cuStreamDestroy(s.cs)
+		s.cs = nil
+	}
+	s.mu.Unlock()
+	d.mu.Lock()
+	delete(d.streams, s)
+	d.mu.Unlock()
+	return nil
+}
