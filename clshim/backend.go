@@ -2,7 +2,6 @@
 
 package clshim
 
-
 import (
 	"fmt"
 	"strconv"

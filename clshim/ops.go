@@ -428,7 +428,7 @@ func (d *device) prepare(op rt.Op) (*launchSpec, error) {
 			return empty, nil
 		}
 		dt := o.X.DType
-		a, err := d.kernel(op, "reduce.cl", typeDefs(dt), "normalize")
+		a, err := d.kernel(op, "reduce.cl", typeDefs(dt), "normalize_rows")
 		if err != nil {
 			return nil, err
 		}

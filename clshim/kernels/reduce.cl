@@ -215,9 +215,9 @@ void softmax(__global const T* x, long xo, __global T* y, long yo, int n, int in
 	}
 }
 
-// normalize: one work-group per row; population variance, two passes.
+// normalize_rows: one work-group per row; population variance, two passes.
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1)))
-void normalize(__global const T* x, long xo, __global T* y, long yo,
+void normalize_rows(__global const T* x, long xo, __global T* y, long yo,
                __global const T* scale, long so, __global const T* bias, long bo,
                int n, ACC eps, int hasScale, int hasBias) {
 	__local ACC buf[RWG];
