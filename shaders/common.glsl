@@ -18,9 +18,9 @@
 #define CT float
 #endif
 
-// The workgroup size is specialization constant 0 in every kernel.
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint WG = 256;
+// The workgroup size is specialization constant 0 (local_size_x_id).
+#define WG gl_WorkGroupSize.x
 
 // Elementwise kernels walk a rank-RANK index space; push constants carry
 // the dims 1..RANK-1 (dim 0 is implied by the element count) and, per

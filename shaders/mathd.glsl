@@ -107,14 +107,14 @@ double dsin_k(double r) {
 }
 double dcos_k(double r) {
 	double r2 = r * r;
-	double p = 1.0LF / 6402373705728000.0LF;  // 1/18!
-	p = p * r2 - 1.0LF / 20922789888000.0LF;  // 1/16!
-	p = p * r2 + 1.0LF / 87178291200.0LF;     // 1/14!
-	p = p * r2 - 1.0LF / 479001600.0LF;
-	p = p * r2 + 1.0LF / 3628800.0LF;
-	p = p * r2 - 1.0LF / 40320.0LF;
-	p = p * r2 + 1.0LF / 720.0LF;
-	p = p * r2 - 1.0LF / 24.0LF;
+	double p = -1.0LF / 6402373705728000.0LF; // -1/18!
+	p = p * r2 + 1.0LF / 20922789888000.0LF;  // 1/16!
+	p = p * r2 - 1.0LF / 87178291200.0LF;     // 1/14!
+	p = p * r2 + 1.0LF / 479001600.0LF;
+	p = p * r2 - 1.0LF / 3628800.0LF;
+	p = p * r2 + 1.0LF / 40320.0LF;
+	p = p * r2 - 1.0LF / 720.0LF;
+	p = p * r2 + 1.0LF / 24.0LF;
 	p = p * r2 - 0.5LF;
 	p = p * r2 + 1.0LF;
 	return p;

@@ -23,6 +23,9 @@ void main() {
 	GRID_LOOP(i, pc.n) {
 		uint o[NOPS];
 		ew_index(i, pc.shape, pc.st, pc.off, o);
-		y[o[3]] = uint(c[o[0]]) != 0u ? a[o[1]] : b[o[2]];
+		// if/else rather than ?: so 8/16-bit values are never held in registers
+		// (that would need the Int8/Int16 capabilities).
+		if (uint(c[o[0]]) != 0u) y[o[3]] = a[o[1]];
+		else y[o[3]] = b[o[2]];
 	}
 }

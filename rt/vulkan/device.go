@@ -1,0 +1,411 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"unsafe"
+
+	vk "github.com/goki/vulkan"
+	"github.com/vrun-go/vrun/rt"
+)
+
+// physInfo is what vrun needs to know about a physical device.
+type physInfo struct {
+	info       rt.DeviceInfo
+	pd         vk.PhysicalDevice
+	props      vk.PhysicalDeviceProperties
+	limits     vk.PhysicalDeviceLimits
+	mem        vk.PhysicalDeviceMemoryProperties
+	caps       caps
+	exts       map[string]bool
+	qfam       int    // compute queue family, -1 if none
+	tsBits     uint32 // timestamp valid bits of qfam
+	heap       int    // largest device-local heap
+	heapSize   int64
+	unifiedTyp int // DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT type on heap, or -1
+}
+
+func describe(in *instance, pd vk.PhysicalDevice, index int) *physInfo {
+	p := &physInfo{pd: pd, qfam: -1, unifiedTyp: -1, heap: -1}
+	var props vk.PhysicalDeviceProperties
+	vk.GetPhysicalDeviceProperties(pd, &props)
+	props.Deref()
+	p.props = props
+	p.limits = p.props.Limits
+	p.limits.Deref()
+	var mem vk.PhysicalDeviceMemoryProperties
+	vk.GetPhysicalDeviceMemoryProperties(pd, &mem)
+	mem.Deref()
+	p.mem = mem
+	p.caps = queryCaps(gipa, unsafe.Pointer(in.inst), unsafe.Pointer(pd), p.props.ApiVersion)
+
+	p.exts = map[string]bool{}
+	var n uint32
+	if vk.EnumerateDeviceExtensionProperties(pd, "", &n, nil) == vk.Success && n > 0 {
+		es := make([]vk.ExtensionProperties, n)
+		vk.EnumerateDeviceExtensionProperties(pd, "", &n, es)
+		for _, e := range es[:n] {
+			e.Deref()
+			p.exts[vk.ToString(e.ExtensionName[:])] = true
+		}
+	}
+
+	var qn uint32
+	vk.GetPhysicalDeviceQueueFamilyProperties(pd, &qn, nil)
+	qfs := make([]vk.QueueFamilyProperties, qn)
+	vk.GetPhysicalDeviceQueueFamilyProperties(pd, &qn, qfs)
+	// Prefer a compute queue without graphics (async compute), else any.
+	for pass := 0; pass < 2 && p.qfam < 0; pass++ {
+		for i := range qfs[:qn] {
+			q := &qfs[i]
+			q.Deref()
+			fl := vk.QueueFlagBits(q.QueueFlags)
+			if fl&vk.QueueComputeBit == 0 || q.QueueCount == 0 {
+				continue
+			}
+			if pass == 0 && fl&vk.QueueGraphicsBit != 0 {
+				continue
+			}
+			p.qfam, p.tsBits = i, q.TimestampValidBits
+			break
+		}
+	}
+
+	for i := 0; i < int(p.mem.MemoryHeapCount); i++ {
+		h := &p.mem.MemoryHeaps[i]
+		h.Deref()
+		if vk.MemoryHeapFlagBits(h.Flags)&vk.MemoryHeapDeviceLocalBit != 0 && int64(h.Size) > p.heapSize {
+			p.heap, p.heapSize = i, int64(h.Size)
+		}
+	}
+	for i := 0; i < int(p.mem.MemoryTypeCount); i++ {
+		t := &p.mem.MemoryTypes[i]
+		t.Deref()
+	}
+	const uni = vk.MemoryPropertyDeviceLocalBit | vk.MemoryPropertyHostVisibleBit | vk.MemoryPropertyHostCoherentBit
+	for i := 0; i < int(p.mem.MemoryTypeCount); i++ {
+		t := p.mem.MemoryTypes[i]
+		if vk.MemoryPropertyFlagBits(t.PropertyFlags)&uni == uni && int(t.HeapIndex) == p.heap {
+			p.unifiedTyp = i
+			break
+		}
+	}
+
+	name := vk.ToString(p.props.DeviceName[:])
+	kind := rt.KindOther
+	switch p.props.DeviceType {
+	case vk.PhysicalDeviceTypeCpu:
+		kind = rt.KindCPU
+	case vk.PhysicalDeviceTypeDiscreteGpu:
+		kind = rt.KindDiscreteGPU
+	case vk.PhysicalDeviceTypeIntegratedGpu:
+		kind = rt.KindIntegratedGPU
+	case vk.PhysicalDeviceTypeVirtualGpu:
+		kind = rt.KindVirtualGPU
+	}
+	driver := p.caps.driverName
+	if p.caps.driverInfo != "" {
+		driver += " " + p.caps.driverInfo
+	}
+	if driver == "" {
+		driver = fmt.Sprintf("driver 0x%x", p.props.DriverVersion)
+	}
+	p.info = rt.DeviceInfo{
+		Backend: backendName,
+		Index:   index,
+		Name:    name,
+		Kind:    kind,
+		Driver:  strings.TrimSpace(driver),
+		Memory:  p.heapSize,
+		FP16:    p.caps.storage16,
+		FP64:    p.caps.shaderFloat64,
+		Unified: p.unifiedTyp >= 0,
+	}
+	p.info.Details = p.details()
+	return p
+}
+
+func kib(n uint64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func (p *physInfo) details() [][2]string {
+	l := p.limits
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	d := [][2]string{
+		{"api version", versionString(p.props.ApiVersion)},
+		{"driver version", fmt.Sprintf("0x%x", p.props.DriverVersion)},
+		{"vendor/device id", fmt.Sprintf("0x%04x/0x%04x", p.props.VendorID, p.props.DeviceID)},
+		{"subgroup size", fmt.Sprint(p.caps.subgroupSize)},
+		{"max shared memory", kib(uint64(l.MaxComputeSharedMemorySize))},
+		{"max storage buffer range", kib(uint64(l.MaxStorageBufferRange))},
+		{"max allocation size", kib(p.caps.maxAlloc)},
+		{"max push constants", fmt.Sprintf("%d B", l.MaxPushConstantsSize)},
+		{"max workgroup invocations", fmt.Sprint(l.MaxComputeWorkGroupInvocations)},
+		{"f16 storage / arithmetic", yes(p.caps.storage16) + " / " + yes(p.caps.shaderFloat16)},
+		{"8-bit storage", yes(p.caps.storage8)},
+		{"int64 / float64", yes(p.caps.shaderInt64) + " / " + yes(p.caps.shaderFloat64)},
+		{"timestamps", yes(p.tsBits > 0)},
+		{"compute queue family", fmt.Sprint(p.qfam)},
+	}
+	for i := 0; i < int(p.mem.MemoryHeapCount); i++ {
+		h := p.mem.MemoryHeaps[i]
+		fl := ""
+		if vk.MemoryHeapFlagBits(h.Flags)&vk.MemoryHeapDeviceLocalBit != 0 {
+			fl = " device-local"
+		}
+		d = append(d, [2]string{fmt.Sprintf("memory heap %d", i), kib(uint64(h.Size)) + fl})
+	}
+	for i := 0; i < int(p.mem.MemoryTypeCount); i++ {
+		t := p.mem.MemoryTypes[i]
+		d = append(d, [2]string{fmt.Sprintf("memory type %d", i), fmt.Sprintf("heap %d%s", t.HeapIndex, memFlags(vk.MemoryPropertyFlagBits(t.PropertyFlags)))})
+	}
+	var cm []string
+	for _, e := range []string{"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix"} {
+		if p.exts[e] {
+			cm = append(cm, e)
+		}
+	}
+	if len(cm) == 0 {
+		cm = []string{"none"}
+	}
+	d = append(d, [2]string{"cooperative matrix", strings.Join(cm, ", ")})
+	return d
+}
+
+func memFlags(f vk.MemoryPropertyFlagBits) string {
+	s := ""
+	for _, x := range []struct {
+		b vk.MemoryPropertyFlagBits
+		n string
+	}{{vk.MemoryPropertyDeviceLocalBit, "device-local"}, {vk.MemoryPropertyHostVisibleBit, "host-visible"},
+		{vk.MemoryPropertyHostCoherentBit, "host-coherent"}, {vk.MemoryPropertyHostCachedBit, "host-cached"}} {
+		if f&x.b != 0 {
+			s += " " + x.n
+		}
+	}
+	return s
+}
+
+// device is an opened Vulkan device.
+type device struct {
+	phys  *physInfo
+	in    *instance
+	dev   vk.Device
+	queue vk.Queue
+	qmu   sync.Mutex // guards queue submission
+
+	minAlign  int64 // binding offset alignment (>= 16)
+	maxRange  int64 // maxStorageBufferRange
+	maxAlloc  int64
+	maxGroups [3]uint32
+
+	bufType   int // memory type for Buffers
+	bufMapped bool
+	stageType int // host-visible coherent type for staging
+
+	mu       sync.Mutex
+	buffers  map[*buffer]struct{}
+	streams  map[*stream]struct{}
+	pipes    map[string]*pipeline
+	layouts  map[int]*layout
+	pcache   vk.PipelineCache
+	cacheKey string
+
+	// synchronous copies for non-host-visible buffers
+	xmu     sync.Mutex
+	xpool   vk.CommandPool
+	xcb     vk.CommandBuffer
+	xfence  vk.Fence
+	xstage  *buffer
+	lost    bool
+	closed  bool
+	closeMu sync.Mutex
+}
+
+func openDevice(index int) (rt.Device, error) {
+	validate := validationEnabled()
+	var valID uintptr
+	if validate {
+		valID = newValidationID()
+	}
+	in, err := newInstance(validate, valID)
+	if err != nil {
+		return nil, err
+	}
+	pds, err := in.physicalDevices()
+	if err != nil {
+		in.destroy()
+		return nil, err
+	}
+	if index >= len(pds) {
+		in.destroy()
+		return nil, fmt.Errorf("vulkan: device %d disappeared", index)
+	}
+	p := describe(in, pds[index], index)
+	fail := func(err error) (rt.Device, error) {
+		in.destroy()
+		return nil, err
+	}
+	if p.props.ApiVersion < vk.MakeVersion(1, 2, 0) {
+		return fail(fmt.Errorf("vulkan: %s supports Vulkan %s, vrun needs 1.2: %w", p.info.Name, versionString(p.props.ApiVersion), rt.ErrUnavailable))
+	}
+	if p.qfam < 0 {
+		return fail(fmt.Errorf("vulkan: %s has no compute queue: %w", p.info.Name, rt.ErrUnavailable))
+	}
+	chain := deviceChain(p.caps)
+	defer cFree(chain)
+	var exts []string
+	dci := vk.DeviceCreateInfo{
+		SType:                vk.StructureTypeDeviceCreateInfo,
+		PNext:                chain,
+		QueueCreateInfoCount: 1,
+		PQueueCreateInfos: []vk.DeviceQueueCreateInfo{{
+			SType:            vk.StructureTypeDeviceQueueCreateInfo,
+			QueueFamilyIndex: uint32(p.qfam),
+			QueueCount:       1,
+			PQueuePriorities: []float32{1},
+		}},
+		EnabledExtensionCount:   uint32(len(exts)),
+		PpEnabledExtensionNames: exts,
+	}
+	var dev vk.Device
+	if r := vk.CreateDevice(p.pd, &dci, nil, &dev); r != vk.Success {
+		return fail(fmt.Errorf("vulkan: vkCreateDevice on %s: %v: %w", p.info.Name, vkErr(r), rt.ErrUnavailable))
+	}
+	d := &device{
+		phys: p, in: in, dev: dev,
+		buffers: map[*buffer]struct{}{}, streams: map[*stream]struct{}{},
+		pipes: map[string]*pipeline{}, layouts: map[int]*layout{},
+		bufType: -1, stageType: -1,
+	}
+	var q vk.Queue
+	vk.GetDeviceQueue(dev, uint32(p.qfam), 0, &q)
+	d.queue = q
+	d.minAlign = int64(p.limits.MinStorageBufferOffsetAlignment)
+	if d.minAlign < 16 {
+		d.minAlign = 16
+	}
+	d.maxRange = int64(p.limits.MaxStorageBufferRange)
+	d.maxAlloc = int64(p.caps.maxAlloc)
+	if d.maxAlloc <= 0 {
+		d.maxAlloc = 1 << 30
+	}
+	d.maxGroups = p.limits.MaxComputeWorkGroupCount
+	if err := d.initMemory(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.loadPipelineCache()
+	if err := d.initTransfer(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *device) Info() rt.DeviceInfo { return d.phys.info }
+
+// check returns an error when the device is closed or lost.
+func (d *device) check() error {
+	if d.closed {
+		return fmt.Errorf("vulkan: device: %w", rt.ErrClosed)
+	}
+	if d.lost {
+		return fmt.Errorf("vulkan: %s: %w", d.phys.info.Name, rt.ErrDeviceLost)
+	}
+	return nil
+}
+
+// resultErr converts a failed VkResult into an error, marking the device
+// lost on VK_ERROR_DEVICE_LOST.
+func (d *device) resultErr(what string, r vk.Result) error {
+	if r == vk.ErrorDeviceLost {
+		d.lost = true
+		return fmt.Errorf("vulkan: %s: %w", what, rt.ErrDeviceLost)
+	}
+	if r == vk.ErrorOutOfDeviceMemory || r == vk.ErrorOutOfHostMemory {
+		return &rt.OOMError{Backend: backendName, Heap: what, Detail: vkErr(r).Error()}
+	}
+	return fmt.Errorf("vulkan: %s: %v", what, vkErr(r))
+}
+
+// valErr returns the validation messages reported since the last call.
+func (d *device) valErr() error {
+	if d.in.valID == 0 {
+		return nil
+	}
+	return validationError(takeValidation(d.in.valID))
+}
+
+func (d *device) Close() error {
+	d.closeMu.Lock()
+	defer d.closeMu.Unlock()
+	if d.closed {
+		return nil
+	}
+	if d.dev != nil {
+		vk.DeviceWaitIdle(d.dev)
+	}
+	d.mu.Lock()
+	streams := make([]*stream, 0, len(d.streams))
+	for s := range d.streams {
+		streams = append(streams, s)
+	}
+	d.mu.Unlock()
+	for _, s := range streams {
+		s.Close()
+	}
+	d.closed = true
+	if d.dev != nil {
+		d.destroyTransfer()
+		d.mu.Lock()
+		for b := range d.buffers {
+			b.release()
+		}
+		d.buffers = nil
+		d.savePipelineCache()
+		for _, p := range d.pipes {
+			vk.DestroyPipeline(d.dev, p.pl, nil)
+		}
+		d.pipes = nil
+		for _, l := range d.layouts {
+			vk.DestroyPipelineLayout(d.dev, l.pl, nil)
+			vk.DestroyDescriptorSetLayout(d.dev, l.dsl, nil)
+		}
+		d.layouts = nil
+		if d.pcache != nil {
+			vk.DestroyPipelineCache(d.dev, d.pcache, nil)
+			d.pcache = nil
+		}
+		d.mu.Unlock()
+		vk.DestroyDevice(d.dev, nil)
+		d.dev = nil
+	}
+	d.in.destroy()
+	err := d.valErr()
+	if d.in.valID != 0 {
+		valMu.Lock()
+		delete(valByID, d.in.valID)
+		valMu.Unlock()
+	}
+	return err
+}

@@ -1,0 +1,57 @@
+// Package vulkan is vrun's Vulkan compute backend, registered as "vulkan".
+//
+// It needs cgo (github.com/goki/vulkan) and a Vulkan 1.2 device. The loader
+// (libvulkan.so.1, vulkan-1.dll, libvulkan.1.dylib or libMoltenVK.dylib) is
+// opened lazily on the first Devices call; without it, or without devices,
+// Devices returns an error wrapping rt.ErrUnavailable. Built without cgo
+// the backend still registers and says so.
+//
+// # Design
+//
+//   - Buffers are one VkBuffer + VkDeviceMemory each, in device-local
+//     memory; where a DEVICE_LOCAL|HOST_VISIBLE type covers the largest
+//     device-local heap (UMA, ReBAR, lavapipe) they are mapped and
+//     Device.Write/Read are plain copies, else they go through a staging
+//     buffer. A Buffer may be as large as maxMemoryAllocationSize; each op
+//     operand binds only its byte range, which must fit
+//     maxStorageBufferRange.
+//   - A Stream keeps a Go-side command list. The first Submit after a
+//     change records one VkCommandBuffer (staging copies for Write/Read,
+//     one descriptor set and push constants per dispatch, and a pipeline
+//     barrier only where a command touches a byte range that an earlier,
+//     unbarriered command wrote, or writes one it read); later Submits
+//     replay it with one vkQueueSubmit and one fence.
+//   - Kernels are GLSL in ../../shaders, compiled to SPIR-V per dtype
+//     variant and embedded. Operands are bound at aligned offsets and the
+//     element offset of each view is a push constant, so views need no
+//     alignment beyond their dtype. Pipelines are created lazily per
+//     (variant, specialization constants) and persisted through a
+//     VkPipelineCache file in $VRUN_CACHE_DIR or os.UserCacheDir()/vrun.
+//   - VRUN_VK_VALIDATION=1 enables VK_LAYER_KHRONOS_validation with a
+//     VK_EXT_debug_utils messenger; warnings and errors are returned from
+//     Submit, Wait, Device.Write/Read and Close, and kept for
+//     [ValidationMessages]. VRUN_VK_TIMEOUT (a Go duration, default 5m)
+//     bounds Wait.
+//
+// Nothing falls back to the CPU: an op the kernels cannot run returns an
+// *rt.UnsupportedError from Supports and Launch.
+//
+// # Adding a kernel
+//
+//  1. Write shaders/<name>.comp. Start with
+//     `#version 450`, `#extension GL_GOOGLE_include_directive : require`,
+//     define RANK/NOPS (1 if unused) and `#include "common.glsl"`, which
+//     gives the dtype slot macros (X_T, X_CT, X_LD, Y_ST, ... selected by
+//     -DX_DT=<rt.DType>), CT (float or double), the spec-constant
+//     workgroup size WG (constant_id 0) and GRID_LOOP. Declare operands as
+//     std430 buffers at bindings 0..n-1 (output last by convention) and
+//     the push-constant block (at most 128 bytes; reals as uvec2 raw bits
+//     decoded with pc_real).
+//  2. Add its variants to variants() in shaders/gen/main.go and run
+//     `go generate ./shaders` (needs glslc).
+//  3. Lower the op in kernels.go: check dtypes (needDType), bind operands
+//     with bindElems/bindRef (which also give the byte spans used for
+//     barrier tracking), pack the push words in the shader's order and
+//     append a dispatch.
+//  4. Add a test against a float64 reference in vulkan_test.go.
+package vulkan

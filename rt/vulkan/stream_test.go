@@ -1,0 +1,212 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// TestReplay records Write, two dependent launches and Read once, then
+// submits twice with different input data.
+func TestReplay(t *testing.T) {
+	d := testDevice(t)
+	const n = 1000
+	x, err := d.Alloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Free()
+	y, err := d.Alloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Free()
+	s, err := d.NewStream(rt.StreamOptions{Profile: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	in := make([]float64, n)
+	src := encode(rt.F32, in)
+	out := make([]byte, 4*n)
+	xr := rt.Ref{Buf: x, DType: rt.F32, Shape: []int{n}}
+	yr := rt.Ref{Buf: y, DType: rt.F32, Shape: []int{n}}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.Write(x, 0, src))
+	must(s.Launch(&rt.Unary{Fn: rt.Square, X: xr, Y: yr}))
+	must(s.Launch(&rt.Binary{Fn: rt.Add, A: yr, B: xr, Y: yr})) // in place, reads what the first wrote
+	must(s.Read(out, y, 0))
+	for round := 0; round < 3; round++ {
+		for i := range in {
+			in[i] = float64(i%17) - 8 + float64(round)
+		}
+		copy(src, encode(rt.F32, in))
+		must(s.Submit())
+		must(s.Wait())
+		got := decode(rt.F32, out)
+		for i := range in {
+			if want := in[i]*in[i] + in[i]; got[i] != want {
+				t.Fatalf("round %d: [%d] = %v, want %v", round, i, got[i], want)
+			}
+		}
+		tm := s.Timings()
+		if d.(*device).phys.tsBits > 0 && len(tm) != 2 {
+			t.Fatalf("timings %v, want 2", tm)
+		}
+	}
+	// Reset and record something else on the same stream.
+	s.Reset()
+	must(s.Launch(&rt.Fill{Y: yr, Value: 2}))
+	must(s.Read(out, y, 0))
+	must(s.Submit())
+	must(s.Wait())
+	if v := decode(rt.F32, out)[n-1]; v != 2 {
+		t.Fatalf("after Reset: %v", v)
+	}
+}
+
+func TestUnsupported(t *testing.T) {
+	d := testDevice(t)
+	b := newBuf(t, d, rt.I32, 16, nil)
+	op := &rt.Unary{Fn: rt.Exp, X: b.ref([]int{16}, nil), Y: b.ref([]int{16}, nil)}
+	err := d.Supports(op)
+	var ue *rt.UnsupportedError
+	if !errors.As(err, &ue) || !errors.Is(err, rt.ErrUnsupported) {
+		t.Fatalf("Exp on i32: %v", err)
+	}
+	s, _ := d.NewStream(rt.StreamOptions{})
+	defer s.Close()
+	if err := s.Launch(op); !errors.As(err, &ue) {
+		t.Fatalf("Launch: %v", err)
+	}
+	// out of bounds view is an error, not a write
+	bad := &rt.Fill{Y: rt.Ref{Buf: b.buf, Off: 0, DType: rt.F32, Shape: []int{1 << 20}}}
+	if err := s.Launch(bad); err == nil {
+		t.Fatal("out-of-bounds Fill accepted")
+	}
+}
+
+func TestAllocLimits(t *testing.T) {
+	d := testDevice(t)
+	_, err := d.Alloc(1 << 62)
+	if err == nil {
+		t.Fatal("huge Alloc succeeded")
+	}
+	t.Log(err)
+}
+
+// TestOpenClose opens and closes a second device (its own instance), runs
+// an op, and checks the pipeline cache file and that validation reported
+// nothing (including leaked objects at vkDestroyDevice/Instance).
+func TestOpenClose(t *testing.T) {
+	testDevice(t)
+	dir := t.TempDir()
+	t.Setenv("VRUN_CACHE_DIR", dir)
+	b, _ := rt.Lookup("vulkan")
+	for round := 0; round < 2; round++ {
+		d, err := b.Open(testIndex())
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := newBuf(t, d, rt.F32, 33, nil)
+		run(t, d, &rt.Fill{Y: x.ref([]int{33}, nil), Value: 1})
+		if v := x.read(t, d)[32]; v != 1 {
+			t.Fatalf("got %v", v)
+		}
+		s, _ := d.NewStream(rt.StreamOptions{}) // left open: Close must free it
+		_ = s
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal("second Close:", err)
+		}
+		x.buf.Free() // after Close: must be harmless
+		files, _ := filepath.Glob(filepath.Join(dir, "vulkan-*.bin"))
+		if len(files) != 1 {
+			t.Fatalf("pipeline cache files: %v", files)
+		}
+		if round == 0 {
+			// corrupt the cache: the next Open must ignore it
+			os.WriteFile(files[0], []byte("garbage"), 0o644)
+		}
+	}
+	if msgs := ValidationMessages(); len(msgs) > 0 {
+		t.Fatalf("validation messages: %v", msgs)
+	}
+}
+
+func BenchmarkGEMM(b *testing.B) {
+	d := testDevice(b)
+	for _, dt := range []rt.DType{rt.F32, rt.F16} {
+		for _, n := range []int{1024, 4096} {
+			b.Run(dt.String()+"/"+itoa(n), func(b *testing.B) {
+				if n > 1024 && isCPU(d) {
+					b.Skip("large GEMM skipped on a CPU device")
+				}
+				if n > 512 && isCPU(d) && testing.Short() {
+					b.Skip("short")
+				}
+				vals := make([]float64, n*n)
+				for i := range vals {
+					vals[i] = math.Sin(float64(i))
+				}
+				x := newBuf(b, d, dt, n*n, vals)
+				y := newBuf(b, d, dt, n*n, vals)
+				z := newBuf(b, d, dt, n*n, nil)
+				op := &rt.MatMul{A: x.ref([]int{n * n}, nil), B: y.ref([]int{n * n}, nil), Y: z.ref([]int{n * n}, nil),
+					Batch: 1, M: n, N: n, K: n, Alpha: 1}
+				if err := d.Supports(op); err != nil {
+					b.Skip(err)
+				}
+				s, err := d.NewStream(rt.StreamOptions{Profile: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				if err := s.Launch(op); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Submit(); err != nil { // warm up + record
+					b.Fatal(err)
+				}
+				if err := s.Wait(); err != nil {
+					b.Fatal(err)
+				}
+				var gpu float64
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := s.Submit(); err != nil {
+						b.Fatal(err)
+					}
+					if err := s.Wait(); err != nil {
+						b.Fatal(err)
+					}
+					if tm := s.Timings(); len(tm) == 1 {
+						gpu += tm[0].Seconds()
+					}
+				}
+				flop := 2 * float64(n) * float64(n) * float64(n) * float64(b.N)
+				b.ReportMetric(flop/b.Elapsed().Seconds()/1e12, "TFLOP/s")
+				if gpu > 0 {
+					b.ReportMetric(flop/gpu/1e12, "gpu-TFLOP/s")
+				}
+			})
+		}
+	}
+}
+
+func itoa(n int) string {
+	return string(rune('0'+n/1000%10)) + string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
+}
