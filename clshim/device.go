@@ -328,7 +328,7 @@ func (d *device) program(file, defines string) (clProgram, error) {
 	}
 	p, err := buildSource(d.ctx, d.ent.dev, src, opts)
 	if err != nil {
-		err = fmt.Errorf("opencl: building kernels/%s (%s) for %s: %w", file, opts, info.Name, err)
+		err = fmt.Errorf("building kernels/%s (%s) for %s: %w", file, opts, info.Name, err)
 		d.progErr[key] = err
 		return nil, err
 	}
