@@ -10,6 +10,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"go/format"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,7 +250,11 @@ func main() {
 		fmt.Fprintf(&b, "\t%q, // %s %s\n", v.name, v.src, strings.Join(v.defs, " "))
 	}
 	b.WriteString("}\n")
-	if err := os.WriteFile("shaders_gen.go", []byte(b.String()), 0o644); err != nil {
+	src, err := format.Source([]byte(b.String()))
+	if err != nil {
+		fatal(err)
+	}
+	if err := os.WriteFile("shaders_gen.go", src, 0o644); err != nil {
 		fatal(err)
 	}
 }
