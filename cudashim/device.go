@@ -203,16 +203,13 @@ const (
 	numKernels
 )
 
-var kernelNames = [numKernels]string{
-	"ew_copy", "ew_cast", "ew_unary_f", "ew_unary_d", "ew_unary_i", "ew_binary_f", "ew_binary_d",
-	"ew_binary_i", "ew_where", "ew_fill",
-	"reduce_rows_h", "reduce_rows_f", "reduce_rows_d", "reduce_cols_h", "reduce_cols_f", "reduce_cols_d",
-	"reduce_int",
-	"softmax_rows_h", "softmax_rows_f", "softmax_rows_d", "softmax_cols_h", "softmax_cols_f", "softmax_cols_d",
-	"normalize_h", "normalize_f", "normalize_d",
-	"gemm_h", "gemm_f", "gemm_d", "conv_h", "conv_f", "conv_d", "convt_h", "convt_f", "convt_d",
-	"pool_h", "pool_f", "pool_d", "gather",
-}
+// kernelNames holds the PTX entry names in kernel-index order.
+var kernelNames = func() (n [numKernels]string) {
+	if copy(n[:], kernelEntryNames) != int(numKernels) || len(kernelEntryNames) != int(numKernels) {
+		panic("cudashim: kernel tables out of sync")
+	}
+	return n
+}()
 
 // Device is an opened CUDA device. It implements [rt.Device].
 type Device struct {

@@ -1,0 +1,92 @@
+// Package cudashim is vrun's CUDA backend. Importing it registers the
+// backend "cuda" with [rt.Register]; its devices are "cuda:0", "cuda:1", ...
+//
+// # Building
+//
+// The package needs no CUDA headers or libraries to build: cuda_shim.h
+// declares the handful of driver and cuBLAS types and entry points it
+// uses, and the libraries are opened at run time (dlopen, or LoadLibrary
+// on Windows): the driver libcuda.so.1 (nvcuda.dll) and cuBLAS
+// libcublas.so.13, .12 or .11 (cublas64_13.dll, _12, _11). It cross-builds
+// with cgo, e.g.
+//
+//	CGO_ENABLED=1 GOOS=windows GOARCH=amd64 CC=x86_64-w64-mingw32-gcc go build ./cudashim
+//
+// Without cgo the backend registers but reports rt.ErrUnavailable. A
+// missing driver or library is an error wrapping rt.ErrUnavailable that
+// names it; the libraries are loaded once, lazily, by the first Devices or
+// Open call, and the outcome is remembered.
+//
+// # Kernels and PTX
+//
+// The kernels are CUDA C++ in kernels/*.cu (one translation unit,
+// kernels.cu, includes the parts). kernels/build.sh compiles them with
+// nvcc to kernels/kernels.ptx for the virtual architecture compute_75, so
+// the driver JIT-compiles the PTX for any GPU from sm_75 (Turing) up, and
+// writes kernels/kernels.ptx.sha256 with the hash of the sources and of
+// the PTX. The PTX is embedded with go:embed and loaded with
+// cuModuleLoadDataEx; TestPTXMatchesSources (no GPU needed) fails when
+// the sources changed without rebuilding. To rebuild, on a machine with
+// nvcc 13.0:
+//
+//	cudashim/kernels/build.sh
+//	git add cudashim/kernels && git commit -m "cudashim: rebuild PTX" -- cudashim/kernels
+//
+// Where nvcc is unavailable, "build.sh --placeholder" writes a placeholder
+// PTX (and the sources hash); devices then fail to open with "cudashim:
+// embedded PTX is a placeholder; run cudashim/kernels/build.sh on a
+// machine with nvcc". For kernel development, VRUN_CUDA_PTX=/path/to.ptx
+// loads that file instead of the embedded PTX.
+//
+// PTX emitted by nvcc 13.0 declares PTX ISA 9.0 (".version 9.0" in its
+// header; DeviceInfo.Details shows it), which the driver accepts from the
+// CUDA 13.0 driver branch (r580) on: an older driver fails to load the
+// module with CUDA_ERROR_UNSUPPORTED_PTX_VERSION.
+//
+// Every primitive op of package rt is implemented, with the CPU backend's
+// dtype rules and semantics: f32, f64 and f16 (f16 storage, f32
+// arithmetic) for float ops, and the integer and bool dtypes for casts,
+// arithmetic, comparisons, logic, Where, integer reductions, Gather and
+// Fill. Elementwise kernels take strided views of rank up to 8 after
+// merging contiguous dims; sums accumulate in double.
+//
+// # Execution
+//
+// Each Device retains the GPU's primary context. Each Stream owns a
+// CUstream; Write and Read commands are staged through pinned host memory
+// (cuMemHostAlloc) with asynchronous copies. The first Submit after
+// recording captures the whole command list into a CUDA graph (stream
+// capture); later Submits copy the host inputs to the pinned memory and
+// replay the graph with one cuGraphLaunch, until Reset or a new record
+// forces a new capture. Wait is one cuStreamSynchronize. A Profile stream
+// issues its commands directly, without a graph, and records CUDA events
+// around each op for Timings.
+//
+// MatMul runs on cuBLAS (cublasSgemmStridedBatched,
+// cublasDgemmStridedBatched, and cublasGemmStridedBatchedEx with f16 data
+// and f32 compute), with the row-major operands swapped (Y^T = B^T A^T).
+// A bias is first broadcast-copied into Y and cuBLAS's beta scales it;
+// the activation runs as an elementwise kernel afterwards. Each stream has
+// its own cuBLAS handle with a 32 MiB workspace set by cublasSetWorkspace,
+// so cuBLAS never allocates during graph capture. Shapes cuBLAS cannot take
+// (K = 0, sizes over 2^31) use the built-in tiled GEMM kernel, as does
+// every MatMul when VRUN_CUDA_CUBLAS=0 (which also skips loading cuBLAS).
+//
+// TF32: f32 GEMMs use full f32 arithmetic by default. Set VRUN_CUDA_TF32=1
+// to opt in to TF32 tensor cores (cublasSetMathMode with
+// CUBLAS_TF32_TENSOR_OP_MATH): much faster on Ampere and newer, with
+// about 10 bits of mantissa in the products.
+//
+// Conv runs on the package's own implicit-GEMM kernel (cuDNN is not used);
+// ConvTranspose, Pool, Reduce, Softmax, Normalize and Gather have direct
+// kernels.
+//
+// # Errors
+//
+// CUDA_ERROR_OUT_OF_MEMORY from Alloc is an *rt.OOMError naming the
+// request. Errors that leave the context unusable (illegal address, launch
+// failure, ...) wrap rt.ErrDeviceLost, and the device then refuses further
+// work until it is closed and opened again. Close frees every buffer,
+// stream, graph and handle and releases the primary context; it may be
+// called more than once.
+package cudashim
