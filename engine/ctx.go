@@ -232,8 +232,8 @@ func (c *nodeCtx) attrInts(name string) ([]int64, bool) {
 // time (a weight or a folded constant).
 func (c *nodeCtx) constInts(i int) ([]int64, error) {
 	t := c.in[i]
-	if t.value == nil {
-		return nil, c.errf("input %d (%q) must be a constant known when the model is planned", i, t.name)
+	if err := c.needConst(i); err != nil {
+		return nil, err
 	}
 	if t.dtype != rt.I64 && t.dtype != rt.I32 {
 		return nil, c.errf("input %d (%q) has dtype %s, want an integer type", i, t.name, t.dtype)
@@ -258,8 +258,8 @@ func intValues(t *rt.Tensor) []int64 {
 // constFloat returns scalar input i, known at plan time.
 func (c *nodeCtx) constFloat(i int) (float64, error) {
 	t := c.in[i]
-	if t.value == nil {
-		return 0, c.errf("input %d (%q) must be a constant known when the model is planned", i, t.name)
+	if err := c.needConst(i); err != nil {
+		return 0, err
 	}
 	if t.value.Len() != 1 {
 		return 0, c.shapeErr("input %d (%q) must be a scalar, has shape %v", i, t.name, t.shape)

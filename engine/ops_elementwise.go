@@ -49,10 +49,17 @@ func init() {
 	})
 	register("Identity", 1, 1, func(c *nodeCtx) error { return c.alias(0, c.in[0], c.in[0].shape) })
 	register("Dropout", 1, 3, func(c *nodeCtx) error {
-		if len(c.out) > 1 {
-			return c.errf("the mask output of Dropout is not supported")
+		if err := c.alias(0, c.in[0], c.in[0].shape); err != nil {
+			return err
 		}
-		return c.alias(0, c.in[0], c.in[0].shape)
+		if len(c.out) > 1 { // inference: the mask keeps everything
+			m, err := c.define(1, rt.Bool, c.in[0].shape)
+			if err != nil {
+				return err
+			}
+			c.emit(&rt.Fill{Y: c.ref(m), Value: 1})
+		}
+		return nil
 	})
 	register("Clip", 1, 3, func(c *nodeCtx) error {
 		lo, hi := math.Inf(-1), math.Inf(1)
@@ -278,5 +285,5 @@ func onnxDType(code int64) (rt.DType, error) {
 	case 11:
 		return rt.F64, nil
 	}
-	return 0, fmt.Errorf("unsupported ONNX data type %d", code)
+	return 0, fmt.Errorf("%w: ONNX data type %d", ErrUnsupportedFeature, code)
 }

@@ -25,7 +25,7 @@ func init() {
 func needFloat(c *nodeCtx, ts ...*tensor) error {
 	for _, t := range ts {
 		if t != nil && !t.dtype.IsFloat() {
-			return c.errf("input %q has dtype %s, want a float type", t.name, t.dtype)
+			return c.unsupported("input %q has dtype %s, want a float type", t.name, t.dtype)
 		}
 		if t != nil && t.dtype != ts[0].dtype {
 			return c.shapeErr("input %q has dtype %s, want %s", t.name, t.dtype, ts[0].dtype)
@@ -187,9 +187,6 @@ func lowerLayerNorm(c *nodeCtx) error {
 	if err := needFloat(c, x, scale); err != nil {
 		return err
 	}
-	if len(c.out) > 1 {
-		return c.errf("the Mean and InvStdDev outputs of LayerNormalization are not supported")
-	}
 	if len(x.shape) == 0 {
 		return c.shapeErr("LayerNormalization input must have rank >= 1")
 	}
@@ -233,7 +230,7 @@ func lowerLayerNorm(c *nodeCtx) error {
 		}
 	}
 	c.emit(op)
-	return nil
+	return layerNormStats(c, x, outer, n, op.Eps)
 }
 
 // lowerBatchNorm folds the inference-mode BatchNormalization into one
@@ -256,7 +253,7 @@ func lowerBatchNorm(c *nodeCtx) error {
 			return c.shapeErr("input %d has shape %v, want [%d]", i, c.in[i].shape, ch)
 		}
 		if c.in[i].value == nil {
-			return c.errf("BatchNormalization statistics must be constant (input %q is not)", c.in[i].name)
+			return lowerBatchNormRuntime(c)
 		}
 	}
 	eps := c.attrFloat("epsilon", 1e-5)
@@ -492,11 +489,11 @@ func lowerPool(c *nodeCtx, fn rt.PoolFn) error {
 		return err
 	}
 	if len(c.out) > 1 {
-		return c.errf("the Indices output of MaxPool is not supported")
+		return c.unsupported("the Indices output of MaxPool")
 	}
 	nd := len(x.shape) - 2
 	if nd < 1 || nd > 2 {
-		return c.shapeErr("pooling supports 1-D and 2-D NCHW input, got %v", x.shape)
+		return c.unsupported("pooling supports 1-D and 2-D NCHW input, got %v", x.shape)
 	}
 	ks, ok := c.attrInts("kernel_shape")
 	if !ok || len(ks) != nd {

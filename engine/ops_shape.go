@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"sort"
 
 	"github.com/vrun-go/vrun/rt"
@@ -88,8 +89,11 @@ func init() {
 	})
 	register("Range", 3, 3, func(c *nodeCtx) error {
 		for i := 0; i < 3; i++ {
-			if c.in[i].value == nil || c.in[i].value.Len() != 1 {
-				return c.errf("Range inputs must be constant scalars")
+			if err := c.needConst(i); err != nil {
+				return err
+			}
+			if c.in[i].value.Len() != 1 {
+				return c.errf("Range inputs must be scalars")
 			}
 		}
 		start, limit, delta := c.in[0].value.Float64(0), c.in[1].value.Float64(0), c.in[2].value.Float64(0)
@@ -745,7 +749,12 @@ func lowerReduce(c *nodeCtx, fn rt.ReduceFn) error {
 	}
 	if n == 0 {
 		// Reducing an empty axis gives the identity of the reduction.
-		v := map[rt.ReduceFn]float64{rt.Prod: 1}[fn]
+		v := map[rt.ReduceFn]float64{rt.Prod: 1, rt.RMax: math.Inf(-1), rt.RMin: math.Inf(1), rt.LogSumExp: math.Inf(-1)}[fn]
+		if x.dtype == rt.Bool {
+			v = map[rt.ReduceFn]float64{rt.RMin: 1}[fn]
+		} else if !x.dtype.IsFloat() && math.IsInf(v, 0) {
+			return c.unsupported("%s of an empty %s axis", fn, x.dtype)
+		}
 		c.emit(&rt.Fill{Y: c.ref(y), Value: v})
 		return nil
 	}

@@ -1,0 +1,84 @@
+package onnx_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/vrun-go/vrun/cpu"
+	"github.com/vrun-go/vrun/model/onnx"
+	"github.com/vrun-go/vrun/model/onnx/conformance"
+)
+
+// vendoredDir holds the corpus cases copied into the repository by
+// testdata/onnx/vendor.sh, so that a fresh clone runs them.
+var vendoredDir = filepath.Join("..", "..", "testdata", "onnx", "node")
+
+// minCorpusPasses is a floor on the number of corpus cases that pass on
+// the CPU: a change that makes passing cases skip (an op no longer
+// claimed, a feature now refused) trips it. Raise it as coverage grows.
+const minCorpusPasses = 829
+
+// checkReport fails the test for every failure that is not a known one and
+// for every known failure that now passes, and logs the report.
+func checkReport(t *testing.T, rep *conformance.Report) {
+	t.Helper()
+	for _, r := range rep.Results {
+		why, known := conformance.KnownFailures[r.Case]
+		switch {
+		case r.Status == conformance.Fail && !known:
+			t.Errorf("%s: %s (ops %v)", r.Case, r.Reason, r.Ops)
+		case r.Status == conformance.Pass && known:
+			t.Errorf("%s passes but is listed in KnownFailures (%s): remove it", r.Case, why)
+		}
+	}
+	t.Log(rep.String())
+}
+
+// TestConformanceVendored runs the vendored cases on the CPU: all pass.
+func TestConformanceVendored(t *testing.T) {
+	if _, err := os.Stat(vendoredDir); err != nil {
+		t.Fatalf("vendored cases missing: %v (run testdata/onnx/vendor.sh)", err)
+	}
+	c, err := onnx.OpenCorpusDir(vendoredDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Cases) == 0 {
+		t.Fatalf("no cases in %s", vendoredDir)
+	}
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	rep := conformance.Run(c, dev, nil)
+	checkReport(t, rep)
+	for _, r := range rep.Results {
+		if r.Status == conformance.Skip {
+			t.Errorf("vendored case %s is skipped: %s", r.Case, r.Reason)
+		}
+	}
+}
+
+// TestConformanceCorpus runs the whole ONNX node-test corpus on the CPU
+// when it is present (../shared/onnx-node-tests.tgz or $VRUN_ONNX_CORPUS).
+// Every case whose operators are all claimed (engine.SupportedOps) must
+// pass, unless conformance.KnownFailures lists it.
+func TestConformanceCorpus(t *testing.T) {
+	p, ok := onnx.FindCorpus()
+	if !ok {
+		t.Skipf("ONNX node-test corpus not found at %s (set %s to its .tgz)", p, onnx.CorpusEnv)
+	}
+	if testing.Short() {
+		t.Skip("-short: the vendored cases run in TestConformanceVendored")
+	}
+	c, err := onnx.OpenCorpus(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	rep := conformance.Run(c, dev, nil)
+	checkReport(t, rep)
+	if n := rep.Count(conformance.Pass); n < minCorpusPasses {
+		t.Errorf("%d corpus cases pass, fewer than the %d that did (minCorpusPasses)", n, minCorpusPasses)
+	}
+}
