@@ -50,7 +50,7 @@ type tuning struct {
 
 func tuningFor(c caps) tuning {
 	if c.cpu {
-		return tuning{ewLocal: 64, redWG: 16, tm: 32, tn: 32, tk: 16, wm: 4, wn: 4, tm64: 32, tn64: 32, wm64: 4, wn64: 4}
+		return tuning{ewLocal: 64, redWG: 16, tm: 64, tn: 64, tk: 16, wm: 8, wn: 8, tm64: 32, tn64: 32, wm64: 4, wn64: 4}
 	}
 	t := tuning{ewLocal: 256, redWG: 256, tm: 128, tn: 128, tk: 16, wm: 8, wn: 8, tm64: 64, tn64: 64, wm64: 4, wn64: 4}
 	if c.maxWG < 256 || c.localMem < 40<<10 {

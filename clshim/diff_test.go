@@ -347,7 +347,7 @@ func TestDiffNN(t *testing.T) {
 	for i, c := range []cc{
 		{2, 3, 9, 8, 16, 3, 3, 1, 1, 1, 1, true, rt.Relu},
 		{1, 4, 9, 9, 16, 3, 3, 2, 1, 2, 2, false, rt.Copy},
-		{1, 6, 6, 7, 6, 3, 3, 1, 1, 1, 6, true, rt.Silu},   // depthwise
+		{1, 6, 6, 7, 6, 3, 3, 1, 1, 1, 6, true, rt.Silu},    // depthwise
 		{2, 4, 5, 5, 8, 1, 1, 1, 0, 1, 1, true, rt.Sigmoid}, // pointwise
 		{1, 8, 10, 10, 12, 3, 2, 2, 1, 1, 4, true, rt.HardSwish},
 	} {
