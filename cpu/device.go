@@ -541,5 +541,5 @@ func cloneOp(op rt.Op) rt.Op {
 		c := *o
 		return &c
 	}
-	return op
+	return cloneExtra(op)
 }

@@ -174,6 +174,9 @@ func supports(op rt.Op) error {
 	case *rt.Fill:
 		return nil
 	}
+	if isExtra(op) {
+		return supportsExtra(op)
+	}
 	return unsupported(op, dt, fmt.Sprintf("unknown op type %T", op))
 }
 
@@ -269,7 +272,7 @@ func fields(op rt.Op) []field {
 		}
 		return []field{{"X", &o.X, prod(o.Outer, o.Axis, o.Inner), false}, {"Idx", &o.Idx, ni, false}, {"Y", &o.Y, ny, true}}
 	}
-	return nil
+	return fieldsExtra(op)
 }
 
 // validate is what Launch checks: rt.CheckOp, dtype support and the
@@ -372,7 +375,7 @@ func execute(op rt.Op) (err error) {
 			err = fmt.Errorf("%s: kernel fault: %v", op.OpName(), r)
 		}
 	}()
-	if rt.OpDType(op) == rt.F16 && !isElementwise(op) {
+	if rt.OpDType(op) == rt.F16 && !isElementwise(op) && !isExtra(op) {
 		if _, ok := op.(*rt.Gather); !ok {
 			return runF16(op, fs)
 		}
@@ -407,7 +410,9 @@ func dispatch(op rt.Op) error {
 	case *rt.Pool:
 		poolOp(o)
 	default:
-		return unsupported(op, rt.OpDType(op), "unknown op")
+		if !dispatchExtra(op) {
+			return unsupported(op, rt.OpDType(op), "unknown op")
+		}
 	}
 	return nil
 }

@@ -42,6 +42,15 @@ func cloneOp(op rt.Op) rt.Op {
 	case *rt.Fill:
 		c := *o
 		return &c
+	case *rt.GatherElements:
+		c := *o
+		return &c
+	case *rt.ScatterElements:
+		c := *o
+		return &c
+	case *rt.TopK:
+		c := *o
+		return &c
 	}
 	panic("engine: unknown op type") // all rt op types are listed above
 }
@@ -80,5 +89,11 @@ func mapRefs(op rt.Op, f func(*rt.Ref)) {
 		each(&o.X, &o.Idx, &o.Y)
 	case *rt.Fill:
 		each(&o.Y)
+	case *rt.GatherElements:
+		each(&o.X, &o.Idx, &o.Y)
+	case *rt.ScatterElements:
+		each(&o.Y, &o.Idx, &o.Upd)
+	case *rt.TopK:
+		each(&o.X, &o.Values, &o.Indices)
 	}
 }

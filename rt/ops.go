@@ -424,6 +424,78 @@ type Fill struct {
 	Value float64
 }
 
+// GatherElements picks single elements along the middle axis of a
+// contiguous X viewed as [Outer, Axis, Inner]:
+//
+//	Y[o, j, i] = X[o, Idx[o, j, i], i]    for j < N
+//
+// Idx is an I32 or I64 ref of shape [Outer, N, Inner] that may be strided
+// (zero strides share one index over o or i; GatherND and Resize use
+// that). Negative indices count from the end; an index still outside
+// [0, Axis) yields zero. Y is contiguous [Outer, N, Inner]. Any dtype:
+// elements are copied bitwise.
+type GatherElements struct {
+	X, Idx, Y             Ref
+	Outer, Axis, N, Inner int
+}
+
+// ScatterFn combines an existing element with an update in ScatterElements.
+type ScatterFn uint8
+
+// Scatter functions.
+const (
+	ScatterSet ScatterFn = iota // y = u
+	ScatterAdd                  // y = y + u
+	ScatterMul                  // y = y * u
+	ScatterMax                  // y = max(y, u)
+	ScatterMin                  // y = min(y, u)
+)
+
+func (f ScatterFn) String() string {
+	switch f {
+	case ScatterSet:
+		return "Set"
+	case ScatterAdd:
+		return "Add"
+	case ScatterMul:
+		return "Mul"
+	case ScatterMax:
+		return "Max"
+	case ScatterMin:
+		return "Min"
+	}
+	return fmt.Sprintf("ScatterFn(%d)", f)
+}
+
+// ScatterElements updates single elements along the middle axis of a
+// contiguous Y viewed as [Outer, Axis, Inner], in place:
+//
+//	Y[o, Idx[o, j, i], i] = Fn(Y[o, Idx[o, j, i], i], Upd[o, j, i])
+//
+// for every o < Outer, j < N, i < Inner, applied in that order (o, then
+// j, then i), so that with ScatterSet the last duplicate wins. Idx (I32 or
+// I64) and Upd (Y's dtype) are refs of shape [Outer, N, Inner] that may be
+// strided. Negative indices count from the end; an index still outside
+// [0, Axis) is skipped. Callers copy the data into Y first (ScatterND and
+// ScatterElements of ONNX are a copy followed by this op).
+type ScatterElements struct {
+	Fn                    ScatterFn
+	Y, Idx, Upd           Ref
+	Outer, Axis, N, Inner int
+}
+
+// TopK selects, for each (o, i), the K largest elements (smallest when
+// !Largest) along the middle axis of a contiguous X viewed as
+// [Outer, N, Inner], into contiguous Values (X's dtype) and Indices (I64),
+// both [Outer, K, Inner], ordered by value (descending when Largest,
+// ascending otherwise); equal values keep the lower index first. NaN
+// counts as larger than every number. 0 <= K <= N.
+type TopK struct {
+	X, Values, Indices Ref
+	Outer, N, Inner, K int
+	Largest            bool
+}
+
 // OpName implementations.
 func (o *Unary) OpName() string         { return "Unary." + o.Fn.String() }
 func (o *Binary) OpName() string        { return "Binary." + o.Fn.String() }
@@ -437,19 +509,27 @@ func (o *Pool) OpName() string          { return "Pool." + o.Fn.String() }
 func (o *Normalize) OpName() string     { return "Normalize" }
 func (o *Gather) OpName() string        { return "Gather" }
 func (o *Fill) OpName() string          { return "Fill" }
+func (o *GatherElements) OpName() string {
+	return "GatherElements"
+}
+func (o *ScatterElements) OpName() string { return "ScatterElements." + o.Fn.String() }
+func (o *TopK) OpName() string            { return "TopK" }
 
-func (*Unary) isOp()         {}
-func (*Binary) isOp()        {}
-func (*Where) isOp()         {}
-func (*Reduce) isOp()        {}
-func (*Softmax) isOp()       {}
-func (*MatMul) isOp()        {}
-func (*Conv) isOp()          {}
-func (*ConvTranspose) isOp() {}
-func (*Pool) isOp()          {}
-func (*Normalize) isOp()     {}
-func (*Gather) isOp()        {}
-func (*Fill) isOp()          {}
+func (*Unary) isOp()           {}
+func (*Binary) isOp()          {}
+func (*Where) isOp()           {}
+func (*Reduce) isOp()          {}
+func (*Softmax) isOp()         {}
+func (*MatMul) isOp()          {}
+func (*Conv) isOp()            {}
+func (*ConvTranspose) isOp()   {}
+func (*Pool) isOp()            {}
+func (*Normalize) isOp()       {}
+func (*Gather) isOp()          {}
+func (*Fill) isOp()            {}
+func (*GatherElements) isOp()  {}
+func (*ScatterElements) isOp() {}
+func (*TopK) isOp()            {}
 
 // OpDType returns the dtype that selects an op's kernel: the dtype of its
 // main input (X, A, or Y for Fill).
@@ -479,6 +559,12 @@ func OpDType(op Op) DType {
 		return o.X.DType
 	case *Fill:
 		return o.Y.DType
+	case *GatherElements:
+		return o.X.DType
+	case *ScatterElements:
+		return o.Y.DType
+	case *TopK:
+		return o.X.DType
 	}
 	return InvalidDType
 }
@@ -540,6 +626,18 @@ func Refs(op Op) (names []string, refs []Ref) {
 		add("Y", o.Y)
 	case *Fill:
 		add("Y", o.Y)
+	case *GatherElements:
+		add("X", o.X)
+		add("Idx", o.Idx)
+		add("Y", o.Y)
+	case *ScatterElements:
+		add("Idx", o.Idx)
+		add("Upd", o.Upd)
+		add("Y", o.Y)
+	case *TopK:
+		add("X", o.X)
+		add("Values", o.Values)
+		add("Indices", o.Indices)
 	}
 	return names, refs
 }
@@ -559,7 +657,7 @@ func CheckOp(op Op) error {
 		}
 		// Ops other than the elementwise family address their operands
 		// linearly from the start; MatMul's Bias is a strided 2-D view.
-		if !elementwise && !r.Contiguous() && !(names[i] == "Bias" && isMatMul(op)) {
+		if !elementwise && !r.Contiguous() && !(names[i] == "Bias" && isMatMul(op)) && !stridedIndexed(op, names[i]) {
 			return fmt.Errorf("%s: operand %s must be contiguous (shape %v, strides %v)", op.OpName(), names[i], r.Shape, r.Strides)
 		}
 	}
@@ -677,8 +775,69 @@ func CheckOp(op Op) error {
 			return err
 		}
 		return need(o.Y, "Y", int64(o.Outer)*o.Idx.Len()*int64(o.Inner))
+	case *GatherElements:
+		return checkIndexed(op, o.X, o.Idx, o.Y, Ref{}, o.Outer, o.Axis, o.N, o.Inner)
+	case *ScatterElements:
+		if o.Upd.DType != o.Y.DType {
+			return fmt.Errorf("ScatterElements: Upd dtype %s != Y dtype %s", o.Upd.DType, o.Y.DType)
+		}
+		return checkIndexed(op, o.Y, o.Idx, Ref{}, o.Upd, o.Outer, o.Axis, o.N, o.Inner)
+	case *TopK:
+		if o.Outer < 0 || o.Inner < 0 || o.K < 0 || o.K > o.N {
+			return fmt.Errorf("TopK: bad sizes outer=%d N=%d inner=%d K=%d", o.Outer, o.N, o.Inner, o.K)
+		}
+		if o.Indices.DType != I64 || o.Values.DType != o.X.DType {
+			return fmt.Errorf("TopK: Values %s and Indices %s, want %s and i64", o.Values.DType, o.Indices.DType, o.X.DType)
+		}
+		if err := need(o.X, "X", int64(o.Outer)*int64(o.N)*int64(o.Inner)); err != nil {
+			return err
+		}
+		if err := need(o.Values, "Values", int64(o.Outer)*int64(o.K)*int64(o.Inner)); err != nil {
+			return err
+		}
+		return need(o.Indices, "Indices", int64(o.Outer)*int64(o.K)*int64(o.Inner))
 	}
 	return nil
+}
+
+// checkIndexed checks GatherElements and ScatterElements: data (X or Y)
+// holds [Outer, Axis, Inner] contiguous elements; Idx and the optional out
+// (contiguous) or upd (strided) refs have shape [Outer, N, Inner].
+func checkIndexed(op Op, data, idx, out, upd Ref, outer, axis, n, inner int) error {
+	if outer < 0 || axis < 0 || n < 0 || inner < 0 {
+		return fmt.Errorf("%s: bad sizes outer=%d axis=%d N=%d inner=%d", op.OpName(), outer, axis, n, inner)
+	}
+	if idx.DType != I32 && idx.DType != I64 {
+		return fmt.Errorf("%s: index dtype %s, want i32 or i64", op.OpName(), idx.DType)
+	}
+	shape := []int{outer, n, inner}
+	for _, p := range []struct {
+		r    Ref
+		name string
+	}{{idx, "Idx"}, {upd, "Upd"}} {
+		if p.r.Buf != nil && !equalInts(p.r.Shape, shape) {
+			return fmt.Errorf("%s: %s shape %v, want %v", op.OpName(), p.name, p.r.Shape, shape)
+		}
+	}
+	if data.Len() < int64(outer)*int64(axis)*int64(inner) {
+		return fmt.Errorf("%s: data has %d elements, needs %d", op.OpName(), data.Len(), int64(outer)*int64(axis)*int64(inner))
+	}
+	if out.Buf != nil && out.Len() < int64(outer)*int64(n)*int64(inner) {
+		return fmt.Errorf("%s: Y has %d elements, needs %d", op.OpName(), out.Len(), int64(outer)*int64(n)*int64(inner))
+	}
+	return nil
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func (*Unary) elementwise()  {}
@@ -687,6 +846,19 @@ func (*Where) elementwise()  {}
 func (*Fill) elementwise()   {}
 
 func isMatMul(op Op) bool { _, ok := op.(*MatMul); return ok }
+
+// stridedIndexed reports whether operand name of op may be a strided
+// view: the Idx of GatherElements and ScatterElements, and the Upd of
+// ScatterElements.
+func stridedIndexed(op Op, name string) bool {
+	switch op.(type) {
+	case *GatherElements:
+		return name == "Idx"
+	case *ScatterElements:
+		return name == "Idx" || name == "Upd"
+	}
+	return false
+}
 
 // checkRequired rejects ops whose mandatory operands have no buffer.
 func checkRequired(op Op) error {
@@ -739,6 +911,18 @@ func checkRequired(op Op) error {
 		need("Y", o.Y)
 	case *Fill:
 		need("Y", o.Y)
+	case *GatherElements:
+		need("X", o.X)
+		need("Idx", o.Idx)
+		need("Y", o.Y)
+	case *ScatterElements:
+		need("Y", o.Y)
+		need("Idx", o.Idx)
+		need("Upd", o.Upd)
+	case *TopK:
+		need("X", o.X)
+		need("Values", o.Values)
+		need("Indices", o.Indices)
 	case nil:
 		return fmt.Errorf("rt: nil op")
 	}
@@ -769,6 +953,12 @@ func checkSizes(op Op) error {
 		sizes = []int{o.Outer, o.N}
 	case *Gather:
 		sizes = []int{o.Outer, o.Axis, o.Inner}
+	case *GatherElements:
+		sizes = []int{o.Outer, o.Axis, o.N, o.Inner}
+	case *ScatterElements:
+		sizes = []int{o.Outer, o.Axis, o.N, o.Inner}
+	case *TopK:
+		sizes = []int{o.Outer, o.N, o.Inner, o.K}
 	}
 	for _, v := range sizes {
 		if v < 0 || v > math.MaxInt32 {

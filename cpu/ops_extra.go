@@ -1,0 +1,287 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"math"
+	"sort"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// Kernels for the index-driven primitives GatherElements, ScatterElements
+// and TopK. ops.go hands these op types to the functions here.
+
+// isExtra reports whether op is one of the primitives of this file.
+func isExtra(op rt.Op) bool {
+	switch op.(type) {
+	case *rt.GatherElements, *rt.ScatterElements, *rt.TopK:
+		return true
+	}
+	return false
+}
+
+func supportsExtra(op rt.Op) error {
+	dt := rt.OpDType(op)
+	switch o := op.(type) {
+	case *rt.GatherElements:
+		return sameDT(op, dt, []string{"Y"}, o.Y)
+	case *rt.ScatterElements:
+		if o.Fn > rt.ScatterMin {
+			return unsupported(op, dt, "unknown scatter function")
+		}
+		return sameDT(op, dt, []string{"Upd"}, o.Upd)
+	case *rt.TopK:
+		if o.Indices.DType != rt.I64 {
+			return dtypeErr(op, "Indices", o.Indices.DType, rt.I64)
+		}
+		return sameDT(op, dt, []string{"Values"}, o.Values)
+	}
+	return unsupported(op, dt, "unknown op")
+}
+
+// fieldsExtra lists operands for validate; strided index and update views
+// need no linear extent (rt.CheckOp bounds their span).
+func fieldsExtra(op rt.Op) []field {
+	switch o := op.(type) {
+	case *rt.GatherElements:
+		return []field{{"X", &o.X, prod(o.Outer, o.Axis, o.Inner), false}, {"Idx", &o.Idx, 0, false}, {"Y", &o.Y, prod(o.Outer, o.N, o.Inner), true}}
+	case *rt.ScatterElements:
+		return []field{{"Idx", &o.Idx, 0, false}, {"Upd", &o.Upd, 0, false}, {"Y", &o.Y, prod(o.Outer, o.Axis, o.Inner), true}}
+	case *rt.TopK:
+		n := prod(o.Outer, o.K, o.Inner)
+		return []field{{"X", &o.X, prod(o.Outer, o.N, o.Inner), false}, {"Values", &o.Values, n, true}, {"Indices", &o.Indices, n, true}}
+	}
+	return nil
+}
+
+func cloneExtra(op rt.Op) rt.Op {
+	switch o := op.(type) {
+	case *rt.GatherElements:
+		c := *o
+		return &c
+	case *rt.ScatterElements:
+		c := *o
+		return &c
+	case *rt.TopK:
+		c := *o
+		return &c
+	}
+	return op
+}
+
+func dispatchExtra(op rt.Op) bool {
+	switch o := op.(type) {
+	case *rt.GatherElements:
+		gatherElementsOp(o)
+	case *rt.ScatterElements:
+		scatterElementsOp(o)
+	case *rt.TopK:
+		topKOp(o)
+	default:
+		return false
+	}
+	return true
+}
+
+// indexReader reads a strided [Outer, N, Inner] I32/I64 ref.
+type indexReader struct {
+	b          []byte
+	base       int
+	s0, s1, s2 int
+	i64        bool
+}
+
+func newIndexReader(r rt.Ref) indexReader {
+	st := r.StridesOrContiguous()
+	es := r.DType.Size()
+	return indexReader{b: data(r), base: int(r.Off) / es, s0: st[0], s1: st[1], s2: st[2], i64: r.DType == rt.I64}
+}
+
+func (ir indexReader) at(o, j, i int) int {
+	e := ir.base + o*ir.s0 + j*ir.s1 + i*ir.s2
+	if ir.i64 {
+		v := int64(binary.LittleEndian.Uint64(ir.b[8*e:]))
+		if v > math.MaxInt32 || v < math.MinInt32 {
+			return math.MaxInt32
+		}
+		return int(v)
+	}
+	return int(int32(binary.LittleEndian.Uint32(ir.b[4*e:])))
+}
+
+func gatherElementsOp(o *rt.GatherElements) {
+	O, A, N, I := o.Outer, o.Axis, o.N, o.Inner
+	es := o.X.DType.Size()
+	xb := data(o.X)[o.X.Off:]
+	yb := data(o.Y)[o.Y.Off:]
+	ir := newIndexReader(o.Idx)
+	parallelFor(O*N, max(1, 16384/max(I, 1)), func(lo, hi int) {
+		for q := lo; q < hi; q++ {
+			oo, j := q/N, q%N
+			for i := 0; i < I; i++ {
+				k := ir.at(oo, j, i)
+				if k < 0 {
+					k += A
+				}
+				dst := yb[(q*I+i)*es : (q*I+i+1)*es]
+				if k < 0 || k >= A {
+					clear(dst)
+					continue
+				}
+				copy(dst, xb[((oo*A+k)*I+i)*es:])
+			}
+		}
+	})
+}
+
+// scalarIO reads and writes one element of a dtype as float64 (floats)
+// or int64 (integers and bool).
+func getF(b []byte, dt rt.DType, e int) float64 {
+	switch dt {
+	case rt.F32:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*e:])))
+	case rt.F64:
+		return math.Float64frombits(binary.LittleEndian.Uint64(b[8*e:]))
+	case rt.F16:
+		return float64(rt.F16Float(binary.LittleEndian.Uint16(b[2*e:])))
+	}
+	return float64(getI(b, dt, e))
+}
+
+func setF(b []byte, dt rt.DType, e int, v float64) {
+	switch dt {
+	case rt.F32:
+		binary.LittleEndian.PutUint32(b[4*e:], math.Float32bits(float32(v)))
+	case rt.F64:
+		binary.LittleEndian.PutUint64(b[8*e:], math.Float64bits(v))
+	case rt.F16:
+		binary.LittleEndian.PutUint16(b[2*e:], rt.F16Bits(float32(v)))
+	}
+}
+
+func getI(b []byte, dt rt.DType, e int) int64 {
+	switch dt {
+	case rt.I64:
+		return int64(binary.LittleEndian.Uint64(b[8*e:]))
+	case rt.I32:
+		return int64(int32(binary.LittleEndian.Uint32(b[4*e:])))
+	case rt.I8:
+		return int64(int8(b[e]))
+	}
+	return int64(b[e]) // U8, Bool
+}
+
+func setI(b []byte, dt rt.DType, e int, v int64) {
+	switch dt {
+	case rt.I64:
+		binary.LittleEndian.PutUint64(b[8*e:], uint64(v))
+	case rt.I32:
+		binary.LittleEndian.PutUint32(b[4*e:], uint32(int32(v)))
+	case rt.Bool:
+		b[e] = b2u(v != 0)
+	default:
+		b[e] = byte(v)
+	}
+}
+
+func scatterElementsOp(o *rt.ScatterElements) {
+	O, A, N, I := o.Outer, o.Axis, o.N, o.Inner
+	dt := o.Y.DType
+	es := dt.Size()
+	yb := data(o.Y)
+	ybase := int(o.Y.Off) / es
+	ub := data(o.Upd)
+	ust := o.Upd.StridesOrContiguous()
+	ubase := int(o.Upd.Off) / es
+	ir := newIndexReader(o.Idx)
+	for oo := 0; oo < O; oo++ {
+		for j := 0; j < N; j++ {
+			for i := 0; i < I; i++ {
+				k := ir.at(oo, j, i)
+				if k < 0 {
+					k += A
+				}
+				if k < 0 || k >= A {
+					continue
+				}
+				ye := ybase + (oo*A+k)*I + i
+				ue := ubase + oo*ust[0] + j*ust[1] + i*ust[2]
+				if o.Fn == rt.ScatterSet {
+					copy(yb[ye*es:(ye+1)*es], ub[ue*es:(ue+1)*es])
+					continue
+				}
+				if dt.IsFloat() {
+					a, u := getF(yb, dt, ye), getF(ub, dt, ue)
+					switch o.Fn {
+					case rt.ScatterAdd:
+						a += u
+					case rt.ScatterMul:
+						a *= u
+					case rt.ScatterMax:
+						a = math.Max(a, u)
+					case rt.ScatterMin:
+						a = math.Min(a, u)
+					}
+					setF(yb, dt, ye, a)
+					continue
+				}
+				a, u := getI(yb, dt, ye), getI(ub, dt, ue)
+				switch o.Fn {
+				case rt.ScatterAdd:
+					a += u
+				case rt.ScatterMul:
+					a *= u
+				case rt.ScatterMax:
+					a = max(a, u)
+				case rt.ScatterMin:
+					a = min(a, u)
+				}
+				if dt == rt.Bool && o.Fn == rt.ScatterAdd {
+					a = min(a, 1)
+				}
+				setI(yb, dt, ye, a)
+			}
+		}
+	}
+}
+
+func topKOp(o *rt.TopK) {
+	O, N, I, K := o.Outer, o.N, o.Inner, o.K
+	dt := o.X.DType
+	es := dt.Size()
+	xb := data(o.X)
+	xbase := int(o.X.Off) / es
+	vb := data(o.Values)[o.Values.Off:]
+	ib := data(o.Indices)[o.Indices.Off:]
+	parallelFor(O*I, 1, func(lo, hi int) {
+		vals := make([]float64, N)
+		order := make([]int, N)
+		for q := lo; q < hi; q++ {
+			oo, i := q/I, q%I
+			for j := 0; j < N; j++ {
+				vals[j] = getF(xb, dt, xbase+(oo*N+j)*I+i)
+				order[j] = j
+			}
+			// greater reports whether a ranks before b.
+			greater := func(a, b float64) bool {
+				if math.IsNaN(a) || math.IsNaN(b) {
+					return math.IsNaN(a) && !math.IsNaN(b)
+				}
+				return a > b
+			}
+			sort.SliceStable(order, func(p, r int) bool {
+				a, b := vals[order[p]], vals[order[r]]
+				if o.Largest {
+					return greater(a, b)
+				}
+				return greater(b, a)
+			})
+			for k := 0; k < K; k++ {
+				j := order[k]
+				dst := (oo*K+k)*I + i
+				copy(vb[dst*es:(dst+1)*es], xb[(xbase+(oo*N+j)*I+i)*es:])
+				binary.LittleEndian.PutUint64(ib[8*dst:], uint64(j))
+			}
+		}
+	})
+}
