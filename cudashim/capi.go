@@ -5,6 +5,7 @@ package cudashim
 /*
 #cgo linux LDFLAGS: -ldl
 #cgo freebsd LDFLAGS: -ldl
+#define VR_DEFINE_TABLES
 #include "cuda_shim.h"
 */
 import "C"

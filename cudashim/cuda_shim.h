@@ -1,7 +1,7 @@
 // cuda_shim.h: the few CUDA driver and cuBLAS declarations vrun uses, so
 // the package builds without the CUDA toolkit. Libraries are opened at run
 // time (dlopen / LoadLibrary) and every entry point is called through a
-// function pointer looked up by name. Only capi.go includes this file.
+// function pointer looked up by name.
 #ifndef VRUN_CUDA_SHIM_H
 #define VRUN_CUDA_SHIM_H
 
@@ -135,8 +135,14 @@ enum {
   VR_BL_COUNT
 };
 
-static void* vr_cu[VR_CU_COUNT];
-static void* vr_bl[VR_BL_COUNT];
+// The tables are defined once, in capi.go's preamble (VR_DEFINE_TABLES);
+// every cgo file's preamble is its own C translation unit.
+extern void* vr_cu[VR_CU_COUNT];
+extern void* vr_bl[VR_BL_COUNT];
+#ifdef VR_DEFINE_TABLES
+void* vr_cu[VR_CU_COUNT];
+void* vr_bl[VR_BL_COUNT];
+#endif
 
 static void* vr_open(const char* name) {
 #ifdef _WIN32

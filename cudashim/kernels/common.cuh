@@ -223,6 +223,14 @@ __device__ __forceinline__ C act(int fn, C x, double alpha, double beta) {
   return x;
 }
 
+// act_call is act out of line: the GEMM and Conv epilogues call it for
+// each of their 16 outputs, and inlining the whole function table 16 times
+// would bloat the PTX several-fold.
+template <typename C>
+__device__ __noinline__ C act_call(int fn, C x, double alpha, double beta) {
+  return act<C>(fn, x, alpha, beta);
+}
+
 // ---- block reductions (blockDim.x == NT) ----
 
 struct OpSum { template <typename A> __device__ A operator()(A a, A b) const { return a + b; } };

@@ -94,7 +94,8 @@ __device__ __forceinline__ void gemm_body(const GemmArgs& p) {
           if (n >= p.n) continue;
           C v = (C)p.alpha * acc[i][j];
           if (bias) v += (C)p.beta * (C)tof(bias[m * p.brs + n * p.bcs]);
-          stv(&y[m * p.n + n], act<C>((int)p.actfn, v, p.act_alpha, p.act_beta));
+          if (p.actfn != U_Copy) v = act_call<C>((int)p.actfn, v, p.act_alpha, p.act_beta);
+          stv(&y[m * p.n + n], v);
         }
       }
     }
@@ -168,7 +169,9 @@ __device__ __forceinline__ void conv_body(const ConvArgs& p) {
           const i64 q = n0 + tx + 16 * j;
           if (q >= NC) continue;
           const i64 nn = q / P, pp = q - nn * P;
-          stv(&y[(nn * p.k + kout) * P + pp], act<C>((int)p.actfn, acc[i][j] + b0, p.act_alpha, p.act_beta));
+          C v = acc[i][j] + b0;
+          if (p.actfn != U_Copy) v = act_call<C>((int)p.actfn, v, p.act_alpha, p.act_beta);
+          stv(&y[(nn * p.k + kout) * P + pp], v);
         }
       }
     }
