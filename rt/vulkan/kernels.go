@@ -39,10 +39,11 @@ type dispatch struct {
 
 // lowering collects the dispatches of one op.
 type lowering struct {
-	d    *device
-	op   rt.Op
-	err  error
-	outs []dispatch
+	d     *device
+	op    rt.Op
+	err   error
+	outs  []dispatch
+	probe bool // checking support only: buffers are not bound
 }
 
 func (l *lowering) unsupported(dt rt.DType, format string, args ...any) error {
@@ -93,15 +94,22 @@ func isFloat(dt rt.DType) bool { return dt == rt.F32 || dt == rt.F16 || dt == rt
 // bindRange binds [lo, hi) of r's buffer and returns the element offset of
 // r.Off within the binding.
 func (l *lowering) bindRange(name string, r rt.Ref, lo, hi int64) (bind, uint32, error) {
-	b, err := l.d.own(r.Buf)
-	if err != nil {
-		return bind{}, 0, fmt.Errorf("%s: operand %s: %w", l.op.OpName(), name, err)
-	}
 	if lo > r.Off {
 		lo = r.Off
 	}
 	if hi <= lo {
 		hi = lo + int64(r.DType.Size())
+	}
+	if l.probe {
+		// Supports: only the device's limits matter, not whose buffer it is.
+		if hi-(lo&^(l.d.minAlign-1)) > l.d.maxRange {
+			return bind{}, 0, fmt.Errorf("%s: operand %s spans %d bytes, more than maxStorageBufferRange (%d) of %s", l.op.OpName(), name, hi-lo, l.d.maxRange, l.d.phys.info.Name)
+		}
+		return bind{}, 0, nil
+	}
+	b, err := l.d.own(r.Buf)
+	if err != nil {
+		return bind{}, 0, fmt.Errorf("%s: operand %s: %w", l.op.OpName(), name, err)
 	}
 	if lo < 0 || hi > b.size {
 		return bind{}, 0, fmt.Errorf("%s: operand %s: range [%d,%d) outside buffer of %d bytes", l.op.OpName(), name, lo, hi, b.size)
@@ -936,14 +944,16 @@ func (l *lowering) pool(o *rt.Pool) {
 }
 
 // lower validates op and returns its dispatches (pipelines not resolved).
-func (d *device) lower(op rt.Op) ([]dispatch, error) {
+func (d *device) lower(op rt.Op) ([]dispatch, error) { return d.lowerOp(op, false) }
+
+func (d *device) lowerOp(op rt.Op, probe bool) ([]dispatch, error) {
 	if op == nil {
 		return nil, fmt.Errorf("vulkan: nil op")
 	}
 	if err := rt.CheckOp(op); err != nil {
 		return nil, err
 	}
-	l := &lowering{d: d, op: op}
+	l := &lowering{d: d, op: op, probe: probe}
 	switch o := op.(type) {
 	case *rt.Unary:
 		l.unary(o)
@@ -987,8 +997,11 @@ func (d *device) lower(op rt.Op) ([]dispatch, error) {
 	return l.outs, nil
 }
 
+// Supports reports whether the device can run op: its kinds, dtypes and
+// sizes against the device's limits. The operands' buffers may belong to
+// anyone (the engine asks with placeholders before allocating).
 func (d *device) Supports(op rt.Op) error {
-	_, err := d.lower(op)
+	_, err := d.lowerOp(op, true)
 	return err
 }
 
