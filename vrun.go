@@ -10,7 +10,12 @@ import (
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
 
-	_ "github.com/vrun-go/vrun/cpu" // the CPU backend, always present
+	// Every backend; each reports why it is unavailable where it cannot
+	// start (no driver, built without cgo).
+	_ "github.com/vrun-go/vrun/clshim"
+	_ "github.com/vrun-go/vrun/cpu"
+	_ "github.com/vrun-go/vrun/cudashim"
+	_ "github.com/vrun-go/vrun/rt/vulkan"
 )
 
 // Options configures Load.
