@@ -86,7 +86,14 @@ func init() {
 		}
 		return lowerCast(c, c.in[0], dt)
 	})
-	register("CastLike", 2, 2, func(c *nodeCtx) error { return lowerCast(c, c.in[0], c.in[1].dtype) })
+	register("CastLike", 2, 2, func(c *nodeCtx) error {
+		// Only input 1's dtype matters: a constant input 0 folds even when
+		// input 1 is computed at run time.
+		if x := c.in[0]; x.value != nil && (x.dtype.IsFloat() || c.in[1].dtype.IsFloat()) && x.value.Len() <= 1<<16 {
+			return c.constant(0, rt.FromFloat64(c.in[1].dtype, x.value.Float64s(), x.shape...))
+		}
+		return lowerCast(c, c.in[0], c.in[1].dtype)
+	})
 
 	for name, fn := range map[string]rt.BinaryFn{
 		"Add": rt.Add, "Sub": rt.Sub, "Mul": rt.Mul, "Div": rt.Div, "Pow": rt.Pow,

@@ -167,9 +167,10 @@ func runSet(m *model.Model, dev rt.Device, ds onnx.DataSet) (out map[string]*rt.
 				}
 			} else {
 				// Computed from graph inputs (a window size cast to
-				// float, ...): bind the integer scalars.
+				// float, pads from a crop shape, ...): bind the small
+				// integer scalars and vectors.
 				for _, name := range ds.InputNames {
-					if t := ds.Inputs[name]; t.DType.IsInt() && t.Len() == 1 && !slices.Contains(bound, name) {
+					if t := ds.Inputs[name]; t.DType.IsInt() && len(t.Shape) <= 1 && t.Len() <= 16 && !slices.Contains(bound, name) {
 						bound = append(bound, name)
 					}
 				}
