@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 
+	"github.com/vrun-go/vrun/internal/repo"
 	"github.com/vrun-go/vrun/npy"
 	"github.com/vrun-go/vrun/rt"
 )
@@ -112,29 +112,7 @@ func DefaultDir() (string, error) {
 	if d := os.Getenv("VRUN_CONFORMANCE_DIR"); d != "" {
 		return d, nil
 	}
-	rel := filepath.Join("testdata", "conformance", "cases")
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		d := filepath.Join(filepath.Dir(file), "..", "..", rel)
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			return filepath.Clean(d), nil
-		}
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			c := filepath.Join(d, rel)
-			if st, err := os.Stat(c); err == nil && st.IsDir() {
-				return c, nil
-			}
-			return "", fmt.Errorf("conformance: no %s under module root %s", rel, d)
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("conformance: cannot find %s (no go.mod above %s); set VRUN_CONFORMANCE_DIR", rel, wd)
-		}
-	}
+	return repo.Path("testdata/conformance/cases")
 }
 
 // Cases loads every case under dir (one subdirectory per case), sorted by

@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/vrun-go/vrun/engine"
+	"github.com/vrun-go/vrun/internal/repo"
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/npy"
 	"github.com/vrun-go/vrun/rt"
@@ -20,10 +20,11 @@ import (
 // Models are the end-to-end test models, by name.
 var Models = []string{"mlp", "cnn"}
 
-// Dir returns the testdata/e2e directory of the source tree.
+// Dir returns the testdata/e2e directory of the source tree, or "" if it
+// cannot be found (then the models fail to load with a clear error).
 func Dir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "e2e")
+	d, _ := repo.Path("testdata/e2e")
+	return d
 }
 
 // RelTol is the relative tolerance against NumPy's float64 outputs, for

@@ -1,0 +1,40 @@
+// Package repo finds files of the vrun source tree for tests, whether the
+// test binary runs where it was built or on another machine (the GPU
+// machine runs cross-compiled test binaries from a copy of the tree).
+package repo
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// Path returns the absolute path of rel (slash-separated, relative to the
+// module root): next to this source file when that tree exists, else in
+// the first directory at or above the working directory with a go.mod.
+func Path(rel string) (string, error) {
+	rel = filepath.FromSlash(rel)
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		p := filepath.Join(filepath.Dir(file), "..", "..", rel)
+		if _, err := os.Stat(p); err == nil {
+			return filepath.Clean(p), nil
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			p := filepath.Join(d, rel)
+			if _, err := os.Stat(p); err != nil {
+				return "", fmt.Errorf("repo: %s not found under module root %s", rel, d)
+			}
+			return p, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("repo: cannot find %s: no go.mod at or above %s", rel, wd)
+		}
+	}
+}
