@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/vrun-go/vrun/engine"
 	"github.com/vrun-go/vrun/model"
+	"github.com/vrun-go/vrun/model/onnx"
 	"github.com/vrun-go/vrun/rt"
 
 	// Every backend; each reports why it is unavailable where it cannot
@@ -42,10 +44,11 @@ type Model struct {
 	Device rt.Device
 }
 
-// Load reads a model file and plans it on the selected device. The caller
+// Load reads a model file (model.bin, or an ONNX model converted in
+// memory; see LoadGraph) and plans it on the selected device. The caller
 // must Close the result.
 func Load(path string, opts Options) (*Model, error) {
-	g, err := model.Load(path)
+	g, err := LoadGraph(path)
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +58,16 @@ func Load(path string, opts Options) (*Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// LoadGraph reads a model graph: a .onnx file is imported with
+// onnx.ImportFile (every operator the engine does not support is listed in
+// one error), anything else is read as model.bin with model.Load.
+func LoadGraph(path string) (*model.Model, error) {
+	if strings.EqualFold(filepath.Ext(path), ".onnx") {
+		return onnx.ImportFile(path, onnx.Options{Supported: engine.SupportedOps})
+	}
+	return model.Load(path)
 }
 
 // New plans an in-memory model graph on the selected device. Close

@@ -4,7 +4,9 @@
 // Usage:
 //
 //	vrun                       run the embedded demo (a digits classifier)
-//	vrun [flags] model.bin     run a model on random or given inputs
+//	vrun [flags] model.bin     run a model on random or given inputs (or model.onnx,
+//	                           converted in memory)
+//	vrun convert m.onnx -o m.bin  convert an ONNX model to model.bin
 //	vrun devices               list backends and devices, and why any is unavailable
 //	vrun info model.bin        show metadata, ops, parameters and the planned arena
 //

@@ -45,8 +45,9 @@ const usageText = `vrun runs neural-network models on a GPU (Vulkan, CUDA, OpenC
 Usage:
   vrun                       run the embedded demo (a handwritten-digits classifier)
   vrun demo                  the same
-  vrun [flags] MODEL         run MODEL (model.bin) on random or given inputs
+  vrun [flags] MODEL         run MODEL (model.bin or model.onnx) on random or given inputs
   vrun info [flags] MODEL    show metadata, ops, parameter count and planned arena
+  vrun convert M.onnx -o M.bin  convert an ONNX model to vrun's model.bin
   vrun devices               list backends and devices, and why any is unavailable
 
 Flags:
@@ -108,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cmd := ""
 	if len(args) > 0 {
 		switch args[0] {
-		case "devices", "info", "demo", "run":
+		case "devices", "info", "demo", "run", "convert":
 			cmd, args = args[0], args[1:]
 		}
 	}
@@ -137,6 +138,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return info(f, pos[0], stdout, stderr)
 	case "demo":
 		return demo(f, stdout, stderr)
+	case "convert":
+		return convert(f, pos, stdout)
 	}
 	switch len(pos) {
 	case 0:
@@ -244,7 +247,7 @@ func runModel(f *runFlags, path string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g, err := model.Load(path)
+	g, err := vrun.LoadGraph(path)
 	if err != nil {
 		return err
 	}
@@ -459,7 +462,7 @@ func info(f *runFlags, path string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g, err := model.Load(path)
+	g, err := vrun.LoadGraph(path)
 	if err != nil {
 		return err
 	}
