@@ -15,13 +15,22 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
+// kernelsDir finds kernels/ whether the test runs in the package
+// directory (go test) or in the repository root (a prebuilt test binary).
+func kernelsDir() string {
+	if st, err := os.Stat("kernels"); err == nil && st.IsDir() {
+		return "kernels"
+	}
+	return filepath.Join("cudashim", "kernels")
+}
+
 // sourcesHash is build.sh's hash: for each of kernels/*.cu, *.cuh and
 // build.sh in byte order of their names, the name, "\n" and the bytes.
 func sourcesHash(t *testing.T) string {
 	t.Helper()
 	var names []string
 	for _, pat := range []string{"*.cu", "*.cuh", "build.sh"} {
-		m, err := filepath.Glob(filepath.Join("kernels", pat))
+		m, err := filepath.Glob(filepath.Join(kernelsDir(), pat))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +41,7 @@ func sourcesHash(t *testing.T) string {
 	sort.Strings(names)
 	h := sha256.New()
 	for _, n := range names {
-		b, err := os.ReadFile(filepath.Join("kernels", n))
+		b, err := os.ReadFile(filepath.Join(kernelsDir(), n))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +55,7 @@ func sourcesHash(t *testing.T) string {
 // hash of the current kernel sources and of the embedded PTX, so the PTX
 // cannot drift from the .cu files. It needs no GPU.
 func TestPTXMatchesSources(t *testing.T) {
-	rec, err := os.ReadFile(filepath.Join("kernels", "kernels.ptx.sha256"))
+	rec, err := os.ReadFile(filepath.Join(kernelsDir(), "kernels.ptx.sha256"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +92,7 @@ func TestPTXMatchesSources(t *testing.T) {
 // TestEnumsMatchRT checks the function codes in kernels/common.cuh
 // against package rt.
 func TestEnumsMatchRT(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("kernels", "common.cuh"))
+	src, err := os.ReadFile(filepath.Join(kernelsDir(), "common.cuh"))
 	if err != nil {
 		t.Fatal(err)
 	}
