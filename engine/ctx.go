@@ -70,6 +70,9 @@ func (c *nodeCtx) define(i int, dt rt.DType, shape []int) (*tensor, error) {
 		return nil, nil // optional output not requested
 	}
 	t := c.out[i]
+	if t == nil {
+		return nil, nil // absent optional output
+	}
 	if rt.NumElements(shape) < 0 {
 		return nil, c.shapeErr("output %q has invalid shape %v", t.name, shape)
 	}
@@ -172,7 +175,7 @@ func (c *nodeCtx) canInplace(t *tensor, dt rt.DType, shape []int) bool {
 
 // defineInplace defines output i, reusing input t's storage when allowed.
 func (c *nodeCtx) defineInplace(i int, dt rt.DType, shape []int, t *tensor) (*tensor, error) {
-	if t != nil && i < len(c.out) && c.canInplace(t, dt, shape) {
+	if t != nil && i < len(c.out) && c.out[i] != nil && c.canInplace(t, dt, shape) {
 		if err := c.alias(i, t, shape); err != nil {
 			return nil, err
 		}

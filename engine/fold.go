@@ -26,6 +26,9 @@ func (p *plan) tryFold(c *nodeCtx) (bool, error) {
 	}
 	n := 0
 	for _, t := range c.out {
+		if t == nil {
+			continue
+		}
 		if t.root != t || t.where != inArena {
 			return false, nil
 		}
@@ -78,6 +81,9 @@ func (p *plan) tryFold(c *nodeCtx) (bool, error) {
 		return false, fmt.Errorf("constant folding: %w", err)
 	}
 	for _, t := range c.out {
+		if t == nil {
+			continue
+		}
 		v := &rt.Tensor{DType: t.dtype, Shape: t.shape, Data: make([]byte, t.bytes())}
 		if b, ok := bufs[t]; ok {
 			if err := dev.Read(v.Data, b, 0); err != nil {

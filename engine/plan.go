@@ -207,7 +207,11 @@ func (p *plan) lowerNode(stepIdx int, n *model.Node) error {
 		c.in = append(c.in, t)
 	}
 	for _, idx := range n.Outputs {
-		if idx < 0 || idx >= len(p.tensors) {
+		if idx < 0 { // an absent optional output
+			c.out = append(c.out, nil)
+			continue
+		}
+		if idx >= len(p.tensors) {
 			return fmt.Errorf("output tensor index %d out of range", idx)
 		}
 		t := p.tensors[idx]
@@ -231,7 +235,7 @@ func (p *plan) lowerNode(stepIdx int, n *model.Node) error {
 		return err
 	}
 	for _, t := range c.out {
-		if !t.defined {
+		if t != nil && !t.defined {
 			return fmt.Errorf("output %q was not produced (internal error)", t.name)
 		}
 	}
