@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Export vrun's real test models to ONNX, with reference outputs.
+
+Needs torch, torchvision, onnx and onnxruntime (the GPU machine has them):
+
+    python3 testdata/models/export.py OUTDIR [name ...]
+
+For each model it writes OUTDIR/<name>.onnx, <name>.x.npy (the input, a
+fixed-seed random tensor), <name>.torch.npy (PyTorch eager output, CPU,
+float32) and <name>.ort.npy (onnxruntime CPU output). Weights are random
+with fixed seeds (no network, so no pretrained downloads); the models are
+the torchvision architectures as exported by torch.onnx.export.
+The test suite never needs PyTorch: small models and references are
+committed to testdata/models/, large ones are checked on the GPU machine.
+"""
+import os
+import sys
+
+import numpy as np
+import onnxruntime as ort
+import torch
+import torch.nn as nn
+import torchvision
+
+
+class TransformerClassifier(nn.Module):
+    """Embedding + 2-layer nn.TransformerEncoder + mean pool + linear."""
+
+    def __init__(self, vocab=1000, d=64, heads=4, ff=128, classes=10):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+        self.fc = nn.Linear(d, classes)
+
+    def forward(self, tokens):
+        return self.fc(self.enc(self.emb(tokens)).mean(dim=1))
+
+
+class LSTMClassifier(nn.Module):
+    """Embedding + 1-layer LSTM + linear on the last hidden state."""
+
+    def __init__(self, vocab=500, d=32, hidden=48, classes=5):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.lstm = nn.LSTM(d, hidden, batch_first=True)
+        self.fc = nn.Linear(hidden, classes)
+
+    def forward(self, tokens):
+        _, (h, _) = self.lstm(self.emb(tokens))
+        return self.fc(h[-1])
+
+
+def models():
+    g = torch.Generator().manual_seed(7)
+    img = torch.rand(1, 3, 224, 224, generator=g) * 2 - 1
+    tok = torch.randint(0, 500, (2, 16), generator=g)
+    return {
+        "squeezenet1_1": (lambda: torchvision.models.squeezenet1_1(weights=None), img),
+        "mobilenet_v2": (lambda: torchvision.models.mobilenet_v2(weights=None), img),
+        "resnet18": (lambda: torchvision.models.resnet18(weights=None), img),
+        "transformer": (TransformerClassifier, tok),
+        "lstm": (LSTMClassifier, tok),
+    }
+
+
+def main():
+    out = sys.argv[1]
+    want = sys.argv[2:]
+    os.makedirs(out, exist_ok=True)
+    for name, (make, x) in models().items():
+        if want and name not in want:
+            continue
+        torch.manual_seed(1234)
+        m = make().eval()
+        with torch.no_grad():
+            y = m(x).numpy()
+        path = os.path.join(out, name + ".onnx")
+        torch.onnx.export(m, (x,), path, input_names=["x"], output_names=["y"], opset_version=17,
+                          dynamo=False)
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        yo = sess.run(None, {"x": x.numpy()})[0]
+        np.save(os.path.join(out, name + ".x.npy"), x.numpy())
+        np.save(os.path.join(out, name + ".torch.npy"), y)
+        np.save(os.path.join(out, name + ".ort.npy"), yo)
+        err = np.abs(y - yo).max() / max(1e-12, np.abs(y).max())
+        print(f"{name}: {os.path.getsize(path) / 1e6:.1f} MB, output {y.shape}, torch vs ort rel {err:.2e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
