@@ -73,7 +73,11 @@ func TestRandomInputsAreDeterministic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := func(s string) string { _, after, _ := strings.Cut(s, "first:"); v, _, _ := strings.Cut(after, "\n"); return v }
+	first := func(s string) string {
+		_, after, _ := strings.Cut(s, "first:")
+		v, _, _ := strings.Cut(after, "\n")
+		return v
+	}
 	if first(a) == "" || first(a) != first(b) {
 		t.Errorf("random inputs differ between runs:\n%s\n%s", a, b)
 	}
