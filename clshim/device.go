@@ -268,7 +268,7 @@ func (d *device) Close() error {
 
 // ---- programs ----
 
-// enumHeader defines the U_*, B_* and R_* constants from rt's enums, so
+// enumHeader defines the U_*, B_*, R_* and S_* constants from rt's enums, so
 // the kernels' function codes always match.
 var enumHeader = func() string {
 	var b strings.Builder
@@ -280,6 +280,9 @@ var enumHeader = func() string {
 	}
 	for i := 0; i < rt.NumReduceFns; i++ {
 		fmt.Fprintf(&b, "#define R_%s %d\n", rt.ReduceFn(i), i)
+	}
+	for f := rt.ScatterSet; f <= rt.ScatterMin; f++ {
+		fmt.Fprintf(&b, "#define S_%s %d\n", f, f)
 	}
 	return b.String()
 }()

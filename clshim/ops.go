@@ -379,6 +379,8 @@ func (d *device) prepare(op rt.Op) (*launchSpec, error) {
 		a.i64(int64(o.Inner))
 		a.i64(ni)
 		return d.finish1D(a, total, L)
+	case *rt.GatherElements, *rt.ScatterElements, *rt.TopK:
+		return d.prepareIndexed(op)
 	case *rt.Reduce:
 		outs := int64(o.Outer) * int64(o.Inner)
 		if outs == 0 {
@@ -603,4 +605,95 @@ func fillBits(dt rt.DType, v float64) uint64 {
 		}
 	}
 	return 0
+}
+
+// strides3 returns the element strides of a [outer, n, inner] view.
+func strides3(r rt.Ref) (s0, s1, s2 int64) {
+	st := r.StridesOrContiguous()
+	return int64(st[0]), int64(st[1]), int64(st[2])
+}
+
+// indexedDefs specialises indexed.cl for dtype dt.
+func indexedDefs(dt rt.DType) string {
+	return fmt.Sprintf("%s -DR=%s -DIS_BOOL=%d", typeDefs(dt), rawType(dt.Size()), b01(dt == rt.Bool))
+}
+
+// prepareIndexed prepares GatherElements, ScatterElements and TopK.
+func (d *device) prepareIndexed(op rt.Op) (*launchSpec, error) {
+	L := d.cfg.ewLocal
+	empty := &launchSpec{}
+	suffix := func(idx rt.Ref) string {
+		if idx.DType == rt.I64 {
+			return "64"
+		}
+		return "32"
+	}
+	switch o := op.(type) {
+	case *rt.GatherElements:
+		total := int64(o.Outer) * int64(o.N) * int64(o.Inner)
+		if total == 0 {
+			return empty, nil
+		}
+		a, err := d.kernel(op, "raw.cl", "-DR="+rawType(o.X.DType.Size())+" "+rawDefs, "gather_elements"+suffix(o.Idx))
+		if err != nil {
+			return nil, err
+		}
+		s0, s1, s2 := strides3(o.Idx)
+		a.i64(total)
+		a.ref(d, o.X)
+		a.ref(d, o.Idx)
+		a.i64(s0)
+		a.i64(s1)
+		a.i64(s2)
+		a.ref(d, o.Y)
+		a.i64(int64(o.Axis))
+		a.i64(int64(o.N))
+		a.i64(int64(o.Inner))
+		return d.finish1D(a, total, L)
+	case *rt.ScatterElements:
+		cols := int64(o.Outer) * int64(o.Inner)
+		if cols == 0 || o.N == 0 || o.Axis == 0 {
+			return empty, nil
+		}
+		a, err := d.kernel(op, "indexed.cl", indexedDefs(o.Y.DType), "scatter_elements"+suffix(o.Idx))
+		if err != nil {
+			return nil, err
+		}
+		a.i64(cols)
+		a.ref(d, o.Y)
+		s0, s1, s2 := strides3(o.Idx)
+		a.ref(d, o.Idx)
+		a.i64(s0)
+		a.i64(s1)
+		a.i64(s2)
+		s0, s1, s2 = strides3(o.Upd)
+		a.ref(d, o.Upd)
+		a.i64(s0)
+		a.i64(s1)
+		a.i64(s2)
+		a.i64(int64(o.Axis))
+		a.i64(int64(o.N))
+		a.i64(int64(o.Inner))
+		a.i32(int(o.Fn))
+		return d.finish1D(a, cols, L)
+	case *rt.TopK:
+		total := int64(o.Outer) * int64(o.N) * int64(o.Inner)
+		if total == 0 || o.K == 0 {
+			return empty, nil
+		}
+		a, err := d.kernel(op, "indexed.cl", indexedDefs(o.X.DType), "topk")
+		if err != nil {
+			return nil, err
+		}
+		a.i64(total)
+		a.ref(d, o.X)
+		a.ref(d, o.Values)
+		a.ref(d, o.Indices)
+		a.i64(int64(o.N))
+		a.i64(int64(o.Inner))
+		a.i64(int64(o.K))
+		a.i32(b01(o.Largest))
+		return d.finish1D(a, total, L)
+	}
+	return nil, unsupported(op, rt.OpDType(op), "unknown op")
 }

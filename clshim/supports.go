@@ -184,6 +184,18 @@ func (d *device) supports(op rt.Op) error {
 		return sameDT(op, dt, []string{"Y"}, o.Y)
 	case *rt.Fill:
 		return nil
+	case *rt.GatherElements:
+		return sameDT(op, dt, []string{"Y"}, o.Y)
+	case *rt.ScatterElements:
+		if o.Fn > rt.ScatterMin {
+			return unsupported(op, dt, "unknown scatter function")
+		}
+		return sameDT(op, dt, []string{"Upd"}, o.Upd)
+	case *rt.TopK:
+		if o.Indices.DType != rt.I64 {
+			return dtypeErr(op, "Indices", o.Indices.DType, rt.I64)
+		}
+		return sameDT(op, dt, []string{"Values"}, o.Values)
 	}
 	return unsupported(op, dt, fmt.Sprintf("unknown op type %T", op))
 }
@@ -193,6 +205,8 @@ type field struct {
 	name string
 	ref  *rt.Ref
 	need int64 // elements read linearly from Off; -1 for a strided view
+	// (0 for the strided Idx and Upd of the indexed ops, whose span
+	// rt.CheckOp bounds)
 }
 
 func prod(v ...int) int64 {
@@ -273,6 +287,13 @@ func fields(op rt.Op) []field {
 			ny = prod(o.Outer, int(ni), o.Inner)
 		}
 		return []field{{"X", &o.X, prod(o.Outer, o.Axis, o.Inner)}, {"Idx", &o.Idx, ni}, {"Y", &o.Y, ny}}
+	case *rt.GatherElements:
+		return []field{{"X", &o.X, prod(o.Outer, o.Axis, o.Inner)}, {"Idx", &o.Idx, 0}, {"Y", &o.Y, prod(o.Outer, o.N, o.Inner)}}
+	case *rt.ScatterElements:
+		return []field{{"Idx", &o.Idx, 0}, {"Upd", &o.Upd, 0}, {"Y", &o.Y, prod(o.Outer, o.Axis, o.Inner)}}
+	case *rt.TopK:
+		n := prod(o.Outer, o.K, o.Inner)
+		return []field{{"X", &o.X, prod(o.Outer, o.N, o.Inner)}, {"Values", &o.Values, n}, {"Indices", &o.Indices, n}}
 	}
 	return nil
 }

@@ -44,3 +44,22 @@ __kernel void name(long total, __global const R* x, long xo, __global const IT* 
 }
 GATHER(gather32, int)
 GATHER(gather64, long)
+
+// gather_elements: Y[o, j, i] = X[o, Idx[o, j, i], i] over Y contiguous
+// [outer, n, inner]; Idx is a strided view (element strides is0, is1, is2,
+// possibly zero or negative). Negative indices count from the end; indices
+// still out of range give zeros.
+#define GATHER_ELEMENTS(name, IT) \
+__kernel void name(long total, __global const R* x, long xo, \
+                   __global const IT* idx, long io, long is0, long is1, long is2, \
+                   __global R* y, long yo, long axis, long n, long inner) { \
+	long q = get_global_id(0); \
+	if (q >= total) return; \
+	long i = q % inner, t = q / inner; \
+	long j = t % n, o = t / n; \
+	long k = (long)idx[io + o * is0 + j * is1 + i * is2]; \
+	if (k < 0) k += axis; \
+	y[yo + q] = (k < 0 || k >= axis) ? (R)0 : x[xo + (o * axis + k) * inner + i]; \
+}
+GATHER_ELEMENTS(gather_elements32, int)
+GATHER_ELEMENTS(gather_elements64, long)
