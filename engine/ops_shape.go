@@ -587,22 +587,47 @@ func lowerTile(c *nodeCtx) error {
 		return c.shapeErr("repeats %v for rank %d", reps, r)
 	}
 	shape := make([]int, r)
-	vshape, vstrides := make([]int, 2*r), make([]int, 2*r)
-	st := rt.ContiguousStrides(x.shape)
 	for i := range shape {
 		if reps[i] < 0 || reps[i] > 1<<31 {
 			return c.shapeErr("repeats %v are invalid", reps)
 		}
 		shape[i] = x.shape[i] * int(reps[i])
-		vshape[2*i], vshape[2*i+1] = int(reps[i]), x.shape[i]
-		vstrides[2*i], vstrides[2*i+1] = 0, st[i]
 	}
 	y, err := c.define(0, x.dtype, shape)
 	if err != nil {
 		return err
 	}
-	if prod(shape) > 0 {
-		c.emit(&rt.Unary{Fn: rt.Copy, X: c.view(x, vshape, vstrides, 0), Y: c.view(y, vshape, rt.ContiguousStrides(vshape), 0)})
+	if prod(shape) == 0 {
+		return nil
+	}
+	// Tile one axis at a time, each a rank-3 copy [pre, rep, d*post] with
+	// the repeat as a zero stride, so that no view outgrows the devices'
+	// rank limits.
+	var axes []int
+	for i := range reps {
+		if reps[i] != 1 {
+			axes = append(axes, i)
+		}
+	}
+	if len(axes) == 0 {
+		c.emit(&rt.Unary{Fn: rt.Copy, X: c.ref(x), Y: c.ref(y)})
+		return nil
+	}
+	cur := x
+	curShape := append([]int{}, x.shape...)
+	for k, a := range axes {
+		next := append([]int{}, curShape...)
+		next[a] *= int(reps[a])
+		dst := y
+		if k < len(axes)-1 {
+			dst = c.temp(x.dtype, next)
+		}
+		pre, inner := prod(curShape[:a]), prod(curShape[a:])
+		rep := int(reps[a])
+		c.emit(&rt.Unary{Fn: rt.Copy,
+			X: c.view(cur, []int{pre, rep, inner}, []int{inner, 0, 1}, 0),
+			Y: c.view(dst, []int{pre, rep, inner}, []int{rep * inner, inner, 1}, 0)})
+		cur, curShape = dst, next
 	}
 	return nil
 }
