@@ -76,8 +76,9 @@ def main():
         with torch.no_grad():
             y = m(x).numpy()
         path = os.path.join(out, name + ".onnx")
+        # The batch dim is dynamic ("batch"), so vrun -shape x=32x3x224x224 works.
         torch.onnx.export(m, (x,), path, input_names=["x"], output_names=["y"], opset_version=17,
-                          dynamo=False)
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         yo = sess.run(None, {"x": x.numpy()})[0]
         np.save(os.path.join(out, name + ".x.npy"), x.numpy())
