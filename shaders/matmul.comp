@@ -1,26 +1,53 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// matmul: tiled shared-memory GEMM with TMxTN register blocking,
+#extension GL_EXT_control_flow_attributes : require
+// matmul: register-blocked shared-memory GEMM,
 //   Y[b] = act(alpha * op(A[b]) op(B[b]) + beta * Bias).
-// Spec constants: 0 threads (= WGM*WGN), 1 WGM, 2 WGN, 3 BK; the tile is
-// BM = WGM*TM by BN = WGN*TN. All loads and stores are bounds-checked, so
-// any M, N, K work.
+//
+// The workgroup computes a BM x BN block of Y with NT = (BM/TM)*(BN/TN)
+// invocations, each holding a TM x TN micro-tile in registers (TM, TN
+// multiples of 4). The tile geometry is compile-time (-D BM, BN, BK, TM,
+// TN; one variant per configuration) so that glslc unrolls every
+// micro-tile loop and the accumulators are plain registers in the SPIR-V
+// rather than function-scope arrays; spec constant 0 (the workgroup size)
+// must equal NT.
+//
+// K is walked in BK slices through two shared-memory stages: while the
+// invocations multiply stage s, they have already fetched slice t+1 from
+// global memory into registers, and store it into stage s^1 afterwards
+// (one barrier per slice). Loads are coalesced along the contiguous
+// dimension of each operand; TransA/TransB are resolved there, so shared
+// memory always holds A as [k][m] and B as [k][n], as vec4s. The vec4
+// column index is XOR-swizzled with k&7, which spreads the transposing
+// stores over the banks without padding (2 stages of BK*(BM+BN) elements
+// exactly: 32 KiB for 128x128x16 in f32), while each invocation's reads
+// of its 4-row / 4-column groups stay single vec4 loads.
+//
+// Invocation (tr, tc) owns rows g*4*WGM + 4*tr + c (g < TM/4, c < 4) and
+// columns h*4*WGN + 4*tc + d (h < TN/4, d < 4). All global accesses are
+// bounds-checked, so any M, N, K work.
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
 #ifdef CT_DOUBLE
 #include "mathd.glsl"
 #include "gen_act_d.glsl"
+#define CT4 dvec4
 #else
 #include "mathf.glsl"
 #include "gen_act_f.glsl"
+#define CT4 vec4
 #endif
 
-layout(constant_id = 1) const uint WGM = 16;
-layout(constant_id = 2) const uint WGN = 16;
-layout(constant_id = 3) const uint BK = 16;
-const uint BM = WGM * TM;
-const uint BN = WGN * TN;
+#define WGM (BM / TM)
+#define WGN (BN / TN)
+#define NT (WGM * WGN)
+#define BM4 (BM / 4)
+#define BN4 (BN / 4)
+#define LA (BM * BK / NT)
+#define LB (BN * BK / NT)
+#define SA (BK * BM4)
+#define SB (BK * BN4)
 
 layout(push_constant) uniform PC {
 	uint M, N, K, flags;
@@ -35,8 +62,60 @@ layout(std430, binding = 1) readonly buffer BB { X_T b[]; };
 layout(std430, binding = 2) readonly buffer BC { X_T bias[]; };
 layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
 
-shared CT As[BK * BM];
-shared CT Bs[BK * BN];
+// Both stages of A then both of B; reused by the epilogue (CH <= 2*(SA+SB) vec4s).
+shared CT4 S[2 * SA + 2 * SB];
+#define As(i) S[i]
+#define Bs(i) S[2u * SA + (i)]
+// The epilogue goes through shared memory one row group (4*WGM rows) at a
+// time, so the activation is applied in a rolled, coalesced loop.
+#define CH (WGM * BN)
+
+// sw is the swizzled vec4 column of row k.
+uint sw(uint v, uint k) { return v ^ (k & 7u); }
+
+// store_stage writes one slice, fetched into ra and rb, into stage st.
+void store_stage(uint st, CT ra[LA], CT rb[LB], uint am0, uint amS, uint ak0, uint akS, uint bn0, uint bnS, uint bk0, uint bkS) {
+	[[unroll]] for (uint r = 0u; r < LA; r++) {
+		uint m = am0 + r * amS, k = ak0 + r * akS;
+		As(st * SA + k * BM4 + sw(m >> 2, k))[m & 3u] = ra[r];
+	}
+	[[unroll]] for (uint r = 0u; r < LB; r++) {
+		uint n = bn0 + r * bnS, k = bk0 + r * bkS;
+		Bs(st * SB + k * BN4 + sw(n >> 2, k))[n & 3u] = rb[r];
+	}
+}
+
+#if (TM != 4 && TM != 8) || CH > 2 * (SA + SB) || (NT % BM) != 0 || (NT % BN) != 0 || (NT % BK) != 0 || (TM % 4) != 0 || (TN % 4) != 0 || BM4 < 8 || BN4 < 8
+#error matmul.comp: unsupported tile geometry
+#endif
+
+// epilogue stores row group g (rows g*4*WGM + 4*tr + c, accumulators
+// r0..r3) through S and writes Y = act(alpha*acc + beta*Bias) for it.
+void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN / 4], uint baseY, uint bt) {
+	uint tid = gl_LocalInvocationID.x;
+	uint tr = tid / WGN, tc = tid % WGN;
+	uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+	[[unroll]] for (uint h = 0u; h < TN / 4u; h++) {
+		S[(4u * tr + 0u) * BN4 + h * WGN + tc] = r0[h];
+		S[(4u * tr + 1u) * BN4 + h * WGN + tc] = r1[h];
+		S[(4u * tr + 2u) * BN4 + h * WGN + tc] = r2[h];
+		S[(4u * tr + 3u) * BN4 + h * WGN + tc] = r3[h];
+	}
+	barrier();
+	CT alpha = pc_real(pc.alpha), beta = pc_real(pc.beta);
+	CT aa = pc_real(pc.actA), ab = pc_real(pc.actB);
+	bool hasBias = (pc.flags & 4u) != 0u;
+	for (uint e = tid; e < 4u * CH; e += NT) {
+		uint gm = m0 + g * (4u * WGM) + e / BN, gn = n0 + e % BN;
+		if (gm < pc.M && gn < pc.N) {
+			CT v = alpha * S[e / 4u][e & 3u];
+			if (hasBias) v += beta * CT(X_LD(bias[pc.offBias + gm * uint(pc.bs0) + gn * uint(pc.bs1)]));
+			if (pc.act != 0u) v = act_apply(pc.act, v, aa, ab);
+			y[baseY + gm * pc.N + gn] = Y_ST(v);
+		}
+	}
+	barrier();
+}
 
 void main() {
 	uint tid = gl_LocalInvocationID.x;
@@ -44,50 +123,71 @@ void main() {
 	uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
 	bool ta = (pc.flags & 1u) != 0u, tb = (pc.flags & 2u) != 0u;
 	uint M = pc.M, N = pc.N, K = pc.K;
+	uint ntiles = (K + BK - 1u) / BK;
+
+	// Element r of this invocation's share of a slice sits at (m, k) =
+	// (am0 + r*amS, ak0 + r*akS) of the A tile and (n, k) = (bn0 + r*bnS,
+	// bk0 + r*bkS) of the B tile; consecutive invocations walk the
+	// operand's contiguous dimension. (NT is a multiple of BM, BN and BK.)
+	uint am0, amS, ak0, akS, bn0, bnS, bk0, bkS;
+	if (ta) { am0 = tid % BM; amS = 0u; ak0 = tid / BM; akS = NT / BM; }
+	else { ak0 = tid % BK; akS = 0u; am0 = tid / BK; amS = NT / BK; }
+	if (tb) { bk0 = tid % BK; bkS = 0u; bn0 = tid / BK; bnS = NT / BK; }
+	else { bn0 = tid % BN; bnS = 0u; bk0 = tid / BN; bkS = NT / BN; }
+
 	for (uint bt = gl_WorkGroupID.z; bt < pc.batch; bt += gl_NumWorkGroups.z) {
 		uint baseA = pc.offA + bt * pc.sA, baseB = pc.offB + bt * pc.sB;
-		CT acc[TM * TN];
-		for (uint i = 0u; i < TM * TN; i++) acc[i] = CT(0);
-		for (uint k0 = 0u; k0 < K; k0 += BK) {
-			for (uint l = tid; l < BM * BK; l += WG) {
-				uint m, k;
-				if (ta) { k = l / BM; m = l % BM; } else { m = l / BK; k = l % BK; }
-				uint gm = m0 + m, gk = k0 + k;
-				CT v = CT(0);
-				if (gm < M && gk < K) v = CT(X_LD(a[baseA + (ta ? gk * M + gm : gm * K + gk)]));
-				As[k * BM + m] = v;
+		CT4 acc[TM][TN / 4];
+		[[unroll]] for (uint i = 0u; i < TM; i++)
+			[[unroll]] for (uint h = 0u; h < TN / 4u; h++) acc[i][h] = CT4(0);
+		CT ra[LA], rb[LB];
+
+		// slice 0 -> stage 0
+		[[unroll]] for (uint r = 0u; r < LA; r++) {
+			uint gm = m0 + am0 + r * amS, gk = ak0 + r * akS;
+			ra[r] = (gm < M && gk < K) ? CT(X_LD(a[baseA + (ta ? gk * M + gm : gm * K + gk)])) : CT(0);
+		}
+		[[unroll]] for (uint r = 0u; r < LB; r++) {
+			uint gn = n0 + bn0 + r * bnS, gk = bk0 + r * bkS;
+			rb[r] = (gn < N && gk < K) ? CT(X_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)])) : CT(0);
+		}
+		store_stage(0u, ra, rb, am0, amS, ak0, akS, bn0, bnS, bk0, bkS);
+		barrier();
+
+		for (uint t = 0u; t < ntiles; t++) {
+			uint cur = t & 1u;
+			bool more = t + 1u < ntiles;
+			if (more) {
+				uint k0 = (t + 1u) * BK;
+				[[unroll]] for (uint r = 0u; r < LA; r++) {
+					uint gm = m0 + am0 + r * amS, gk = k0 + ak0 + r * akS;
+					ra[r] = (gm < M && gk < K) ? CT(X_LD(a[baseA + (ta ? gk * M + gm : gm * K + gk)])) : CT(0);
+				}
+				[[unroll]] for (uint r = 0u; r < LB; r++) {
+					uint gn = n0 + bn0 + r * bnS, gk = k0 + bk0 + r * bkS;
+					rb[r] = (gn < N && gk < K) ? CT(X_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)])) : CT(0);
+				}
 			}
-			for (uint l = tid; l < BN * BK; l += WG) {
-				uint n, k;
-				if (tb) { n = l / BK; k = l % BK; } else { k = l / BN; n = l % BN; }
-				uint gn = n0 + n, gk = k0 + k;
-				CT v = CT(0);
-				if (gn < N && gk < K) v = CT(X_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)]));
-				Bs[k * BN + n] = v;
+			uint sa = cur * SA, sb = cur * SB;
+			[[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+				CT4 va[TM / 4], vb[TN / 4];
+				[[unroll]] for (uint g = 0u; g < TM / 4u; g++) va[g] = As(sa + kk * BM4 + sw(g * WGM + tr, kk));
+				[[unroll]] for (uint h = 0u; h < TN / 4u; h++) vb[h] = Bs(sb + kk * BN4 + sw(h * WGN + tc, kk));
+				[[unroll]] for (uint g = 0u; g < TM / 4u; g++)
+					[[unroll]] for (uint c = 0u; c < 4u; c++)
+						[[unroll]] for (uint h = 0u; h < TN / 4u; h++)
+							acc[g * 4u + c][h] = fma(CT4(va[g][c]), vb[h], acc[g * 4u + c][h]);
 			}
-			barrier();
-			for (uint kk = 0u; kk < BK; kk++) {
-				CT ra[TM], rb[TN];
-				for (uint i = 0u; i < TM; i++) ra[i] = As[kk * BM + tr + i * WGM];
-				for (uint j = 0u; j < TN; j++) rb[j] = Bs[kk * BN + tc + j * WGN];
-				for (uint i = 0u; i < TM; i++)
-					for (uint j = 0u; j < TN; j++) acc[i * TN + j] = fma(ra[i], rb[j], acc[i * TN + j]);
+			if (more) {
+				store_stage(cur ^ 1u, ra, rb, am0, amS, ak0, akS, bn0, bnS, bk0, bkS);
 			}
 			barrier();
 		}
-		CT alpha = pc_real(pc.alpha), beta = pc_real(pc.beta);
-		CT aa = pc_real(pc.actA), ab = pc_real(pc.actB);
-		for (uint i = 0u; i < TM; i++) {
-			uint gm = m0 + tr + i * WGM;
-			if (gm >= M) continue;
-			for (uint j = 0u; j < TN; j++) {
-				uint gn = n0 + tc + j * WGN;
-				if (gn >= N) continue;
-				CT v = alpha * acc[i * TN + j];
-				if ((pc.flags & 4u) != 0u) v += beta * CT(X_LD(bias[pc.offBias + gm * uint(pc.bs0) + gn * uint(pc.bs1)]));
-				if (pc.act != 0u) v = act_apply(pc.act, v, aa, ab);
-				y[pc.offY + bt * pc.sY + gm * N + gn] = Y_ST(v);
-			}
-		}
+
+		uint baseY = pc.offY + bt * pc.sY;
+		epilogue(0u, acc[0], acc[1], acc[2], acc[3], baseY, bt);
+#if TM == 8
+		epilogue(1u, acc[4], acc[5], acc[6], acc[7], baseY, bt);
+#endif
 	}
 }

@@ -105,12 +105,16 @@ var names = []string{
 	"gemv_f16",      // gemv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"gemv_f32",      // gemv.comp X_DT=1 Y_DT=1
 	"gemv_f64",      // gemv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"matmul_f16_r4", // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 TM=4 TN=4
-	"matmul_f16_r8", // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 TM=8 TN=8
-	"matmul_f32_r4", // matmul.comp X_DT=1 Y_DT=1 TM=4 TN=4
-	"matmul_f32_r8", // matmul.comp X_DT=1 Y_DT=1 TM=8 TN=8
-	"matmul_f64_r4", // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 TM=4 TN=4
-	"matmul_f64_r8", // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 TM=8 TN=8
+	"matmul_f16_l",  // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"matmul_f16_m",  // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"matmul_f16_s",  // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"matmul_f16_t",  // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"matmul_f32_l",  // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"matmul_f32_m",  // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"matmul_f32_s",  // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"matmul_f32_t",  // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"matmul_f64_s",  // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"matmul_f64_t",  // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
 	"normalize_f16", // normalize.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"normalize_f32", // normalize.comp X_DT=1 Y_DT=1
 	"normalize_f64", // normalize.comp X_DT=3 Y_DT=3 CT_DOUBLE=1

@@ -690,38 +690,87 @@ func (l *lowering) gather(o *rt.Gather) {
 
 // ---- matmul ----
 
-// gemmTile is a matmul.comp configuration.
+// gemmTile is a matmul.comp configuration (shaders/gen's gemmTiles): a
+// bm x bn block per workgroup of (bm/tm)*(bn/tn) invocations, each with a
+// tm x tn register micro-tile, walking K in bk slices through two
+// shared-memory stages.
 type gemmTile struct {
-	variant      string // "r4" or "r8"
-	wgm, wgn, bk uint32
-	tm, tn       uint32
+	name               string
+	bm, bn, bk, tm, tn int
 }
 
+// gemmTiles, largest first. Shared memory is 2*bk*(bm+bn) elements of the
+// compute type: 32 KiB for "l" in f32/f16, so every tile fits the 32 KiB
+// guaranteed... by lavapipe and the 48 KiB of NVIDIA; f64 has only "s"
+// and "t" (shaders/gen compiles no larger f64 tile).
 var gemmTiles = []gemmTile{
-	{"r8", 16, 16, 8, 8, 8},  // 128x128 tile, 8x8 per invocation
-	{"r4", 16, 16, 16, 4, 4}, // 64x64 tile, 4x4 per invocation
-	{"r4", 16, 16, 8, 4, 4},  // 64x64, smaller shared footprint
+	{"l", 128, 128, 16, 8, 8},
+	{"m", 128, 64, 16, 8, 4},
+	{"s", 64, 64, 16, 8, 4},
+	{"t", 32, 32, 16, 4, 4},
 }
 
-func (t gemmTile) shared(es int) int {
-	return int(t.bk*(t.wgm*t.tm+t.wgn*t.tn)) * es
-}
+func (t gemmTile) threads() int { return (t.bm / t.tm) * (t.bn / t.tn) }
 
-func (l *lowering) pickTile(dt rt.DType, m, n int) gemmTile {
+func (t gemmTile) shared(dt rt.DType) int {
 	es := 4
 	if dt == rt.F64 {
 		es = 8
 	}
-	lim := int(l.d.phys.limits.MaxComputeSharedMemorySize)
+	return 2 * t.bk * (t.bm + t.bn) * es
+}
+
+func (t gemmTile) grid(m, n, batch int) int64 {
+	return int64((m+t.bm-1)/t.bm) * int64((n+t.bn-1)/t.bn) * int64(batch)
+}
+
+// forceGemmTile, when set (tests), selects that tile whenever it fits.
+var forceGemmTile string
+
+// gemmTarget is the number of workgroups a tile should produce before the
+// next smaller one is preferred: enough to fill a large GPU (132 SMs of
+// an H100/H200 with two 256-invocation workgroups each). A CPU device
+// (lavapipe) has few cores and prefers the largest tile.
+func gemmTarget(cpu bool) int64 {
+	if cpu {
+		return 1
+	}
+	return 256
+}
+
+// pickTile chooses the matmul.comp tile for an m x n (x batch) output:
+// the largest tile that fits the device (shared memory, invocations),
+// is not more than twice the output in either dimension, and gives at
+// least gemmTarget workgroups; failing that, the smallest that fits.
+func pickTile(dt rt.DType, m, n, batch int, sharedLim, maxInv uint32, cpu bool) (gemmTile, bool) {
+	var fit []gemmTile
 	for _, t := range gemmTiles {
-		if t.variant == "r8" && (m < 128 || n < 128) {
+		if dt == rt.F64 && t.bm*t.bn > 64*64 {
 			continue
 		}
-		if t.shared(es) <= lim && t.wgm*t.wgn <= l.d.phys.limits.MaxComputeWorkGroupInvocations {
-			return t
+		if t.shared(dt) <= int(sharedLim) && t.threads() <= int(maxInv) {
+			fit = append(fit, t)
 		}
 	}
-	return gemmTile{}
+	if len(fit) == 0 {
+		return gemmTile{}, false
+	}
+	if forceGemmTile != "" {
+		for _, t := range fit {
+			if t.name == forceGemmTile {
+				return t, true
+			}
+		}
+	}
+	for _, t := range fit {
+		if t.bm >= 2*m || t.bn >= 2*n {
+			continue
+		}
+		if t.grid(m, n, batch) >= gemmTarget(cpu) {
+			return t, true
+		}
+	}
+	return fit[len(fit)-1], true
 }
 
 func (l *lowering) matmul(o *rt.MatMul) {
@@ -808,22 +857,34 @@ func (l *lowering) matmul(o *rt.MatMul) {
 	bz := uint32(min(B, int64(l.d.maxGroups[2])))
 	if (M == 1 || N == 1) && K >= 128 {
 		g := groups2D(l.d, M*N)
+		if M == 1 && !o.TransB || N == 1 && o.TransA {
+			// column mode: W is contiguous along the outputs
+			push[3] |= 8
+			if M != 1 {
+				push[3] |= 16
+			}
+			g = groups2D(l.d, (M*N+31)/32)
+		}
 		g[2] = bz
 		l.add(dispatch{shader: "gemv_" + dt.String(), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, push: push, groups: g})
 		return
 	}
-	t := l.pickTile(dt, o.M, o.N)
-	if t.variant == "" {
-		l.err = l.unsupported(dt, "no GEMM tile fits maxComputeSharedMemorySize %d", l.d.phys.limits.MaxComputeSharedMemorySize)
+	if l.coopMatMul(o, dt, binds, reads, writes, push, bz) {
 		return
 	}
-	bm, bn := int64(t.wgm*t.tm), int64(t.wgn*t.tn)
+	lim := l.d.phys.limits
+	t, ok := pickTile(dt, o.M, o.N, o.Batch, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
+	if !ok {
+		l.err = l.unsupported(dt, "no GEMM tile fits maxComputeSharedMemorySize %d", lim.MaxComputeSharedMemorySize)
+		return
+	}
+	bm, bn := int64(t.bm), int64(t.bn)
 	gx, gy := (N+bn-1)/bn, (M+bm-1)/bm
 	if gx > int64(l.d.maxGroups[0]) || gy > int64(l.d.maxGroups[1]) {
 		l.err = fmt.Errorf("MatMul: %dx%d output needs more workgroups than the device allows", M, N)
 		return
 	}
-	l.add(dispatch{shader: "matmul_" + dt.String() + "_" + t.variant, spec: []uint32{t.wgm * t.wgn, t.wgm, t.wgn, t.bk},
+	l.add(dispatch{shader: "matmul_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
 		binds: binds, reads: reads, writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), bz}})
 }
 

@@ -93,6 +93,20 @@ func floatCT(d dtype) []string {
 	return nil
 }
 
+// gemmTiles are the matmul.comp configurations; rt/vulkan's gemmTiles
+// mirrors this table (names and geometry).
+type tile struct {
+	name               string
+	bm, bn, bk, tm, tn int
+}
+
+var gemmTiles = []tile{
+	{"l", 128, 128, 16, 8, 8}, // 256 invocations
+	{"m", 128, 64, 16, 8, 4},  // 256
+	{"s", 64, 64, 16, 8, 4},   // 128
+	{"t", 32, 32, 16, 4, 4},   // 64
+}
+
 func variants() []variant {
 	var vs []variant
 	add := func(name, src string, defs ...[]string) {
@@ -136,8 +150,12 @@ func variants() []variant {
 		add("softmax_"+n, "softmax.comp", base...)
 		add("normalize_"+n, "normalize.comp", base...)
 		add("gemv_"+n, "gemv.comp", base...)
-		add("matmul_"+n+"_r4", "matmul.comp", append(base, []string{"TM=4", "TN=4"})...)
-		add("matmul_"+n+"_r8", "matmul.comp", append(base, []string{"TM=8", "TN=8"})...)
+		for _, t := range gemmTiles {
+			if n == "f64" && t.bm*t.bn > 64*64 {
+				continue // needs more than 32 KiB of shared memory in f64
+			}
+			add("matmul_"+n+"_"+t.name, "matmul.comp", append(base, t.defs())...)
+		}
 		add("conv_"+n, "conv.comp", base...)
 		add("convt_"+n, "convt.comp", base...)
 		add("pool_"+n, "pool.comp", base...)
@@ -148,6 +166,10 @@ func variants() []variant {
 		add("reduce_"+n, "reduce.comp", base...)
 	}
 	return vs
+}
+
+func (t tile) defs() []string {
+	return []string{fmt.Sprintf("BM=%d", t.bm), fmt.Sprintf("BN=%d", t.bn), fmt.Sprintf("BK=%d", t.bk), fmt.Sprintf("TM=%d", t.tm), fmt.Sprintf("TN=%d", t.tn)}
 }
 
 func typesHeader() string {

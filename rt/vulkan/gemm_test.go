@@ -1,0 +1,177 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// gemmCase is one MatMul checked against a float64 reference.
+type gemmCase struct {
+	b, m, n, k int
+	ta, tb     bool
+	sa, sb     int    // batch strides; -1 = packed
+	bias       [2]int // Bias strides (bs0, bs1) of a [m, n] view; nil bias when both 0 and !hasBias
+	hasBias    bool
+	act        rt.UnaryFn
+}
+
+func (c gemmCase) String() string {
+	return fmt.Sprintf("b%d m%d n%d k%d ta%v tb%v sa%d sb%d bias%v%v act%v", c.b, c.m, c.n, c.k, c.ta, c.tb, c.sa, c.sb, c.hasBias, c.bias, c.act)
+}
+
+func checkGEMM(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c gemmCase) {
+	t.Helper()
+	sa, sb, sy := c.m*c.k, c.k*c.n, c.m*c.n
+	if c.sa >= 0 {
+		sa = c.sa
+	}
+	if c.sb >= 0 {
+		sb = c.sb
+	}
+	na, nb, ny := (c.b-1)*sa+c.m*c.k, (c.b-1)*sb+c.k*c.n, (c.b-1)*sy+c.m*c.n
+	a := randVals(r, dt, na, -1, 1)
+	bv := randVals(r, dt, nb, -1, 1)
+	ab, bb, yb := newBuf(t, d, dt, na, a), newBuf(t, d, dt, nb, bv), newBuf(t, d, dt, ny, nil)
+	op := &rt.MatMul{A: ab.ref([]int{na}, nil), B: bb.ref([]int{nb}, nil), Y: yb.ref([]int{ny}, nil),
+		Batch: c.b, M: c.m, N: c.n, K: c.k, TransA: c.ta, TransB: c.tb, StrideA: sa, StrideB: sb, StrideY: sy,
+		Alpha: 0.75, Beta: 1.5, Act: rt.Activation{Fn: c.act, Alpha: 0.1}}
+	var bias []float64
+	if c.hasBias {
+		nbias := (c.m-1)*c.bias[0] + (c.n-1)*c.bias[1] + 1
+		bias = randVals(r, dt, nbias, -1, 1)
+		op.Bias = newBuf(t, d, dt, nbias, bias).ref([]int{c.m, c.n}, []int{c.bias[0], c.bias[1]})
+	}
+	if !supported(t, d, op) {
+		return
+	}
+	run(t, d, op)
+	got := yb.read(t, d)
+	tol := 1e-5
+	switch dt {
+	case rt.F16:
+		tol = 2e-3
+	case rt.F64:
+		tol = 1e-12
+	}
+	bad := 0
+	for bt := 0; bt < c.b; bt++ {
+		for i := 0; i < c.m; i++ {
+			for j := 0; j < c.n; j++ {
+				s, sabs := 0.0, 0.0
+				for k := 0; k < c.k; k++ {
+					var x, y float64
+					if c.ta {
+						x = a[bt*sa+k*c.m+i]
+					} else {
+						x = a[bt*sa+i*c.k+k]
+					}
+					if c.tb {
+						y = bv[bt*sb+j*c.k+k]
+					} else {
+						y = bv[bt*sb+k*c.n+j]
+					}
+					s += x * y
+					sabs += math.Abs(x * y)
+				}
+				v := 0.75 * s
+				if c.hasBias {
+					bz := bias[i*c.bias[0]+j*c.bias[1]]
+					v += 1.5 * bz
+					sabs += 1.5 * math.Abs(bz)
+				}
+				v = c.act.Apply(v, 0.1, 0)
+				e := bt*sy + i*c.n + j
+				if math.Abs(got[e]-v) > tol*(sabs+1) {
+					if bad < 3 {
+						t.Errorf("%s %v: Y[%d,%d,%d] = %v, want %v", dt, c, bt, i, j, got[e], v)
+					}
+					bad++
+				}
+			}
+		}
+	}
+}
+
+// TestGEMMTiles runs every matmul.comp tile (forced) on odd shapes, both
+// transposes, shared (0) and padded batch strides, 2-D bias strides and
+// fused activations.
+func TestGEMMTiles(t *testing.T) {
+	d := testDevice(t)
+	r := rand.New(rand.NewSource(3))
+	cases := []gemmCase{
+		{1, 1, 1, 1, false, false, -1, -1, [2]int{}, false, 0},
+		{1, 129, 131, 33, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu},
+		{2, 67, 45, 17, true, false, -1, 0, [2]int{1, 0}, true, 0},
+		{3, 45, 67, 40, false, true, 2900, -1, [2]int{67, 1}, true, rt.Gelu},
+		{2, 130, 70, 31, true, true, -1, -1, [2]int{0, 0}, true, rt.LeakyRelu},
+		{1, 33, 129, 1, false, false, -1, -1, [2]int{}, false, rt.Tanh},
+		{1, 16, 16, 0, false, false, -1, -1, [2]int{0, 1}, true, 0}, // K = 0: beta*bias only
+		{1, 256, 128, 48, false, false, -1, -1, [2]int{}, false, 0},
+	}
+	defer func() { forceGemmTile = "" }()
+	for _, tile := range gemmTiles {
+		forceGemmTile = tile.name
+		for _, dt := range floatDTypes {
+			for _, c := range cases {
+				checkGEMM(t, d, r, dt, c)
+			}
+		}
+	}
+}
+
+// TestGEMV covers both gemv modes: row (operands contiguous along K) and
+// column (the matrix contiguous along the outputs).
+func TestGEMV(t *testing.T) {
+	d := testDevice(t)
+	r := rand.New(rand.NewSource(4))
+	cases := []gemmCase{
+		{1, 1, 300, 257, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu}, // column, W = B
+		{2, 1, 45, 130, true, false, -1, -1, [2]int{}, false, 0},            // column
+		{2, 1, 33, 129, false, true, -1, 0, [2]int{0, 1}, true, 0},          // row
+		{1, 301, 1, 200, true, false, -1, -1, [2]int{1, 0}, true, rt.Tanh},  // column, W = A
+		{3, 77, 1, 131, false, true, -1, -1, [2]int{}, false, 0},            // row
+		{1, 1, 1, 500, false, false, -1, -1, [2]int{}, false, 0},
+	}
+	for _, dt := range floatDTypes {
+		for _, c := range cases {
+			checkGEMM(t, d, r, dt, c)
+		}
+	}
+}
+
+// TestPickTile checks the tile selection against device limits.
+func TestPickTile(t *testing.T) {
+	for _, c := range []struct {
+		dt        rt.DType
+		m, n, b   int
+		shared    uint32
+		inv       uint32
+		cpu       bool
+		want      string
+		wantFound bool
+	}{
+		{rt.F32, 4096, 4096, 1, 49152, 1024, false, "l", true},
+		{rt.F16, 2048, 2048, 1, 49152, 1024, false, "l", true},
+		{rt.F32, 1024, 1024, 1, 49152, 1024, false, "s", true}, // l: 64 groups, m: 128
+		{rt.F32, 1536, 1536, 1, 49152, 1024, false, "m", true},
+		{rt.F32, 1024, 1024, 4, 49152, 1024, false, "l", true}, // batch fills the GPU
+		{rt.F32, 4096, 4096, 1, 16384, 1024, false, "s", true}, // l and m exceed 16 KiB
+		{rt.F32, 8, 4096, 1, 49152, 1024, false, "t", true},    // skinny
+		{rt.F64, 4096, 4096, 1, 49152, 1024, false, "s", true},
+		{rt.F64, 4096, 4096, 1, 16384, 1024, false, "t", true},
+		{rt.F32, 4096, 4096, 1, 32768, 1024, true, "l", true},
+		{rt.F32, 4096, 4096, 1, 4096, 1024, false, "", false},
+		{rt.F32, 4096, 4096, 1, 49152, 128, false, "s", true},
+	} {
+		got, ok := pickTile(c.dt, c.m, c.n, c.b, c.shared, c.inv, c.cpu)
+		if ok != c.wantFound || got.name != c.want {
+			t.Errorf("pickTile(%v, %d, %d, %d, %d, %d, %v) = %q, %v; want %q", c.dt, c.m, c.n, c.b, c.shared, c.inv, c.cpu, got.name, ok, c.want)
+		}
+	}
+}
