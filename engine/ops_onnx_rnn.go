@@ -184,6 +184,11 @@ func lowerRecurrent(c *nodeCtx, kind cellKind) error {
 	if err != nil {
 		return err
 	}
+	if y != nil && !y.output && y.lastUse <= c.step {
+		// No node reads Y (exporters keep it as a dangling output): it
+		// stays defined but unwritten.
+		y = nil
+	}
 	yh, err := c.define(1, l.dt, stateShape)
 	if err != nil {
 		return err
@@ -460,22 +465,24 @@ func (l *rnnLower) recur(d int, hPrev rt.Ref, row, n int, bias, out rt.Ref, act 
 		op.Bias, op.Beta = bias, 1
 	}
 	c.emit(op)
-	if len(act) == 1 && l.clip <= 0 {
+	switch {
+	case len(act) == 1 && l.clip <= 0:
 		op.Act = act[0]
-		return
+	case len(act) > 0 || l.clip > 0:
+		l.activate(act, out, out, true)
 	}
-	l.activate(act, out, out, true)
 }
 
 // activate emits dst = act(src), clipping src to [-clip, clip] first when
-// clip is set and withClip.
+// clip is set and withClip. src and dst are the same view or do not
+// overlap.
 func (l *rnnLower) activate(act actChain, src, dst rt.Ref, withClip bool) {
 	c := l.c
 	if withClip && l.clip > 0 {
 		c.emit(&rt.Unary{Fn: rt.Clip, Alpha: -l.clip, Beta: l.clip, X: src, Y: dst})
 		src = dst
 	}
-	if len(act) == 0 {
+	if len(act) == 0 && (src.Buf != dst.Buf || src.Off != dst.Off) {
 		c.copyInto(dst, src)
 	}
 	for _, a := range act {

@@ -405,3 +405,59 @@ func TestRecurrentUnsupportedActivation(t *testing.T) {
 		t.Fatalf("got %v, want ErrUnsupportedFeature", err)
 	}
 }
+
+// Unrolling stays cheap: a fixed number of primitive ops per time step
+// (one MatMul and the gate arithmetic), plus the input projection, the
+// initial state fills and the Y_h copy. A Y that no node reads is not
+// written.
+func TestRecurrentOpCount(t *testing.T) {
+	const seq = 5
+	for _, tc := range []struct {
+		name    string
+		op      string
+		attrs   model.Attrs
+		yOutput bool // Y is a graph output (else dangling)
+		want    int
+	}{
+		{"rnn", "RNN", nil, true, seq + 3},
+		{"rnn_layout1_dangling_y", "RNN", model.Attrs{"layout": 1}, false, seq + 3},
+		{"rnn_layout1", "RNN", model.Attrs{"layout": 1}, true, 2*seq + 3},
+		{"gru", "GRU", nil, true, 6*seq + 3},
+		{"gru_lbr", "GRU", model.Attrs{"linear_before_reset": 1}, true, 9*seq + 3},
+		{"lstm", "LSTM", nil, true, 8*seq + 4},
+		{"lstm_bidi", "LSTM", model.Attrs{"direction": "bidirectional"}, true, 2 * (8*seq + 4)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := rnnCase{op: tc.op, h: 4, dir: "forward"}
+			if d, ok := tc.attrs["direction"]; ok {
+				rc.dir = d.(string)
+			}
+			nd, g := rc.dirs(), rc.gates()
+			b := model.NewBuilder()
+			xs := []int64{seq, 2, 3}
+			if tc.attrs["layout"] == 1 {
+				xs = []int64{2, seq, 3}
+			}
+			x := b.Input("X", rt.F32, xs...)
+			w := b.Weight("W", rt.F32, []int64{int64(nd), int64(g * 4), 3}, make([]float32, nd*g*4*3))
+			r := b.Weight("R", rt.F32, []int64{int64(nd), int64(g * 4), 4}, make([]float32, nd*g*4*4))
+			bias := b.Weight("B", rt.F32, []int64{int64(nd), int64(2 * g * 4)}, make([]float32, nd*2*g*4))
+			attrs := model.Attrs{"hidden_size": 4}
+			for k, v := range tc.attrs {
+				attrs[k] = v
+			}
+			b.Node("cell", tc.op, []string{x, w, r, bias}, []string{"Y", "Y_h"}, attrs)
+			b.Output("Y_h")
+			if tc.yOutput {
+				b.Output("Y")
+			}
+			m, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := session(t, m, engine.Options{}).Info().Ops; got != tc.want {
+				t.Errorf("%d primitive ops, want %d", got, tc.want)
+			}
+		})
+	}
+}
