@@ -8,6 +8,7 @@ import (
 
 	"github.com/vrun-go/vrun/internal/conformance"
 	"github.com/vrun-go/vrun/internal/e2e"
+	"github.com/vrun-go/vrun/internal/realmodels"
 	"github.com/vrun-go/vrun/model/onnx"
 	onnxconf "github.com/vrun-go/vrun/model/onnx/conformance"
 )
@@ -56,3 +57,7 @@ func TestONNXCorpus(t *testing.T) {
 		t.Log(rep.String())
 	}
 }
+
+// TestRealModels runs the exported PyTorch models (squeezenet, transformer,
+// LSTM) on the Vulkan device against PyTorch and onnxruntime outputs.
+func TestRealModels(t *testing.T) { realmodels.Check(t, testDevice(t)) }
