@@ -4,6 +4,7 @@ package vulkan
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 
 	vk "github.com/goki/vulkan"
@@ -273,6 +274,20 @@ func (d *device) submitWait(cb vk.CommandBuffer, fence vk.Fence) error {
 }
 
 func (d *device) waitFence(fence vk.Fence) error {
+	// A short run is over sooner than a blocking wait's wake-up takes on a
+	// discrete GPU (tens of microseconds): poll the fence for up to
+	// spinWait first. CPU drivers (lavapipe) need the core: block at once.
+	if d.phys.info.Kind != rt.KindCPU {
+		for start := time.Now(); time.Since(start) < spinWait; {
+			switch r := vk.GetFenceStatus(d.dev, fence); r {
+			case vk.Success:
+				return nil
+			case vk.NotReady:
+			default:
+				return d.resultErr("vkGetFenceStatus", r)
+			}
+		}
+	}
 	r := vk.WaitForFences(d.dev, 1, []vk.Fence{fence}, vk.True, uint64(waitTimeout().Nanoseconds()))
 	if r == vk.Timeout {
 		return fmt.Errorf("vulkan: %s did not finish within %v (set VRUN_VK_TIMEOUT to wait longer)", d.phys.info.Name, waitTimeout())
@@ -282,6 +297,9 @@ func (d *device) waitFence(fence vk.Fence) error {
 	}
 	return nil
 }
+
+// spinWait is how long waitFence polls before it blocks.
+const spinWait = 2 * time.Millisecond
 
 // hostBarrier makes transfer writes visible to host reads.
 func hostBarrier(cb vk.CommandBuffer) {
