@@ -26,11 +26,17 @@ typedef struct { int32_t sType; void* pNext; uint8_t props[4096]; } vr_props2;
 enum {
 	F_SHADER_FLOAT64 = 39, F_SHADER_INT64 = 40, F_SHADER_INT16 = 41,
 	F11_STORAGE_BUFFER_16BIT = 0,
-	F12_STORAGE_BUFFER_8BIT = 2, F12_SHADER_FLOAT16 = 7, F12_SHADER_INT8 = 8
+	F12_STORAGE_BUFFER_8BIT = 2, F12_SHADER_FLOAT16 = 7, F12_SHADER_INT8 = 8,
+	F12_VULKAN_MEMORY_MODEL = 41
 };
 
+// VK_NV_cooperative_matrix.
+typedef struct { int32_t sType; void* pNext; uint32_t cooperativeMatrix, robustBufferAccess; } vr_coopfeatures;
+typedef struct { int32_t sType; void* pNext; uint32_t M, N, K, A, B, C, D, scope; } vr_coopprops;
+
 typedef struct {
-	uint32_t hasFeatures2, vk12;
+	uint32_t hasFeatures2, vk12, nvCoop; // nvCoop: in: the device has VK_NV_cooperative_matrix
+	uint32_t coopMatrix, vkMemModel;
 	uint32_t storage16, shaderFloat16, storage8, shaderInt8, shaderInt64, shaderFloat64, shaderInt16;
 	uint32_t subgroupSize, subgroupOps, driverID;
 	uint64_t maxMemoryAllocationSize;
@@ -38,20 +44,24 @@ typedef struct {
 	char driverInfo[256];
 } vr_caps;
 
-static void vr_query_caps(void* gipa, void* inst, void* pd, uint32_t apiVersion, vr_caps* out) {
+static void vr_query_caps(void* gipa, void* inst, void* pd, uint32_t apiVersion, uint32_t nvCoop, vr_caps* out) {
 	vr_gipa_t g = (vr_gipa_t)gipa;
 	memset(out, 0, sizeof(*out));
+	out->nvCoop = nvCoop;
 	void (*getF2)(void*, void*) = (void (*)(void*, void*))g(inst, "vkGetPhysicalDeviceFeatures2");
 	void (*getP2)(void*, void*) = (void (*)(void*, void*))g(inst, "vkGetPhysicalDeviceProperties2");
 	if (!getF2 || !getP2 || apiVersion < ((1u << 22) | (1u << 12))) return;
 	out->hasFeatures2 = 1;
 	out->vk12 = apiVersion >= ((1u << 22) | (2u << 12));
-	vr_features2 f2; vr_vk11features f11; vr_vk12features f12;
-	memset(&f2, 0, sizeof f2); memset(&f11, 0, sizeof f11); memset(&f12, 0, sizeof f12);
-	f2.sType = 1000059000; f11.sType = 49; f12.sType = 51;
+	vr_features2 f2; vr_vk11features f11; vr_vk12features f12; vr_coopfeatures cf;
+	memset(&f2, 0, sizeof f2); memset(&f11, 0, sizeof f11); memset(&f12, 0, sizeof f12); memset(&cf, 0, sizeof cf);
+	f2.sType = 1000059000; f11.sType = 49; f12.sType = 51; cf.sType = 1000249000;
 	f2.pNext = &f11;
 	if (out->vk12) f11.pNext = &f12;
+	if (out->vk12 && nvCoop) f12.pNext = &cf;
 	getF2(pd, &f2);
+	out->coopMatrix = cf.cooperativeMatrix;
+	out->vkMemModel = f12.f[F12_VULKAN_MEMORY_MODEL];
 	out->storage16 = f11.f[F11_STORAGE_BUFFER_16BIT];
 	out->storage8 = f12.f[F12_STORAGE_BUFFER_8BIT];
 	out->shaderFloat16 = f12.f[F12_SHADER_FLOAT16];
@@ -79,11 +89,16 @@ static void vr_query_caps(void* gipa, void* inst, void* pd, uint32_t apiVersion,
 // vr_device_chain allocates the pNext chain for vkCreateDevice enabling the
 // given features. Free it with free() after the device is created.
 static void* vr_device_chain(const vr_caps* en) {
-	struct chain { vr_features2 f2; vr_vk11features f11; vr_vk12features f12; };
+	struct chain { vr_features2 f2; vr_vk11features f11; vr_vk12features f12; vr_coopfeatures cf; };
 	struct chain* c = (struct chain*)calloc(1, sizeof(struct chain));
-	c->f2.sType = 1000059000; c->f11.sType = 49; c->f12.sType = 51;
+	c->f2.sType = 1000059000; c->f11.sType = 49; c->f12.sType = 51; c->cf.sType = 1000249000;
 	c->f2.pNext = &c->f11;
 	if (en->vk12) c->f11.pNext = &c->f12;
+	if (en->vk12 && en->coopMatrix) {
+		c->f12.pNext = &c->cf;
+		c->cf.cooperativeMatrix = 1;
+	}
+	c->f12.f[F12_VULKAN_MEMORY_MODEL] = en->vkMemModel;
 	c->f2.f[F_SHADER_FLOAT64] = en->shaderFloat64;
 	c->f2.f[F_SHADER_INT64] = en->shaderInt64;
 	c->f2.f[F_SHADER_INT16] = en->shaderInt16;
@@ -92,6 +107,20 @@ static void* vr_device_chain(const vr_caps* en) {
 	c->f12.f[F12_SHADER_FLOAT16] = en->shaderFloat16;
 	c->f12.f[F12_SHADER_INT8] = en->shaderInt8;
 	return c;
+}
+
+// vr_coop_props lists up to max VkCooperativeMatrixPropertiesNV of pd.
+static uint32_t vr_coop_props(void* gipa, void* inst, void* pd, vr_coopprops* out, uint32_t max) {
+	vr_gipa_t g = (vr_gipa_t)gipa;
+	int32_t (*f)(void*, uint32_t*, vr_coopprops*) = (int32_t (*)(void*, uint32_t*, vr_coopprops*))g(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+	if (!f) return 0;
+	uint32_t n = 0;
+	if (f(pd, &n, NULL) != 0 && n == 0) return 0;
+	if (n > max) n = max;
+	for (uint32_t i = 0; i < n; i++) { memset(&out[i], 0, sizeof out[i]); out[i].sType = 1000249001; }
+	int32_t r = f(pd, &n, out);
+	if (r != 0 && r != 5) return 0; // VK_INCOMPLETE is fine
+	return n;
 }
 
 static uint32_t vr_instance_version(void* gipa) {
@@ -180,17 +209,23 @@ import (
 // caps are the Vulkan 1.1/1.2 capabilities that goki/vulkan cannot query.
 type caps struct {
 	hasFeatures2, vk12                                                                bool
+	coopMatrix, vkMemModel                                                           bool // VK_NV_cooperative_matrix feature, vulkanMemoryModel
 	storage16, shaderFloat16, storage8, shaderInt8, shaderInt64, shaderFloat64, int16 bool
 	subgroupSize, subgroupOps, driverID                                               uint32
 	maxAlloc                                                                          uint64
 	driverName, driverInfo                                                            string
 }
 
-func queryCaps(gipa, inst, pd unsafe.Pointer, apiVersion uint32) caps {
+func queryCaps(gipa, inst, pd unsafe.Pointer, apiVersion uint32, nvCoop bool) caps {
 	var c C.vr_caps
-	C.vr_query_caps(gipa, inst, pd, C.uint32_t(apiVersion), &c)
+	nc := C.uint32_t(0)
+	if nvCoop {
+		nc = 1
+	}
+	C.vr_query_caps(gipa, inst, pd, C.uint32_t(apiVersion), nc, &c)
 	return caps{
 		hasFeatures2: c.hasFeatures2 != 0, vk12: c.vk12 != 0,
+		coopMatrix: c.coopMatrix != 0, vkMemModel: c.vkMemModel != 0,
 		storage16: c.storage16 != 0, shaderFloat16: c.shaderFloat16 != 0,
 		storage8: c.storage8 != 0, shaderInt8: c.shaderInt8 != 0,
 		shaderInt64: c.shaderInt64 != 0, shaderFloat64: c.shaderFloat64 != 0, int16: c.shaderInt16 != 0,
@@ -214,7 +249,20 @@ func deviceChain(c caps) unsafe.Pointer {
 	en.storage16, en.shaderFloat16 = b(c.storage16), b(c.shaderFloat16)
 	en.storage8, en.shaderInt8 = b(c.storage8), b(c.shaderInt8)
 	en.shaderInt64, en.shaderFloat64, en.shaderInt16 = b(c.shaderInt64), b(c.shaderFloat64), b(c.int16)
+	en.coopMatrix, en.vkMemModel = b(c.coopMatrix), b(c.vkMemModel)
 	return C.vr_device_chain(&en)
+}
+
+// coopProps returns the VkCooperativeMatrixPropertiesNV of pd.
+func coopProps(inst, pd unsafe.Pointer) []coopMatProp {
+	var buf [64]C.vr_coopprops
+	n := int(C.vr_coop_props(gipa, inst, pd, &buf[0], 64))
+	out := make([]coopMatProp, n)
+	for i := range out {
+		p := buf[i]
+		out[i] = coopMatProp{M: uint32(p.M), N: uint32(p.N), K: uint32(p.K), A: uint32(p.A), B: uint32(p.B), C: uint32(p.C), D: uint32(p.D), Scope: uint32(p.scope)}
+	}
+	return out
 }
 
 func cFree(p unsafe.Pointer) { C.free(p) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	vk "github.com/goki/vulkan"
@@ -26,6 +27,9 @@ type physInfo struct {
 	heap       int    // largest device-local heap
 	heapSize   int64
 	unifiedTyp int // DEVICE_LOCAL|HOST_VISIBLE|HOST_COHERENT type on heap, or -1
+	coopProps  []coopMatProp
+	coop       coopShape // the f16 cooperative-matrix GEMM shape, if coopOK
+	coopOK     bool
 }
 
 func describe(in *instance, pd vk.PhysicalDevice, index int) *physInfo {
@@ -40,8 +44,6 @@ func describe(in *instance, pd vk.PhysicalDevice, index int) *physInfo {
 	vk.GetPhysicalDeviceMemoryProperties(pd, &mem)
 	mem.Deref()
 	p.mem = mem
-	p.caps = queryCaps(gipa, unsafe.Pointer(in.inst), unsafe.Pointer(pd), p.props.ApiVersion)
-
 	p.exts = map[string]bool{}
 	var n uint32
 	if vk.EnumerateDeviceExtensionProperties(pd, "", &n, nil) == vk.Success && n > 0 {
@@ -52,6 +54,12 @@ func describe(in *instance, pd vk.PhysicalDevice, index int) *physInfo {
 			p.exts[vk.ToString(e.ExtensionName[:])] = true
 		}
 	}
+	nvCoop := p.exts[nvCoopExt]
+	p.caps = queryCaps(gipa, unsafe.Pointer(in.inst), unsafe.Pointer(pd), p.props.ApiVersion, nvCoop)
+	if nvCoop && p.caps.coopMatrix {
+		p.coopProps = coopProps(unsafe.Pointer(in.inst), unsafe.Pointer(pd))
+	}
+	p.coop, p.coopOK = pickCoopMat(p.coopProps, p.caps, nvCoop, p.limits.MaxComputeSharedMemorySize, coopEnabled())
 
 	var qn uint32
 	vk.GetPhysicalDeviceQueueFamilyProperties(pd, &qn, nil)
@@ -187,6 +195,9 @@ func (p *physInfo) details() [][2]string {
 	if len(cm) == 0 {
 		cm = []string{"none"}
 	}
+	if p.coopOK {
+		cm = append(cm, "f16 GEMM "+p.coop.String())
+	}
 	d = append(d, [2]string{"cooperative matrix", strings.Join(cm, ", ")})
 	return d
 }
@@ -221,6 +232,8 @@ type device struct {
 	bufType   int // memory type for Buffers
 	bufMapped bool
 	stageType int // host-visible coherent type for staging
+
+	coopFailed atomic.Bool // the cooperative-matrix pipeline could not be created
 
 	mu       sync.Mutex
 	buffers  map[*buffer]struct{}
@@ -271,9 +284,14 @@ func openDevice(index int) (rt.Device, error) {
 	if p.qfam < 0 {
 		return fail(fmt.Errorf("vulkan: %s has no compute queue: %w", p.info.Name, rt.ErrUnavailable))
 	}
-	chain := deviceChain(p.caps)
+	en := p.caps
+	en.coopMatrix, en.vkMemModel = p.coopOK, p.coopOK
+	chain := deviceChain(en)
 	defer cFree(chain)
 	var exts []string
+	if p.coopOK {
+		exts = append(exts, nvCoopExt+"\x00")
+	}
 	dci := vk.DeviceCreateInfo{
 		SType:                vk.StructureTypeDeviceCreateInfo,
 		PNext:                chain,

@@ -175,3 +175,61 @@ func TestPickTile(t *testing.T) {
 		}
 	}
 }
+
+// TestPickCoopMat checks the cooperative-matrix selection with fake
+// device properties (lavapipe has none).
+func TestPickCoopMat(t *testing.T) {
+	good := caps{vk12: true, coopMatrix: true, vkMemModel: true, shaderFloat16: true, storage16: true, subgroupSize: 32}
+	h200 := []coopMatProp{
+		{16, 8, 16, coopF16, coopF16, coopF16, coopF16, coopSubgroup},
+		{16, 8, 8, coopF16, coopF16, coopF32, coopF32, coopSubgroup},
+		{16, 8, 16, coopF16, coopF16, coopF32, coopF32, coopSubgroup},
+		{16, 16, 16, coopF16, coopF16, coopF32, coopF32, coopSubgroup},
+	}
+	onlyF16Acc := []coopMatProp{{16, 16, 16, coopF16, coopF16, coopF16, coopF16, coopSubgroup}}
+	only168 := []coopMatProp{{16, 8, 16, coopF16, coopF16, coopF32, coopF32, coopSubgroup}}
+	wrongScope := []coopMatProp{{16, 16, 16, coopF16, coopF16, coopF32, coopF32, 2}}
+	mod := func(f func(*caps)) caps { c := good; f(&c); return c }
+	for i, c := range []struct {
+		props   []coopMatProp
+		caps    caps
+		ext     bool
+		shared  uint32
+		enabled bool
+		want    coopShape
+		ok      bool
+	}{
+		{h200, good, true, 49152, true, coopShape{16, 16, 16}, true},
+		{only168, good, true, 49152, true, coopShape{16, 8, 16}, true},
+		{h200, good, true, 49152, false, coopShape{}, false}, // VRUN_VK_COOPMAT=0
+		{h200, good, false, 49152, true, coopShape{}, false}, // no extension
+		{h200, good, true, 32768, true, coopShape{}, false},  // shared memory
+		{onlyF16Acc, good, true, 49152, true, coopShape{}, false},
+		{wrongScope, good, true, 49152, true, coopShape{}, false},
+		{nil, good, true, 49152, true, coopShape{}, false},
+		{h200, mod(func(c *caps) { c.coopMatrix = false }), true, 49152, true, coopShape{}, false},
+		{h200, mod(func(c *caps) { c.vkMemModel = false }), true, 49152, true, coopShape{}, false},
+		{h200, mod(func(c *caps) { c.shaderFloat16 = false }), true, 49152, true, coopShape{}, false},
+		{h200, mod(func(c *caps) { c.subgroupSize = 64 }), true, 49152, true, coopShape{}, false},
+	} {
+		got, ok := pickCoopMat(c.props, c.caps, c.ext, c.shared, c.enabled)
+		if got != c.want || ok != c.ok {
+			t.Errorf("case %d: pickCoopMat = %v, %v; want %v, %v", i, got, ok, c.want, c.ok)
+		}
+	}
+	for _, s := range coopShapes {
+		if _, err := spirv(s.variant()); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Setenv("VRUN_VK_COOPMAT", "0")
+	if coopEnabled() {
+		t.Error("VRUN_VK_COOPMAT=0 does not disable cooperative matrices")
+	}
+	t.Setenv("VRUN_VK_COOPMAT", "")
+	if !coopEnabled() {
+		t.Error("cooperative matrices disabled by default")
+	}
+	d := testDevice(t).(*device)
+	t.Logf("%s: cooperative matrix %v (%v), props %v", d.phys.info.Name, d.phys.coopOK, d.phys.coop, d.phys.coopProps)
+}

@@ -160,6 +160,12 @@ func variants() []variant {
 		add("convt_"+n, "convt.comp", base...)
 		add("pool_"+n, "pool.comp", base...)
 	}
+	// f16 GEMM on NV cooperative matrices, per MxNxK shape (rt/vulkan's coopShapes)
+	for _, sh := range [][3]int{{16, 16, 16}, {16, 8, 16}} {
+		f16 := dt("f16")
+		add(fmt.Sprintf("mmcm_f16_%dx%dx%d", sh[0], sh[1], sh[2]), "mmcm.comp", slot("X", f16), slot("Y", f16), needs(f16),
+			[]string{fmt.Sprintf("MS=%d", sh[0]), fmt.Sprintf("NS=%d", sh[1]), fmt.Sprintf("KS=%d", sh[2])})
+	}
 	for _, n := range []string{"i32", "i64"} {
 		x := dt(n)
 		base := [][]string{slot("X", x), slot("Y", x), needs(x)}
