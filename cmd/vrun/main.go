@@ -452,8 +452,13 @@ func printProfile(w io.Writer, m *vrun.Model) {
 		total += p.Time
 	}
 	fmt.Fprintf(w, "profile  %d nodes, %s of device time; slowest:\n", len(prof), fmtDur(total))
-	for _, p := range prof[:min(10, len(prof))] {
-		fmt.Fprintf(w, "         %-24s %-20s %s  %5.1f%%\n", p.Node, p.Op, fmtDur(p.Time), 100*float64(p.Time)/float64(max(total, 1)))
+	top := prof[:min(10, len(prof))]
+	width := 0
+	for _, p := range top {
+		width = max(width, len(p.Node))
+	}
+	for _, p := range top {
+		fmt.Fprintf(w, "         %-*s %-20s %12s  %5.1f%%\n", width, p.Node, p.Op, fmtDur(p.Time), 100*float64(p.Time)/float64(max(total, 1)))
 	}
 }
 
