@@ -336,6 +336,26 @@ func kernelPTX() (string, string, error) {
 	return embeddedPTX, "embedded", nil
 }
 
+// extraPTXOverride is the environment variable naming a PTX file that
+// replaces the embedded extra.ptx (kernel development).
+const extraPTXOverride = "VRUN_CUDA_EXTRA_PTX"
+
+// extraPTX returns the PTX of the extra module and where it came from,
+// or "" while the embedded extra.ptx is the placeholder.
+func extraPTX() (string, string, error) {
+	if p := os.Getenv(extraPTXOverride); p != "" {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "", "", fmt.Errorf("cuda: %s: %w", extraPTXOverride, err)
+		}
+		return string(b), p, nil
+	}
+	if ExtraPTXIsPlaceholder() {
+		return "", "placeholder", nil
+	}
+	return embeddedExtraPTX, "embedded", nil
+}
+
 // moduleLoad JIT-compiles ptx in the current context.
 func moduleLoad(ptx string) (C.CUmodule, error) {
 	cs := C.CString(ptx)

@@ -117,6 +117,11 @@ func describe(i int, d C.CUdevice) rt.DeviceInfo {
 	if !PTXIsPlaceholder() {
 		ptx = fmt.Sprintf("ISA %s, target %s", ver, target)
 	}
+	extra := "placeholder: GatherElements, ScatterElements, TopK unsupported (run cudashim/kernels/build.sh)"
+	if !ExtraPTXIsPlaceholder() {
+		ver, target := PTXVersion(embeddedExtraPTX)
+		extra = fmt.Sprintf("ISA %s, target %s", ver, target)
+	}
 	return rt.DeviceInfo{
 		Backend: BackendName,
 		Index:   i,
@@ -134,6 +139,7 @@ func describe(i int, d C.CUdevice) rt.DeviceInfo {
 			{"cublas", blas},
 			{"tf32", tf32},
 			{"ptx", ptx},
+			{"extra ptx", extra},
 			{"conv", "built-in implicit-GEMM kernel (no cuDNN)"},
 		},
 	}
@@ -203,23 +209,41 @@ const (
 	numKernels
 )
 
-// kernelNames holds the PTX entry names in kernel-index order.
-var kernelNames = func() (n [numKernels]string) {
-	if copy(n[:], kernelEntryNames) != int(numKernels) || len(kernelEntryNames) != int(numKernels) {
+// indices of the kernels of extra.ptx, after those of kernels.ptx.
+const (
+	kGatherElements = numKernels + iota
+	kScatterElements
+	kTopK
+	numAllKernels
+)
+
+// kernelNames holds the PTX entry names in kernel-index order: those of
+// kernels.ptx, then those of extra.ptx.
+var kernelNames = func() (n [numAllKernels]string) {
+	if len(kernelEntryNames) != int(numKernels) || len(extraEntryNames) != int(numAllKernels-numKernels) {
 		panic("cudashim: kernel tables out of sync")
 	}
+	copy(n[:], kernelEntryNames)
+	copy(n[numKernels:], extraEntryNames)
 	return n
 }()
 
+// extraNotBuilt is the reason the ops of extra.ptx are unsupported while
+// it is the placeholder.
+const extraNotBuilt = "extra.ptx not built; run cudashim/kernels/build.sh on a machine with nvcc"
+
 // Device is an opened CUDA device. It implements [rt.Device].
 type Device struct {
-	info   rt.DeviceInfo
-	cudev  C.CUdevice
-	ctx    C.CUcontext
-	mod    C.CUmodule
-	fns    [numKernels]C.CUfunction
-	cublas bool // MatMul uses cuBLAS
-	tf32   bool
+	info  rt.DeviceInfo
+	cudev C.CUdevice
+	ctx   C.CUcontext
+	mod   C.CUmodule
+	extra C.CUmodule // nil while extra.ptx is the placeholder
+	fns   [numAllKernels]C.CUfunction
+	// noExtra, when set, is why the ops of extra.ptx are unsupported.
+	noExtra string
+	cublas  bool // MatMul uses cuBLAS
+	tf32    bool
 
 	mu      sync.Mutex
 	closed  bool
@@ -276,9 +300,25 @@ func openDevice(index int, cublas bool) (*Device, error) {
 	if d.mod, err = moduleLoad(ptx); err != nil {
 		return fail(fmt.Errorf("cuda: loading the kernels' PTX (%s): %w", d.info.Driver, err))
 	}
-	for i, n := range kernelNames {
+	for i, n := range kernelNames[:numKernels] {
 		if d.fns[i], err = moduleFunction(d.mod, n); err != nil {
 			return fail(fmt.Errorf("%w (the PTX is stale: rebuild it with cudashim/kernels/build.sh)", err))
+		}
+	}
+	extra, _, err := extraPTX()
+	if err != nil {
+		return fail(err)
+	}
+	if extra == "" {
+		d.noExtra = extraNotBuilt
+	} else {
+		if d.extra, err = moduleLoad(extra); err != nil {
+			return fail(fmt.Errorf("cuda: loading extra.ptx (%s): %w", d.info.Driver, err))
+		}
+		for i := numKernels; i < numAllKernels; i++ {
+			if d.fns[i], err = moduleFunction(d.extra, kernelNames[i]); err != nil {
+				return fail(fmt.Errorf("%w (extra.ptx is stale: rebuild it with cudashim/kernels/build.sh)", err))
+			}
 		}
 	}
 	if err := check(C.vr_cuStreamCreate(&d.ioStream), "cuStreamCreate"); err != nil {
@@ -302,6 +342,10 @@ func (d *Device) release() {
 	if d.ioStream != nil {
 		C.vr_cuStreamDestroy(d.ioStream)
 		d.ioStream = nil
+	}
+	if d.extra != nil {
+		C.vr_cuModuleUnload(d.extra)
+		d.extra = nil
 	}
 	if d.mod != nil {
 		C.vr_cuModuleUnload(d.mod)

@@ -37,7 +37,27 @@ func (d *Device) Supports(op rt.Op) error {
 	if op == nil {
 		return errors.New("cuda: nil op")
 	}
-	return supports(op)
+	if err := supports(op); err != nil {
+		return err
+	}
+	return d.extraSupported(op)
+}
+
+// isExtra reports whether op runs on a kernel of extra.ptx.
+func isExtra(op rt.Op) bool {
+	switch op.(type) {
+	case *rt.GatherElements, *rt.ScatterElements, *rt.TopK:
+		return true
+	}
+	return false
+}
+
+// extraSupported refuses the ops of extra.ptx while it is not loaded.
+func (d *Device) extraSupported(op rt.Op) error {
+	if d.noExtra != "" && isExtra(op) {
+		return unsupported(op, rt.OpDType(op), d.noExtra)
+	}
+	return nil
 }
 
 func unsupported(op rt.Op, dt rt.DType, reason string) error {
@@ -196,12 +216,26 @@ func supports(op rt.Op) error {
 		return sameDT(op, dt, []string{"Y"}, o.Y)
 	case *rt.Fill:
 		return nil
+	case *rt.GatherElements:
+		return sameDT(op, dt, []string{"Y"}, o.Y)
+	case *rt.ScatterElements:
+		if o.Fn > rt.ScatterMin {
+			return unsupported(op, dt, "unknown scatter function")
+		}
+		return sameDT(op, dt, []string{"Upd"}, o.Upd)
+	case *rt.TopK:
+		if o.Indices.DType != rt.I64 {
+			return dtypeErr(op, "Indices", o.Indices.DType, rt.I64)
+		}
+		return sameDT(op, dt, []string{"Values"}, o.Values)
 	}
 	return unsupported(op, dt, fmt.Sprintf("unknown op type %T", op))
 }
 
 // field is one operand with the number of elements a kernel reads
-// linearly from its offset (-1: a strided view checked by rt.CheckOp).
+// linearly from its offset (-1: a strided view checked by rt.CheckOp; 0
+// for the strided Idx and Upd of the indexed ops, whose span rt.CheckOp
+// bounds).
 type field struct {
 	name string
 	ref  rt.Ref
@@ -286,6 +320,13 @@ func fields(op rt.Op) []field {
 			ny = prod(o.Outer, int(ni), o.Inner)
 		}
 		return []field{{"X", o.X, prod(o.Outer, o.Axis, o.Inner)}, {"Idx", o.Idx, ni}, {"Y", o.Y, ny}}
+	case *rt.GatherElements:
+		return []field{{"X", o.X, prod(o.Outer, o.Axis, o.Inner)}, {"Idx", o.Idx, 0}, {"Y", o.Y, prod(o.Outer, o.N, o.Inner)}}
+	case *rt.ScatterElements:
+		return []field{{"Idx", o.Idx, 0}, {"Upd", o.Upd, 0}, {"Y", o.Y, prod(o.Outer, o.Axis, o.Inner)}}
+	case *rt.TopK:
+		n := prod(o.Outer, o.K, o.Inner)
+		return []field{{"X", o.X, prod(o.Outer, o.N, o.Inner)}, {"Values", o.Values, n}, {"Indices", o.Indices, n}}
 	}
 	return nil
 }
@@ -307,6 +348,9 @@ func (d *Device) validate(op rt.Op) error {
 		}
 	}
 	if err := supports(op); err != nil {
+		return err
+	}
+	if err := d.extraSupported(op); err != nil {
 		return err
 	}
 	if err := rt.CheckOp(op); err != nil {
@@ -507,6 +551,8 @@ func (d *Device) lower(op rt.Op) ([]launch, []*Buffer, error) {
 				ints(o.Outer, o.Axis, o.Inner).i(o.Idx.Len()).i(int64(o.X.DType.Size())).i(b2i(o.Idx.DType == rt.I64)).b
 			l.kernel(kGather, [3]uint32{grid1(n), 1, 1}, args)
 		}
+	case *rt.GatherElements, *rt.ScatterElements, *rt.TopK:
+		l.indexed(op)
 	case *rt.MatMul:
 		l.matmul(o)
 	case *rt.Conv:
@@ -625,4 +671,47 @@ func (l *lowering) conv(o *rt.Conv) {
 	kg := o.K / o.Groups
 	grid := [3]uint32{tiles(int(cols), 64), min(tiles(kg, 64), 65535), uint32(min(o.Groups, 65535))}
 	l.kernel(byFloat(o.X.DType, kConvH, kConvF, kConvD), grid, args)
+}
+
+// strides3 returns the element strides of a [outer, n, inner] view.
+func strides3(r rt.Ref) (s0, s1, s2 int64) {
+	st := r.StridesOrContiguous()
+	return int64(st[0]), int64(st[1]), int64(st[2])
+}
+
+// indexed lowers GatherElements, ScatterElements and TopK to the kernels
+// of extra.ptx; the argument structs are GatherElArgs, ScatterElArgs and
+// TopKArgs of kernels/extra.cu.
+func (l *lowering) indexed(op rt.Op) {
+	switch o := op.(type) {
+	case *rt.GatherElements:
+		n := int64(o.Outer) * int64(o.N) * int64(o.Inner)
+		if n == 0 {
+			return
+		}
+		s0, s1, s2 := strides3(o.Idx)
+		args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.Idx)).u(l.ptr(o.Y)).
+			ints(o.Outer, o.Axis, o.N, o.Inner).i(s0).i(s1).i(s2).
+			i(int64(o.X.DType.Size())).i(b2i(o.Idx.DType == rt.I64)).b
+		l.kernel(kGatherElements, [3]uint32{grid1(n), 1, 1}, args)
+	case *rt.ScatterElements:
+		cols := int64(o.Outer) * int64(o.Inner)
+		if cols == 0 || o.N == 0 || o.Axis == 0 {
+			return
+		}
+		is0, is1, is2 := strides3(o.Idx)
+		us0, us1, us2 := strides3(o.Upd)
+		args := (&argw{}).u(l.ptr(o.Y)).u(l.ptr(o.Idx)).u(l.ptr(o.Upd)).
+			ints(o.Outer, o.Axis, o.N, o.Inner).i(is0).i(is1).i(is2).i(us0).i(us1).i(us2).
+			i(int64(o.Y.DType)).i(int64(o.Y.DType.Size())).i(b2i(o.Idx.DType == rt.I64)).i(int64(o.Fn)).b
+		l.kernel(kScatterElements, [3]uint32{grid1(cols), 1, 1}, args)
+	case *rt.TopK:
+		n := int64(o.Outer) * int64(o.N) * int64(o.Inner)
+		if n == 0 || o.K == 0 {
+			return
+		}
+		args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.Values)).u(l.ptr(o.Indices)).
+			ints(o.Outer, o.N, o.Inner, o.K).i(int64(o.X.DType)).i(b2i(o.Largest)).b
+		l.kernel(kTopK, [3]uint32{grid1(n), 1, 1}, args)
+	}
 }

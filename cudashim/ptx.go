@@ -11,13 +11,25 @@ import (
 //go:embed kernels/kernels.ptx
 var embeddedPTX string
 
-// placeholderPrefix starts the placeholder kernels.ptx that build.sh
-// --placeholder writes where nvcc is not available.
+// embeddedExtraPTX is the PTX of kernels/extra.cu (GatherElements,
+// ScatterElements, TopK), a second module built by kernels/build.sh.
+//
+//go:embed kernels/extra.ptx
+var embeddedExtraPTX string
+
+// placeholderPrefix starts the placeholder kernels.ptx or extra.ptx that
+// build.sh --placeholder (or --extra-placeholder) writes where nvcc is not
+// available.
 const placeholderPrefix = "// vrun placeholder"
 
 // PTXIsPlaceholder reports whether the embedded PTX is the placeholder
 // rather than real kernels; the backend then refuses to open devices.
 func PTXIsPlaceholder() bool { return strings.HasPrefix(embeddedPTX, placeholderPrefix) }
+
+// ExtraPTXIsPlaceholder reports whether the embedded extra.ptx is the
+// placeholder; devices then open, but report GatherElements,
+// ScatterElements and TopK as unsupported.
+func ExtraPTXIsPlaceholder() bool { return strings.HasPrefix(embeddedExtraPTX, placeholderPrefix) }
 
 var ptxVersionRE = regexp.MustCompile(`(?m)^\.version\s+(\S+)`)
 var ptxTargetRE = regexp.MustCompile(`(?m)^\.target\s+(\S+)`)
@@ -45,3 +57,6 @@ var kernelEntryNames = []string{
 	"gemm_h", "gemm_f", "gemm_d", "conv_h", "conv_f", "conv_d", "convt_h", "convt_f", "convt_d",
 	"pool_h", "pool_f", "pool_d", "gather",
 }
+
+// extraEntryNames are the entry points of extra.ptx.
+var extraEntryNames = []string{"gather_elements", "scatter_elements", "topk"}

@@ -24,9 +24,11 @@ func kernelsDir() string {
 	return filepath.Join("cudashim", "kernels")
 }
 
-// sourcesHash is build.sh's hash: for each of kernels/*.cu, *.cuh and
-// build.sh in byte order of their names, the name, "\n" and the bytes.
-func sourcesHash(t *testing.T) string {
+// sourcesHash is build.sh's hash of a module's sources: for each source
+// in byte order of their names, the name, "\n" and the bytes. The
+// sources of kernels.ptx are kernels/*.cu except extra.cu, *.cuh and
+// build.sh; those of extra.ptx are extra.cu, *.cuh and build.sh.
+func sourcesHash(t *testing.T, extra bool) string {
 	t.Helper()
 	var names []string
 	for _, pat := range []string{"*.cu", "*.cuh", "build.sh"} {
@@ -35,7 +37,11 @@ func sourcesHash(t *testing.T) string {
 			t.Fatal(err)
 		}
 		for _, f := range m {
-			names = append(names, filepath.Base(f))
+			n := filepath.Base(f)
+			if strings.HasSuffix(n, ".cu") && (n == "extra.cu") != extra {
+				continue
+			}
+			names = append(names, n)
 		}
 	}
 	sort.Strings(names)
@@ -51,42 +57,89 @@ func sourcesHash(t *testing.T) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// TestPTXMatchesSources checks that kernels/kernels.ptx.sha256 records the
-// hash of the current kernel sources and of the embedded PTX, so the PTX
-// cannot drift from the .cu files. It needs no GPU.
+// TestPTXMatchesSources checks, for each PTX module, that its .sha256
+// file records the hash of the module's current sources and of the
+// embedded PTX, so the PTX cannot drift from the .cu files. It needs no
+// GPU. A placeholder module (build.sh --placeholder or
+// --extra-placeholder, where nvcc is unavailable) skips the PTX check.
 func TestPTXMatchesSources(t *testing.T) {
-	rec, err := os.ReadFile(filepath.Join(kernelsDir(), "kernels.ptx.sha256"))
+	for _, m := range []struct {
+		file        string
+		extra       bool
+		ptx         string
+		placeholder bool
+		entries     []string
+	}{
+		{"kernels.ptx", false, embeddedPTX, PTXIsPlaceholder(), kernelEntryNames},
+		{"extra.ptx", true, embeddedExtraPTX, ExtraPTXIsPlaceholder(), extraEntryNames},
+	} {
+		t.Run(m.file, func(t *testing.T) {
+			rec, err := os.ReadFile(filepath.Join(kernelsDir(), m.file+".sha256"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(rec)), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("%s.sha256: want 2 lines, got %q", m.file, rec)
+			}
+			got := sourcesHash(t, m.extra)
+			if want := strings.TrimPrefix(lines[0], "sources "); want != got {
+				t.Fatalf("kernel sources changed since %s was built (recorded %s, now %s): run cudashim/kernels/build.sh", m.file, want, got)
+			}
+			if m.placeholder {
+				if lines[1] != "placeholder" {
+					t.Fatalf("%s is a placeholder but %s.sha256 records %q", m.file, m.file, lines[1])
+				}
+				t.Skipf("sources hash matches, but the embedded %s is a placeholder; run cudashim/kernels/build.sh on a machine with nvcc", m.file)
+			}
+			sum := sha256.Sum256([]byte(m.ptx))
+			if want, got := strings.TrimPrefix(lines[1], "ptx "), hex.EncodeToString(sum[:]); want != got {
+				t.Fatalf("%s hash %s, recorded %s: rebuild with cudashim/kernels/build.sh", m.file, got, want)
+			}
+			ver, target := PTXVersion(m.ptx)
+			if ver == "" || target != "sm_75" {
+				t.Fatalf("%s declares .version %q .target %q, want a version and sm_75 (build.sh uses -arch=compute_75)", m.file, ver, target)
+			}
+			for _, n := range m.entries {
+				if !bytes.Contains([]byte(m.ptx), []byte(".entry "+n+"(")) {
+					t.Errorf("%s lacks entry %s", m.file, n)
+				}
+			}
+			t.Logf("%s: PTX ISA %s, target %s, %d bytes", m.file, ver, target, len(m.ptx))
+		})
+	}
+}
+
+// TestExtraPlaceholderFile checks that a placeholder extra.ptx is the
+// explicit placeholder build.sh writes, not an empty or truncated file.
+func TestExtraPlaceholderFile(t *testing.T) {
+	if ExtraPTXIsPlaceholder() {
+		return
+	}
+	if !strings.Contains(embeddedExtraPTX, ".entry") {
+		t.Fatalf("extra.ptx is neither the placeholder nor PTX with entries (%d bytes)", len(embeddedExtraPTX))
+	}
+}
+
+// TestScatterEnumMatchesRT checks the S_* codes of kernels/extra.cu
+// against rt.ScatterFn.
+func TestScatterEnumMatchesRT(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(kernelsDir(), "extra.cu"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(rec)), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("kernels.ptx.sha256: want 2 lines, got %q", rec)
-	}
-	got := sourcesHash(t)
-	if want := strings.TrimPrefix(lines[0], "sources "); want != got {
-		t.Fatalf("kernel sources changed since kernels.ptx was built (recorded %s, now %s): run cudashim/kernels/build.sh", want, got)
-	}
-	if PTXIsPlaceholder() {
-		if lines[1] != "placeholder" {
-			t.Fatalf("kernels.ptx is a placeholder but kernels.ptx.sha256 records %q", lines[1])
+	re := regexp.MustCompile(`\bS_(\w+)\s*=\s*(\d+)`)
+	n := 0
+	for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+		v, _ := strconv.Atoi(m[2])
+		if rt.ScatterFn(v).String() != m[1] {
+			t.Errorf("extra.cu: S_%s = %d, but rt names %d %q", m[1], v, v, rt.ScatterFn(v))
 		}
-		t.Skip("sources hash matches, but the embedded PTX is a placeholder; run cudashim/kernels/build.sh on a machine with nvcc")
+		n++
 	}
-	sum := sha256.Sum256([]byte(embeddedPTX))
-	if want, got := strings.TrimPrefix(lines[1], "ptx "), hex.EncodeToString(sum[:]); want != got {
-		t.Fatalf("kernels.ptx hash %s, recorded %s: rebuild with cudashim/kernels/build.sh", got, want)
+	if n != int(rt.ScatterMin)+1 {
+		t.Errorf("extra.cu enumerates %d scatter functions; rt has %d", n, rt.ScatterMin+1)
 	}
-	ver, target := PTXVersion(embeddedPTX)
-	if ver == "" || target != "sm_75" {
-		t.Fatalf("PTX declares .version %q .target %q, want a version and sm_75 (build.sh uses -arch=compute_75)", ver, target)
-	}
-	for _, n := range kernelEntryNames {
-		if !bytes.Contains([]byte(embeddedPTX), []byte(".entry "+n+"(")) {
-			t.Errorf("PTX lacks entry %s", n)
-		}
-	}
-	t.Logf("PTX ISA %s, target %s, %d bytes", ver, target, len(embeddedPTX))
 }
 
 // TestEnumsMatchRT checks the function codes in kernels/common.cuh

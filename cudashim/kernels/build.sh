@@ -3,17 +3,28 @@
 # their sources, so the embedded PTX and the sources cannot drift apart
 # (TestPTXMatchesSources checks it).
 #
-#   cudashim/kernels/build.sh                # needs nvcc (CUDA 13.0)
-#   cudashim/kernels/build.sh --placeholder  # no nvcc: placeholder PTX
+#   cudashim/kernels/build.sh                      # needs nvcc (CUDA 13.0): both modules
+#   cudashim/kernels/build.sh --extra              # needs nvcc: extra.ptx only
+#   cudashim/kernels/build.sh --placeholder        # no nvcc: placeholders for both
+#   cudashim/kernels/build.sh --extra-placeholder  # no nvcc: placeholder extra.ptx only
 #
-# Output: kernels.ptx (from kernels.cu, which includes every part) and
-# kernels.ptx.sha256:
+# There are two PTX modules:
 #
-#   sources <sha256 of the sources>
-#   ptx <sha256 of kernels.ptx>         (or the line "placeholder")
+#   kernels.ptx  from kernels.cu, which includes every part except extra.cu
+#   extra.ptx    from extra.cu (GatherElements, ScatterElements, TopK)
 #
-# The sources hash is the sha256 of, for each of *.cu, *.cuh and build.sh
-# in byte order of their names, the name, a newline and the file's bytes.
+# each with a hash file (kernels.ptx.sha256, extra.ptx.sha256):
+#
+#   sources <sha256 of the module's sources>
+#   ptx <sha256 of the PTX>         (or the line "placeholder")
+#
+# A module's sources hash is the sha256 of, for each of its sources in
+# byte order of their names, the name, a newline and the file's bytes.
+# The sources of kernels.ptx are *.cu except extra.cu, *.cuh and build.sh;
+# those of extra.ptx are extra.cu, *.cuh and build.sh.
+#
+# The device opens with a placeholder extra.ptx (reporting the three ops
+# as unsupported), but not with a placeholder kernels.ptx.
 #
 # The PTX targets the virtual architecture compute_75, so the driver JITs
 # it for any GPU from sm_75 (Turing) up. PTX from nvcc 13.0 declares PTX
@@ -22,13 +33,32 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-srcs=$(ls -1 -- *.cu *.cuh build.sh | LC_ALL=C sort)
-src_hash=$(for f in $srcs; do printf '%s\n' "$f"; cat -- "$f"; done | sha256sum | cut -d' ' -f1)
+hash_of() { for f in "$@"; do printf '%s\n' "$f"; cat -- "$f"; done | sha256sum | cut -d' ' -f1; }
+main_srcs=$(ls -1 -- *.cu *.cuh build.sh | grep -vx 'extra.cu' | LC_ALL=C sort)
+extra_srcs=$(ls -1 -- extra.cu *.cuh build.sh | LC_ALL=C sort)
+# shellcheck disable=SC2086
+src_hash=$(hash_of $main_srcs)
+# shellcheck disable=SC2086
+extra_hash=$(hash_of $extra_srcs)
 
-if [ "${1:-}" = "--placeholder" ]; then
-  printf '%s\n' "// vrun placeholder: no PTX was built. Run cudashim/kernels/build.sh on a machine with nvcc." >kernels.ptx
-  printf 'sources %s\nplaceholder\n' "$src_hash" >kernels.ptx.sha256
-  echo "build.sh: wrote placeholder kernels.ptx (sources $src_hash)"
+placeholder() { # module.ptx sources-hash
+  printf '%s\n' "// vrun placeholder: no PTX was built. Run cudashim/kernels/build.sh on a machine with nvcc." >"$1"
+  printf 'sources %s\nplaceholder\n' "$2" >"$1.sha256"
+  echo "build.sh: wrote placeholder $1 (sources $2)"
+}
+
+mode=${1:-}
+case "$mode" in
+  "" | --extra | --placeholder | --extra-placeholder) ;;
+  *) echo "build.sh: unknown option $mode" >&2; exit 2 ;;
+esac
+if [ "$mode" = "--placeholder" ]; then
+  placeholder kernels.ptx "$src_hash"
+  placeholder extra.ptx "$extra_hash"
+  exit 0
+fi
+if [ "$mode" = "--extra-placeholder" ]; then
+  placeholder extra.ptx "$extra_hash"
   exit 0
 fi
 
@@ -39,11 +69,21 @@ if ! command -v "$NVCC" >/dev/null 2>&1; then
   done
 fi
 "$NVCC" --version | tail -n 2
-tmp=$(mktemp kernels.ptx.XXXXXX)
-trap 'rm -f "$tmp"' EXIT
-"$NVCC" -ptx -arch=compute_75 -O3 -std=c++17 -o "$tmp" kernels.cu
-mv -f "$tmp" kernels.ptx
-trap - EXIT
-ptx_hash=$(sha256sum kernels.ptx | cut -d' ' -f1)
-printf 'sources %s\nptx %s\n' "$src_hash" "$ptx_hash" >kernels.ptx.sha256
-echo "build.sh: wrote kernels.ptx ($(grep -m1 '^\.version' kernels.ptx), $(wc -c <kernels.ptx) bytes) and kernels.ptx.sha256"
+
+tmp=
+compile() { # source.cu module.ptx sources-hash
+  tmp=$(mktemp "$2.XXXXXX")
+  trap 'rm -f "$tmp"' EXIT
+  "$NVCC" -ptx -arch=compute_75 -O3 -std=c++17 -o "$tmp" "$1"
+  mv -f "$tmp" "$2"
+  trap - EXIT
+  local ptx_hash
+  ptx_hash=$(sha256sum "$2" | cut -d' ' -f1)
+  printf 'sources %s\nptx %s\n' "$3" "$ptx_hash" >"$2.sha256"
+  echo "build.sh: wrote $2 ($(grep -m1 '^\.version' "$2"), $(wc -c <"$2") bytes) and $2.sha256"
+}
+
+if [ "$mode" != "--extra" ]; then
+  compile kernels.cu kernels.ptx "$src_hash"
+fi
+compile extra.cu extra.ptx "$extra_hash"
