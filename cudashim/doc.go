@@ -38,6 +38,21 @@
 // machine with nvcc". For kernel development, VRUN_CUDA_PTX=/path/to.ptx
 // loads that file instead of the embedded PTX.
 //
+// GatherElements, ScatterElements and TopK live in a second module:
+// kernels/extra.cu compiles on its own to kernels/extra.ptx, with its own
+// kernels/extra.ptx.sha256 (kernels.ptx's sources exclude extra.cu), so
+// adding them did not invalidate kernels.ptx. build.sh builds both
+// modules ("build.sh --extra" only extra.ptx); "build.sh
+// --extra-placeholder" writes a placeholder extra.ptx. While extra.ptx is
+// the placeholder, devices still open and run every other op, and report
+// the three as *rt.UnsupportedError ("extra.ptx not built; run
+// cudashim/kernels/build.sh on a machine with nvcc").
+// VRUN_CUDA_EXTRA_PTX=/path/to.ptx loads that file instead of the
+// embedded extra.ptx. ScatterElements runs one thread per output column
+// (o, i) that applies its updates in order, so duplicates resolve like the
+// CPU backend (the last Set wins) and results are deterministic; TopK
+// ranks each element against its column, stopping once the rank reaches K.
+//
 // PTX emitted by nvcc 13.0 declares PTX ISA 9.0 (".version 9.0" in its
 // header; DeviceInfo.Details shows it), which the driver accepts from the
 // CUDA 13.0 driver branch (r580) on: an older driver fails to load the
@@ -77,9 +92,20 @@
 // CUBLAS_TF32_TENSOR_OP_MATH): much faster on Ampere and newer, with
 // about 10 bits of mantissa in the products.
 //
-// Conv runs on the package's own implicit-GEMM kernel (cuDNN is not used);
-// ConvTranspose, Pool, Reduce, Softmax, Normalize and Gather have direct
-// kernels.
+// Conv runs on cuDNN 9 when libcudnn.so.9 (cudnn64_9.dll) loads (opened
+// lazily, declared in cudnn_shim.h like the rest) and cuDNN's semantics
+// are exactly the op's: 2-D NCHW in f32, f64 or f16 (f32 compute), pads
+// that cuDNN's symmetric padding reproduces (its output size equals
+// OH×OW), 16-byte aligned tensors. It uses the legacy API
+// (cudnnConvolutionForward, algorithm from the v7 heuristics at record
+// time, FFT and non-fused Winograd excluded; f32 on FMA math only unless
+// VRUN_CUDA_TF32=1), with descriptors made when the op is recorded and a
+// handle and workspace per stream set up before capture. Bias is
+// broadcast into Y and blended with beta = 1; the activation runs as an
+// elementwise kernel. Every other Conv, and every Conv when cuDNN is
+// missing or VRUN_CUDA_CUDNN=0, runs on the package's own implicit-GEMM
+// kernel; DeviceInfo.Details says which ("cudnn", "conv"). ConvTranspose,
+// Pool, Reduce, Softmax, Normalize and Gather have direct kernels.
 //
 // # Errors
 //
