@@ -140,7 +140,8 @@ func describe(i int, d C.CUdevice) rt.DeviceInfo {
 			{"tf32", tf32},
 			{"ptx", ptx},
 			{"extra ptx", extra},
-			{"conv", "built-in implicit-GEMM kernel (no cuDNN)"},
+			{"cudnn", dnnDetail()},
+			{"conv", convDetail()},
 		},
 	}
 }
@@ -255,6 +256,8 @@ type Device struct {
 	ioStream C.CUstream
 	ioStage  unsafe.Pointer
 	ioSize   int64
+
+	dnn dnnDevice // cuDNN state (cudnn.go)
 }
 
 // ioChunk is the size of the pinned staging buffer of Device.Write/Read.
@@ -335,6 +338,7 @@ func openDevice(index int, cublas bool) (*Device, error) {
 // release frees the device's own driver objects (not buffers or streams)
 // with the context current.
 func (d *Device) release() {
+	d.dnnRelease()
 	if d.ioStage != nil {
 		C.vr_cuMemFreeHost(d.ioStage)
 		d.ioStage = nil

@@ -92,9 +92,20 @@
 // CUBLAS_TF32_TENSOR_OP_MATH): much faster on Ampere and newer, with
 // about 10 bits of mantissa in the products.
 //
-// Conv runs on the package's own implicit-GEMM kernel (cuDNN is not used);
-// ConvTranspose, Pool, Reduce, Softmax, Normalize and Gather have direct
-// kernels.
+// Conv runs on cuDNN 9 when libcudnn.so.9 (cudnn64_9.dll) loads (opened
+// lazily, declared in cudnn_shim.h like the rest) and cuDNN's semantics
+// are exactly the op's: 2-D NCHW in f32, f64 or f16 (f32 compute), pads
+// that cuDNN's symmetric padding reproduces (its output size equals
+// OH×OW), 16-byte aligned tensors. It uses the legacy API
+// (cudnnConvolutionForward, algorithm from the v7 heuristics at record
+// time, FFT and non-fused Winograd excluded; f32 on FMA math only unless
+// VRUN_CUDA_TF32=1), with descriptors made when the op is recorded and a
+// handle and workspace per stream set up before capture. Bias is
+// broadcast into Y and blended with beta = 1; the activation runs as an
+// elementwise kernel. Every other Conv, and every Conv when cuDNN is
+// missing or VRUN_CUDA_CUDNN=0, runs on the package's own implicit-GEMM
+// kernel; DeviceInfo.Details says which ("cudnn", "conv"). ConvTranspose,
+// Pool, Reduce, Softmax, Normalize and Gather have direct kernels.
 //
 // # Errors
 //

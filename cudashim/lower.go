@@ -16,6 +16,7 @@ type launch struct {
 	grid   [3]uint32
 	args   []byte
 	gemm   *gemmCall
+	dnn    *dnnConv // cuDNN convolution (cudnn.go)
 }
 
 // gemmCall is a cuBLAS strided batched GEMM in cuBLAS's column-major
@@ -663,6 +664,9 @@ func (l *lowering) matmul(o *rt.MatMul) {
 func (l *lowering) conv(o *rt.Conv) {
 	cols := prod(o.N, o.OH, o.OW)
 	if cols == 0 || o.K == 0 {
+		return
+	}
+	if l.dnnConv(o) {
 		return
 	}
 	args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.W)).u(l.ptr(o.Bias)).u(l.ptr(o.Y)).

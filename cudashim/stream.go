@@ -61,6 +61,8 @@ type Stream struct {
 	blas   C.cublasHandle_t
 	blasWS C.CUdeviceptr
 
+	dnn dnnStream // cuDNN handle and workspace (cudnn.go)
+
 	events  []C.CUevent
 	timings []time.Duration
 
@@ -199,6 +201,9 @@ func (s *Stream) prepare() error {
 			}
 		}
 	}
+	if err := s.dnnPrepare(); err != nil {
+		return err
+	}
 	if s.profile {
 		for len(s.events) < 2*s.nLaunch {
 			var e C.CUevent
@@ -258,6 +263,9 @@ func (s *Stream) issue() error {
 }
 
 func (s *Stream) issueLaunch(l *launch) error {
+	if l.dnn != nil {
+		return s.issueDnn(l.dnn)
+	}
 	if g := l.gemm; g != nil {
 		st := C.vr_gemm(s.blas, C.int(g.dt), C.int(b2i(g.ta)), C.int(b2i(g.tb)), C.int(g.m), C.int(g.n), C.int(g.k),
 			C.double(g.alpha), C.CUdeviceptr(g.a), C.int(g.lda), C.longlong(g.sa),
@@ -435,6 +443,7 @@ func (s *Stream) Reset() {
 			leave()
 		}
 	}
+	s.dnnDropCmds()
 	s.cmds = nil
 	s.nLaunch = 0
 	s.timings = nil
@@ -451,6 +460,7 @@ func (s *Stream) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.dnnDropCmds()
 	s.cmds = nil
 	d := s.dev
 	runtime.LockOSThread()
@@ -473,6 +483,7 @@ func (s *Stream) Close() error {
 			C.vr_cuMemFree(s.blasWS)
 			s.blasWS = 0
 		}
+		s.dnnClose()
 		if s.pinned != nil {
 			C.vr_cuMemFreeHost(s.pinned)
 			s.pinned, s.pinnedSize = nil, 0
