@@ -102,6 +102,10 @@ var names = []string{
 	"gather_b2",         // gather.comp ESIZE=2 NEED_16BIT=1
 	"gather_b4",         // gather.comp ESIZE=4
 	"gather_b8",         // gather.comp ESIZE=8
+	"gatherel_b1",       // gatherel.comp ESIZE=1 NEED_8BIT=1
+	"gatherel_b2",       // gatherel.comp ESIZE=2 NEED_16BIT=1
+	"gatherel_b4",       // gatherel.comp ESIZE=4
+	"gatherel_b8",       // gatherel.comp ESIZE=8
 	"gemv_f16",          // gemv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"gemv_f32",          // gemv.comp X_DT=1 Y_DT=1
 	"gemv_f64",          // gemv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
@@ -128,9 +132,22 @@ var names = []string{
 	"reduce_f64",        // reduce.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"reduce_i32",        // reduce.comp X_DT=4 Y_DT=4
 	"reduce_i64",        // reduce.comp X_DT=5 Y_DT=5 NEED_I64=1
+	"scatter_bool",      // scatter.comp X_DT=7 Y_DT=7 NEED_8BIT=1
+	"scatter_f16",       // scatter.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"scatter_f32",       // scatter.comp X_DT=1 Y_DT=1
+	"scatter_f64",       // scatter.comp X_DT=3 Y_DT=3
+	"scatter_i32",       // scatter.comp X_DT=4 Y_DT=4
+	"scatter_i64",       // scatter.comp X_DT=5 Y_DT=5 NEED_I64=1
+	"scatter_i8",        // scatter.comp X_DT=8 Y_DT=8 NEED_8BIT=1
+	"scatter_u8",        // scatter.comp X_DT=6 Y_DT=6 NEED_8BIT=1
 	"softmax_f16",       // softmax.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"softmax_f32",       // softmax.comp X_DT=1 Y_DT=1
 	"softmax_f64",       // softmax.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"topk_f16",          // topk.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"topk_f32",          // topk.comp X_DT=1 Y_DT=1
+	"topk_f64",          // topk.comp X_DT=3 Y_DT=3
+	"topk_i32",          // topk.comp X_DT=4 Y_DT=4
+	"topk_i64",          // topk.comp X_DT=5 Y_DT=5 NEED_I64=1
 	"unary_bool",        // unary.comp X_DT=7 Y_DT=7 NEED_8BIT=1
 	"unary_f16",         // unary.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"unary_f32",         // unary.comp X_DT=1 Y_DT=1

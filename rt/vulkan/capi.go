@@ -209,7 +209,7 @@ import (
 // caps are the Vulkan 1.1/1.2 capabilities that goki/vulkan cannot query.
 type caps struct {
 	hasFeatures2, vk12                                                                bool
-	coopMatrix, vkMemModel                                                           bool // VK_NV_cooperative_matrix feature, vulkanMemoryModel
+	coopMatrix, vkMemModel                                                            bool // VK_NV_cooperative_matrix feature, vulkanMemoryModel
 	storage16, shaderFloat16, storage8, shaderInt8, shaderInt64, shaderFloat64, int16 bool
 	subgroupSize, subgroupOps, driverID                                               uint32
 	maxAlloc                                                                          uint64

@@ -27,6 +27,14 @@
 //     alignment beyond their dtype. Pipelines are created lazily per
 //     (variant, specialization constants) and persisted through a
 //     VkPipelineCache file in $VRUN_CACHE_DIR or os.UserCacheDir()/vrun.
+//   - MatMul runs matmul.comp, a register-blocked GEMM with two
+//     shared-memory stages, in one of four compile-time tiles chosen by
+//     shape and device limits (128x128, 128x64, 64x64, 32x32; see
+//     gemmTiles and pickTile), or gemv.comp for M == 1 or N == 1. f16
+//     MatMul runs mmcm.comp on NV cooperative matrices (f32 accumulate)
+//     where the device lists an f16xf16->f32 subgroup shape;
+//     VK_NV_cooperative_matrix and its features are enabled at device
+//     creation only then, and VRUN_VK_COOPMAT=0 turns that off.
 //   - VRUN_VK_VALIDATION=1 enables VK_LAYER_KHRONOS_validation with a
 //     VK_EXT_debug_utils messenger; warnings and errors are returned from
 //     Submit, Wait, Device.Write/Read and Close, and kept for

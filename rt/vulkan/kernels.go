@@ -1044,6 +1044,12 @@ func (d *device) lowerOp(op rt.Op, probe bool) ([]dispatch, error) {
 		l.convT(o)
 	case *rt.Pool:
 		l.pool(o)
+	case *rt.GatherElements:
+		l.gatherElements(o)
+	case *rt.ScatterElements:
+		l.scatterElements(o)
+	case *rt.TopK:
+		l.topK(o)
 	default:
 		return nil, &rt.UnsupportedError{Backend: backendName, Op: op.OpName(), DType: rt.OpDType(op), Reason: fmt.Sprintf("unknown op type %T", op)}
 	}

@@ -147,10 +147,13 @@ func TestOpenClose(t *testing.T) {
 	}
 }
 
+// BenchmarkGEMM measures square MatMul (f32 and f16; 4096 and 8192 are
+// skipped on CPU devices), reporting wall-clock and GPU-timestamp
+// TFLOP/s.
 func BenchmarkGEMM(b *testing.B) {
 	d := testDevice(b)
 	for _, dt := range []rt.DType{rt.F32, rt.F16} {
-		for _, n := range []int{1024, 4096} {
+		for _, n := range []int{1024, 4096, 8192} {
 			b.Run(dt.String()+"/"+itoa(n), func(b *testing.B) {
 				if n > 1024 && isCPU(d) {
 					b.Skip("large GEMM skipped on a CPU device")
@@ -167,42 +170,78 @@ func BenchmarkGEMM(b *testing.B) {
 				z := newBuf(b, d, dt, n*n, nil)
 				op := &rt.MatMul{A: x.ref([]int{n * n}, nil), B: y.ref([]int{n * n}, nil), Y: z.ref([]int{n * n}, nil),
 					Batch: 1, M: n, N: n, K: n, Alpha: 1}
-				if err := d.Supports(op); err != nil {
-					b.Skip(err)
-				}
-				s, err := d.NewStream(rt.StreamOptions{Profile: true})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				if err := s.Launch(op); err != nil {
-					b.Fatal(err)
-				}
-				if err := s.Submit(); err != nil { // warm up + record
-					b.Fatal(err)
-				}
-				if err := s.Wait(); err != nil {
-					b.Fatal(err)
-				}
-				var gpu float64
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					if err := s.Submit(); err != nil {
-						b.Fatal(err)
-					}
-					if err := s.Wait(); err != nil {
-						b.Fatal(err)
-					}
-					if tm := s.Timings(); len(tm) == 1 {
-						gpu += tm[0].Seconds()
-					}
-				}
-				flop := 2 * float64(n) * float64(n) * float64(n) * float64(b.N)
-				b.ReportMetric(flop/b.Elapsed().Seconds()/1e12, "TFLOP/s")
-				if gpu > 0 {
-					b.ReportMetric(flop/gpu/1e12, "gpu-TFLOP/s")
-				}
+				benchOp(b, d, op, 2*float64(n)*float64(n)*float64(n), 0)
 			})
+		}
+	}
+}
+
+// BenchmarkGEMV measures y = x W for a 4096x14336 f32 W (an LLM MLP
+// projection, M = 1), reporting the GB/s of reading W.
+func BenchmarkGEMV(b *testing.B) {
+	d := testDevice(b)
+	const k, n = 4096, 14336
+	if isCPU(d) && testing.Short() {
+		b.Skip("short")
+	}
+	dt := rt.F32
+	w := make([]float64, k*n)
+	for i := range w {
+		w[i] = math.Sin(float64(i))
+	}
+	x := newBuf(b, d, dt, k, w[:k])
+	wb := newBuf(b, d, dt, k*n, w)
+	y := newBuf(b, d, dt, n, nil)
+	op := &rt.MatMul{A: x.ref([]int{k}, nil), B: wb.ref([]int{k * n}, nil), Y: y.ref([]int{n}, nil),
+		Batch: 1, M: 1, N: n, K: k, Alpha: 1}
+	benchOp(b, d, op, 0, float64(k*n*dt.Size()))
+}
+
+// benchOp replays op; it reports TFLOP/s for flop > 0 and GB/s for
+// bytes > 0, from wall time and from GPU timestamps.
+func benchOp(b *testing.B, d rt.Device, op rt.Op, flop, bytes float64) {
+	if err := d.Supports(op); err != nil {
+		b.Skip(err)
+	}
+	s, err := d.NewStream(rt.StreamOptions{Profile: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Launch(op); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Submit(); err != nil { // warm up + record
+		b.Fatal(err)
+	}
+	if err := s.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	var gpu float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := s.Submit(); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		if tm := s.Timings(); len(tm) == 1 {
+			gpu += tm[0].Seconds()
+		}
+	}
+	wall := b.Elapsed().Seconds()
+	nb := float64(b.N)
+	if flop > 0 {
+		b.ReportMetric(flop*nb/wall/1e12, "TFLOP/s")
+		if gpu > 0 {
+			b.ReportMetric(flop*nb/gpu/1e12, "gpu-TFLOP/s")
+		}
+	}
+	if bytes > 0 {
+		b.ReportMetric(bytes*nb/wall/1e9, "GB/s")
+		if gpu > 0 {
+			b.ReportMetric(bytes*nb/gpu/1e9, "gpu-GB/s")
 		}
 	}
 }

@@ -129,6 +129,7 @@ func variants() []variant {
 		add("copy_"+sizes[sz], "copy.comp", def)
 		add("where_"+sizes[sz], "where.comp", def)
 		add("gather_"+sizes[sz], "gather.comp", def)
+		add("gatherel_"+sizes[sz], "gatherel.comp", def)
 	}
 	for _, x := range dtypes {
 		for _, y := range dtypes {
@@ -159,6 +160,13 @@ func variants() []variant {
 		add("conv_"+n, "conv.comp", base...)
 		add("convt_"+n, "convt.comp", base...)
 		add("pool_"+n, "pool.comp", base...)
+	}
+	for _, x := range dtypes {
+		add("scatter_"+x.name, "scatter.comp", slot("X", x), slot("Y", x), needs(x))
+	}
+	for _, n := range []string{"f32", "f16", "f64", "i32", "i64"} {
+		x := dt(n)
+		add("topk_"+n, "topk.comp", slot("X", x), slot("Y", x), needs(x))
 	}
 	// f16 GEMM on NV cooperative matrices, per MxNxK shape (rt/vulkan's coopShapes)
 	for _, sh := range [][3]int{{16, 16, 16}, {16, 8, 16}} {

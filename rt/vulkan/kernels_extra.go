@@ -1,0 +1,183 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// Lowering of the index-driven primitives GatherElements, ScatterElements
+// and TopK (shaders gatherel.comp, scatter.comp, topk.comp).
+
+// strides3 returns the element strides of a rank-3 view as int32 push
+// words.
+func (l *lowering) strides3(name string, r rt.Ref) ([3]uint32, bool) {
+	st := r.StridesOrContiguous()
+	var out [3]uint32
+	if len(st) != 3 {
+		l.err = fmt.Errorf("%s: %s has rank %d, want 3", l.op.OpName(), name, len(st))
+		return out, false
+	}
+	for i, s := range st {
+		if s > math.MaxInt32 || s < math.MinInt32 {
+			l.err = fmt.Errorf("%s: %s stride %d out of the int32 range", l.op.OpName(), name, s)
+			return out, false
+		}
+		out[i] = uint32(int32(s))
+	}
+	return out, true
+}
+
+func (l *lowering) gatherElements(o *rt.GatherElements) {
+	dt := o.X.DType
+	if o.Y.DType != dt {
+		l.err = fmt.Errorf("GatherElements: Y is %s, want %s", o.Y.DType, dt)
+		return
+	}
+	if err := l.needSize(dt); err != nil {
+		l.err = err
+		return
+	}
+	ny := int64(o.Outer) * int64(o.N) * int64(o.Inner)
+	nx := int64(o.Outer) * int64(o.Axis) * int64(o.Inner)
+	if ny == 0 {
+		return
+	}
+	if !fits32(ny) || !fits32(nx) || !fits32(2*o.Idx.Len()) {
+		l.err = fmt.Errorf("GatherElements: sizes exceed 2^32 elements")
+		return
+	}
+	ist, ok := l.strides3("Idx", o.Idx)
+	if !ok {
+		return
+	}
+	bx, offX, sx, err := l.bindElems("X", o.X, max(nx, 1))
+	if err != nil {
+		l.err = err
+		return
+	}
+	bi, offI, si, err := l.bindRef("Idx", o.Idx)
+	if err != nil {
+		l.err = err
+		return
+	}
+	by, offY, sy, err := l.bindElems("Y", o.Y, ny)
+	if err != nil {
+		l.err = err
+		return
+	}
+	idx64 := uint32(0)
+	if o.Idx.DType == rt.I64 {
+		idx64, offI = 1, 2*offI
+	}
+	l.add(dispatch{shader: "gatherel_" + sizeName(dt.Size()), spec: []uint32{wgSize},
+		binds: []bind{bx, bi, by}, reads: []span{sx, si}, writes: []span{sy},
+		groups: groups1D(l.d, ny, wgSize),
+		push: []uint32{uint32(o.Outer), uint32(o.Axis), uint32(o.N), uint32(o.Inner), offX, offI, offY, idx64,
+			ist[0], ist[1], ist[2], 0}})
+}
+
+func (l *lowering) scatterElements(o *rt.ScatterElements) {
+	dt := o.Y.DType
+	if o.Fn > rt.ScatterMin {
+		l.err = l.unsupported(dt, "unknown scatter function %d", o.Fn)
+		return
+	}
+	if o.Upd.DType != dt {
+		l.err = fmt.Errorf("%s: Upd is %s, want %s", l.op.OpName(), o.Upd.DType, dt)
+		return
+	}
+	if err := l.needDType(dt); err != nil {
+		l.err = err
+		return
+	}
+	cols := int64(o.Outer) * int64(o.Inner)
+	ny := cols * int64(o.Axis)
+	if cols == 0 || o.N == 0 || o.Axis == 0 {
+		return
+	}
+	if !fits32(ny) || !fits32(2*o.Idx.Len()) || !fits32(o.Upd.Len()) || !fits32(cols*int64(o.N)) {
+		l.err = fmt.Errorf("%s: sizes exceed 2^32 elements", l.op.OpName())
+		return
+	}
+	ist, ok := l.strides3("Idx", o.Idx)
+	if !ok {
+		return
+	}
+	ust, ok := l.strides3("Upd", o.Upd)
+	if !ok {
+		return
+	}
+	bi, offI, si, err := l.bindRef("Idx", o.Idx)
+	if err != nil {
+		l.err = err
+		return
+	}
+	bu, offU, su, err := l.bindRef("Upd", o.Upd)
+	if err != nil {
+		l.err = err
+		return
+	}
+	by, offY, sy, err := l.bindElems("Y", o.Y, ny)
+	if err != nil {
+		l.err = err
+		return
+	}
+	idx64 := uint32(0)
+	if o.Idx.DType == rt.I64 {
+		idx64, offI = 1, 2*offI
+	}
+	l.add(dispatch{shader: "scatter_" + dt.String(), spec: []uint32{wgSize},
+		binds: []bind{bi, bu, by}, reads: []span{si, su, sy}, writes: []span{sy},
+		groups: groups1D(l.d, cols, wgSize),
+		push: []uint32{uint32(o.Outer), uint32(o.Axis), uint32(o.N), uint32(o.Inner), offY, offI, offU, idx64,
+			ist[0], ist[1], ist[2], uint32(o.Fn), ust[0], ust[1], ust[2], 0}})
+}
+
+func (l *lowering) topK(o *rt.TopK) {
+	dt := o.X.DType
+	switch dt {
+	case rt.F32, rt.F16, rt.F64, rt.I32, rt.I64:
+	default:
+		l.err = l.unsupported(dt, "TopK is implemented for f32, f16, f64, i32 and i64")
+		return
+	}
+	if err := l.needDType(dt); err != nil {
+		l.err = err
+		return
+	}
+	if o.Values.DType != dt || o.Indices.DType != rt.I64 {
+		l.err = fmt.Errorf("TopK: Values %s and Indices %s, want %s and i64", o.Values.DType, o.Indices.DType, dt)
+		return
+	}
+	rows := int64(o.Outer) * int64(o.Inner)
+	nx := rows * int64(o.N)
+	ny := rows * int64(o.K)
+	if ny == 0 {
+		return
+	}
+	if !fits32(nx) || !fits32(2*ny) {
+		l.err = fmt.Errorf("TopK: sizes exceed 2^32 elements")
+		return
+	}
+	binds, offs, reads, writes, ok := l.bindsOf([]string{"X", "Values", "Indices"}, []rt.Ref{o.X, o.Values, o.Indices}, []int64{nx, ny, ny}, -1)
+	if !ok {
+		return
+	}
+	// bindsOf marks no output when out is -1: Values and Indices are.
+	reads, writes = reads[:1], reads[1:]
+	lg := uint32(0)
+	if o.Largest {
+		lg = 1
+	}
+	wg := uint32(32)
+	for wg < wgSize && int(wg) < o.N {
+		wg *= 2
+	}
+	l.add(dispatch{shader: "topk_" + dt.String(), spec: []uint32{wg}, binds: binds, reads: reads, writes: writes,
+		groups: groups2D(l.d, rows),
+		push:   []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), uint32(o.K), offs[0], offs[1], 2 * offs[2], lg}})
+}
