@@ -417,7 +417,7 @@ func (s *Stream) Launch(op rt.Op) error {
 	if err := validate(op); err != nil {
 		return err
 	}
-	s.cmds = append(s.cmds, command{kind: cmdLaunch, op: cloneOp(op)})
+	s.cmds = append(s.cmds, command{kind: cmdLaunch, op: rt.CloneOp(op)})
 	s.nLaunch++
 	return nil
 }
@@ -500,46 +500,3 @@ func (s *Stream) Close() error {
 	return nil
 }
 
-// cloneOp copies the op struct so later changes by the caller do not
-// affect the recording (shape and stride slices are shared).
-func cloneOp(op rt.Op) rt.Op {
-	switch o := op.(type) {
-	case *rt.Unary:
-		c := *o
-		return &c
-	case *rt.Binary:
-		c := *o
-		return &c
-	case *rt.Where:
-		c := *o
-		return &c
-	case *rt.Reduce:
-		c := *o
-		return &c
-	case *rt.Softmax:
-		c := *o
-		return &c
-	case *rt.MatMul:
-		c := *o
-		return &c
-	case *rt.Conv:
-		c := *o
-		return &c
-	case *rt.ConvTranspose:
-		c := *o
-		return &c
-	case *rt.Pool:
-		c := *o
-		return &c
-	case *rt.Normalize:
-		c := *o
-		return &c
-	case *rt.Gather:
-		c := *o
-		return &c
-	case *rt.Fill:
-		c := *o
-		return &c
-	}
-	return cloneExtra(op)
-}

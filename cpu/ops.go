@@ -423,7 +423,7 @@ func hostBuffer(b []byte) *Buffer { return &Buffer{size: int64(len(b)), data: b}
 // runF16 runs an f16 op by converting its f16 operands to f32 scratch,
 // running the f32 kernel and converting the outputs back.
 func runF16(op rt.Op, _ []field) error {
-	c := cloneOp(op)
+	c := rt.CloneOp(op)
 	fs := fields(c)
 	type back struct {
 		dst []uint16

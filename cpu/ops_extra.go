@@ -54,21 +54,6 @@ func fieldsExtra(op rt.Op) []field {
 	return nil
 }
 
-func cloneExtra(op rt.Op) rt.Op {
-	switch o := op.(type) {
-	case *rt.GatherElements:
-		c := *o
-		return &c
-	case *rt.ScatterElements:
-		c := *o
-		return &c
-	case *rt.TopK:
-		c := *o
-		return &c
-	}
-	return op
-}
-
 func dispatchExtra(op rt.Op) bool {
 	switch o := op.(type) {
 	case *rt.GatherElements:

@@ -41,7 +41,7 @@ func (p *plan) tryFold(c *nodeCtx) (bool, error) {
 	defer dev.Close()
 	bufs := map[*tensor]rt.Buffer{}
 	var ferr error
-	bindRef := func(r *rt.Ref) {
+	bindRef := func(_ string, r *rt.Ref) {
 		sl, ok := r.Buf.(slot)
 		if !ok || ferr != nil {
 			return
@@ -65,8 +65,8 @@ func (p *plan) tryFold(c *nodeCtx) (bool, error) {
 		return false, err
 	}
 	for _, op := range c.ops {
-		op = cloneOp(op)
-		mapRefs(op, bindRef)
+		op = rt.CloneOp(op)
+		rt.MapRefs(op, bindRef)
 		if ferr != nil {
 			return false, fmt.Errorf("constant folding: %w", ferr)
 		}

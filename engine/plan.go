@@ -266,7 +266,7 @@ func (p *plan) layout(end int) error {
 	}
 	for _, st := range p.steps {
 		for _, op := range st.ops {
-			mapRefs(op, func(r *rt.Ref) {
+			rt.MapRefs(op, func(_ string, r *rt.Ref) {
 				if sl, ok := r.Buf.(slot); ok {
 					sl.t.used = true
 				}

@@ -252,8 +252,8 @@ func (s *Session) location(t *tensor, arena rt.Buffer) (rt.Buffer, int64) {
 // bind returns a copy of op with placeholder slots replaced by real
 // buffers and offsets.
 func (s *Session) bind(op rt.Op, arena rt.Buffer) rt.Op {
-	op = cloneOp(op)
-	mapRefs(op, func(r *rt.Ref) {
+	op = rt.CloneOp(op)
+	rt.MapRefs(op, func(_ string, r *rt.Ref) {
 		sl, ok := r.Buf.(slot)
 		if !ok {
 			return

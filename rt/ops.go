@@ -3,6 +3,7 @@ package rt
 import (
 	"fmt"
 	"math"
+	"reflect"
 )
 
 // Ref is a strided view of device memory: the operand of a primitive op.
@@ -569,78 +570,49 @@ func OpDType(op Op) DType {
 	return InvalidDType
 }
 
-// Refs returns the op's operands that are present, inputs first and the
-// output last, with names for error messages.
+// Refs returns the op's operands that are present, in the order of the
+// op struct's fields, with their field names for error messages.
 func Refs(op Op) (names []string, refs []Ref) {
-	add := func(n string, r Ref) {
-		if r.Buf != nil {
-			names = append(names, n)
-			refs = append(refs, r)
-		}
-	}
-	switch o := op.(type) {
-	case *Unary:
-		add("X", o.X)
-		add("Y", o.Y)
-	case *Binary:
-		add("A", o.A)
-		add("B", o.B)
-		add("Y", o.Y)
-	case *Where:
-		add("Cond", o.Cond)
-		add("A", o.A)
-		add("B", o.B)
-		add("Y", o.Y)
-	case *Reduce:
-		add("X", o.X)
-		add("Y", o.Y)
-	case *Softmax:
-		add("X", o.X)
-		add("Y", o.Y)
-	case *MatMul:
-		add("A", o.A)
-		add("B", o.B)
-		add("Bias", o.Bias)
-		add("Y", o.Y)
-	case *Conv:
-		add("X", o.X)
-		add("W", o.W)
-		add("Bias", o.Bias)
-		add("Y", o.Y)
-	case *ConvTranspose:
-		add("X", o.X)
-		add("W", o.W)
-		add("Bias", o.Bias)
-		add("Y", o.Y)
-	case *Pool:
-		add("X", o.X)
-		add("Y", o.Y)
-	case *Normalize:
-		add("X", o.X)
-		add("Scale", o.Scale)
-		add("Bias", o.Bias)
-		add("Y", o.Y)
-	case *Gather:
-		add("X", o.X)
-		add("Idx", o.Idx)
-		add("Y", o.Y)
-	case *Fill:
-		add("Y", o.Y)
-	case *GatherElements:
-		add("X", o.X)
-		add("Idx", o.Idx)
-		add("Y", o.Y)
-	case *ScatterElements:
-		add("Idx", o.Idx)
-		add("Upd", o.Upd)
-		add("Y", o.Y)
-	case *TopK:
-		add("X", o.X)
-		add("Values", o.Values)
-		add("Indices", o.Indices)
-	}
+	MapRefs(op, func(name string, r *Ref) {
+		names = append(names, name)
+		refs = append(refs, *r)
+	})
 	return names, refs
 }
+
+var refType = reflect.TypeOf(Ref{})
+
+// MapRefs calls f with a pointer to every present operand (a Ref field
+// with a buffer) of op, in field order, so that a caller can rebind
+// buffers and offsets; op is typically a CloneOp copy.
+func MapRefs(op Op, f func(name string, r *Ref)) {
+	v := reflect.ValueOf(op)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return
+	}
+	v = v.Elem()
+	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).Type() != refType {
+			continue
+		}
+		r := v.Field(i).Addr().Interface().(*Ref)
+		if r.Buf != nil {
+			f(v.Type().Field(i).Name, r)
+		}
+	}
+}
+
+// CloneOp returns a copy of op's struct; shape and stride slices are
+// shared. Streams record clones so that a caller may reuse its op values.
+func CloneOp(op Op) Op {
+	v := reflect.ValueOf(op)
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	return c.Interface().(Op)
+}
+
+// optionalRefs are the operand fields that may be left without a buffer.
+var optionalRefs = map[string]bool{"Bias": true, "Scale": true}
 
 // CheckOp validates the operands of op: every present ref is in bounds and
 // the elementwise shapes agree. Backends call it from Launch, so a bad op is
@@ -862,69 +834,17 @@ func stridedIndexed(op Op, name string) bool {
 
 // checkRequired rejects ops whose mandatory operands have no buffer.
 func checkRequired(op Op) error {
-	var missing []string
-	need := func(n string, r Ref) {
-		if r.Buf == nil {
-			missing = append(missing, n)
-		}
-	}
-	switch o := op.(type) {
-	case *Unary:
-		need("X", o.X)
-		need("Y", o.Y)
-	case *Binary:
-		need("A", o.A)
-		need("B", o.B)
-		need("Y", o.Y)
-	case *Where:
-		need("Cond", o.Cond)
-		need("A", o.A)
-		need("B", o.B)
-		need("Y", o.Y)
-	case *Reduce:
-		need("X", o.X)
-		need("Y", o.Y)
-	case *Softmax:
-		need("X", o.X)
-		need("Y", o.Y)
-	case *MatMul:
-		need("A", o.A)
-		need("B", o.B)
-		need("Y", o.Y)
-	case *Conv:
-		need("X", o.X)
-		need("W", o.W)
-		need("Y", o.Y)
-	case *ConvTranspose:
-		need("X", o.X)
-		need("W", o.W)
-		need("Y", o.Y)
-	case *Pool:
-		need("X", o.X)
-		need("Y", o.Y)
-	case *Normalize:
-		need("X", o.X)
-		need("Y", o.Y)
-	case *Gather:
-		need("X", o.X)
-		need("Idx", o.Idx)
-		need("Y", o.Y)
-	case *Fill:
-		need("Y", o.Y)
-	case *GatherElements:
-		need("X", o.X)
-		need("Idx", o.Idx)
-		need("Y", o.Y)
-	case *ScatterElements:
-		need("Y", o.Y)
-		need("Idx", o.Idx)
-		need("Upd", o.Upd)
-	case *TopK:
-		need("X", o.X)
-		need("Values", o.Values)
-		need("Indices", o.Indices)
-	case nil:
+	v := reflect.ValueOf(op)
+	if op == nil || v.Kind() != reflect.Pointer || v.IsNil() {
 		return fmt.Errorf("rt: nil op")
+	}
+	v = v.Elem()
+	var missing []string
+	for i := 0; i < v.NumField(); i++ {
+		name := v.Type().Field(i).Name
+		if v.Field(i).Type() == refType && !optionalRefs[name] && v.Field(i).Interface().(Ref).Buf == nil {
+			missing = append(missing, name)
+		}
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("%s: operand %v has no buffer", op.OpName(), missing)
