@@ -16,9 +16,10 @@
 // [Device.Supports] says exactly which.
 //
 // MatMul uses a cache-blocked, packed, goroutine-parallel GEMM with a
-// register-blocked micro-kernel: AVX2+FMA assembly (6x16 f32, 6x8 f64) on
-// amd64 CPUs that have it, a portable 4x4 Go kernel elsewhere or with the
-// purego build tag. M == 1 or N == 1 takes a GEMV path. Conv lowers to the
+// register-blocked micro-kernel chosen at run time: AVX-512F assembly
+// (12x32 f32, 12x16 f64) or AVX2+FMA assembly (6x16 f32, 6x8 f64) on amd64
+// CPUs that have them, a portable 4x4 Go kernel elsewhere or with the purego
+// build tag. M == 1 or N == 1 takes a GEMV path. Conv lowers to the
 // GEMM through im2col (or directly for 1x1 convolutions) and uses a direct
 // loop for depthwise convolutions. The package has no cgo and builds on
 // every GOOS/GOARCH.

@@ -17,15 +17,43 @@ import (
 // the panels. The first K block stores into C, later ones accumulate, and
 // the last applies bias and activation to the tile while it is in cache.
 
+// Blocking of the portable kernel; the assembly ones carry their own.
 const (
 	gemmKC = 256
 	gemmMC = 96
 	gemmNC = 3072
 )
 
-// microKernel computes c[mr*nr] (row-major tile) = sum over kc of the
-// packed A panel (kc × mr) and B panel (kc × nr).
-type microKernel[T floatT] func(kc int, a, b []T, c []T)
+// microKernel computes the mr×nr tile C(i, j) = c[i*ldc+j] as the sum over
+// kc of the packed A panel (kc × mr) times the packed B panel (kc × nr),
+// storing it, or adding it to C when acc.
+type microKernel[T floatT] func(kc int, a, b []T, c []T, ldc int, acc bool)
+
+// kernelInfo is a micro-kernel with its tile shape and blocking.
+type kernelInfo[T floatT] struct {
+	fn     microKernel[T]
+	mr, nr int
+	kc, mc int
+	name   string
+}
+
+// Micro-kernel levels, best last.
+const (
+	levelGo = iota
+	levelAVX2
+	levelAVX512
+)
+
+// maxKernelLevel caps the micro-kernel level, so that tests can force each
+// kernel path; useAsm = false is the same as levelGo.
+var maxKernelLevel = levelAVX512
+
+func kernelLevel() int {
+	if !useAsm {
+		return levelGo
+	}
+	return min(maxKernelLevel, hwKernelLevel())
+}
 
 type gemm[T floatT] struct {
 	m, n, k int
@@ -47,27 +75,29 @@ type gemm[T floatT] struct {
 	threads int
 }
 
-// kernelFor returns the micro-kernel and its tile shape for T.
-func kernelFor[T floatT]() (microKernel[T], int, int) {
+// kernelFor returns the micro-kernel for T.
+func kernelFor[T floatT]() kernelInfo[T] {
 	var z T
+	lv := kernelLevel()
 	switch any(z).(type) {
 	case float32:
-		if k, mr, nr, ok := asmKernel32(); ok {
-			return any(k).(microKernel[T]), mr, nr
+		if k, ok := asmKernel32(lv); ok {
+			return any(k).(kernelInfo[T])
 		}
 	case float64:
-		if k, mr, nr, ok := asmKernel64(); ok {
-			return any(k).(microKernel[T]), mr, nr
+		if k, ok := asmKernel64(lv); ok {
+			return any(k).(kernelInfo[T])
 		}
 	}
-	return kern4x4[T], 4, 4
+	return kernelInfo[T]{kern4x4[T], 4, 4, gemmKC, gemmMC, "pure Go 4x4"}
 }
 
 func gemmKernelName() string {
-	if _, _, _, ok := asmKernel32(); ok {
-		return asmKernelName
+	k32, k64 := kernelFor[float32](), kernelFor[float64]()
+	if k32.name == k64.name {
+		return k32.name
 	}
-	return "pure Go 4x4"
+	return k32.name + " (f32) / " + k64.name + " (f64)"
 }
 
 func (g *gemm[T]) run() {
@@ -91,16 +121,32 @@ func (g *gemm[T]) run() {
 		g.gemv()
 		return
 	}
-	kern, mr, nr := kernelFor[T]()
+	ki := kernelFor[T]()
+	kern, mr, nr, kcMax := ki.fn, ki.mr, ki.nr, ki.kc
 	nc0 := min(gemmNC, roundUp(g.n, nr))
-	bp := make([]T, min(gemmKC, g.k)*nc0)
-	mc0 := min(gemmMC/mr*mr, roundUp(g.m, mr))
-	aps := make([][]T, g.threads)
+	bps := getScratch[T](min(kcMax, g.k) * nc0)
+	defer putScratch(bps)
+	bp := *bps
+	mc0 := min(max(ki.mc/mr, 1)*mr, roundUp(g.m, mr))
+	if mb := (g.m + mc0 - 1) / mc0; g.threads > 1 && mb < 4*g.threads {
+		// Few row blocks: make their number a multiple of the workers and
+		// their sizes even.
+		mb = roundUp(mb, g.threads)
+		mc0 = roundUp((g.m+mb-1)/mb, mr)
+	}
+	aps := make([]*[]T, g.threads)
+	defer func() {
+		for _, ap := range aps {
+			if ap != nil {
+				putScratch(ap)
+			}
+		}
+	}()
 	for jc := 0; jc < g.n; jc += gemmNC {
 		nc := min(gemmNC, g.n-jc)
 		npan := (nc + nr - 1) / nr
-		for pc := 0; pc < g.k; pc += gemmKC {
-			kc := min(gemmKC, g.k-pc)
+		for pc := 0; pc < g.k; pc += kcMax {
+			kc := min(kcMax, g.k-pc)
 			first, last := pc == 0, pc+kc == g.k
 			// Pack B(pc:pc+kc, jc:jc+nc).
 			g.parallel(npan, max(1, 64/max(kc/64, 1)), func(_, lo, hi int) {
@@ -116,10 +162,10 @@ func (g *gemm[T]) run() {
 			}
 			g.parallel(mb*parts, 1, func(w, lo, hi int) {
 				if aps[w] == nil {
-					aps[w] = make([]T, mc0*min(gemmKC, g.k))
+					aps[w] = getScratch[T](mc0 * min(kcMax, g.k))
 				}
-				ap := aps[w]
-				var tile [16 * 16]T
+				ap := *aps[w]
+				var tile [12 * 32]T
 				for t := lo; t < hi; t++ {
 					ib, part := t/parts, t%parts
 					ic := ib * mc0
@@ -139,7 +185,12 @@ func (g *gemm[T]) run() {
 						for r := 0; r < mpan; r++ {
 							i0 := ic + r*mr
 							mv := min(mr, g.m-i0)
-							kern(kc, ap[r*kc*mr:(r+1)*kc*mr], bq, tile[:mr*nr])
+							apr := ap[r*kc*mr : (r+1)*kc*mr]
+							if mv == mr && nv == nr {
+								kern(kc, apr, bq, g.c[i0*g.ldc+j0:], g.ldc, !first)
+								continue
+							}
+							kern(kc, apr, bq, tile[:mr*nr], nr, false)
 							for ii := 0; ii < mv; ii++ {
 								crow := g.c[(i0+ii)*g.ldc+j0 : (i0+ii)*g.ldc+j0+nv]
 								trow := tile[ii*nr : ii*nr+nv]
@@ -159,6 +210,33 @@ func (g *gemm[T]) run() {
 				}
 			})
 		}
+	}
+}
+
+var scratch32, scratch64 sync.Pool
+
+// getScratch returns a slice of n elements of T, not zeroed, from a pool;
+// putScratch gives it back.
+func getScratch[T floatT](n int) *[]T {
+	var z T
+	p := &scratch32
+	if _, ok := any(z).(float64); ok {
+		p = &scratch64
+	}
+	if v, ok := p.Get().(*[]T); ok && cap(*v) >= n {
+		*v = (*v)[:n]
+		return v
+	}
+	s := make([]T, n)
+	return &s
+}
+
+func putScratch[T floatT](s *[]T) {
+	var z T
+	if _, ok := any(z).(float64); ok {
+		scratch64.Put(s)
+	} else {
+		scratch32.Put(s)
 	}
 }
 
@@ -390,7 +468,7 @@ func axpyT[T floatT](a T, x, y []T) {
 
 // kern4x4 is the portable micro-kernel: a 4×4 tile in 16 local
 // accumulators.
-func kern4x4[T floatT](kc int, a, b []T, c []T) {
+func kern4x4[T floatT](kc int, a, b []T, c []T, ldc int, acc bool) {
 	var c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33 T
 	a = a[:kc*4]
 	b = b[:kc*4]
@@ -416,11 +494,17 @@ func kern4x4[T floatT](kc int, a, b []T, c []T) {
 		a = a[4:]
 		b = b[4:]
 	}
-	c = c[:16]
-	c[0], c[1], c[2], c[3] = c00, c01, c02, c03
-	c[4], c[5], c[6], c[7] = c10, c11, c12, c13
-	c[8], c[9], c[10], c[11] = c20, c21, c22, c23
-	c[12], c[13], c[14], c[15] = c30, c31, c32, c33
+	c0, c1, c2, c3 := c[:4], c[ldc:ldc+4], c[2*ldc:2*ldc+4], c[3*ldc:3*ldc+4]
+	if acc {
+		c00, c01, c02, c03 = c00+c0[0], c01+c0[1], c02+c0[2], c03+c0[3]
+		c10, c11, c12, c13 = c10+c1[0], c11+c1[1], c12+c1[2], c13+c1[3]
+		c20, c21, c22, c23 = c20+c2[0], c21+c2[1], c22+c2[2], c23+c2[3]
+		c30, c31, c32, c33 = c30+c3[0], c31+c3[1], c32+c3[2], c33+c3[3]
+	}
+	c0[0], c0[1], c0[2], c0[3] = c00, c01, c02, c03
+	c1[0], c1[1], c1[2], c1[3] = c10, c11, c12, c13
+	c2[0], c2[1], c2[2], c2[3] = c20, c21, c22, c23
+	c3[0], c3[1], c3[2], c3[3] = c30, c31, c32, c33
 }
 
 // matmulOp runs rt.MatMul for f32 or f64.

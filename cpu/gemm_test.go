@@ -351,3 +351,35 @@ func TestMatMulPortable(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMulKernels forces each micro-kernel level this CPU has (AVX-512,
+// AVX2, pure Go) and checks odd shapes, transposes, K and M beyond one
+// block, bias and activation against the float64 reference.
+func TestMatMulKernels(t *testing.T) {
+	defer func(l int) { maxKernelLevel = l }(maxKernelLevel)
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(33, 34))
+	sizes := [][3]int{{1, 1, 1}, {2, 3, 1}, {12, 32, 4}, {13, 33, 7}, {11, 31, 5}, {24, 64, 257},
+		{25, 17, 600}, {97, 129, 300}, {200, 70, 513}, {3, 100, 9}, {100, 3, 9}, {37, 3100, 11}}
+	for lv := hwKernelLevel(); lv >= levelGo; lv-- {
+		maxKernelLevel = lv
+		t.Run(fmt.Sprintf("level%d", lv), func(t *testing.T) {
+			if kernelLevel() != lv {
+				t.Fatalf("kernelLevel() = %d, want %d", kernelLevel(), lv)
+			}
+			for _, dt := range []rt.DType{rt.F32, rt.F64} {
+				for si, s := range sizes {
+					c := mmCase{batch: 1, m: s[0], n: s[1], k: s[2], ta: si%2 == 1, tb: si%3 == 1, alpha: 1}
+					if si%4 == 2 {
+						c.alpha, c.beta, c.bias = 0.75, 1.5, "full"
+						c.act = rt.Activation{Fn: rt.Tanh}
+					}
+					if si%5 == 3 {
+						c.batch, c.padY = 2, 3
+					}
+					runMatMul(t, e, dt, c, rng)
+				}
+			}
+		})
+	}
+}

@@ -2,7 +2,7 @@
 
 package cpu
 
-const asmKernelName = ""
+func hwKernelLevel() int { return levelGo }
 
-func asmKernel32() (microKernel[float32], int, int, bool) { return nil, 0, 0, false }
-func asmKernel64() (microKernel[float64], int, int, bool) { return nil, 0, 0, false }
+func asmKernel32(int) (kernelInfo[float32], bool) { return kernelInfo[float32]{}, false }
+func asmKernel64(int) (kernelInfo[float64], bool) { return kernelInfo[float64]{}, false }
