@@ -87,6 +87,18 @@ var names = []string{
 	"conv_f16",          // conv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"conv_f32",          // conv.comp X_DT=1 Y_DT=1
 	"conv_f64",          // conv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"convgemm_f16_l",    // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"convgemm_f16_m",    // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f16_s",    // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f16_t",    // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f16_w",    // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
+	"convgemm_f32_l",    // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"convgemm_f32_m",    // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f32_s",    // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f32_t",    // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f32_w",    // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4
+	"convgemm_f64_s",    // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f64_t",    // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
 	"convt_f16",         // convt.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"convt_f32",         // convt.comp X_DT=1 Y_DT=1
 	"convt_f64",         // convt.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
@@ -94,6 +106,9 @@ var names = []string{
 	"copy_b2",           // copy.comp ESIZE=2 NEED_16BIT=1
 	"copy_b4",           // copy.comp ESIZE=4
 	"copy_b8",           // copy.comp ESIZE=8
+	"dwconv_f16",        // dwconv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"dwconv_f32",        // dwconv.comp X_DT=1 Y_DT=1
+	"dwconv_f64",        // dwconv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"fill_b1",           // fill.comp ESIZE=1 NEED_8BIT=1
 	"fill_b2",           // fill.comp ESIZE=2 NEED_16BIT=1
 	"fill_b4",           // fill.comp ESIZE=4

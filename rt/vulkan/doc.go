@@ -35,6 +35,12 @@
 //     where the device lists an f16xf16->f32 subgroup shape;
 //     VK_NV_cooperative_matrix and its features are enabled at device
 //     creation only then, and VRUN_VK_COOPMAT=0 turns that off.
+//   - Conv runs convgemm.comp, an implicit GEMM with matmul.comp's tiling
+//     whose B loader computes im2col elements on the fly (per group, one
+//     workgroup z slice each; bias and activation in the epilogue; 1x1
+//     convolutions read X directly), dwconv.comp for depthwise
+//     convolutions, or the direct conv.comp where the GEMM tile would be
+//     mostly empty (fewer than 8 output channels per group); see conv.go.
 //   - VRUN_VK_VALIDATION=1 enables VK_LAYER_KHRONOS_validation with a
 //     VK_EXT_debug_utils messenger; warnings and errors are returned from
 //     Submit, Wait, Device.Write/Read and Close, and kept for

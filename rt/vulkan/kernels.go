@@ -743,8 +743,13 @@ func gemmTarget(cpu bool) int64 {
 // is not more than twice the output in either dimension, and gives at
 // least gemmTarget workgroups; failing that, the smallest that fits.
 func pickTile(dt rt.DType, m, n, batch int, sharedLim, maxInv uint32, cpu bool) (gemmTile, bool) {
+	return pickFrom(gemmTiles, dt, m, n, batch, sharedLim, maxInv, cpu)
+}
+
+// pickFrom is pickTile over a tile table (largest first).
+func pickFrom(tiles []gemmTile, dt rt.DType, m, n, batch int, sharedLim, maxInv uint32, cpu bool) (gemmTile, bool) {
 	var fit []gemmTile
-	for _, t := range gemmTiles {
+	for _, t := range tiles {
 		if dt == rt.F64 && t.bm*t.bn > 64*64 {
 			continue
 		}
@@ -888,16 +893,7 @@ func (l *lowering) matmul(o *rt.MatMul) {
 		binds: binds, reads: reads, writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), bz}})
 }
 
-// ---- conv and pool ----
-
-func (l *lowering) conv(o *rt.Conv) {
-	dt := o.X.DType
-	if !l.floatOnly(dt) {
-		return
-	}
-	l.convCommon("conv_"+dt.String(), dt, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW,
-		o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, int64(o.K)*int64(o.C/o.Groups)*int64(o.KH)*int64(o.KW), &o.Act)
-}
+// ---- conv and pool (Conv itself: conv.go) ----
 
 func (l *lowering) convT(o *rt.ConvTranspose) {
 	dt := o.X.DType

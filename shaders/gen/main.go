@@ -107,6 +107,17 @@ var gemmTiles = []tile{
 	{"t", 32, 32, 16, 4, 4},   // 64
 }
 
+// convTiles are the convgemm.comp configurations (rt/vulkan's convTiles):
+// matmul.comp's plus "w", a wide 64x128 tile for few output channels and
+// many pixels.
+var convTiles = []tile{
+	{"l", 128, 128, 16, 8, 8},
+	{"w", 64, 128, 16, 8, 4}, // 256 invocations
+	{"m", 128, 64, 16, 8, 4},
+	{"s", 64, 64, 16, 8, 4},
+	{"t", 32, 32, 16, 4, 4},
+}
+
 func variants() []variant {
 	var vs []variant
 	add := func(name, src string, defs ...[]string) {
@@ -158,6 +169,13 @@ func variants() []variant {
 			add("matmul_"+n+"_"+t.name, "matmul.comp", append(base, t.defs())...)
 		}
 		add("conv_"+n, "conv.comp", base...)
+		add("dwconv_"+n, "dwconv.comp", base...)
+		for _, t := range convTiles {
+			if n == "f64" && t.bm*t.bn > 64*64 {
+				continue
+			}
+			add("convgemm_"+n+"_"+t.name, "convgemm.comp", append(base, t.defs())...)
+		}
 		add("convt_"+n, "convt.comp", base...)
 		add("pool_"+n, "pool.comp", base...)
 	}

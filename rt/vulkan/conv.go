@@ -1,0 +1,156 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"fmt"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// Conv runs one of three kernels (convPath):
+//
+//   - convgemm.comp, an implicit GEMM with matmul.comp's register-blocked
+//     two-stage tiling: per group, W viewed as [K/G, C/G*KH*KW] times the
+//     im2col matrix [C/G*KH*KW, N*OH*OW], whose elements the B loader
+//     computes from X on the fly; bias and the activation are applied in
+//     the epilogue. 1x1 convolutions with unit stride and no padding read
+//     X directly (flag 2). The tile (convTiles) is picked like MatMul's by
+//     pickTile over the Kg x N*OH*OW output and G groups.
+//   - dwconv.comp for depthwise convolutions (C/G == 1), one invocation
+//     per output with an unrolled 3x3.
+//   - conv.comp, the direct kernel, where the GEMM tile would be mostly
+//     empty: fewer than 8 output channels per group or a GEMM depth below
+//     4.
+
+// convTiles mirrors shaders/gen's convTiles: gemmTiles plus "w".
+var convTiles = []gemmTile{
+	{"l", 128, 128, 16, 8, 8},
+	{"w", 64, 128, 16, 8, 4},
+	{"m", 128, 64, 16, 8, 4},
+	{"s", 64, 64, 16, 8, 4},
+	{"t", 32, 32, 16, 4, 4},
+}
+
+// forceConvPath, when set (tests), selects "gemm", "dw" or "direct"
+// wherever that kernel can run the op.
+var forceConvPath string
+
+// convPath picks the kernel for a convolution with cg input and kg output
+// channels per group and kernel area khw.
+func convPath(cg, kg, khw int) string {
+	dw := cg == 1
+	switch forceConvPath {
+	case "gemm", "direct":
+		return forceConvPath
+	case "dw":
+		if dw {
+			return "dw"
+		}
+	}
+	switch {
+	case dw:
+		return "dw"
+	case kg < 8 || cg*khw < 4:
+		return "direct"
+	}
+	return "gemm"
+}
+
+// pickConvTile chooses the convgemm.comp tile: pickTile's rule over
+// convTiles (largest tile not more than twice the output in either
+// dimension that still yields gemmTarget workgroups, else the smallest).
+func pickConvTile(dt rt.DType, kg, cols, groups int, sharedLim, maxInv uint32, cpu bool) (gemmTile, bool) {
+	return pickFrom(convTiles, dt, kg, cols, groups, sharedLim, maxInv, cpu)
+}
+
+func (l *lowering) conv(o *rt.Conv) {
+	dt := o.X.DType
+	if !l.floatOnly(dt) {
+		return
+	}
+	cg, kg := o.C/o.Groups, o.K/o.Groups
+	nw := int64(o.K) * int64(cg) * int64(o.KH) * int64(o.KW)
+	shader := "conv_" + dt.String()
+	switch convPath(cg, kg, o.KH*o.KW) {
+	case "dw":
+		shader = "dwconv_" + dt.String()
+	case "gemm":
+		l.convGEMM(o, dt, nw)
+		return
+	}
+	l.convCommon(shader, dt, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW,
+		o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, nw, &o.Act)
+}
+
+// convGEMM lowers o to convgemm.comp (push constants in the shader's order).
+func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, nw int64) {
+	for _, p := range []struct {
+		n string
+		r rt.Ref
+	}{{"W", o.W}, {"Y", o.Y}, {"Bias", o.Bias}} {
+		if p.r.Buf != nil && p.r.DType != dt {
+			l.err = fmt.Errorf("Conv: %s is %s, want %s", p.n, p.r.DType, dt)
+			return
+		}
+	}
+	if o.Act.Fn >= rt.UnaryFn(rt.NumUnaryFns) {
+		l.err = l.unsupported(dt, "unknown activation %d", o.Act.Fn)
+		return
+	}
+	if o.PadT < 0 || o.PadL < 0 {
+		l.err = fmt.Errorf("Conv: negative padding")
+		return
+	}
+	ohw := int64(o.OH) * int64(o.OW)
+	cols := int64(o.N) * ohw
+	ny := cols * int64(o.K)
+	nx := int64(o.N) * int64(o.C) * int64(o.H) * int64(o.W_)
+	if ny == 0 {
+		return
+	}
+	if !fits32(ny) || !fits32(nx) || !fits32(nw) {
+		l.err = fmt.Errorf("Conv: operands exceed 2^32 elements")
+		return
+	}
+	cg, kg := o.C/o.Groups, o.K/o.Groups
+	lim := l.d.phys.limits
+	t, ok := pickConvTile(dt, kg, int(cols), o.Groups, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
+	if !ok {
+		l.err = l.unsupported(dt, "no convolution GEMM tile fits maxComputeSharedMemorySize %d", lim.MaxComputeSharedMemorySize)
+		return
+	}
+	gx, gy := (cols+int64(t.bn)-1)/int64(t.bn), (int64(kg)+int64(t.bm)-1)/int64(t.bm)
+	if gx > int64(l.d.maxGroups[0]) || gy > int64(l.d.maxGroups[1]) {
+		l.err = fmt.Errorf("Conv: %dx%d GEMM output needs more workgroups than the device allows", kg, cols)
+		return
+	}
+	flags := uint32(0)
+	b, nb := o.Bias, int64(o.K)
+	if o.Bias.Buf != nil {
+		flags |= 1
+	} else {
+		b, nb = o.Y, 1
+	}
+	if o.KH == 1 && o.KW == 1 && o.StrideH == 1 && o.StrideW == 1 && o.PadT == 0 && o.PadL == 0 && o.OH == o.H && o.OW == o.W_ {
+		flags |= 2
+	}
+	binds, offs, reads, writes, ok := l.bindsOf([]string{"X", "W", "Bias", "Y"}, []rt.Ref{o.X, o.W, b, o.Y}, []int64{max(nx, 1), max(nw, 1), nb, ny}, 3)
+	if !ok {
+		return
+	}
+	if o.Bias.Buf == nil {
+		reads = reads[:2]
+	}
+	aa, ab := realBits(dt, o.Act.Alpha), realBits(dt, o.Act.Beta)
+	push := []uint32{uint32(cols), uint32(o.C), uint32(o.H), uint32(o.W_),
+		uint32(o.K), uint32(kg), uint32(cg), uint32(cg * o.KH * o.KW),
+		uint32(ohw), uint32(o.OW), uint32(o.KH), uint32(o.KW),
+		uint32(o.StrideH), uint32(o.StrideW), uint32(o.PadT), uint32(o.PadL),
+		uint32(o.DilH), uint32(o.DilW), uint32(o.Groups), flags,
+		offs[0], offs[1], offs[2], offs[3],
+		uint32(o.Act.Fn), 0, aa[0], aa[1], ab[0], ab[1]}
+	gz := uint32(min(int64(o.Groups), int64(l.d.maxGroups[2])))
+	l.add(dispatch{shader: "convgemm_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
+		binds: binds, reads: reads, writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), gz}})
+}

@@ -1,0 +1,125 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+type convCase struct {
+	N, C, H, W, K, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, G int
+	bias                                                     bool
+	act                                                      rt.UnaryFn
+}
+
+func (c convCase) out() (int, int) {
+	return (c.H+c.pt+c.pb-c.dh*(c.KH-1)-1)/c.sh + 1, (c.W+c.pl+c.pr-c.dw*(c.KW-1)-1)/c.sw + 1
+}
+
+// checkConv runs c and compares it (and the sentinels around Y) with convRef.
+func checkConv(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c convCase, what string) {
+	t.Helper()
+	OH, OW := c.out()
+	x := randVals(r, dt, c.N*c.C*c.H*c.W, -1, 1)
+	w := randVals(r, dt, c.K*(c.C/c.G)*c.KH*c.KW, -1, 1)
+	ny := c.N * c.K * OH * OW
+	yb := newBuf(t, d, dt, ny, nil)
+	op := &rt.Conv{X: newBuf(t, d, dt, len(x), x).ref([]int{len(x)}, nil), W: newBuf(t, d, dt, len(w), w).ref([]int{len(w)}, nil),
+		Y: yb.ref([]int{ny}, nil), N: c.N, C: c.C, H: c.H, W_: c.W, K: c.K, OH: OH, OW: OW, KH: c.KH, KW: c.KW,
+		StrideH: c.sh, StrideW: c.sw, PadT: c.pt, PadL: c.pl, DilH: c.dh, DilW: c.dw, Groups: c.G,
+		Act: rt.Activation{Fn: c.act, Alpha: 0.1}}
+	var bias []float64
+	if c.bias {
+		bias = randVals(r, dt, c.K, -1, 1)
+		op.Bias = newBuf(t, d, dt, c.K, bias).ref([]int{c.K}, nil)
+	}
+	if !supported(t, d, op) {
+		return
+	}
+	run(t, d, op)
+	got := yb.read(t, d)
+	want, ab := convRef(x, w, bias, c.N, c.C, c.H, c.W, c.K, OH, OW, c.KH, c.KW, c.sh, c.sw, c.pt, c.pl, c.dh, c.dw, c.G)
+	for i := range want {
+		v := c.act.Apply(want[i], 0.1, 0)
+		if math.Abs(got[i]-v) > convTol(dt)*(ab[i]+1) {
+			t.Fatalf("%s %s %+v: Y[%d] = %v, want %v", what, dt, c, i, got[i], v)
+		}
+	}
+}
+
+// TestConvPaths forces each Conv kernel (implicit GEMM with every tile,
+// depthwise, direct) on odd channel counts, asymmetric pads, dilation,
+// stride 2, groups 2 and 4, batch 3, 1x1 convolutions, with and without
+// bias, with fused activations.
+func TestConvPaths(t *testing.T) {
+	d := testDevice(t)
+	r := rand.New(rand.NewSource(21))
+	cases := []convCase{
+		{3, 5, 11, 9, 7, 3, 3, 2, 2, 1, 0, 2, 1, 1, 1, 1, true, rt.Relu},        // odd, stride 2, asymmetric pads, batch 3
+		{1, 6, 10, 12, 10, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1, 2, true, rt.LeakyRelu}, // dilation, groups 2
+		{2, 12, 9, 8, 36, 2, 3, 2, 1, 0, 1, 1, 1, 1, 2, 4, false, rt.Tanh},      // groups 4, no bias
+		{3, 13, 5, 7, 17, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, true, 0},             // pointwise 1x1
+		{1, 9, 9, 11, 33, 1, 1, 2, 2, 0, 0, 0, 1, 1, 1, 1, true, rt.Sigmoid},    // 1x1 stride 2, pad
+		{2, 20, 13, 17, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu},     // several tiles
+		{3, 7, 10, 9, 7, 3, 3, 2, 2, 1, 0, 1, 2, 1, 1, 7, true, rt.Relu},        // depthwise 3x3, stride 2
+		{1, 5, 9, 11, 10, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 5, false, 0},            // depthwise x2, dilation 2
+		{2, 6, 8, 8, 6, 5, 4, 1, 2, 2, 1, 2, 2, 1, 1, 6, true, rt.Gelu},         // depthwise 5x4
+		{2, 4, 1, 33, 9, 1, 5, 1, 3, 0, 2, 0, 2, 1, 1, 1, true, 0},              // 1-D
+		{1, 3, 6, 6, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu},         // tiny K
+	}
+	defer func() { forceConvPath, forceGemmTile = "", "" }()
+	for _, dt := range floatDTypes {
+		for _, c := range cases {
+			for _, path := range []string{"", "direct", "dw"} {
+				if path == "dw" && c.C != c.G {
+					continue
+				}
+				forceConvPath = path
+				checkConv(t, d, r, dt, c, "path "+path)
+			}
+			forceConvPath = "gemm"
+			for _, tile := range convTiles {
+				forceGemmTile = tile.name
+				checkConv(t, d, r, dt, c, "gemm tile "+tile.name)
+			}
+			forceGemmTile = ""
+			forceConvPath = ""
+		}
+	}
+}
+
+// TestConvPick checks the kernel and tile choice.
+func TestConvPick(t *testing.T) {
+	for _, c := range []struct {
+		cg, kg, khw int
+		want        string
+	}{
+		{1, 1, 9, "dw"}, {1, 2, 9, "dw"}, {64, 64, 9, "gemm"}, {512, 2048, 1, "gemm"}, {3, 4, 9, "direct"}, {2, 16, 1, "direct"}, {3, 64, 49, "gemm"},
+	} {
+		if got := convPath(c.cg, c.kg, c.khw); got != c.want {
+			t.Errorf("convPath(%d, %d, %d) = %s, want %s", c.cg, c.kg, c.khw, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		kg, cols, g int
+		cpu         bool
+		want        string
+	}{
+		{64, 56 * 56, 1, false, "t"},   // resnet layer1 at batch 1: parallelism first
+		{64, 224 * 224, 1, false, "w"}, // few channels, many pixels
+		{256, 32 * 3136, 1, false, "l"},
+		{2048, 49, 1, false, "t"},
+		{512, 8 * 49, 1, false, "t"}, // 56 "s" workgroups: still too few
+		{64, 56 * 56, 1, true, "w"},
+		{2048, 49, 1, true, "m"},
+	} {
+		got, ok := pickConvTile(rt.F32, c.kg, c.cols, c.g, 49152, 1024, c.cpu)
+		if !ok || got.name != c.want {
+			t.Errorf("pickConvTile(%d, %d, %d, cpu %v) = %s, want %s", c.kg, c.cols, c.g, c.cpu, got.name, c.want)
+		}
+	}
+}

@@ -1,0 +1,202 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+// convgemm: implicit-GEMM NCHW convolution with matmul.comp's tiling.
+//
+// Per group g (workgroup z, grid-strided), Y is the GEMM
+//   Yg[m, col] = act(Bias[g*Kg + m] + sum_r Wg[m, r] * Xcol[r, col])
+// with Wg = W viewed as [Kg, KD] (Kg = K/G, KD = C/G*KH*KW, row-major, the
+// A operand) and Xcol the im2col matrix [KD, NB*OH*OW] (the B operand),
+// never materialized: row r = c*KH*KW + kh*KW + kw, column
+// col = n*OH*OW + oh*OW + ow is X[n, g*C/G + c, oh*sh - pt + kh*dh,
+// ow*sw - pl + kw*dw], zero outside the input. Y[n, g*Kg + m, oh, ow] is
+// written in the epilogue with the bias and the fused activation.
+//
+// The tile geometry (-D BM, BN, BK, TM, TN) and the two-stage K loop are
+// matmul.comp's (see there); A is loaded as in its non-transposed case and
+// B as in its non-transposed case, so each invocation owns one im2col
+// column: its (n, oh, ow) decomposition is computed once per group, and
+// each element fetched needs only the (c, kh, kw) split of its row. Flag 2
+// (pointwise: 1x1 kernel, unit stride, no padding, OH = H, OW = W) reads
+// X[n, c, pixel] directly.
+#define RANK 1
+#define NOPS 1
+#include "common.glsl"
+#ifdef CT_DOUBLE
+#include "mathd.glsl"
+#include "gen_act_d.glsl"
+#define CT4 dvec4
+#else
+#include "mathf.glsl"
+#include "gen_act_f.glsl"
+#define CT4 vec4
+#endif
+
+#define WGM (BM / TM)
+#define WGN (BN / TN)
+#define NT (WGM * WGN)
+#define BM4 (BM / 4)
+#define BN4 (BN / 4)
+#define LA (BM * BK / NT)
+#define LB (BN * BK / NT)
+#define SA (BK * BM4)
+#define SB (BK * BN4)
+
+layout(push_constant) uniform PC {
+	uint NC, C, H, W;     // NC: GEMM columns (N*OH*OW)
+	uint K, Kg, Cg, KD;   // KD: GEMM depth (Cg*KH*KW)
+	uint OHW, OW, KH, KW;
+	uint sh, sw, pt, pl;
+	uint dh, dw, G, flags;
+	uint offX, offW, offB, offY;
+	uint act, pad0;
+	uvec2 actA, actB;
+} pc;
+layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
+layout(std430, binding = 1) readonly buffer BW { X_T w[]; };
+layout(std430, binding = 2) readonly buffer BB { X_T bias[]; };
+layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
+
+shared CT4 S[2 * SA + 2 * SB];
+#define As(i) S[i]
+#define Bs(i) S[2u * SA + (i)]
+#define CH (WGM * BN)
+
+uint sw4(uint v, uint k) { return v ^ (k & 7u); }
+
+#if (TM != 4 && TM != 8) || CH > 2 * (SA + SB) || (NT % BM) != 0 || (NT % BN) != 0 || (NT % BK) != 0 || (TM % 4) != 0 || (TN % 4) != 0 || BM4 < 8 || BN4 < 8
+#error convgemm.comp: unsupported tile geometry
+#endif
+
+// Element (m, k) slots of this invocation: A (am0 + r*amS, ak0), B (bn0, bk0 + r*bkS).
+#define AK0 (tid % BK)
+#define AM0 (tid / BK)
+#define AMS (NT / BK)
+#define BN0 (tid % BN)
+#define BK0 (tid / BN)
+#define BKS (NT / BN)
+
+void store_stage(uint tid, uint st, CT ra[LA], CT rb[LB]) {
+	[[unroll]] for (uint r = 0u; r < LA; r++) {
+		uint m = AM0 + r * AMS, k = AK0;
+		As(st * SA + k * BM4 + sw4(m >> 2, k))[m & 3u] = ra[r];
+	}
+	[[unroll]] for (uint r = 0u; r < LB; r++) {
+		uint n = BN0, k = BK0 + r * BKS;
+		Bs(st * SB + k * BN4 + sw4(n >> 2, k))[n & 3u] = rb[r];
+	}
+}
+
+// col_base splits GEMM column col into image n and pixel p.
+void col_split(uint col, out uint n, out uint p) {
+	n = col / pc.OHW;
+	p = col - n * pc.OHW;
+}
+
+// fetch loads slice k0 of this invocation's A and B elements. xb is the
+// element offset of X[n, g*Cg, 0, 0] of the column, ih0/iw0 its window
+// origin, p its pixel; ok = the column exists.
+void fetch(uint tid, uint k0, uint wbase, uint m0, bool ok, uint xb, int ih0, int iw0, uint p, out CT ra[LA], out CT rb[LB]) {
+	uint KD = pc.KD;
+	[[unroll]] for (uint r = 0u; r < LA; r++) {
+		uint gm = m0 + AM0 + r * AMS, gk = k0 + AK0;
+		ra[r] = (gm < pc.Kg && gk < KD) ? CT(X_LD(w[wbase + gm * KD + gk])) : CT(0);
+	}
+	uint khw = pc.KH * pc.KW;
+	bool pw = (pc.flags & 2u) != 0u;
+	uint hw = pc.H * pc.W;
+	[[unroll]] for (uint r = 0u; r < LB; r++) {
+		uint gk = k0 + BK0 + r * BKS;
+		CT v = CT(0);
+		if (ok && gk < KD) {
+			if (pw) {
+				v = CT(X_LD(x[xb + gk * hw + p]));
+			} else {
+				uint c = gk / khw, rem = gk - c * khw;
+				uint kh = rem / pc.KW, kw = rem - kh * pc.KW;
+				int ih = ih0 + int(kh * pc.dh), iw = iw0 + int(kw * pc.dw);
+				if (ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W))
+					v = CT(X_LD(x[xb + c * hw + uint(ih) * pc.W + uint(iw)]));
+			}
+		}
+		rb[r] = v;
+	}
+}
+
+void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN / 4], uint grp) {
+	uint tid = gl_LocalInvocationID.x;
+	uint tr = tid / WGN, tc = tid % WGN;
+	uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+	[[unroll]] for (uint h = 0u; h < TN / 4u; h++) {
+		S[(4u * tr + 0u) * BN4 + h * WGN + tc] = r0[h];
+		S[(4u * tr + 1u) * BN4 + h * WGN + tc] = r1[h];
+		S[(4u * tr + 2u) * BN4 + h * WGN + tc] = r2[h];
+		S[(4u * tr + 3u) * BN4 + h * WGN + tc] = r3[h];
+	}
+	barrier();
+	CT aa = pc_real(pc.actA), ab = pc_real(pc.actB);
+	bool hasBias = (pc.flags & 1u) != 0u;
+	for (uint e = tid; e < 4u * CH; e += NT) {
+		uint gm = m0 + g * (4u * WGM) + e / BN, gn = n0 + e % BN;
+		if (gm < pc.Kg && gn < pc.NC) {
+			uint k = grp * pc.Kg + gm;
+			CT v = S[e / 4u][e & 3u];
+			if (hasBias) v += CT(X_LD(bias[pc.offB + k]));
+			if (pc.act != 0u) v = act_apply(pc.act, v, aa, ab);
+			uint n, p;
+			col_split(gn, n, p);
+			y[pc.offY + (n * pc.K + k) * pc.OHW + p] = Y_ST(v);
+		}
+	}
+	barrier();
+}
+
+void main() {
+	uint tid = gl_LocalInvocationID.x;
+	uint tr = tid / WGN, tc = tid % WGN;
+	uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+	uint ntiles = (pc.KD + BK - 1u) / BK;
+
+	// this invocation's im2col column
+	uint col = n0 + BN0;
+	bool ok = col < pc.NC;
+	uint n, p;
+	col_split(min(col, pc.NC - 1u), n, p);
+	uint oh = p / pc.OW, ow = p - oh * pc.OW;
+	int ih0 = int(oh * pc.sh) - int(pc.pt), iw0 = int(ow * pc.sw) - int(pc.pl);
+
+	for (uint g = gl_WorkGroupID.z; g < pc.G; g += gl_NumWorkGroups.z) {
+		uint wbase = pc.offW + g * pc.Kg * pc.KD;
+		uint xb = pc.offX + (n * pc.C + g * pc.Cg) * pc.H * pc.W;
+		CT4 acc[TM][TN / 4];
+		[[unroll]] for (uint i = 0u; i < TM; i++)
+			[[unroll]] for (uint h = 0u; h < TN / 4u; h++) acc[i][h] = CT4(0);
+		CT ra[LA], rb[LB];
+		fetch(tid, 0u, wbase, m0, ok, xb, ih0, iw0, p, ra, rb);
+		store_stage(tid, 0u, ra, rb);
+		barrier();
+
+		for (uint t = 0u; t < ntiles; t++) {
+			uint cur = t & 1u;
+			bool more = t + 1u < ntiles;
+			if (more) fetch(tid, (t + 1u) * BK, wbase, m0, ok, xb, ih0, iw0, p, ra, rb);
+			uint sa = cur * SA, sb = cur * SB;
+			[[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+				CT4 va[TM / 4], vb[TN / 4];
+				[[unroll]] for (uint q = 0u; q < TM / 4u; q++) va[q] = As(sa + kk * BM4 + sw4(q * WGM + tr, kk));
+				[[unroll]] for (uint h = 0u; h < TN / 4u; h++) vb[h] = Bs(sb + kk * BN4 + sw4(h * WGN + tc, kk));
+				[[unroll]] for (uint q = 0u; q < TM / 4u; q++)
+					[[unroll]] for (uint c = 0u; c < 4u; c++)
+						[[unroll]] for (uint h = 0u; h < TN / 4u; h++)
+							acc[q * 4u + c][h] = fma(CT4(va[q][c]), vb[h], acc[q * 4u + c][h]);
+			}
+			if (more) store_stage(tid, cur ^ 1u, ra, rb);
+			barrier();
+		}
+
+		epilogue(0u, acc[0], acc[1], acc[2], acc[3], g);
+#if TM == 8
+		epilogue(1u, acc[4], acc[5], acc[6], acc[7], g);
+#endif
+	}
+}
