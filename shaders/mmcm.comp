@@ -9,17 +9,31 @@
 // accumulators), same push constants and semantics as matmul.comp.
 //
 // A workgroup of 256 invocations (8 subgroups of 32, spec constant 0 =
-// 256) computes a 128x128 block of Y; subgroup w owns the 64x32 sub-block
-// at rows (w/4)*64, columns (w%4)*32, as (64/MS) x (32/NS) accumulators of
-// the MS x NS x KS shape (-D MS, NS, KS; KS = 16). K is walked in slices of
-// 32 through two shared-memory stages (fetch slice t+1 into registers,
-// multiply slice t, store t+1; one barrier per slice). Global loads are
-// bounds-checked half pairs along the contiguous dimension (TransA/TransB
-// resolved there), packed into uints: A as [m][k] rows of 40 halves, B as
-// [k][n] rows of 136 halves (8 halves of padding against bank conflicts).
-// The epilogue stores half of a subgroup's accumulators at a time to its
-// own part of the (then free) shared memory, and applies alpha, beta*Bias
-// and the activation per element with bounds checks.
+// 256) computes a 128 x BN block of Y (-D BN = 128 or 256); subgroups form
+// a 2 x 4 grid and subgroup w owns the 64 x BN/4 sub-block at rows
+// (w/4)*64, columns (w%4)*BN/4, as FM x FN accumulators of the MS x NS x
+// KS shape (-D MS, NS, KS; KS = 16): 4x4 fragments of 16x16 for BN = 256,
+// 4x2 for BN = 128. Each fragment of A is reused FN times, each of B FM
+// times.
+//
+// K is walked in slices of BK = 32 through one shared-memory stage,
+// prefetched into registers: store slice t, barrier, issue the global
+// loads of slice t+1, multiply slice t, barrier. Global -> shared copies
+// are 16-byte chunks (8 halves): one uvec4 load when the host found the
+// operand's offsets, batch stride and leading dimension multiples of 8
+// (flags 32 for A, 64 for B; a chunk is then wholly inside or outside the
+// matrix), else 8 bounds-checked half loads. Shared memory keeps each
+// operand's contiguous dimension (TransA/TransB are resolved by loading the
+// fragments column-major): A as [128][32+8] or [32][128+8] halves, B as
+// [32][BN+8] or [BN][32+8], the 8-half skew making the 8 row addresses of
+// a fragment load hit distinct banks.
+//
+// Epilogue: a block fully inside Y with no bias or activation, Y rows
+// 16-byte aligned (flag 128), converts alpha*acc to f16 fragments and
+// stores them straight to global memory; otherwise each subgroup stores
+// one fragment row (16 x BN/4 floats) at a time to its own part of shared
+// memory and applies alpha, beta*Bias and the activation per element with
+// bounds checks, coalesced along N.
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -27,18 +41,19 @@
 #include "gen_act_f.glsl"
 
 #define BM 128u
-#define BN 128u
 #define BK 32u
 #define NT 256u
+#define WN (BN / 4u)             // columns per subgroup
 #define FM (64u / MS)
-#define FN (32u / NS)
-#define AW 20u                 // uints per A row (32 + 8 halves)
-#define BW 68u                 // uints per B row (128 + 8 halves)
-#define ASZ (BM * AW)
-#define STAGE (ASZ + BK * BW)  // uints per stage
-#define SCR ((FM / 2u) * FN * MS * NS) // floats of epilogue scratch per subgroup
+#define FN (WN / NS)
+#define A4 (max(BM * (BK + 8u), BK * (BM + 8u)) / 8u) // uvec4s of the A tile
+#define B4 (max(BK * (BN + 8u), BN * (BK + 8u)) / 8u)
+#define SCR4 (MS * WN / 4u)      // uvec4s of epilogue scratch per subgroup
+#define SHN (max(A4 + B4, 8u * SCR4))
+#define CA (BM * BK / 8u / NT)   // A chunks per invocation
+#define CB (BN * BK / 8u / NT)
 
-#if KS != 16 // (8 subgroups x SCR = 8192 floats <= 2 stages = 9472 uints)
+#if KS != 16 || (BN != 128 && BN != 256)
 #error mmcm.comp: unsupported shape
 #endif
 
@@ -51,64 +66,101 @@ layout(push_constant) uniform PC {
 	uvec2 alpha, beta, actA, actB;
 } pc;
 layout(std430, binding = 0) readonly buffer BA { float16_t a[]; };
+layout(std430, binding = 0) readonly buffer BA4 { uvec4 a4[]; };
 layout(std430, binding = 1) readonly buffer BB { float16_t b[]; };
+layout(std430, binding = 1) readonly buffer BB4 { uvec4 b4[]; };
 layout(std430, binding = 2) readonly buffer BC { float16_t bias[]; };
 layout(std430, binding = 3) writeonly buffer BY { float16_t y[]; };
 
-shared uint SM[2u * STAGE];
+shared uvec4 SH[SHN];
 
 #define MATA fcoopmatNV<16, gl_ScopeSubgroup, MS, KS>
 #define MATB fcoopmatNV<16, gl_ScopeSubgroup, KS, NS>
 #define MATC fcoopmatNV<32, gl_ScopeSubgroup, MS, NS>
+#define MATH fcoopmatNV<16, gl_ScopeSubgroup, MS, NS>
 
-float16_t lda(uint base, uint gm, uint gk, bool ta) {
-	if (gm >= pc.M || gk >= pc.K) return float16_t(0);
-	return a[base + (ta ? gk * pc.M + gm : gm * pc.K + gk)];
-}
+// Chunk q of a tile with rows of L halves: row q / (L/8), halves 8*(q % (L/8)).
+// A: non-transposed rows are m (L = BK), transposed rows are k (L = BM).
+// B: non-transposed rows are k (L = BN), transposed rows are n (L = BK).
 
-float16_t ldb(uint base, uint gn, uint gk, bool tb) {
-	if (gn >= pc.N || gk >= pc.K) return float16_t(0);
-	return b[base + (tb ? gn * pc.K + gk : gk * pc.N + gn)];
-}
+// LOADCHUNK loads 8 halves at row gr (< rlim), columns gc.. (< clim) of
+// an operand with leading dimension ld, as one uvec4 or half by half.
+#define LOADCHUNK(arr, arr4, vec, base, gr, rlim, gc, clim, ld, out_)           \
+	{                                                                            \
+		out_ = uvec4(0u);                                                        \
+		if (gr < rlim) {                                                         \
+			uint e0 = base + gr * ld + gc;                                       \
+			if (vec) {                                                           \
+				if (gc < clim) out_ = arr4[e0 / 8u];                             \
+			} else {                                                             \
+				f16vec2 hv[4];                                                   \
+				[[unroll]] for (uint q = 0u; q < 4u; q++) {                      \
+					float16_t lo = gc + 2u * q < clim ? arr[e0 + 2u * q] : float16_t(0);       \
+					float16_t hi = gc + 2u * q + 1u < clim ? arr[e0 + 2u * q + 1u] : float16_t(0); \
+					hv[q] = f16vec2(lo, hi);                                     \
+				}                                                                \
+				out_ = uvec4(packFloat2x16(hv[0]), packFloat2x16(hv[1]), packFloat2x16(hv[2]), packFloat2x16(hv[3])); \
+			}                                                                    \
+		}                                                                        \
+	}
 
-// Pair r (< 8) of this invocation: A (m, 2*kp..2*kp+1), B (k, 2*np..2*np+1).
-void fetch(uint tid, uint baseA, uint baseB, uint m0, uint n0, uint k0, bool ta, bool tb, out uint ra[8], out uint rb[8]) {
-	[[unroll]] for (uint r = 0u; r < 8u; r++) {
-		uint m, kp;
-		if (ta) { m = tid % BM; kp = tid / BM + 2u * r; } else { kp = tid % 16u; m = tid / 16u + 16u * r; }
-		uint gk = k0 + 2u * kp;
-		ra[r] = packFloat2x16(f16vec2(lda(baseA, m0 + m, gk, ta), lda(baseA, m0 + m, gk + 1u, ta)));
-		uint k, np;
-		if (tb) { k = tid % BK; np = tid / BK + 8u * r; } else { np = tid % 64u; k = tid / 64u + 4u * r; }
-		uint gn = n0 + 2u * np;
-		rb[r] = packFloat2x16(f16vec2(ldb(baseB, gn, k0 + k, tb), ldb(baseB, gn + 1u, k0 + k, tb)));
+void fetch(uint tid, uint baseA, uint baseB, uint m0, uint n0, uint k0, out uvec4 ra[CA], out uvec4 rb[CB]) {
+	bool ta = (pc.flags & 1u) != 0u, tb = (pc.flags & 2u) != 0u;
+	bool va = (pc.flags & 32u) != 0u, vb = (pc.flags & 64u) != 0u;
+	[[unroll]] for (uint i = 0u; i < CA; i++) {
+		uint q = tid + i * NT;
+		if (ta) {
+			uint r = q / (BM / 8u), c = 8u * (q % (BM / 8u));
+			uint gr = k0 + r, gc = m0 + c;
+			LOADCHUNK(a, a4, va, baseA, gr, pc.K, gc, pc.M, pc.M, ra[i])
+		} else {
+			uint r = q / (BK / 8u), c = 8u * (q % (BK / 8u));
+			uint gr = m0 + r, gc = k0 + c;
+			LOADCHUNK(a, a4, va, baseA, gr, pc.M, gc, pc.K, pc.K, ra[i])
+		}
+	}
+	[[unroll]] for (uint i = 0u; i < CB; i++) {
+		uint q = tid + i * NT;
+		if (tb) {
+			uint r = q / (BK / 8u), c = 8u * (q % (BK / 8u));
+			uint gr = n0 + r, gc = k0 + c;
+			LOADCHUNK(b, b4, vb, baseB, gr, pc.N, gc, pc.K, pc.K, rb[i])
+		} else {
+			uint r = q / (BN / 8u), c = 8u * (q % (BN / 8u));
+			uint gr = k0 + r, gc = n0 + c;
+			LOADCHUNK(b, b4, vb, baseB, gr, pc.K, gc, pc.N, pc.N, rb[i])
+		}
 	}
 }
 
-void stash(uint tid, uint st, bool ta, bool tb, uint ra[8], uint rb[8]) {
-	[[unroll]] for (uint r = 0u; r < 8u; r++) {
-		uint m, kp;
-		if (ta) { m = tid % BM; kp = tid / BM + 2u * r; } else { kp = tid % 16u; m = tid / 16u + 16u * r; }
-		SM[st * STAGE + m * AW + kp] = ra[r];
-		uint k, np;
-		if (tb) { k = tid % BK; np = tid / BK + 8u * r; } else { np = tid % 64u; k = tid / 64u + 4u * r; }
-		SM[st * STAGE + ASZ + k * BW + np] = rb[r];
+// stash stores the fetched chunks at their tile positions (row stride L+8).
+void stash(uint tid, uvec4 ra[CA], uvec4 rb[CB]) {
+	bool ta = (pc.flags & 1u) != 0u, tb = (pc.flags & 2u) != 0u;
+	[[unroll]] for (uint i = 0u; i < CA; i++) {
+		uint q = tid + i * NT;
+		uint L = ta ? BM : BK;
+		uint r = q / (L / 8u), c = q % (L / 8u);
+		SH[r * ((L + 8u) / 8u) + c] = ra[i];
+	}
+	[[unroll]] for (uint i = 0u; i < CB; i++) {
+		uint q = tid + i * NT;
+		uint L = tb ? BK : BN;
+		uint r = q / (L / 8u), c = q % (L / 8u);
+		SH[A4 + r * ((L + 8u) / 8u) + c] = rb[i];
 	}
 }
 
-// finish applies the epilogue to the SCR floats a subgroup stored at
-// SM[w*SCR], accumulators (i0 + f/FN, f%FN) for f < FM/2*FN.
-void finish(uint w, uint i0, uint m0, uint n0, uint baseY) {
+// finish applies the epilogue to fragment row i of subgroup w, stored as a
+// [MS][WN] float matrix at SH[w*SCR4].
+void finish(uint w, uint i, uint m0, uint n0, uint baseY) {
 	uint lane = gl_SubgroupInvocationID;
 	uint wm = w / 4u, wn = w % 4u;
 	float alpha = uintBitsToFloat(pc.alpha.x), beta = uintBitsToFloat(pc.beta.x);
 	float aa = uintBitsToFloat(pc.actA.x), ab = uintBitsToFloat(pc.actB.x);
-	for (uint e = lane; e < SCR; e += 32u) {
-		uint f = e / (MS * NS), q = e % (MS * NS);
-		uint i = i0 + f / FN, j = f % FN;
-		uint gm = m0 + wm * 64u + i * MS + q / NS, gn = n0 + wn * 32u + j * NS + q % NS;
+	for (uint e = lane; e < MS * WN; e += 32u) {
+		uint gm = m0 + wm * 64u + i * MS + e / WN, gn = n0 + wn * WN + e % WN;
 		if (gm < pc.M && gn < pc.N) {
-			float v = alpha * uintBitsToFloat(SM[w * SCR + e]);
+			float v = alpha * uintBitsToFloat(SH[w * SCR4 + e / 4u][e % 4u]);
 			if ((pc.flags & 4u) != 0u) v += beta * float(bias[pc.offBias + gm * uint(pc.bs0) + gn * uint(pc.bs1)]);
 			if (pc.act != 0u) v = act_apply(pc.act, v, aa, ab);
 			y[baseY + gm * pc.N + gn] = float16_t(v);
@@ -128,38 +180,50 @@ void main() {
 		MATC acc[FM][FN];
 		[[unroll]] for (uint i = 0u; i < FM; i++)
 			[[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = MATC(0.0);
-		uint ra[8], rb[8];
-		fetch(tid, baseA, baseB, m0, n0, 0u, ta, tb, ra, rb);
-		stash(tid, 0u, ta, tb, ra, rb);
-		barrier();
+		uvec4 ra[CA], rb[CB];
+		fetch(tid, baseA, baseB, m0, n0, 0u, ra, rb);
 		for (uint t = 0u; t < ntiles; t++) {
-			uint cur = t & 1u;
-			bool more = t + 1u < ntiles;
-			if (more) fetch(tid, baseA, baseB, m0, n0, (t + 1u) * BK, ta, tb, ra, rb);
+			barrier(); // everyone is done reading the previous slice
+			stash(tid, ra, rb);
+			barrier();
+			if (t + 1u < ntiles) fetch(tid, baseA, baseB, m0, n0, (t + 1u) * BK, ra, rb);
 			[[unroll]] for (uint ks = 0u; ks < BK / KS; ks++) {
 				MATA fa[FM];
-				MATB fb[FN];
-				[[unroll]] for (uint i = 0u; i < FM; i++)
-					coopMatLoadNV(fa[i], SM, cur * STAGE + (wm * 64u + i * MS) * AW + ks * (KS / 2u), AW, false);
-				[[unroll]] for (uint j = 0u; j < FN; j++)
-					coopMatLoadNV(fb[j], SM, cur * STAGE + ASZ + ks * KS * BW + (wn * 32u + j * NS) / 2u, BW, false);
-				[[unroll]] for (uint i = 0u; i < FM; i++)
-					[[unroll]] for (uint j = 0u; j < FN; j++) acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+				[[unroll]] for (uint i = 0u; i < FM; i++) {
+					uint r = wm * 64u + i * MS;
+					if (ta) coopMatLoadNV(fa[i], SH, (ks * KS * (BM + 8u) + r) / 8u, (BM + 8u) / 8u, true);
+					else coopMatLoadNV(fa[i], SH, (r * (BK + 8u) + ks * KS) / 8u, (BK + 8u) / 8u, false);
+				}
+				[[unroll]] for (uint j = 0u; j < FN; j++) {
+					uint c = wn * WN + j * NS;
+					MATB fb;
+					if (tb) coopMatLoadNV(fb, SH, A4 + (c * (BK + 8u) + ks * KS) / 8u, (BK + 8u) / 8u, true);
+					else coopMatLoadNV(fb, SH, A4 + (ks * KS * (BN + 8u) + c) / 8u, (BN + 8u) / 8u, false);
+					[[unroll]] for (uint i = 0u; i < FM; i++) acc[i][j] = coopMatMulAddNV(fa[i], fb, acc[i][j]);
+				}
 			}
-			if (more) stash(tid, cur ^ 1u, ta, tb, ra, rb);
-			barrier();
 		}
 		uint baseY = pc.offY + bt * pc.sY;
-		[[unroll]] for (uint h = 0u; h < 2u; h++) {
-			[[unroll]] for (uint i = 0u; i < FM / 2u; i++)
+		bool direct = (pc.flags & (4u | 128u)) == 128u && pc.act == 0u && m0 + BM <= pc.M && n0 + BN <= pc.N;
+		if (direct) {
+			float alpha = uintBitsToFloat(pc.alpha.x);
+			[[unroll]] for (uint i = 0u; i < FM; i++)
+				[[unroll]] for (uint j = 0u; j < FN; j++) {
+					MATH h = MATH(acc[i][j] * alpha);
+					uint gm = m0 + wm * 64u + i * MS, gn = n0 + wn * WN + j * NS;
+					coopMatStoreNV(h, y, baseY + gm * pc.N + gn, pc.N, false);
+				}
+		} else {
+			barrier(); // the last slice is no longer read: SH is scratch
+			[[unroll]] for (uint i = 0u; i < FM; i++) {
 				[[unroll]] for (uint j = 0u; j < FN; j++)
-					coopMatStoreNV(acc[h * (FM / 2u) + i][j], SM, w * SCR + (i * FN + j) * MS * NS, NS, false);
-			subgroupMemoryBarrierShared();
-			subgroupBarrier();
-			finish(w, h * (FM / 2u), m0, n0, baseY);
-			subgroupMemoryBarrierShared();
-			subgroupBarrier();
+					coopMatStoreNV(acc[i][j], SH, w * SCR4 + j * NS / 4u, WN / 4u, false);
+				subgroupMemoryBarrierShared();
+				subgroupBarrier();
+				finish(w, i, m0, n0, baseY);
+				subgroupMemoryBarrierShared();
+				subgroupBarrier();
+			}
 		}
-		barrier();
 	}
 }

@@ -38,15 +38,72 @@ type coopShape struct{ M, N, K uint32 }
 
 func (s coopShape) String() string { return fmt.Sprintf("%dx%dx%d", s.M, s.N, s.K) }
 
-// variant is the mmcm.comp variant compiled for the shape.
-func (s coopShape) variant() string { return fmt.Sprintf("mmcm_f16_%dx%dx%d", s.M, s.N, s.K) }
+// variant is the mmcm.comp variant compiled for the shape and a 128 x bn
+// workgroup block (bn = 128 or 256).
+func (s coopShape) variant(bn int) string {
+	return fmt.Sprintf("mmcm_f16_%dx%dx%d_%d", s.M, s.N, s.K, bn)
+}
+
+// coopTileN are the block widths mmcm.comp is compiled for.
+var coopTileN = []int{128, 256}
 
 // coopShapes are the shapes mmcm.comp is compiled for, preferred first.
 var coopShapes = []coopShape{{16, 16, 16}, {16, 8, 16}}
 
-// coopShared is mmcm.comp's shared memory: two stages of a 128x32 A tile
-// and a 32x128 B tile of f16, rows padded by 8 halves.
-const coopShared = 2 * (128*(32+8) + 32*(128+8)) * 2
+// coopShared is the shared memory of the largest mmcm.comp variant (block
+// 128 x 256): the epilogue scratch of 8 subgroups x 16 x 64 floats, more
+// than the one stage of a 128x32 A tile and a 256x32 B tile of f16 with
+// rows padded by 8 halves (30 KiB).
+const coopShared = 8 * 16 * 64 * 4
+
+// pickCoopN chooses the block width for an m x n (x batch) output: 256
+// (4x4 fragments per subgroup) when that still gives at least 128
+// workgroups (about one per SM of a large GPU), else 128.
+func pickCoopN(m, n, batch int) int {
+	if n > 128 && int64((m+127)/128)*int64((n+255)/256)*int64(batch) >= 128 {
+		return 256
+	}
+	return 128
+}
+
+// coopFlags are the mmcm.comp flags beyond matmul.comp's: 32 (64) when
+// every 8-half chunk of A (B) along its contiguous dimension is 16-byte
+// aligned, so that chunks load as one uvec4, and 128 when the rows of Y
+// are, so that full blocks store their fragments to Y directly. off* are
+// the element offsets within the bindings (bound at 16-byte-aligned
+// offsets or better).
+func coopFlags(o *rt.MatMul, offA, offB, offY uint32) uint32 {
+	al8 := func(vs ...int) bool {
+		for _, v := range vs {
+			if v%8 != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	sa, sb, sy := o.StrideA, o.StrideB, o.StrideY
+	if o.Batch == 1 {
+		sa, sb, sy = 0, 0, 0
+	}
+	var f uint32
+	lda, ldb := o.K, o.N
+	if o.TransA {
+		lda = o.M
+	}
+	if o.TransB {
+		ldb = o.K
+	}
+	if al8(lda, sa, int(offA)) {
+		f |= 32
+	}
+	if al8(ldb, sb, int(offB)) {
+		f |= 64
+	}
+	if al8(o.N, sy, int(offY)) {
+		f |= 128
+	}
+	return f
+}
 
 // coopEnabled reports whether VRUN_VK_COOPMAT allows cooperative matrices.
 func coopEnabled() bool {
@@ -84,19 +141,23 @@ func (l *lowering) coopMatMul(o *rt.MatMul, dt rt.DType, binds []bind, reads, wr
 	if l.d.coopFailed.Load() {
 		return false
 	}
+	bn := pickCoopN(o.M, o.N, o.Batch)
+	variant := p.coop.variant(bn)
 	if !l.probe {
 		// A driver that lists the shape but cannot build the pipeline
 		// falls back to matmul.comp for the rest of the device's life.
-		if _, err := l.d.getPipeline(p.coop.variant(), len(binds), []uint32{256}); err != nil {
+		if _, err := l.d.getPipeline(variant, len(binds), []uint32{256}); err != nil {
 			l.d.coopFailed.Store(true)
 			return false
 		}
 	}
-	gx, gy := (o.N+127)/128, (o.M+127)/128
+	gx, gy := (o.N+bn-1)/bn, (o.M+127)/128
 	if gx > int(l.d.maxGroups[0]) || gy > int(l.d.maxGroups[1]) {
 		return false
 	}
-	l.add(dispatch{shader: p.coop.variant(), spec: []uint32{256}, binds: binds, reads: reads, writes: writes, push: push,
+	push = append([]uint32(nil), push...)
+	push[3] |= coopFlags(o, push[8], push[9], push[10])
+	l.add(dispatch{shader: variant, spec: []uint32{256}, binds: binds, reads: reads, writes: writes, push: push,
 		groups: [3]uint32{uint32(gx), uint32(gy), bz}})
 	return true
 }

@@ -31,8 +31,11 @@
 //     shared-memory stages, in one of four compile-time tiles chosen by
 //     shape and device limits (128x128, 128x64, 64x64, 32x32; see
 //     gemmTiles and pickTile), or gemv.comp for M == 1 or N == 1. f16
-//     MatMul runs mmcm.comp on NV cooperative matrices (f32 accumulate)
-//     where the device lists an f16xf16->f32 subgroup shape;
+//     MatMul runs mmcm.comp on NV cooperative matrices (f32 accumulate;
+//     128x256 or 128x128 blocks, 4x4 or 4x2 16x16 fragments per subgroup,
+//     uvec4 global loads where aligned, fragments stored straight to Y
+//     for full blocks without bias/activation) where the device lists an
+//     f16xf16->f32 subgroup shape;
 //     VK_NV_cooperative_matrix and its features are enabled at device
 //     creation only then, and VRUN_VK_COOPMAT=0 turns that off.
 //   - Conv runs convgemm.comp, an implicit GEMM with matmul.comp's tiling

@@ -203,7 +203,7 @@ func TestPickCoopMat(t *testing.T) {
 		{only168, good, true, 49152, true, coopShape{16, 8, 16}, true},
 		{h200, good, true, 49152, false, coopShape{}, false}, // VRUN_VK_COOPMAT=0
 		{h200, good, false, 49152, true, coopShape{}, false}, // no extension
-		{h200, good, true, 32768, true, coopShape{}, false},  // shared memory
+		{h200, good, true, 24576, true, coopShape{}, false},  // shared memory (the 128x256 block needs 32 KiB)
 		{onlyF16Acc, good, true, 49152, true, coopShape{}, false},
 		{wrongScope, good, true, 49152, true, coopShape{}, false},
 		{nil, good, true, 49152, true, coopShape{}, false},
@@ -218,8 +218,10 @@ func TestPickCoopMat(t *testing.T) {
 		}
 	}
 	for _, s := range coopShapes {
-		if _, err := spirv(s.variant()); err != nil {
-			t.Error(err)
+		for _, bn := range coopTileN {
+			if _, err := spirv(s.variant(bn)); err != nil {
+				t.Error(err)
+			}
 		}
 	}
 	t.Setenv("VRUN_VK_COOPMAT", "0")
@@ -232,4 +234,33 @@ func TestPickCoopMat(t *testing.T) {
 	}
 	d := testDevice(t).(*device)
 	t.Logf("%s: cooperative matrix %v (%v), props %v", d.phys.info.Name, d.phys.coopOK, d.phys.coop, d.phys.coopProps)
+}
+
+// TestPickCoopN checks mmcm.comp's block width and load/store flags.
+func TestPickCoopN(t *testing.T) {
+	for _, c := range []struct{ m, n, b, want int }{
+		{4096, 4096, 1, 256}, {2048, 2048, 1, 256}, {1024, 1024, 1, 128}, {1024, 1024, 8, 256},
+		{4096, 128, 1, 128}, {64, 8192, 1, 128}, {128, 4096, 16, 256},
+	} {
+		if got := pickCoopN(c.m, c.n, c.b); got != c.want {
+			t.Errorf("pickCoopN(%d, %d, %d) = %d, want %d", c.m, c.n, c.b, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		o                rt.MatMul
+		offA, offB, offY uint32
+		want             uint32
+	}{
+		{rt.MatMul{Batch: 1, M: 64, N: 64, K: 64}, 0, 0, 0, 32 | 64 | 128},
+		{rt.MatMul{Batch: 1, M: 64, N: 64, K: 60}, 0, 0, 0, 64 | 128},                                           // K % 8 breaks A
+		{rt.MatMul{Batch: 1, M: 64, N: 64, K: 60, TransB: true}, 0, 0, 0, 128},                                  // and B^T
+		{rt.MatMul{Batch: 1, M: 60, N: 64, K: 64, TransA: true}, 0, 0, 0, 64 | 128},                             // A^T leading dim M
+		{rt.MatMul{Batch: 1, M: 64, N: 60, K: 64}, 0, 0, 0, 32},                                                 // N breaks B and Y
+		{rt.MatMul{Batch: 2, M: 64, N: 64, K: 64, StrideA: 4100, StrideB: 0, StrideY: 4096}, 0, 0, 0, 64 | 128}, // A batch stride
+		{rt.MatMul{Batch: 1, M: 64, N: 64, K: 64, StrideA: 4100}, 8, 4, 16, 32 | 128},                           // batch 1 ignores strides; B offset
+	} {
+		if got := coopFlags(&c.o, c.offA, c.offB, c.offY); got != c.want {
+			t.Errorf("coopFlags(%+v, %d, %d, %d) = %d, want %d", c.o, c.offA, c.offB, c.offY, got, c.want)
+		}
+	}
 }

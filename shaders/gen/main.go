@@ -189,8 +189,10 @@ func variants() []variant {
 	// f16 GEMM on NV cooperative matrices, per MxNxK shape (rt/vulkan's coopShapes)
 	for _, sh := range [][3]int{{16, 16, 16}, {16, 8, 16}} {
 		f16 := dt("f16")
-		add(fmt.Sprintf("mmcm_f16_%dx%dx%d", sh[0], sh[1], sh[2]), "mmcm.comp", slot("X", f16), slot("Y", f16), needs(f16),
-			[]string{fmt.Sprintf("MS=%d", sh[0]), fmt.Sprintf("NS=%d", sh[1]), fmt.Sprintf("KS=%d", sh[2])})
+		for _, bn := range []int{128, 256} { // rt/vulkan's coopTileN
+			add(fmt.Sprintf("mmcm_f16_%dx%dx%d_%d", sh[0], sh[1], sh[2], bn), "mmcm.comp", slot("X", f16), slot("Y", f16), needs(f16),
+				[]string{fmt.Sprintf("MS=%d", sh[0]), fmt.Sprintf("NS=%d", sh[1]), fmt.Sprintf("KS=%d", sh[2]), fmt.Sprintf("BN=%d", bn)})
+		}
 	}
 	for _, n := range []string{"i32", "i64"} {
 		x := dt(n)
