@@ -6,7 +6,7 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// colLimit bounds the im2col / col2im scratch matrix, in elements.
+// colLimit bounds the col2im scratch matrix of ConvTranspose, in elements.
 const colLimit = 1 << 22
 
 func convOp(o *rt.Conv) {
@@ -64,6 +64,11 @@ func convT[T floatT](o *rt.Conv) {
 					yp[i] = b0
 				}
 				wk := w[k*KH*KW : (k+1)*KH*KW]
+				if KW == 3 && o.StrideW == 1 {
+					dw3(o, xp, yp, wk)
+					actApply(o.Act.Fn, o.Act.Alpha, o.Act.Beta, yp)
+					continue
+				}
 				for kh := 0; kh < KH; kh++ {
 					oh0, oh1 := validRange(kh*o.DilH-o.PadT, o.StrideH, H, OH)
 					for kw := 0; kw < KW; kw++ {
@@ -117,51 +122,136 @@ func convT[T floatT](o *rt.Conv) {
 		}
 		return
 	}
-	Q := max(1, min(P, colLimit/max(CKK, 1)))
-	col := make([]T, CKK*Q)
+	// im2col is never materialised: the GEMM packs its B panels straight
+	// from the input.
 	for n := 0; n < N; n++ {
 		for g := 0; g < G; g++ {
-			for q0 := 0; q0 < P; q0 += Q {
-				q1 := min(P, q0+Q)
-				nq := q1 - q0
-				xg := x[(n*C+g*Cg)*H*W:]
-				parallelFor(CKK, max(1, 4096/nq), func(lo, hi int) {
-					for r := lo; r < hi; r++ {
-						c, kh, kw := r/(KH*KW), (r/KW)%KH, r%KW
-						xc := xg[c*H*W : (c+1)*H*W]
-						dst := col[r*nq : (r+1)*nq]
-						offh := kh*o.DilH - o.PadT
-						offw := kw*o.DilW - o.PadL
-						ow0, ow1 := validRange(offw, o.StrideW, W, OW)
-						for q := q0; q < q1; {
-							oh, ow := q/OW, q%OW
-							end := min(q1, q+OW-ow) // end of this output row
-							d := dst[q-q0 : end-q0]
-							ih := oh*o.StrideH + offh
-							if ih < 0 || ih >= H {
-								clear(d)
-							} else {
-								xr := xc[ih*W : ih*W+W]
-								for i := range d {
-									owi := ow + i
-									if owi >= ow0 && owi < ow1 {
-										d[i] = xr[owi*o.StrideW+offw]
-									} else {
-										d[i] = 0
-									}
-								}
-							}
-							q = end
-						}
+			gg := g0
+			gg.n, gg.k = P, CKK
+			gg.a = w[g*Kg*CKK:]
+			gg.bpack = im2colPacker(o, x[(n*C+g*Cg)*H*W:(n*C+(g+1)*Cg)*H*W])
+			gg.c = y[(n*K+g*Kg)*P:]
+			gg.boff = g * Kg
+			gg.run()
+		}
+	}
+}
+
+// im2colPacker returns a GEMM B-panel packer for the im2col matrix of one
+// image and group, xg (Cg planes of H×W): B(r, q) with r = (c*KH+kh)*KW+kw
+// and q = oh*OW+ow is xg[c][oh*sh-pt+kh*dh][ow*sw-pl+kw*dw], or 0 in the
+// padding.
+func im2colPacker[T floatT](o *rt.Conv, xg []T) func(dst []T, p0, kc, j0, nr int) {
+	H, W, OW, KH, KW := o.H, o.W_, o.OW, o.KH, o.KW
+	P := o.OH * OW
+	sh, sw := o.StrideH, o.StrideW
+	return func(dst []T, p0, kc, j0, nr int) {
+		// The panel's columns j0..j0+nv split into runs along output rows.
+		type run struct{ off, n, ihb, iwb int }
+		var runs [64]run
+		nv := min(nr, P-j0)
+		nrun := 0
+		for q := j0; q < j0+nv; {
+			oh, ow := q/OW, q%OW
+			end := min(j0+nv, q+OW-ow)
+			runs[nrun] = run{q - j0, end - q, oh*sh - o.PadT, ow*sw - o.PadL}
+			nrun++
+			q = end
+		}
+		c, kh, kw := p0/(KH*KW), (p0/KW)%KH, p0%KW
+		for p := 0; p < kc; p++ {
+			d := dst[p*nr : p*nr+nr]
+			xc := xg[c*H*W : (c+1)*H*W]
+			dh, dw := kh*o.DilH, kw*o.DilW
+			for _, rn := range runs[:nrun] {
+				dr := d[rn.off : rn.off+rn.n]
+				ih := rn.ihb + dh
+				if ih < 0 || ih >= H {
+					clear(dr)
+					continue
+				}
+				xr := xc[ih*W : ih*W+W]
+				iw0 := rn.iwb + dw
+				if sw == 1 {
+					if iw0 >= 0 && iw0+rn.n <= W {
+						copy(dr, xr[iw0:iw0+rn.n])
+						continue
 					}
-				})
-				gg := g0
-				gg.n, gg.k = nq, CKK
-				gg.a = w[g*Kg*CKK:]
-				gg.b, gg.ldb = col, nq
-				gg.c = y[(n*K+g*Kg)*P+q0:]
-				gg.boff = g * Kg
-				gg.run()
+					// dr[i] = xr[iw0+i] where 0 <= iw0+i < W.
+					lo := min(max(0, -iw0), rn.n)
+					hi := max(lo, min(rn.n, W-iw0))
+					clear(dr[:lo])
+					if hi > lo {
+						copy(dr[lo:hi], xr[iw0+lo:iw0+hi])
+					}
+					clear(dr[hi:])
+					continue
+				}
+				for i := range dr {
+					if iw := iw0 + i*sw; iw >= 0 && iw < W {
+						dr[i] = xr[iw]
+					} else {
+						dr[i] = 0
+					}
+				}
+			}
+			if nv < nr {
+				clear(d[nv:])
+			}
+			if kw++; kw == KW {
+				kw = 0
+				if kh++; kh == KH {
+					kh = 0
+					c++
+				}
+			}
+		}
+	}
+}
+
+// dw3 adds a depthwise convolution with KW == 3 and StrideW == 1 of the
+// plane xp into yp: one pass per (output row, kernel row) with the three
+// taps fused, bounds-check-free in the interior and tap by tap at the
+// edges.
+func dw3[T floatT](o *rt.Conv, xp, yp, wk []T) {
+	H, W, OW := o.H, o.W_, o.OW
+	off0, off1, off2 := -o.PadL, o.DilW-o.PadL, 2*o.DilW-o.PadL
+	// Interior: 0 <= ow+off0 and ow+off2 < W.
+	a := min(max(0, -off0), OW)
+	b := max(a, min(OW, W-off2))
+	for kh := 0; kh < o.KH; kh++ {
+		oh0, oh1 := validRange(kh*o.DilH-o.PadT, o.StrideH, H, o.OH)
+		w0, w1, w2 := wk[kh*3], wk[kh*3+1], wk[kh*3+2]
+		for oh := oh0; oh < oh1; oh++ {
+			ih := oh*o.StrideH - o.PadT + kh*o.DilH
+			xr := xp[ih*W : ih*W+W]
+			yr := yp[oh*OW : oh*OW+OW]
+			if b > a {
+				ys := yr[a:b]
+				x0 := xr[a+off0 : b+off0]
+				x1 := xr[a+off1 : b+off1]
+				x2 := xr[a+off2 : b+off2]
+				x0, x1, x2 = x0[:len(ys)], x1[:len(ys)], x2[:len(ys)]
+				for i := range ys {
+					ys[i] += w0*x0[i] + w1*x1[i] + w2*x2[i]
+				}
+			}
+			for ow := 0; ow < OW; ow++ {
+				if ow == a && b > a {
+					ow = b - 1
+					continue
+				}
+				var s T
+				if iw := ow + off0; iw >= 0 && iw < W {
+					s += w0 * xr[iw]
+				}
+				if iw := ow + off1; iw >= 0 && iw < W {
+					s += w1 * xr[iw]
+				}
+				if iw := ow + off2; iw >= 0 && iw < W {
+					s += w2 * xr[iw]
+				}
+				yr[ow] += s
 			}
 		}
 	}

@@ -73,6 +73,9 @@ type gemm[T floatT] struct {
 	beta    T
 	act     rt.Activation
 	threads int
+	// bpack, if set, replaces packB (b and ldb are then unused): it packs
+	// B(p0:p0+kc, j0:j0+nr) as kc groups of nr values, zero beyond N.
+	bpack func(dst []T, p0, kc, j0, nr int)
 }
 
 // kernelFor returns the micro-kernel for T.
@@ -123,6 +126,10 @@ func (g *gemm[T]) run() {
 	}
 	ki := kernelFor[T]()
 	kern, mr, nr, kcMax := ki.fn, ki.mr, ki.nr, ki.kc
+	if g.m <= max(ki.mc/mr, 1)*mr && (g.threads == 1 || g.n >= 4*g.threads*nr) {
+		g.runSmallM(ki)
+		return
+	}
 	nc0 := min(gemmNC, roundUp(g.n, nr))
 	bps := getScratch[T](min(kcMax, g.k) * nc0)
 	defer putScratch(bps)
@@ -151,7 +158,11 @@ func (g *gemm[T]) run() {
 			// Pack B(pc:pc+kc, jc:jc+nc).
 			g.parallel(npan, max(1, 64/max(kc/64, 1)), func(_, lo, hi int) {
 				for q := lo; q < hi; q++ {
-					g.packB(bp[q*kc*nr:(q+1)*kc*nr], pc, kc, jc+q*nr, nr)
+					if g.bpack != nil {
+						g.bpack(bp[q*kc*nr:(q+1)*kc*nr], pc, kc, jc+q*nr, nr)
+					} else {
+						g.packB(bp[q*kc*nr:(q+1)*kc*nr], pc, kc, jc+q*nr, nr)
+					}
 				}
 			})
 			mb := (g.m + mc0 - 1) / mc0
@@ -238,6 +249,73 @@ func putScratch[T floatT](s *[]T) {
 	} else {
 		scratch32.Put(s)
 	}
+}
+
+// runSmallM handles M within one row block: the workers split N, and each
+// packs all of A and then, one at a time, the B panels it multiplies, so
+// that every B panel is packed right before use and stays in L1.
+func (g *gemm[T]) runSmallM(ki kernelInfo[T]) {
+	kern, mr, nr, kcMax := ki.fn, ki.mr, ki.nr, ki.kc
+	npan := (g.n + nr - 1) / nr
+	mpan := (g.m + mr - 1) / mr
+	kcb := min(kcMax, g.k)
+	// Chunks of panels: several per worker for balance, but not so small
+	// that A is packed too often.
+	grain := max(1, min(npan/(4*g.threads), 4096/max(g.m, 1)))
+	// All of A, packed once: K block pc is at pc*mpan*mr, its row panel r
+	// at r*kc*mr from there.
+	aps := getScratch[T](mpan * mr * g.k)
+	defer putScratch(aps)
+	apAll := *aps
+	g.parallel(mpan*((g.k+kcMax-1)/kcMax), 1, func(_, lo, hi int) {
+		for t := lo; t < hi; t++ {
+			pc, r := t/mpan*kcMax, t%mpan
+			kc := min(kcMax, g.k-pc)
+			g.packA(apAll[pc*mpan*mr+r*kc*mr:pc*mpan*mr+(r+1)*kc*mr], r*mr, mr, pc, kc)
+		}
+	})
+	g.parallel(npan, grain, func(_, lo, hi int) {
+		bps := getScratch[T](kcb * nr)
+		defer putScratch(bps)
+		bq := *bps
+		var tile [12 * 32]T
+		for pc := 0; pc < g.k; pc += kcMax {
+			kc := min(kcMax, g.k-pc)
+			first := pc == 0
+			ap := apAll[pc*mpan*mr : (pc+kc)*mpan*mr]
+			for q := lo; q < hi; q++ {
+				j0 := q * nr
+				nv := min(nr, g.n-j0)
+				if g.bpack != nil {
+					g.bpack(bq[:kc*nr], pc, kc, j0, nr)
+				} else {
+					g.packB(bq[:kc*nr], pc, kc, j0, nr)
+				}
+				for r := 0; r < mpan; r++ {
+					i0 := r * mr
+					mv := min(mr, g.m-i0)
+					apr := ap[r*kc*mr : (r+1)*kc*mr]
+					if mv == mr && nv == nr {
+						kern(kc, apr, bq, g.c[i0*g.ldc+j0:], g.ldc, !first)
+						continue
+					}
+					kern(kc, apr, bq, tile[:mr*nr], nr, false)
+					for ii := 0; ii < mv; ii++ {
+						crow := g.c[(i0+ii)*g.ldc+j0 : (i0+ii)*g.ldc+j0+nv]
+						trow := tile[ii*nr : ii*nr+nv]
+						if first {
+							copy(crow, trow)
+						} else {
+							for jj, v := range trow {
+								crow[jj] += v
+							}
+						}
+					}
+				}
+			}
+		}
+		g.epilogue(0, g.m, lo*nr, min(hi*nr, g.n))
+	})
 }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }

@@ -148,6 +148,16 @@ var convCases = []convCase{
 	{n: 1, c: 6, h: 5, w: 6, k: 4, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 2},                                                                      // 1x1 grouped
 	{n: 1, c: 2, h: 1, w: 30, k: 3, kh: 1, kw: 5, sh: 1, sw: 2, pl: 2, pr: 2, dh: 1, dw: 3, g: 1, bias: true},                                           // 1-D
 	{n: 1, c: 16, h: 12, w: 12, k: 33, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true},
+	// Depthwise with KW == 3, StrideW == 1 (the fused-tap path).
+	{n: 2, c: 4, h: 7, w: 9, k: 8, kh: 2, kw: 3, sh: 2, sw: 1, pt: 1, pl: 2, pb: 0, pr: 1, dh: 2, dw: 2, g: 4, bias: true, act: rt.Activation{Fn: rt.Relu}},
+	{n: 1, c: 3, h: 5, w: 4, k: 3, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 3, bias: true},
+	{n: 1, c: 2, h: 3, w: 2, k: 2, kh: 3, kw: 3, sh: 1, sw: 1, pt: 2, pl: 3, pb: 2, pr: 3, dh: 1, dw: 2, g: 2}, // no interior
+	// im2col packed into GEMM panels: padding wider than the input, K
+	// beyond one block, and N-split small-M GEMMs.
+	{n: 1, c: 48, h: 9, w: 5, k: 13, kh: 3, kw: 3, sh: 1, sw: 1, pt: 4, pl: 6, pb: 2, pr: 5, dh: 2, dw: 3, g: 1, bias: true},
+	{n: 2, c: 6, h: 30, w: 20, k: 9, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 0, pb: 2, pr: 3, dh: 1, dw: 2, g: 1, bias: true, act: rt.Activation{Fn: rt.Gelu}},
+	{n: 1, c: 4, h: 40, w: 40, k: 5, kh: 3, kw: 3, sh: 2, sw: 2, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1},
+	{n: 1, c: 6, h: 23, w: 21, k: 4, kh: 2, kw: 3, sh: 1, sw: 3, pt: 0, pl: 4, pb: 1, pr: 0, dh: 2, dw: 1, g: 2, act: rt.Activation{Fn: rt.Relu}},
 }
 
 func TestConv(t *testing.T) {
@@ -360,7 +370,8 @@ func TestMatMulKernels(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(33, 34))
 	sizes := [][3]int{{1, 1, 1}, {2, 3, 1}, {12, 32, 4}, {13, 33, 7}, {11, 31, 5}, {24, 64, 257},
-		{25, 17, 600}, {97, 129, 300}, {200, 70, 513}, {3, 100, 9}, {100, 3, 9}, {37, 3100, 11}}
+		{25, 17, 600}, {97, 129, 300}, {200, 70, 513}, {3, 100, 9}, {100, 3, 9}, {37, 3100, 11},
+		{100, 700, 900}, {150, 300, 40}}
 	for lv := hwKernelLevel(); lv >= levelGo; lv-- {
 		maxKernelLevel = lv
 		t.Run(fmt.Sprintf("level%d", lv), func(t *testing.T) {
