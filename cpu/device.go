@@ -499,4 +499,3 @@ func (s *Stream) Close() error {
 	s.dev.mu.Unlock()
 	return nil
 }
-
