@@ -1,10 +1,3 @@
-// Command gen compiles the compute shaders of package shaders into SPIR-V.
-//
-// It runs glslc once per variant (a kernel source plus -D defines for the
-// dtypes and tile sizes), writes spv/<variant>.spv, removes stale blobs and
-// regenerates shaders_gen.go and gen_types.glsl. Run it from the shaders
-// directory (go generate does): go run ./gen. GLSLC overrides the compiler
-// path.
 package main
 
 import (
@@ -167,7 +160,9 @@ func variants() []variant {
 				continue // needs more than 32 KiB of shared memory in f64
 			}
 			add("matmul_"+n+"_"+t.name, "matmul.comp", append(base, t.defs())...)
+			add("matmulk_"+n+"_"+t.name, "matmul.comp", append(base, t.defs(), []string{"SPLITK=1"})...)
 		}
+		add("splitk_"+n, "splitk.comp", base...)
 		add("conv_"+n, "conv.comp", base...)
 		add("dwconv_"+n, "dwconv.comp", base...)
 		for _, t := range convTiles {
@@ -175,6 +170,7 @@ func variants() []variant {
 				continue
 			}
 			add("convgemm_"+n+"_"+t.name, "convgemm.comp", append(base, t.defs())...)
+			add("convgemmk_"+n+"_"+t.name, "convgemm.comp", append(base, t.defs(), []string{"SPLITK=1"})...)
 		}
 		add("convt_"+n, "convt.comp", base...)
 		add("pool_"+n, "pool.comp", base...)

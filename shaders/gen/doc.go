@@ -1,0 +1,8 @@
+// Command gen compiles the compute shaders of package shaders into SPIR-V.
+//
+// It runs glslc once per variant (a kernel source plus -D defines for the
+// dtypes and tile sizes), writes spv/<variant>.spv, removes stale blobs and
+// regenerates shaders_gen.go and gen_types.glsl. Run it from the shaders
+// directory (go generate does): go run ./gen. GLSLC overrides the compiler
+// path.
+package main
