@@ -51,11 +51,20 @@ layout(push_constant) uniform PC {
 	uint offX, offW, offB, offY;
 	uint act, pad0;
 	uvec2 actA, actB;
+#ifdef SPLITK
+	uint S, KS; // K slices per group, GEMM depth per slice
+#endif
 } pc;
 layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
 layout(std430, binding = 1) readonly buffer BW { X_T w[]; };
 layout(std430, binding = 2) readonly buffer BB { X_T bias[]; };
+#ifdef SPLITK
+// Split-K partial pass (see matmul.comp): z index zz = g*S + s sums depth
+// [s*KS, min(KD, (s+1)*KS)) into part[(zz*Kg + m)*NC + col].
+layout(std430, binding = 3) writeonly buffer BY { CT part[]; };
+#else
 layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
+#endif
 
 shared CT4 S[2 * SA + 2 * SB];
 #define As(i) S[i]
@@ -96,11 +105,11 @@ void col_split(uint col, out uint n, out uint p) {
 // fetch loads slice k0 of this invocation's A and B elements. xb is the
 // element offset of X[n, g*Cg, 0, 0] of the column, ih0/iw0 its window
 // origin, p its pixel; ok = the column exists.
-void fetch(uint tid, uint k0, uint wbase, uint m0, bool ok, uint xb, int ih0, int iw0, uint p, out CT ra[LA], out CT rb[LB]) {
+void fetch(uint tid, uint k0, uint KE, uint wbase, uint m0, bool ok, uint xb, int ih0, int iw0, uint p, out CT ra[LA], out CT rb[LB]) {
 	uint KD = pc.KD;
 	[[unroll]] for (uint r = 0u; r < LA; r++) {
 		uint gm = m0 + AM0 + r * AMS, gk = k0 + AK0;
-		ra[r] = (gm < pc.Kg && gk < KD) ? CT(X_LD(w[wbase + gm * KD + gk])) : CT(0);
+		ra[r] = (gm < pc.Kg && gk < KE) ? CT(X_LD(w[wbase + gm * KD + gk])) : CT(0);
 	}
 	uint khw = pc.KH * pc.KW;
 	bool pw = (pc.flags & 2u) != 0u;
@@ -108,7 +117,7 @@ void fetch(uint tid, uint k0, uint wbase, uint m0, bool ok, uint xb, int ih0, in
 	[[unroll]] for (uint r = 0u; r < LB; r++) {
 		uint gk = k0 + BK0 + r * BKS;
 		CT v = CT(0);
-		if (ok && gk < KD) {
+		if (ok && gk < KE) {
 			if (pw) {
 				v = CT(X_LD(x[xb + gk * hw + p]));
 			} else {
@@ -134,6 +143,12 @@ void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN 
 		S[(4u * tr + 3u) * BN4 + h * WGN + tc] = r3[h];
 	}
 	barrier();
+#ifdef SPLITK
+	for (uint e = tid; e < 4u * CH; e += NT) {
+		uint gm = m0 + g * (4u * WGM) + e / BN, gn = n0 + e % BN;
+		if (gm < pc.Kg && gn < pc.NC) part[(grp * pc.Kg + gm) * pc.NC + gn] = S[e / 4u][e & 3u];
+	}
+#else
 	CT aa = pc_real(pc.actA), ab = pc_real(pc.actB);
 	bool hasBias = (pc.flags & 1u) != 0u;
 	for (uint e = tid; e < 4u * CH; e += NT) {
@@ -148,6 +163,7 @@ void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN 
 			y[pc.offY + (n * pc.K + k) * pc.OHW + p] = Y_ST(v);
 		}
 	}
+#endif
 	barrier();
 }
 
@@ -155,7 +171,6 @@ void main() {
 	uint tid = gl_LocalInvocationID.x;
 	uint tr = tid / WGN, tc = tid % WGN;
 	uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-	uint ntiles = (pc.KD + BK - 1u) / BK;
 
 	// this invocation's im2col column
 	uint col = n0 + BN0;
@@ -165,21 +180,32 @@ void main() {
 	uint oh = p / pc.OW, ow = p - oh * pc.OW;
 	int ih0 = int(oh * pc.sh) - int(pc.pt), iw0 = int(ow * pc.sw) - int(pc.pl);
 
-	for (uint g = gl_WorkGroupID.z; g < pc.G; g += gl_NumWorkGroups.z) {
+#ifdef SPLITK
+	uint nz = pc.G * pc.S;
+#else
+	uint nz = pc.G;
+#endif
+	for (uint zz = gl_WorkGroupID.z; zz < nz; zz += gl_NumWorkGroups.z) {
+#ifdef SPLITK
+		uint g = zz / pc.S, kb = (zz - g * pc.S) * pc.KS, ke = min(pc.KD, kb + pc.KS);
+#else
+		uint g = zz, kb = 0u, ke = pc.KD;
+#endif
+		uint ntiles = ke > kb ? (ke - kb + BK - 1u) / BK : 0u;
 		uint wbase = pc.offW + g * pc.Kg * pc.KD;
 		uint xb = pc.offX + (n * pc.C + g * pc.Cg) * pc.H * pc.W;
 		CT4 acc[TM][TN / 4];
 		[[unroll]] for (uint i = 0u; i < TM; i++)
 			[[unroll]] for (uint h = 0u; h < TN / 4u; h++) acc[i][h] = CT4(0);
 		CT ra[LA], rb[LB];
-		fetch(tid, 0u, wbase, m0, ok, xb, ih0, iw0, p, ra, rb);
+		fetch(tid, kb, ke, wbase, m0, ok, xb, ih0, iw0, p, ra, rb);
 		store_stage(tid, 0u, ra, rb);
 		barrier();
 
 		for (uint t = 0u; t < ntiles; t++) {
 			uint cur = t & 1u;
 			bool more = t + 1u < ntiles;
-			if (more) fetch(tid, (t + 1u) * BK, wbase, m0, ok, xb, ih0, iw0, p, ra, rb);
+			if (more) fetch(tid, kb + (t + 1u) * BK, ke, wbase, m0, ok, xb, ih0, iw0, p, ra, rb);
 			uint sa = cur * SA, sb = cur * SB;
 			[[unroll]] for (uint kk = 0u; kk < BK; kk++) {
 				CT4 va[TM / 4], vb[TN / 4];
@@ -194,9 +220,14 @@ void main() {
 			barrier();
 		}
 
-		epilogue(0u, acc[0], acc[1], acc[2], acc[3], g);
+#ifdef SPLITK
+		uint grp = zz;
+#else
+		uint grp = g;
+#endif
+		epilogue(0u, acc[0], acc[1], acc[2], acc[3], grp);
 #if TM == 8
-		epilogue(1u, acc[4], acc[5], acc[6], acc[7], g);
+		epilogue(1u, acc[4], acc[5], acc[6], acc[7], grp);
 #endif
 	}
 }

@@ -56,11 +56,21 @@ layout(push_constant) uniform PC {
 	int bs0, bs1;
 	uint batch, pad;
 	uvec2 alpha, beta, actA, actB;
+#ifdef SPLITK
+	uint S, KS; // K slices per batch entry, K per slice
+#endif
 } pc;
 layout(std430, binding = 0) readonly buffer BA { X_T a[]; };
 layout(std430, binding = 1) readonly buffer BB { X_T b[]; };
 layout(std430, binding = 2) readonly buffer BC { X_T bias[]; };
+#ifdef SPLITK
+// Split-K partial pass: z index zz = bt*S + s sums K range [s*KS,
+// min(K, (s+1)*KS)) into part[zz*M*N + m*N + n] (raw accumulators, no
+// alpha, bias or activation); splitk.comp reduces the S partials in order.
+layout(std430, binding = 3) writeonly buffer BY { CT part[]; };
+#else
 layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
+#endif
 
 // Both stages of A then both of B; reused by the epilogue (CH <= 2*(SA+SB) vec4s).
 shared CT4 S[2 * SA + 2 * SB];
@@ -102,6 +112,12 @@ void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN 
 		S[(4u * tr + 3u) * BN4 + h * WGN + tc] = r3[h];
 	}
 	barrier();
+#ifdef SPLITK
+	for (uint e = tid; e < 4u * CH; e += NT) {
+		uint gm = m0 + g * (4u * WGM) + e / BN, gn = n0 + e % BN;
+		if (gm < pc.M && gn < pc.N) part[baseY + gm * pc.N + gn] = S[e / 4u][e & 3u];
+	}
+#else
 	CT alpha = pc_real(pc.alpha), beta = pc_real(pc.beta);
 	CT aa = pc_real(pc.actA), ab = pc_real(pc.actB);
 	bool hasBias = (pc.flags & 4u) != 0u;
@@ -114,6 +130,7 @@ void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN 
 			y[baseY + gm * pc.N + gn] = Y_ST(v);
 		}
 	}
+#endif
 	barrier();
 }
 
@@ -123,7 +140,6 @@ void main() {
 	uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
 	bool ta = (pc.flags & 1u) != 0u, tb = (pc.flags & 2u) != 0u;
 	uint M = pc.M, N = pc.N, K = pc.K;
-	uint ntiles = (K + BK - 1u) / BK;
 
 	// Element r of this invocation's share of a slice sits at (m, k) =
 	// (am0 + r*amS, ak0 + r*akS) of the A tile and (n, k) = (bn0 + r*bnS,
@@ -135,7 +151,18 @@ void main() {
 	if (tb) { bk0 = tid % BK; bkS = 0u; bn0 = tid / BK; bnS = NT / BK; }
 	else { bn0 = tid % BN; bnS = 0u; bk0 = tid / BN; bkS = NT / BN; }
 
-	for (uint bt = gl_WorkGroupID.z; bt < pc.batch; bt += gl_NumWorkGroups.z) {
+#ifdef SPLITK
+	uint nz = pc.batch * pc.S;
+#else
+	uint nz = pc.batch;
+#endif
+	for (uint zz = gl_WorkGroupID.z; zz < nz; zz += gl_NumWorkGroups.z) {
+#ifdef SPLITK
+		uint bt = zz / pc.S, kb = (zz - bt * pc.S) * pc.KS, ke = min(K, kb + pc.KS);
+#else
+		uint bt = zz, kb = 0u, ke = K;
+#endif
+		uint ntiles = ke > kb ? (ke - kb + BK - 1u) / BK : 0u;
 		uint baseA = pc.offA + bt * pc.sA, baseB = pc.offB + bt * pc.sB;
 		CT4 acc[TM][TN / 4];
 		[[unroll]] for (uint i = 0u; i < TM; i++)
@@ -144,12 +171,12 @@ void main() {
 
 		// slice 0 -> stage 0
 		[[unroll]] for (uint r = 0u; r < LA; r++) {
-			uint gm = m0 + am0 + r * amS, gk = ak0 + r * akS;
-			ra[r] = (gm < M && gk < K) ? CT(X_LD(a[baseA + (ta ? gk * M + gm : gm * K + gk)])) : CT(0);
+			uint gm = m0 + am0 + r * amS, gk = kb + ak0 + r * akS;
+			ra[r] = (gm < M && gk < ke) ? CT(X_LD(a[baseA + (ta ? gk * M + gm : gm * K + gk)])) : CT(0);
 		}
 		[[unroll]] for (uint r = 0u; r < LB; r++) {
-			uint gn = n0 + bn0 + r * bnS, gk = bk0 + r * bkS;
-			rb[r] = (gn < N && gk < K) ? CT(X_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)])) : CT(0);
+			uint gn = n0 + bn0 + r * bnS, gk = kb + bk0 + r * bkS;
+			rb[r] = (gn < N && gk < ke) ? CT(X_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)])) : CT(0);
 		}
 		store_stage(0u, ra, rb, am0, amS, ak0, akS, bn0, bnS, bk0, bkS);
 		barrier();
@@ -158,14 +185,14 @@ void main() {
 			uint cur = t & 1u;
 			bool more = t + 1u < ntiles;
 			if (more) {
-				uint k0 = (t + 1u) * BK;
+				uint k0 = kb + (t + 1u) * BK;
 				[[unroll]] for (uint r = 0u; r < LA; r++) {
 					uint gm = m0 + am0 + r * amS, gk = k0 + ak0 + r * akS;
-					ra[r] = (gm < M && gk < K) ? CT(X_LD(a[baseA + (ta ? gk * M + gm : gm * K + gk)])) : CT(0);
+					ra[r] = (gm < M && gk < ke) ? CT(X_LD(a[baseA + (ta ? gk * M + gm : gm * K + gk)])) : CT(0);
 				}
 				[[unroll]] for (uint r = 0u; r < LB; r++) {
 					uint gn = n0 + bn0 + r * bnS, gk = k0 + bk0 + r * bkS;
-					rb[r] = (gn < N && gk < K) ? CT(X_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)])) : CT(0);
+					rb[r] = (gn < N && gk < ke) ? CT(X_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)])) : CT(0);
 				}
 			}
 			uint sa = cur * SA, sb = cur * SB;
@@ -184,7 +211,11 @@ void main() {
 			barrier();
 		}
 
+#ifdef SPLITK
+		uint baseY = zz * M * N;
+#else
 		uint baseY = pc.offY + bt * pc.sY;
+#endif
 		epilogue(0u, acc[0], acc[1], acc[2], acc[3], baseY, bt);
 #if TM == 8
 		epilogue(1u, acc[4], acc[5], acc[6], acc[7], baseY, bt);

@@ -99,6 +99,18 @@ var names = []string{
 	"convgemm_f32_w",        // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4
 	"convgemm_f64_s",        // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4
 	"convgemm_f64_t",        // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"convgemmk_f16_l",       // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"convgemmk_f16_m",       // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f16_s",       // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f16_t",       // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f16_w",       // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f32_l",       // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"convgemmk_f32_m",       // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f32_s",       // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f32_t",       // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f32_w",       // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f64_s",       // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f64_t",       // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
 	"convt_f16",             // convt.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"convt_f32",             // convt.comp X_DT=1 Y_DT=1
 	"convt_f64",             // convt.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
@@ -134,6 +146,16 @@ var names = []string{
 	"matmul_f32_t",          // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4
 	"matmul_f64_s",          // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4
 	"matmul_f64_t",          // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"matmulk_f16_l",         // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"matmulk_f16_m",         // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f16_s",         // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f16_t",         // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f32_l",         // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"matmulk_f32_m",         // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f32_s",         // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f32_t",         // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f64_s",         // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f64_t",         // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
 	"mmcm_f16_16x16x16_128", // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 BN=128
 	"mmcm_f16_16x16x16_256", // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 BN=256
 	"mmcm_f16_16x8x16_128",  // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 BN=128
@@ -160,6 +182,9 @@ var names = []string{
 	"softmax_f16",           // softmax.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"softmax_f32",           // softmax.comp X_DT=1 Y_DT=1
 	"softmax_f64",           // softmax.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"splitk_f16",            // splitk.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"splitk_f32",            // splitk.comp X_DT=1 Y_DT=1
+	"splitk_f64",            // splitk.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"topk_f16",              // topk.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"topk_f32",              // topk.comp X_DT=1 Y_DT=1
 	"topk_f64",              // topk.comp X_DT=3 Y_DT=3

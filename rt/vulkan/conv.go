@@ -16,7 +16,10 @@ import (
 //     computes from X on the fly; bias and the activation are applied in
 //     the epilogue. 1x1 convolutions with unit stride and no padding read
 //     X directly (flag 2). The tile (convTiles) is picked like MatMul's by
-//     pickTile over the Kg x N*OH*OW output and G groups.
+//     pickTile over the Kg x N*OH*OW output and G groups. Where the tiles
+//     give too few workgroups, the GEMM depth is split (pickSplitK): a
+//     convgemmk_* partial pass into the stream's scratch buffer, then
+//     splitk.comp applies the bias and activation.
 //   - dwconv.comp for depthwise convolutions (C/G == 1), one invocation
 //     per output with an unrolled 3x3.
 //   - conv.comp, the direct kernel, where the GEMM tile would be mostly
@@ -150,6 +153,27 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, nw int64) {
 		uint32(o.DilH), uint32(o.DilW), uint32(o.Groups), flags,
 		offs[0], offs[1], offs[2], offs[3],
 		uint32(o.Act.Fn), 0, aa[0], aa[1], ab[0], ab[1]}
+	kd := cg * o.KH * o.KW
+	if sk := l.pickSplitK(t, dt, kg, int(cols), kd, o.Groups); sk.s > 1 {
+		// partial pass: X, W -> scratch; reduction: scratch, Bias -> Y
+		pp := append(push, uint32(sk.s), uint32(sk.ks))
+		sb, ss := sk.scratch()
+		l.add(dispatch{shader: "convgemmk_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
+			binds: []bind{binds[0], binds[1], binds[2], sb}, reads: reads[:2], writes: []span{ss}, push: pp,
+			groups: [3]uint32{uint32(gx), uint32(gy), uint32(min(int64(o.Groups)*int64(sk.s), int64(l.d.maxGroups[2])))}, scratch: sk.bytes})
+		rreads := []span{ss}
+		if o.Bias.Buf != nil {
+			rreads = append(rreads, reads[2])
+		}
+		one := realBits(dt, 1)
+		rp := []uint32{uint32(kg), uint32(cols), uint32(sk.s), uint32(o.Groups),
+			uint32(ohw), uint32(int64(o.K) * ohw), uint32(ohw), uint32(int64(kg) * ohw),
+			offs[3], offs[2], uint32(kg), flags & 1, 1, 0, uint32(o.Act.Fn), 0,
+			one[0], one[1], one[0], one[1], aa[0], aa[1], ab[0], ab[1]}
+		l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sb, binds[2], binds[3]},
+			reads: rreads, writes: writes, push: rp, groups: groups1D(l.d, ny, wgSize), scratch: sk.bytes})
+		return
+	}
 	gz := uint32(min(int64(o.Groups), int64(l.d.maxGroups[2])))
 	l.add(dispatch{shader: "convgemm_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
 		binds: binds, reads: reads, writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), gz}})

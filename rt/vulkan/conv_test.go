@@ -124,7 +124,8 @@ func TestConvPick(t *testing.T) {
 	}
 }
 
-// BenchmarkConv measures f32 convolutions at batch 1 (resnet 3x3 layers, a
+// BenchmarkConv measures f32 convolutions at batch 1 (resnet 3x3 layers
+// incl. layer3 and layer4, which split K on GPUs, a
 // 1x1 expansion, a mobilenet depthwise 3x3) on the kernel Conv picks and,
 // as "/direct", on the direct kernel, reporting wall-clock and
 // GPU-timestamp TFLOP/s. The large cases are skipped on CPU devices.
@@ -136,7 +137,8 @@ func BenchmarkConv(b *testing.B) {
 		large                 bool
 	}{
 		{"3x3_64x56x56_64", 64, 56, 64, 3, 1, 1, true},
-		{"3x3_256x14x14_256", 256, 14, 256, 3, 1, 1, false},
+		{"3x3_256x14x14_256", 256, 14, 256, 3, 1, 1, false}, // resnet layer3
+		{"3x3_512x7x7_512", 512, 7, 512, 3, 1, 1, false},    // resnet layer4
 		{"1x1_512x7x7_2048", 512, 7, 2048, 1, 0, 1, false},
 		{"dw3x3_96x112x112", 96, 112, 96, 3, 1, 96, true},
 	} {

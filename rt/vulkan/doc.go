@@ -44,6 +44,15 @@
 //     convolutions read X directly), dwconv.comp for depthwise
 //     convolutions, or the direct conv.comp where the GEMM tile would be
 //     mostly empty (fewer than 8 output channels per group); see conv.go.
+//   - Split-K: where the tiled GEMM of a MatMul or Conv (matmul.comp,
+//     convgemm.comp) gives fewer than gemmTarget workgroups (256 on
+//     GPUs; never on CPU devices), the SPLITK variants (matmulk_*,
+//     convgemmk_*) compute S partial tiles per output tile over K slices
+//     of at least 256 (tiles*S ~ 256) into a scratch buffer the stream
+//     owns (allocated at Launch to the largest size recorded, freed on
+//     Reset/Close), and splitk.comp sums them in a fixed order and applies
+//     alpha, beta*bias and the activation. Scratch writes and reads are
+//     tracked by the stream's barrier logic like any operand.
 //   - VRUN_VK_VALIDATION=1 enables VK_LAYER_KHRONOS_validation with a
 //     VK_EXT_debug_utils messenger; warnings and errors are returned from
 //     Submit, Wait, Device.Write/Read and Close, and kept for

@@ -35,6 +35,9 @@ type dispatch struct {
 	reads  []span
 	writes []span
 	pipe   *pipeline
+	// scratch is the size in bytes of the stream scratch buffer this
+	// dispatch binds through scratchBuf (split-K partials), or 0.
+	scratch int64
 }
 
 // lowering collects the dispatches of one op.
@@ -889,8 +892,102 @@ func (l *lowering) matmul(o *rt.MatMul) {
 		l.err = fmt.Errorf("MatMul: %dx%d output needs more workgroups than the device allows", M, N)
 		return
 	}
+	if sk := l.pickSplitK(t, dt, o.M, o.N, o.K, o.Batch); sk.s > 1 {
+		// partial pass: A, B -> scratch; reduction: scratch, Bias -> Y
+		pp := append(append([]uint32(nil), push...), uint32(sk.s), uint32(sk.ks))
+		sb, ss := sk.scratch()
+		l.add(dispatch{shader: "matmulk_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
+			binds: []bind{binds[0], binds[1], binds[2], sb}, reads: reads[:2], writes: []span{ss}, push: pp,
+			groups: [3]uint32{uint32(gx), uint32(gy), uint32(min(B*int64(sk.s), int64(l.d.maxGroups[2])))}, scratch: sk.bytes})
+		rflags := uint32(0)
+		rreads := []span{ss}
+		if o.Bias.Buf != nil {
+			rflags = 1
+			rreads = append(rreads, reads[2])
+		}
+		rp := []uint32{uint32(M), uint32(N), uint32(sk.s), uint32(B),
+			uint32(N), 0, uint32(N), uint32(o.StrideY),
+			offs[3], offs[2], 0, rflags, uint32(int32(bs0)), uint32(int32(bs1)), uint32(o.Act.Fn), 0,
+			al[0], al[1], be[0], be[1], aa[0], aa[1], ab[0], ab[1]}
+		l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sb, binds[2], binds[3]},
+			reads: rreads, writes: writes, push: rp, groups: groups1D(l.d, B*M*N, wgSize), scratch: sk.bytes})
+		return
+	}
 	l.add(dispatch{shader: "matmul_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
 		binds: binds, reads: reads, writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), bz}})
+}
+
+// ---- split-K ----
+
+// Split-K: where a GEMM's output tiles give fewer than gemmTarget
+// workgroups, matmul.comp / convgemm.comp built with SPLITK (variants
+// matmulk_*, convgemmk_*) compute S partial tiles per output tile, each
+// over one slice of K (a multiple of the tile's BK, at least splitMinK
+// deep), into the stream's scratch buffer; splitk.comp then sums the S
+// partials in a fixed order and applies alpha, beta*Bias and the
+// activation. The scratch buffer is bound through the scratchBuf sentinel,
+// which the stream replaces with the buffer it owns (see stream.Launch).
+
+// splitMinK is the least K depth of one split-K slice.
+const splitMinK = 256
+
+// forceSplitK, when > 0 (tests), splits every tiled GEMM (MatMul and
+// Conv) into that many K slices, fewer where K has fewer BK slices, on
+// any device.
+var forceSplitK int
+
+// scratchBuf stands for the stream's scratch buffer in binds and spans.
+var scratchBuf = &buffer{}
+
+type splitPlan struct {
+	s, ks int   // slices, K per slice
+	bytes int64 // scratch size
+}
+
+func (p splitPlan) scratch() (bind, span) {
+	return bind{b: scratchBuf, off: 0, rng: p.bytes}, span{scratchBuf, 0, p.bytes}
+}
+
+// pickSplitK chooses the K split of a batch x m x n x k GEMM run with tile
+// t: S slices so that tiles*S reaches gemmTarget (at most k/splitMinK, so
+// no split on CPU devices or where K is short), each a multiple of t.bk.
+// S = 1 means no split.
+func (l *lowering) pickSplitK(t gemmTile, dt rt.DType, m, n, k, batch int) splitPlan {
+	return splitFor(t, dt, m, n, k, batch, l.d.phys.info.Kind == rt.KindCPU, l.d.maxRange)
+}
+
+// splitFor is pickSplitK for a device kind and maxStorageBufferRange (the
+// scratch binding must fit it).
+func splitFor(t gemmTile, dt rt.DType, m, n, k, batch int, cpu bool, maxRange int64) splitPlan {
+	if k <= t.bk {
+		return splitPlan{s: 1, ks: k}
+	}
+	grid := t.grid(m, n, batch)
+	s := 1
+	switch {
+	case forceSplitK > 0:
+		s = forceSplitK
+	case !cpu && grid < gemmTarget(cpu):
+		s = int(min((gemmTarget(cpu)+grid-1)/grid, int64(k/splitMinK)))
+	}
+	es := int64(4)
+	if dt == rt.F64 {
+		es = 8
+	}
+	for ; s > 1; s-- {
+		ks := (k + s - 1) / s
+		ks = (ks + t.bk - 1) / t.bk * t.bk
+		s := (k + ks - 1) / ks
+		if s <= 1 {
+			break
+		}
+		elems := int64(batch) * int64(s) * int64(m) * int64(n)
+		if !fits32(elems) || elems*es > maxRange || int64(batch)*int64(s) > int64(^uint32(0)>>1) {
+			continue
+		}
+		return splitPlan{s: s, ks: ks, bytes: elems * es}
+	}
+	return splitPlan{s: 1, ks: k}
 }
 
 // ---- conv and pool (Conv itself: conv.go) ----

@@ -50,6 +50,13 @@ type stream struct {
 	inflight bool
 	timings  []time.Duration
 	closed   bool
+
+	// scratch is the split-K scratch buffer (bound where a dispatch binds
+	// scratchBuf), allocated by Launch to the largest size any recorded
+	// op needs; outgrown ones wait in retired until no recording uses
+	// them. Freed on Reset and Close.
+	scratch *buffer
+	retired []*buffer
 }
 
 func (d *device) NewStream(opts rt.StreamOptions) (rt.Stream, error) {
@@ -147,15 +154,56 @@ func (s *stream) Launch(op rt.Op) error {
 		}
 		ds[i].pipe = p
 	}
+	if err := s.ensureScratch(ds); err != nil {
+		return fmt.Errorf("%s: %w", op.OpName(), err)
+	}
 	s.cmds = append(s.cmds, command{kind: cmdLaunch, disps: ds})
 	s.nLaunch++
 	s.dirty = true
 	return nil
 }
 
+// ensureScratch grows the scratch buffer to what ds need. The old
+// buffer may still be used by a submitted recording: it is released once
+// the stream re-records, resets or closes.
+func (s *stream) ensureScratch(ds []dispatch) error {
+	var need int64
+	for _, x := range ds {
+		need = max(need, x.scratch)
+	}
+	if need == 0 || s.scratch != nil && s.scratch.size >= need {
+		return nil
+	}
+	b, err := s.d.newBuffer(need, s.d.bufType, false)
+	if err != nil {
+		return err
+	}
+	if s.scratch != nil {
+		s.retired = append(s.retired, s.scratch)
+	}
+	s.scratch = b
+	return nil
+}
+
+// freeScratch releases the scratch buffers; nothing in flight uses them.
+func (s *stream) freeScratch() {
+	for _, b := range s.retired {
+		b.release()
+	}
+	s.retired = nil
+	if s.scratch != nil {
+		s.scratch.release()
+		s.scratch = nil
+	}
+}
+
 func (s *stream) Reset() {
 	if s.inflight {
 		s.Wait()
+	}
+	if !s.inflight {
+		s.freeRecording()
+		s.freeScratch()
 	}
 	s.cmds = nil
 	s.nLaunch = 0
@@ -178,6 +226,10 @@ func (s *stream) freeRecording() {
 		s.stage.release()
 		s.stage = nil
 	}
+	for _, b := range s.retired {
+		b.release()
+	}
+	s.retired = nil
 	s.recorded = false
 }
 
@@ -335,6 +387,9 @@ func (s *stream) descriptorSet(x dispatch) (vk.DescriptorSet, error) {
 	}
 	writes := make([]vk.WriteDescriptorSet, len(x.binds))
 	for i, b := range x.binds {
+		if b.b == scratchBuf {
+			b.b = s.scratch
+		}
 		writes[i] = vk.WriteDescriptorSet{
 			SType: vk.StructureTypeWriteDescriptorSet, DstSet: set, DstBinding: uint32(i),
 			DescriptorCount: 1, DescriptorType: vk.DescriptorTypeStorageBuffer,
@@ -454,6 +509,7 @@ func (s *stream) Close() error {
 	d := s.d
 	if d.dev != nil {
 		s.freeRecording()
+		s.freeScratch()
 		vk.DestroyFence(d.dev, s.fence, nil)
 		vk.DestroyCommandPool(d.dev, s.pool, nil)
 	}

@@ -160,7 +160,9 @@ func variants() []variant {
 				continue // needs more than 32 KiB of shared memory in f64
 			}
 			add("matmul_"+n+"_"+t.name, "matmul.comp", append(base, t.defs())...)
+			add("matmulk_"+n+"_"+t.name, "matmul.comp", append(base, t.defs(), []string{"SPLITK=1"})...)
 		}
+		add("splitk_"+n, "splitk.comp", base...)
 		add("conv_"+n, "conv.comp", base...)
 		add("dwconv_"+n, "dwconv.comp", base...)
 		for _, t := range convTiles {
@@ -168,6 +170,7 @@ func variants() []variant {
 				continue
 			}
 			add("convgemm_"+n+"_"+t.name, "convgemm.comp", append(base, t.defs())...)
+			add("convgemmk_"+n+"_"+t.name, "convgemm.comp", append(base, t.defs(), []string{"SPLITK=1"})...)
 		}
 		add("convt_"+n, "convt.comp", base...)
 		add("pool_"+n, "pool.comp", base...)
