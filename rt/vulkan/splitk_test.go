@@ -185,3 +185,55 @@ func TestSplitFor(t *testing.T) {
 		t.Errorf("splitFor under a small maxStorageBufferRange: %+v, want s 3", p)
 	}
 }
+
+// TestSplitKGrowInFlight grows the scratch buffer while a submission that
+// uses the old one is in flight.
+func TestSplitKGrowInFlight(t *testing.T) {
+	d := testDevice(t)
+	r := rand.New(rand.NewSource(34))
+	dt := rt.F32
+	a, b := randVals(r, dt, 64*64, -1, 1), randVals(r, dt, 64*64, -1, 1)
+	runIt := func(split bool) []float64 {
+		defer func() { forceSplitK = 0 }()
+		ab, bb := newBuf(t, d, dt, 64*64, a), newBuf(t, d, dt, 64*64, b)
+		y1, y2 := newBuf(t, d, dt, 8*64, nil), newBuf(t, d, dt, 64*64, nil)
+		mm := func(y *tbuf, m int) *rt.MatMul {
+			return &rt.MatMul{A: ab.ref([]int{m * 64}, nil), B: bb.ref([]int{64 * 64}, nil), Y: y.ref([]int{m * 64}, nil),
+				Batch: 1, M: m, N: 64, K: 64, StrideA: m * 64, StrideB: 64 * 64, StrideY: m * 64, Alpha: 1}
+		}
+		s, err := d.NewStream(rt.StreamOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if split {
+			forceSplitK = 2
+		}
+		if err := s.Launch(mm(y1, 8)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Submit(); err != nil {
+			t.Fatal(err)
+		}
+		if split {
+			forceSplitK = 4
+		}
+		if err := s.Launch(mm(y2, 64)); err != nil { // grows the scratch while in flight
+			t.Fatal(err)
+		}
+		if split && len(s.(*stream).retired) != 1 {
+			t.Errorf("outgrown scratch buffer not retired")
+		}
+		if err := s.Submit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.(*stream).retired) != 0 {
+			t.Errorf("retired scratch buffer not released by re-recording")
+		}
+		return append(y1.read(t, d), y2.read(t, d)...)
+	}
+	compare(t, "grow in flight", runIt(true), runIt(false), 1e-5)
+}

@@ -201,7 +201,7 @@ func (s *stream) Reset() {
 	if s.inflight {
 		s.Wait()
 	}
-	if !s.inflight {
+	if !s.inflight && !s.closed && s.d.dev != nil {
 		s.freeRecording()
 		s.freeScratch()
 	}
