@@ -326,52 +326,48 @@ func (s *Session) Run(ctx context.Context, inputs map[string]*rt.Tensor) (map[st
 // acquire takes a free context of ps, creating one while fewer than
 // Parallel exist, or waits for one.
 func (s *Session) acquire(ctx context.Context, ps *planState) (*execCtx, error) {
-	for {
-		select {
-		case c := <-ps.pool:
-			if err := s.ensureRecorded(ps, c); err != nil {
-				ps.pool <- c
-				return nil, err
-			}
-			return c, nil
-		default:
-		}
+	var c *execCtx
+	select {
+	case c = <-ps.pool:
+	default:
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			return nil, fmt.Errorf("engine: session %w", rt.ErrClosed)
 		}
-		if ps.made < s.opts.Parallel {
+		grow := ps.made < s.opts.Parallel
+		if grow {
 			ps.made++
-			s.mu.Unlock()
-			c, err := s.newCtx(ps)
-			if err != nil {
-				s.mu.Lock()
-				ps.made--
-				s.mu.Unlock()
-				return nil, err
-			}
-			s.mu.Lock()
-			ps.all = append(ps.all, c)
-			s.mu.Unlock()
-			if err := s.record(ps.p, c); err != nil {
-				ps.pool <- c
-				return nil, err
-			}
-			return c, nil
 		}
 		s.mu.Unlock()
-		select {
-		case c := <-ps.pool:
-			if err := s.ensureRecorded(ps, c); err != nil {
-				ps.pool <- c
-				return nil, err
+		if !grow {
+			select {
+			case c = <-ps.pool:
+			case <-ctx.Done():
+				return nil, ctx.Err()
 			}
-			return c, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
+			break
 		}
+		nc, err := s.newCtx(ps)
+		s.mu.Lock()
+		if err != nil {
+			ps.made--
+			s.mu.Unlock()
+			return nil, err
+		}
+		nc.stale = true // record on first use, below
+		ps.all = append(ps.all, nc)
+		s.mu.Unlock()
+		c = nc
 	}
+	if err := s.ensureRecorded(ps, c); err != nil {
+		s.mu.Lock()
+		c.stale = true // a partial recording must not be replayed
+		s.mu.Unlock()
+		ps.pool <- c
+		return nil, err
+	}
+	return c, nil
 }
 
 // ensureRecorded re-records c if its stream was reset (weights moved).
