@@ -20,25 +20,6 @@ func isExtra(op rt.Op) bool {
 	return false
 }
 
-func supportsExtra(op rt.Op) error {
-	dt := rt.OpDType(op)
-	switch o := op.(type) {
-	case *rt.GatherElements:
-		return sameDT(op, dt, []string{"Y"}, o.Y)
-	case *rt.ScatterElements:
-		if o.Fn > rt.ScatterMin {
-			return unsupported(op, dt, "unknown scatter function")
-		}
-		return sameDT(op, dt, []string{"Upd"}, o.Upd)
-	case *rt.TopK:
-		if o.Indices.DType != rt.I64 {
-			return dtypeErr(op, "Indices", o.Indices.DType, rt.I64)
-		}
-		return sameDT(op, dt, []string{"Values"}, o.Values)
-	}
-	return unsupported(op, dt, "unknown op")
-}
-
 // fieldsExtra lists operands for validate; strided index and update views
 // need no linear extent (rt.CheckOp bounds their span).
 func fieldsExtra(op rt.Op) []field {

@@ -198,3 +198,35 @@ func TestOpenSelection(t *testing.T) {
 		t.Errorf("auto logged %q, want one line per skipped backend and the choice", log)
 	}
 }
+
+func TestReferenceSupport(t *testing.T) {
+	b := fakeBuf{1 << 20}
+	r := func(dt DType) Ref { return Ref{Buf: b, DType: dt, Shape: []int{4}} }
+	for _, tc := range []struct {
+		name        string
+		op          Op
+		unsupported bool // want *UnsupportedError; else want a plain error when wantErr
+		wantErr     bool
+	}{
+		{"cast f16 to i64", &Unary{Fn: Copy, X: r(F16), Y: r(I64)}, false, false},
+		{"int relu", &Unary{Fn: Relu, X: r(I32), Y: r(I32)}, false, false},
+		{"int exp", &Unary{Fn: Exp, X: r(I32), Y: r(I32)}, true, true},
+		{"compare writes bool", &Binary{Fn: Less, A: r(F32), B: r(F32), Y: r(Bool)}, false, false},
+		{"compare writing f32", &Binary{Fn: Less, A: r(F32), B: r(F32), Y: r(F32)}, false, true},
+		{"mixed matmul", &MatMul{A: r(F16), B: r(F32), Y: r(F16)}, false, true},
+		{"int matmul", &MatMul{A: r(I32), B: r(I32), Y: r(I32)}, true, true},
+		{"argmax writes i64", &Reduce{Fn: ArgMax, X: r(F32), Y: r(I64)}, false, false},
+		{"topk indices i32", &TopK{X: r(F32), Values: r(F32), Indices: r(I32)}, false, true},
+	} {
+		err := ReferenceSupport("test", tc.op)
+		var ue *UnsupportedError
+		switch {
+		case !tc.wantErr && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.wantErr && err == nil:
+			t.Errorf("%s: accepted", tc.name)
+		case tc.wantErr && errors.As(err, &ue) != tc.unsupported:
+			t.Errorf("%s: %v (UnsupportedError: %v, want %v)", tc.name, err, !tc.unsupported, tc.unsupported)
+		}
+	}
+}
