@@ -173,6 +173,20 @@ func (c *nodeCtx) canInplace(t *tensor, dt rt.DType, shape []int) bool {
 	return true
 }
 
+// canFuse reports whether this node may rewrite the op that produced t
+// (fuse an epilogue into it, fold constants into it): no one may read t's
+// storage afterwards, and no earlier node may have read it either (each
+// tensor sharing it has one reader: the node that made the next view, or
+// this one), since they want the value before the rewrite.
+func (c *nodeCtx) canFuse(t *tensor) bool {
+	for _, a := range append([]*tensor{t.root}, t.root.aliases...) {
+		if a.readers > 1 {
+			return false
+		}
+	}
+	return c.canInplace(t, t.dtype, t.shape)
+}
+
 // defineInplace defines output i, reusing input t's storage when allowed.
 func (c *nodeCtx) defineInplace(i int, dt rt.DType, shape []int, t *tensor) (*tensor, error) {
 	if t != nil && i < len(c.out) && c.out[i] != nil && c.canInplace(t, dt, shape) {

@@ -141,7 +141,7 @@ func lowerUnary(c *nodeCtx, fn rt.UnaryFn, alpha, beta float64) error {
 	if fn == rt.Not && x.dtype != rt.Bool {
 		return c.errf("Not needs bool input, got %s", x.dtype)
 	}
-	if x.act != nil && fn != rt.Not && c.canInplace(x, x.dtype, x.shape) {
+	if x.act != nil && fn != rt.Not && c.canFuse(x) {
 		// Fuse into the producing MatMul or Conv.
 		*x.act = rt.Activation{Fn: fn, Alpha: alpha, Beta: beta}
 		x.act = nil

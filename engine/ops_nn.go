@@ -264,7 +264,7 @@ func lowerBatchNorm(c *nodeCtx) error {
 		bv[i] = bias[i] - mean[i]*av[i]
 	}
 	if x.conv != nil && x.act != nil && x.act.Fn == rt.Copy && x.convW.value != nil &&
-		(x.convB == nil || x.convB.value != nil) && c.canInplace(x, x.dtype, x.shape) {
+		(x.convB == nil || x.convB.value != nil) && c.canFuse(x) {
 		return foldBatchNormIntoConv(c, x, av, bv)
 	}
 	bshape := make([]int, len(x.shape)-1)

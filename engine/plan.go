@@ -36,6 +36,7 @@ type tensor struct {
 
 	first, last int   // steps, for roots
 	lastUse     int   // last step that reads this tensor (graph outputs: end)
+	readers     int   // how many nodes read this tensor
 	offset      int64 // byte offset of a root in the arena or weight buffer
 
 	// act, when non-nil, is the still-empty activation epilogue of the
@@ -155,9 +156,15 @@ func newPlan(m *model.Model, shapes map[string][]int) (*plan, error) {
 		}
 	}
 	for i := range m.Nodes {
+		seen := map[int]bool{}
 		for _, in := range m.Nodes[i].Inputs {
 			if in >= 0 && in < len(p.tensors) {
-				if t := p.tensors[in]; !t.output {
+				t := p.tensors[in]
+				if !seen[in] {
+					seen[in] = true
+					t.readers++
+				}
+				if !t.output {
 					t.lastUse = max(t.lastUse, i+1)
 				}
 			}
