@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 
@@ -89,5 +90,65 @@ func TestConvBatchNormReluFuse(t *testing.T) {
 	}
 	if got := out[h].Float64s(); got[0] != 0 || got[1] != 4 {
 		t.Errorf("Relu(BN(Conv)) = %v, want [0 4]", got)
+	}
+}
+
+// A run on one plan keeps working while another goroutine plans new input
+// shapes, each of which appends plan-time constants to the weight buffer.
+func TestRunWhileWeightsGrow(t *testing.T) {
+	b := model.NewBuilder()
+	x := b.Input("x", rt.F32, -1, 2, 8)
+	one := func(name string, v float32) string { return b.Weight(name, rt.F32, []int64{2}, []float32{v, v}) }
+	h := b.Op("BatchNormalization", []string{x, one("s", 2), one("b", 1), one("m", 0), one("v", 1)}, model.Attrs{"epsilon": 0.0})
+	b.Output(h)
+	m, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := session(t, m, engine.Options{Parallel: 2, Shapes: map[string][]int{"x": {1, 2, 8}}})
+	in := func(n int) map[string]*rt.Tensor {
+		v := make([]float32, n*16)
+		for i := range v {
+			v[i] = float32(i % 7)
+		}
+		return map[string]*rt.Tensor{"x": rt.FromFloat32(v, n, 2, 8)}
+	}
+	check := func(n int) error {
+		out, err := s.Run(context.Background(), in(n))
+		if err != nil {
+			return err
+		}
+		for i, v := range out[h].Float64s() {
+			if want := 2*float64(i%7) + 1; v != want {
+				return fmt.Errorf("batch %d: element %d = %v, want %v", n, i, v, want)
+			}
+		}
+		return nil
+	}
+	done := make(chan error, 1)
+	stop := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := check(1); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	for n := 2; n < 40; n++ {
+		if err := check(n); err != nil {
+			t.Error(err)
+			break
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }

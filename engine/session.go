@@ -34,7 +34,7 @@ type Session struct {
 	plans   map[string]*planState // by input-shape key
 	last    *planState
 	closed  bool
-	weights rt.Buffer // shared by all plans: weight data never changes
+	weights *weightBuf // shared by all plans: weight data never changes
 	wOffs   map[int]int64
 	wSize   int64
 
@@ -49,13 +49,22 @@ type planState struct {
 	made int
 }
 
+// weightBuf is one generation of the weight buffer. When a new plan
+// grows the weights, the old generation stays allocated while runs
+// recorded against it are in flight.
+type weightBuf struct {
+	buf   rt.Buffer
+	users int // runs in flight bound to buf
+}
+
 // execCtx is one arena with its recorded stream.
 type execCtx struct {
 	arena   rt.Buffer
 	stream  rt.Stream
 	inBufs  [][]byte
 	outBufs [][]byte
-	stale   bool // weights moved: re-record before the next run
+	stale   bool       // weights moved: re-record before the next run
+	w       *weightBuf // the weights the stream is recorded against
 }
 
 // New plans m on dev. The caller keeps ownership of m and dev, which must
@@ -160,7 +169,7 @@ func (s *Session) uploadWeights(p *plan) error {
 	}
 	if s.weights != nil && s.wSize > 0 {
 		old := make([]byte, s.wSize)
-		if err := s.dev.Read(old, s.weights, 0); err != nil {
+		if err := s.dev.Read(old, s.weights.buf, 0); err != nil {
 			buf.Free()
 			return fmt.Errorf("engine: weights: %w", err)
 		}
@@ -174,22 +183,39 @@ func (s *Session) uploadWeights(p *plan) error {
 			buf.Free()
 			return fmt.Errorf("engine: upload %q: %w", t.name, err)
 		}
+	}
+	for i, t := range need {
 		t.offset = offs[i]
 		if t.id < len(s.m.Tensors) && s.m.Tensors[t.id].Role == model.Weight {
 			s.wOffs[t.id] = offs[i]
 		}
 	}
-	if s.weights != nil {
+	if old := s.weights; old != nil {
 		// Earlier plans' ops are bound to the old buffer: re-bind them.
 		for _, ps := range s.plans {
 			for _, c := range ps.all {
 				c.stale = true
 			}
 		}
-		s.weights.Free()
+		// Runs in flight still read it; the last one frees it.
+		if old.users == 0 {
+			old.buf.Free()
+		}
 	}
-	s.weights, s.wSize = buf, size
+	s.weights, s.wSize = &weightBuf{buf: buf}, size
 	return nil
+}
+
+// unpin ends a run's use of w; s.mu must be held. A replaced generation
+// is freed by its last user.
+func (s *Session) unpin(w *weightBuf) {
+	if w == nil {
+		return
+	}
+	w.users--
+	if w.users == 0 && w != s.weights {
+		w.buf.Free()
+	}
 }
 
 // newCtx allocates an arena and records the plan into a fresh stream.
@@ -214,7 +240,7 @@ func (s *Session) newCtx(ps *planState) (*execCtx, error) {
 	return c, nil
 }
 
-// record records the whole run into c.stream.
+// record records the whole run into c.stream, bound to c.w.
 func (s *Session) record(p *plan, c *execCtx) error {
 	c.stream.Reset()
 	for i, t := range p.inputs {
@@ -224,14 +250,14 @@ func (s *Session) record(p *plan, c *execCtx) error {
 	}
 	for _, st := range p.steps {
 		for _, op := range st.ops {
-			bound := s.bind(op, c.arena)
+			bound := s.bind(op, c.arena, c.w)
 			if err := c.stream.Launch(bound); err != nil {
 				return &PlanError{Node: st.node.Name, Op: st.node.Op, Err: err}
 			}
 		}
 	}
 	for i, t := range p.outputs {
-		buf, off := s.location(t, c.arena)
+		buf, off := s.location(t, c.arena, c.w)
 		if len(c.outBufs[i]) == 0 {
 			continue
 		}
@@ -242,23 +268,23 @@ func (s *Session) record(p *plan, c *execCtx) error {
 	return nil
 }
 
-func (s *Session) location(t *tensor, arena rt.Buffer) (rt.Buffer, int64) {
+func (s *Session) location(t *tensor, arena rt.Buffer, w *weightBuf) (rt.Buffer, int64) {
 	if t.root.where == inWeights {
-		return s.weights, t.root.offset
+		return w.buf, t.root.offset
 	}
 	return arena, t.root.offset
 }
 
 // bind returns a copy of op with placeholder slots replaced by real
 // buffers and offsets.
-func (s *Session) bind(op rt.Op, arena rt.Buffer) rt.Op {
+func (s *Session) bind(op rt.Op, arena rt.Buffer, w *weightBuf) rt.Op {
 	op = rt.CloneOp(op)
 	rt.MapRefs(op, func(_ string, r *rt.Ref) {
 		sl, ok := r.Buf.(slot)
 		if !ok {
 			return
 		}
-		buf, off := s.location(sl.t, arena)
+		buf, off := s.location(sl.t, arena, w)
 		r.Buf = buf
 		r.Off += off
 	})
@@ -296,7 +322,7 @@ func (s *Session) Run(ctx context.Context, inputs map[string]*rt.Tensor) (map[st
 	if err != nil {
 		return nil, err
 	}
-	defer func() { ps.pool <- c }()
+	defer s.release(ps, c)
 	p := ps.p
 	for i, t := range p.inputs {
 		copy(c.inBufs[i], inputs[t.name].Data)
@@ -364,17 +390,32 @@ func (s *Session) acquire(ctx context.Context, ps *planState) (*execCtx, error) 
 		s.mu.Lock()
 		c.stale = true // a partial recording must not be replayed
 		s.mu.Unlock()
-		ps.pool <- c
+		s.release(ps, c)
 		return nil, err
 	}
 	return c, nil
 }
 
-// ensureRecorded re-records c if its stream was reset (weights moved).
+// release ends a run on c and returns c to its pool.
+func (s *Session) release(ps *planState, c *execCtx) {
+	s.mu.Lock()
+	s.unpin(c.w)
+	s.mu.Unlock()
+	ps.pool <- c
+}
+
+// ensureRecorded re-records c if its stream was reset (weights moved),
+// and pins the weights c is recorded against until release.
 func (s *Session) ensureRecorded(ps *planState, c *execCtx) error {
 	s.mu.Lock()
 	stale := c.stale
 	c.stale = false
+	if stale {
+		c.w = s.weights
+	}
+	if c.w != nil { // nil: the model has no weights
+		c.w.users++
+	}
 	s.mu.Unlock()
 	if stale {
 		return s.record(ps.p, c)
@@ -401,7 +442,7 @@ func (s *Session) Close() error {
 		}
 	}
 	if s.weights != nil {
-		s.weights.Free()
+		s.weights.buf.Free()
 		s.weights = nil
 	}
 	return errors.Join(errs...)
