@@ -115,6 +115,9 @@ func lowerMatMul(c *nodeCtx) error {
 		return err
 	}
 	nb := prod(batch)
+	if nb == 0 {
+		return nil // an empty batch: nothing to compute
+	}
 	// Batch strides: a batch operand can be expressed with one stride only
 	// when it is either fully broadcast or not broadcast at all.
 	stride := func(t []int, mat int) (int, bool) {

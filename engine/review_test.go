@@ -152,3 +152,24 @@ func TestRunWhileWeightsGrow(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A MatMul over an empty batch plans and runs, giving an empty result.
+func TestMatMulEmptyBatch(t *testing.T) {
+	b := model.NewBuilder()
+	x := b.Input("x", rt.F32, -1, 2, 3)
+	w := b.Weight("w", rt.F32, []int64{3, 4}, make([]float32, 12))
+	y := b.Op("MatMul", []string{x, w}, nil)
+	b.Output(y)
+	m, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := session(t, m, engine.Options{Shapes: map[string][]int{"x": {0, 2, 3}}})
+	out, err := s.Run(context.Background(), map[string]*rt.Tensor{"x": rt.FromFloat32(nil, 0, 2, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out[y].Shape; len(got) != 3 || got[0] != 0 || got[1] != 2 || got[2] != 4 {
+		t.Errorf("shape %v, want [0 2 4]", got)
+	}
+}
