@@ -427,12 +427,12 @@ func bench(ctx context.Context, m *vrun.Model, inputs map[string]*rt.Tensor, n i
 	}
 	total := time.Since(start)
 	sort.Slice(times, func(a, b int) bool { return times[a] < times[b] })
+	// The batch is the leading dim of the model's first input.
 	batch := 1
-	for _, t := range inputs {
-		if len(t.Shape) > 0 {
+	if in := m.Graph.Inputs(); len(in) > 0 {
+		if t := inputs[m.Graph.Tensors[in[0]].Name]; t != nil && len(t.Shape) > 0 {
 			batch = t.Shape[0]
 		}
-		break
 	}
 	perSec := float64(n) / total.Seconds()
 	fmt.Fprintf(w, "bench    %d runs (after %d warm-up): min %s  median %s  p90 %s\n", n, warm,
