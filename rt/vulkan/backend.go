@@ -50,6 +50,7 @@ func load() error {
 }
 
 func (backend) Devices() ([]rt.DeviceInfo, error) {
+	defer noGC()()
 	if err := load(); err != nil {
 		return nil, err
 	}
@@ -80,6 +81,7 @@ func (backend) Devices() ([]rt.DeviceInfo, error) {
 }
 
 func (b backend) Open(index int) (rt.Device, error) {
+	defer noGC()()
 	if _, err := b.Devices(); err != nil {
 		return nil, err
 	}

@@ -375,6 +375,7 @@ func (d *device) valErr() error {
 }
 
 func (d *device) Close() error {
+	defer noGC()()
 	d.closeMu.Lock()
 	defer d.closeMu.Unlock()
 	if d.closed {

@@ -26,6 +26,7 @@ type buffer struct {
 func (b *buffer) Size() int64 { return b.size }
 
 func (b *buffer) Free() {
+	defer noGC()()
 	d := b.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -161,6 +162,7 @@ func (d *device) newBuffer(size int64, typ int, mapIt bool) (*buffer, error) {
 // Alloc allocates a device buffer: zero-copy device-local host-visible
 // memory when the device has it, else device-local memory.
 func (d *device) Alloc(size int64) (rt.Buffer, error) {
+	defer noGC()()
 	if size < 0 {
 		return nil, fmt.Errorf("vulkan: Alloc of %d bytes", size)
 	}
@@ -327,6 +329,7 @@ func (d *device) stage(n int64) (*buffer, error) {
 }
 
 func (d *device) Write(dst rt.Buffer, off int64, src []byte) error {
+	defer noGC()()
 	if err := d.check(); err != nil {
 		return err
 	}
@@ -359,6 +362,7 @@ func (d *device) Write(dst rt.Buffer, off int64, src []byte) error {
 }
 
 func (d *device) Read(dst []byte, src rt.Buffer, off int64) error {
+	defer noGC()()
 	if err := d.check(); err != nil {
 		return err
 	}

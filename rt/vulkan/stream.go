@@ -60,6 +60,7 @@ type stream struct {
 }
 
 func (d *device) NewStream(opts rt.StreamOptions) (rt.Stream, error) {
+	defer noGC()()
 	if err := d.check(); err != nil {
 		return nil, err
 	}
@@ -140,6 +141,7 @@ func (s *stream) Read(dst []byte, src rt.Buffer, off int64) error {
 }
 
 func (s *stream) Launch(op rt.Op) error {
+	defer noGC()()
 	if err := s.usable(); err != nil {
 		return err
 	}
@@ -198,6 +200,7 @@ func (s *stream) freeScratch() {
 }
 
 func (s *stream) Reset() {
+	defer noGC()()
 	if s.inflight {
 		s.Wait()
 	}
@@ -401,6 +404,7 @@ func (s *stream) descriptorSet(x dispatch) (vk.DescriptorSet, error) {
 }
 
 func (s *stream) Submit() error {
+	defer noGC()()
 	if err := s.usable(); err != nil {
 		return err
 	}
@@ -451,6 +455,7 @@ func (s *stream) Submit() error {
 }
 
 func (s *stream) Wait() error {
+	defer noGC()()
 	if !s.inflight {
 		return nil
 	}
@@ -491,10 +496,12 @@ func (s *stream) Wait() error {
 }
 
 func (s *stream) Timings() []time.Duration {
+	defer noGC()()
 	return append([]time.Duration(nil), s.timings...)
 }
 
 func (s *stream) Close() error {
+	defer noGC()()
 	if s.closed {
 		return nil
 	}
