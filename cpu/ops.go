@@ -118,69 +118,23 @@ func fields(op rt.Op) []field {
 	return fieldsExtra(op)
 }
 
-// validate is what Launch checks: rt.CheckOp, dtype support and the
-// kernels' own parameter and extent requirements.
+// validate is what Launch checks: rt.CheckOp and dtype support.
 func validate(op rt.Op) error {
-	for _, f := range fields(op) {
-		if f.ref.Buf == nil && f.name != "Bias" && f.name != "Scale" {
-			return fmt.Errorf("cpu: %s: operand %s has no buffer", op.OpName(), f.name)
-		}
+	// rt.CheckOp checks required operands, bounds, contiguity of linearly
+	// read operands and sizes.
+	if err := rt.CheckOp(op); err != nil {
+		return fmt.Errorf("cpu: %w", err)
 	}
 	if err := supports(op); err != nil {
 		return err
 	}
-	if err := rt.CheckOp(op); err != nil {
-		return fmt.Errorf("cpu: %w", err)
-	}
-	ew := isElementwise(op)
-	for _, f := range fields(op) {
-		r := f.ref
-		if r.Buf == nil {
-			if f.name != "Bias" && f.name != "Scale" {
-				return fmt.Errorf("cpu: %s: operand %s has no buffer", op.OpName(), f.name)
-			}
-			continue
+	var err error
+	rt.MapRefs(op, func(name string, r *rt.Ref) {
+		if _, e := bytesOf(r.Buf); e != nil && err == nil {
+			err = fmt.Errorf("cpu: %s: operand %s: %w", op.OpName(), name, e)
 		}
-		if _, err := bytesOf(r.Buf); err != nil {
-			return fmt.Errorf("cpu: %s: operand %s: %w", op.OpName(), f.name, err)
-		}
-		if ew || (f.need == -1 && f.name == "Bias") {
-			continue
-		}
-		if f.need < 0 {
-			return fmt.Errorf("cpu: %s: bad sizes for operand %s (negative or overflowing)", op.OpName(), f.name)
-		}
-		sz := int64(r.DType.Size())
-		if r.Off < 0 || f.need > (r.Buf.Size()-r.Off)/sz {
-			return fmt.Errorf("cpu: %s: operand %s: %d elements from byte %d exceed buffer of %d bytes", op.OpName(), f.name, f.need, r.Off, r.Buf.Size())
-		}
-	}
-	switch o := op.(type) {
-	case *rt.MatMul:
-		if o.StrideA < 0 || o.StrideB < 0 || o.StrideY < 0 {
-			return fmt.Errorf("cpu: MatMul: negative batch stride")
-		}
-	case *rt.Conv:
-		if o.N < 0 || o.C < 0 || o.H < 0 || o.W_ < 0 || o.K < 0 || o.OH < 0 || o.OW < 0 || o.KH < 0 || o.KW < 0 {
-			return fmt.Errorf("cpu: Conv: negative size")
-		}
-	case *rt.ConvTranspose:
-		if o.N < 0 || o.C < 0 || o.H < 0 || o.W_ < 0 || o.K < 0 || o.OH < 0 || o.OW < 0 || o.KH < 0 || o.KW < 0 {
-			return fmt.Errorf("cpu: ConvTranspose: negative size")
-		}
-	case *rt.Pool:
-		if o.NC < 0 || o.H < 0 || o.W < 0 || o.OH < 0 || o.OW < 0 {
-			return fmt.Errorf("cpu: %s: negative size", op.OpName())
-		}
-		if o.Fn == rt.LpPool && o.P < 1 {
-			return fmt.Errorf("cpu: Pool.Lp: P = %d, want >= 1", o.P)
-		}
-	case *rt.Gather:
-		if o.Outer < 0 || o.Axis < 0 || o.Inner < 0 {
-			return fmt.Errorf("cpu: Gather: negative size")
-		}
-	}
-	return nil
+	})
+	return err
 }
 
 func isElementwise(op rt.Op) bool {

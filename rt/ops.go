@@ -729,6 +729,9 @@ func CheckOp(op Op) error {
 		if o.StrideH < 1 || o.StrideW < 1 || o.DilH < 1 || o.DilW < 1 || o.KH < 1 || o.KW < 1 {
 			return fmt.Errorf("Pool: bad params kernel=%dx%d stride=%dx%d dil=%dx%d", o.KH, o.KW, o.StrideH, o.StrideW, o.DilH, o.DilW)
 		}
+		if o.Fn == LpPool && o.P < 1 {
+			return fmt.Errorf("Pool.Lp: P = %d, want >= 1", o.P)
+		}
 		if err := need(o.X, "X", NumElements([]int{o.NC, o.H, o.W})); err != nil {
 			return err
 		}
