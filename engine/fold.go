@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 
-	"github.com/vrun-go/vrun/cpu"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -12,10 +11,47 @@ import (
 // (Shape→Gather→Concat→Reshape) and transposed or cast weights.
 const foldLimit = 1 << 22
 
-// tryFold evaluates a lowered node on the CPU at plan time when every input
-// is a constant, turning its outputs into constants. It reports whether it
-// folded.
-func (p *plan) tryFold(c *nodeCtx) (bool, error) {
+// foldBackend is the registered backend that evaluates constant nodes when
+// Options.FoldDevice is nil.
+const foldBackend = "cpu"
+
+// folder hands out the device that evaluates constant nodes while one plan
+// is built. A device it opened itself (through the rt registry) is opened on
+// first use and closed by close; a device given in Options.FoldDevice
+// belongs to the caller.
+type folder struct {
+	dev    rt.Device
+	opened bool // dev was opened here and is closed by close
+}
+
+// device returns the fold device, opening the default one on first use.
+func (f *folder) device() (rt.Device, error) {
+	if f.dev != nil {
+		return f.dev, nil
+	}
+	if _, ok := rt.Lookup(foldBackend); !ok {
+		return nil, fmt.Errorf("constant folding: no fold device: set engine.Options.FoldDevice or register the %s backend (import _ \"github.com/vrun-go/vrun/cpu\")", foldBackend)
+	}
+	d, err := rt.Open(foldBackend, nil)
+	if err != nil {
+		return nil, fmt.Errorf("constant folding: %w", err)
+	}
+	f.dev, f.opened = d, true
+	return d, nil
+}
+
+// close closes the fold device if the folder opened it.
+func (f *folder) close() {
+	if f.opened {
+		f.dev.Close()
+		f.dev, f.opened = nil, false
+	}
+}
+
+// tryFold evaluates a lowered node on the fold device at plan time when
+// every input is a constant, turning its outputs into constants. It reports
+// whether it folded.
+func (p *plan) tryFold(c *nodeCtx) (folded bool, err error) {
 	if len(c.ops) == 0 {
 		return false, nil
 	}
@@ -37,9 +73,16 @@ func (p *plan) tryFold(c *nodeCtx) (bool, error) {
 	if n > foldLimit {
 		return false, nil
 	}
-	dev := cpu.NewDevice()
-	defer dev.Close()
+	dev, err := p.fold.device()
+	if err != nil {
+		return false, err
+	}
 	bufs := map[*tensor]rt.Buffer{}
+	defer func() {
+		for _, b := range bufs {
+			b.Free()
+		}
+	}()
 	var ferr error
 	bindRef := func(_ string, r *rt.Ref) {
 		sl, ok := r.Buf.(slot)
@@ -62,8 +105,13 @@ func (p *plan) tryFold(c *nodeCtx) (bool, error) {
 	}
 	st, err := dev.NewStream(rt.StreamOptions{})
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("constant folding: %w", err)
 	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil && err == nil {
+			folded, err = false, fmt.Errorf("constant folding: %w", cerr)
+		}
+	}()
 	for _, op := range c.ops {
 		op = rt.CloneOp(op)
 		rt.MapRefs(op, bindRef)

@@ -79,6 +79,7 @@ type plan struct {
 	sum      int64 // sum of all intermediate tensor sizes, without reuse
 	numOps   int
 	opCounts map[string]int
+	fold     *folder // evaluates constant nodes while planning
 }
 
 // PlanError reports a planning failure at a node.
@@ -100,9 +101,12 @@ var ErrShape = errors.New("shape mismatch")
 const arenaAlign = 256
 
 // newPlan plans m for the given input shapes (inputs whose shapes are not
-// given use the model's, which must then be static).
-func newPlan(m *model.Model, shapes map[string][]int) (*plan, error) {
-	p := &plan{m: m, opCounts: map[string]int{}}
+// given use the model's, which must then be static). Constant nodes are
+// evaluated on foldDev, or when it is nil on a device opened for this plan
+// through the rt registry (see Options.FoldDevice).
+func newPlan(m *model.Model, shapes map[string][]int, foldDev rt.Device) (*plan, error) {
+	p := &plan{m: m, opCounts: map[string]int{}, fold: &folder{dev: foldDev}}
+	defer p.fold.close()
 	for i := range m.Tensors {
 		mt := &m.Tensors[i]
 		t := &tensor{id: i, name: mt.Name, dtype: mt.DType}

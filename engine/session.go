@@ -22,6 +22,14 @@ type Options struct {
 	Parallel int
 	// Profile records per-op device times, read with Session.Profile.
 	Profile bool
+	// FoldDevice evaluates the nodes whose inputs are all constants (shape
+	// subgraphs, transposed or cast weights) while planning. nil means a
+	// device of the "cpu" backend opened through the rt registry for each
+	// plan, which needs that backend registered (import _
+	// "github.com/vrun-go/vrun/cpu"); planning a model with such nodes
+	// fails otherwise. The caller keeps ownership of FoldDevice, which must
+	// outlive the session.
+	FoldDevice rt.Device
 }
 
 // Session is a model planned for one device, ready to run.
@@ -113,7 +121,7 @@ func (s *Session) planFor(shapes map[string][]int) (*planState, error) {
 	if ps, ok := s.plans[key]; ok {
 		return ps, nil
 	}
-	p, err := newPlan(s.m, shapes)
+	p, err := newPlan(s.m, shapes, s.opts.FoldDevice)
 	if err != nil {
 		return nil, err
 	}
