@@ -1,6 +1,9 @@
 package rt
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // DeviceKind classifies a device, for display and for "auto" selection.
 type DeviceKind uint8
@@ -46,29 +49,7 @@ type DeviceInfo struct {
 
 // Spec returns the selector that names this device: "vulkan:1".
 func (d DeviceInfo) Spec() string {
-	return d.Backend + ":" + itoa(d.Index)
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	neg := i < 0
-	if neg {
-		i = -i
-	}
-	var b [20]byte
-	p := len(b)
-	for i > 0 {
-		p--
-		b[p] = byte('0' + i%10)
-		i /= 10
-	}
-	if neg {
-		p--
-		b[p] = '-'
-	}
-	return string(b[p:])
+	return d.Backend + ":" + strconv.Itoa(d.Index)
 }
 
 // Backend is one compiled-in device API. Backends register themselves with

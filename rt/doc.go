@@ -7,7 +7,13 @@
 // and replays that stream on each Submit. Model-level operators (ONNX-style
 // Conv, Gemm, LayerNormalization, ...) are lowered by the engine into this
 // small primitive set, so a new backend needs only a few kernels to run every
-// model; see ../shared/ARCHITECTURE.md and docs/design.md.
+// model; docs/design.md at the root of the module describes the design.
+//
+// The package's files: ops.go defines the primitive ops, operands.go the
+// table of their operands ([Operands]) that check.go's [CheckOp] and the
+// backends share, refmath.go the float64 reference math of the elementwise
+// functions, support.go the reference dtype rules ([ReferenceSupport]),
+// and coalesce.go the dimension merging of elementwise iteration spaces.
 //
 // Backends register themselves from their package's init function, as
 // database/sql drivers do; [Open] selects one by name ("cpu", "vulkan:1",

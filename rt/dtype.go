@@ -121,3 +121,44 @@ func ContiguousStrides(shape []int) []int {
 	}
 	return st
 }
+
+// FloatToInt converts v to an integer by truncation toward zero, with NaN
+// as 0 and saturation at the int64 range (Go leaves out-of-range
+// conversions implementation-defined). Every backend converts floats to
+// integers this way, then wraps to the narrower integer dtypes.
+func FloatToInt(v float64) int64 {
+	switch {
+	case v != v:
+		return 0
+	case v >= 9.223372036854775807e18:
+		return math.MaxInt64
+	case v <= -9.223372036854775808e18:
+		return math.MinInt64
+	}
+	return int64(v)
+}
+
+// FillBits returns v converted to dtype dt as the element's bit pattern,
+// zero-extended to 64 bits: what Fill writes. Integer dtypes convert with
+// FloatToInt and wrap; Bool is 1 for any non-zero v (NaN included).
+func FillBits(dt DType, v float64) uint64 {
+	switch dt {
+	case F32:
+		return uint64(math.Float32bits(float32(v)))
+	case F16:
+		return uint64(F16Bits(float32(v)))
+	case F64:
+		return math.Float64bits(v)
+	case I32:
+		return uint64(uint32(int32(FloatToInt(v))))
+	case I64:
+		return uint64(FloatToInt(v))
+	case U8, I8:
+		return uint64(uint8(FloatToInt(v)))
+	case Bool:
+		if v != 0 {
+			return 1
+		}
+	}
+	return 0
+}

@@ -12,173 +12,183 @@ import "fmt"
 // call it from Supports after their own device checks (fp64, limits), so
 // the rules live in one place. A narrower backend checks its own subset.
 func ReferenceSupport(backend string, op Op) error {
-	unsupported := func(op Op, dt DType, reason string) error {
-		return &UnsupportedError{Backend: backend, Op: op.OpName(), DType: dt, Reason: reason}
-	}
-	dtypeErr := func(op Op, name string, got, want DType) error {
-		return fmt.Errorf("%s: %s: %s dtype %s, want %s", backend, op.OpName(), name, got, want)
-	}
-	// sameDT checks that every present ref has dtype dt.
-	sameDT := func(op Op, dt DType, names []string, refs ...Ref) error {
-		for i, r := range refs {
-			if r.Buf != nil && r.DType != dt {
-				return dtypeErr(op, names[i], r.DType, dt)
-			}
-		}
-		return nil
-	}
 	if op == nil {
 		return fmt.Errorf("%s: nil op", backend)
 	}
-	dt := OpDType(op)
-	if !dt.Valid() {
-		return unsupported(op, dt, "invalid dtype")
-	}
-	isInt := dt.IsInt()
-	isBool := dt == Bool
-	floatOnly := func() error {
-		if !dt.IsFloat() {
-			return unsupported(op, dt, "floating-point dtypes only")
-		}
-		return nil
+	c := supportCheck{backend: backend, op: op, dt: OpDType(op)}
+	if !c.dt.Valid() {
+		return c.unsupported(c.dt, "invalid dtype")
 	}
 	switch o := op.(type) {
 	case *Unary:
-		if int(o.Fn) >= NumUnaryFns {
-			return unsupported(op, dt, "unknown unary function")
-		}
-		if !o.Y.DType.Valid() {
-			return unsupported(op, o.Y.DType, "invalid output dtype")
-		}
-		if o.Fn == Copy {
-			return nil
-		}
-		if o.Y.DType != dt {
-			return dtypeErr(op, "Y", o.Y.DType, dt)
-		}
-		if dt.IsFloat() {
-			return nil
-		}
-		switch o.Fn {
-		case Not:
-			return nil
-		case Neg, Abs, Sign, Relu, Square:
-			if isInt {
-				return nil
-			}
-		}
-		return unsupported(op, dt, "")
+		return c.unary(o)
 	case *Binary:
-		if int(o.Fn) >= NumBinaryFns {
-			return unsupported(op, dt, "unknown binary function")
-		}
-		if o.B.DType != dt {
-			return dtypeErr(op, "B", o.B.DType, dt)
-		}
-		want := dt
-		if o.Fn.IsCompare() {
-			want = Bool
-		}
-		if o.Y.DType != want {
-			return dtypeErr(op, "Y", o.Y.DType, want)
-		}
-		if dt.IsFloat() || o.Fn.IsCompare() || o.Fn.IsLogical() {
-			return nil
-		}
-		switch o.Fn {
-		case Max, Min:
-			if isInt || isBool {
-				return nil
-			}
-		case Add, Sub, Mul, Div, Mod, Fmod:
-			if isInt {
-				return nil
-			}
-		}
-		return unsupported(op, dt, "")
+		return c.binary(o)
 	case *Where:
 		if o.Cond.DType != Bool {
-			return dtypeErr(op, "Cond", o.Cond.DType, Bool)
+			return c.dtypeErr("Cond", o.Cond.DType, Bool)
 		}
-		return sameDT(op, dt, []string{"B", "Y"}, o.B, o.Y)
+		return c.same([]string{"B", "Y"}, o.B, o.Y)
 	case *Reduce:
-		if int(o.Fn) >= NumReduceFns {
-			return unsupported(op, dt, "unknown reduce function")
-		}
-		want := dt
-		if o.Fn == ArgMax || o.Fn == ArgMin {
-			want = I64
-		}
-		if o.Y.DType != want {
-			return dtypeErr(op, "Y", o.Y.DType, want)
-		}
-		if dt.IsFloat() {
-			return nil
-		}
-		switch o.Fn {
-		case RMax, RMin, ArgMax, ArgMin:
-			return nil
-		case Sum, Prod:
-			if isInt {
-				return nil
-			}
-		}
-		return unsupported(op, dt, "")
-	case *Softmax:
-		if err := floatOnly(); err != nil {
-			return err
-		}
-		return sameDT(op, dt, []string{"Y"}, o.Y)
-	case *MatMul:
-		if err := floatOnly(); err != nil {
-			return err
-		}
-		if int(o.Act.Fn) >= NumUnaryFns {
-			return unsupported(op, dt, "unknown activation")
-		}
-		return sameDT(op, dt, []string{"B", "Bias", "Y"}, o.B, o.Bias, o.Y)
-	case *Conv:
-		if err := floatOnly(); err != nil {
-			return err
-		}
-		if int(o.Act.Fn) >= NumUnaryFns {
-			return unsupported(op, dt, "unknown activation")
-		}
-		return sameDT(op, dt, []string{"W", "Bias", "Y"}, o.W, o.Bias, o.Y)
-	case *ConvTranspose:
-		if err := floatOnly(); err != nil {
-			return err
-		}
-		return sameDT(op, dt, []string{"W", "Bias", "Y"}, o.W, o.Bias, o.Y)
-	case *Pool:
-		if err := floatOnly(); err != nil {
-			return err
-		}
-		if o.Fn > LpPool {
-			return unsupported(op, dt, "unknown pool function")
-		}
-		return sameDT(op, dt, []string{"Y"}, o.Y)
-	case *Normalize:
-		if err := floatOnly(); err != nil {
-			return err
-		}
-		return sameDT(op, dt, []string{"Scale", "Bias", "Y"}, o.Scale, o.Bias, o.Y)
+		return c.reduce(o)
 	case *Gather:
-		return sameDT(op, dt, []string{"Y"}, o.Y)
+		return c.same([]string{"Y"}, o.Y)
 	case *Fill:
 		return nil
 	case *GatherElements:
-		return sameDT(op, dt, []string{"Y"}, o.Y)
+		return c.same([]string{"Y"}, o.Y)
 	case *ScatterElements:
 		if o.Fn > ScatterMin {
-			return unsupported(op, dt, "unknown scatter function")
+			return c.unsupported(c.dt, "unknown scatter function")
 		}
-		return sameDT(op, dt, []string{"Upd"}, o.Upd)
+		return c.same([]string{"Upd"}, o.Upd)
 	case *TopK:
 		if o.Indices.DType != I64 {
-			return dtypeErr(op, "Indices", o.Indices.DType, I64)
+			return c.dtypeErr("Indices", o.Indices.DType, I64)
 		}
-		return sameDT(op, dt, []string{"Values"}, o.Values)
+		return c.same([]string{"Values"}, o.Values)
+	case *Softmax, *MatMul, *Conv, *ConvTranspose, *Pool, *Normalize:
+		return c.floatOp()
 	}
-	return unsupported(op, dt, fmt.Sprintf("unknown op type %T", op))
+	return c.unsupported(c.dt, fmt.Sprintf("unknown op type %T", op))
+}
+
+// supportCheck is one ReferenceSupport call: the backend named in errors,
+// the op and the dtype that selects its kernel.
+type supportCheck struct {
+	backend string
+	op      Op
+	dt      DType
+}
+
+func (c supportCheck) unsupported(dt DType, reason string) error {
+	return &UnsupportedError{Backend: c.backend, Op: c.op.OpName(), DType: dt, Reason: reason}
+}
+
+func (c supportCheck) dtypeErr(name string, got, want DType) error {
+	return fmt.Errorf("%s: %s: %s dtype %s, want %s", c.backend, c.op.OpName(), name, got, want)
+}
+
+// same checks that every present ref has the op's dtype.
+func (c supportCheck) same(names []string, refs ...Ref) error {
+	for i, r := range refs {
+		if r.Buf != nil && r.DType != c.dt {
+			return c.dtypeErr(names[i], r.DType, c.dt)
+		}
+	}
+	return nil
+}
+
+func (c supportCheck) unary(o *Unary) error {
+	if int(o.Fn) >= NumUnaryFns {
+		return c.unsupported(c.dt, "unknown unary function")
+	}
+	if !o.Y.DType.Valid() {
+		return c.unsupported(o.Y.DType, "invalid output dtype")
+	}
+	if o.Fn == Copy {
+		return nil
+	}
+	if o.Y.DType != c.dt {
+		return c.dtypeErr("Y", o.Y.DType, c.dt)
+	}
+	if c.dt.IsFloat() {
+		return nil
+	}
+	switch o.Fn {
+	case Not:
+		return nil
+	case Neg, Abs, Sign, Relu, Square:
+		if c.dt.IsInt() {
+			return nil
+		}
+	}
+	return c.unsupported(c.dt, "")
+}
+
+func (c supportCheck) binary(o *Binary) error {
+	if int(o.Fn) >= NumBinaryFns {
+		return c.unsupported(c.dt, "unknown binary function")
+	}
+	if o.B.DType != c.dt {
+		return c.dtypeErr("B", o.B.DType, c.dt)
+	}
+	want := c.dt
+	if o.Fn.IsCompare() {
+		want = Bool
+	}
+	if o.Y.DType != want {
+		return c.dtypeErr("Y", o.Y.DType, want)
+	}
+	if c.dt.IsFloat() || o.Fn.IsCompare() || o.Fn.IsLogical() {
+		return nil
+	}
+	switch o.Fn {
+	case Max, Min:
+		if c.dt.IsInt() || c.dt == Bool {
+			return nil
+		}
+	case Add, Sub, Mul, Div, Mod, Fmod:
+		if c.dt.IsInt() {
+			return nil
+		}
+	}
+	return c.unsupported(c.dt, "")
+}
+
+func (c supportCheck) reduce(o *Reduce) error {
+	if int(o.Fn) >= NumReduceFns {
+		return c.unsupported(c.dt, "unknown reduce function")
+	}
+	want := c.dt
+	if o.Fn == ArgMax || o.Fn == ArgMin {
+		want = I64
+	}
+	if o.Y.DType != want {
+		return c.dtypeErr("Y", o.Y.DType, want)
+	}
+	if c.dt.IsFloat() {
+		return nil
+	}
+	switch o.Fn {
+	case RMax, RMin, ArgMax, ArgMin:
+		return nil
+	case Sum, Prod:
+		if c.dt.IsInt() {
+			return nil
+		}
+	}
+	return c.unsupported(c.dt, "")
+}
+
+// floatOp checks the ops defined for floating-point dtypes only, whose
+// operands all share the op's dtype.
+func (c supportCheck) floatOp() error {
+	if !c.dt.IsFloat() {
+		return c.unsupported(c.dt, "floating-point dtypes only")
+	}
+	switch o := c.op.(type) {
+	case *Softmax:
+		return c.same([]string{"Y"}, o.Y)
+	case *MatMul:
+		if int(o.Act.Fn) >= NumUnaryFns {
+			return c.unsupported(c.dt, "unknown activation")
+		}
+		return c.same([]string{"B", "Bias", "Y"}, o.B, o.Bias, o.Y)
+	case *Conv:
+		if int(o.Act.Fn) >= NumUnaryFns {
+			return c.unsupported(c.dt, "unknown activation")
+		}
+		return c.same([]string{"W", "Bias", "Y"}, o.W, o.Bias, o.Y)
+	case *ConvTranspose:
+		return c.same([]string{"W", "Bias", "Y"}, o.W, o.Bias, o.Y)
+	case *Pool:
+		if o.Fn > LpPool {
+			return c.unsupported(c.dt, "unknown pool function")
+		}
+		return c.same([]string{"Y"}, o.Y)
+	case *Normalize:
+		return c.same([]string{"Scale", "Bias", "Y"}, o.Scale, o.Bias, o.Y)
+	}
+	return nil
 }
