@@ -40,6 +40,10 @@ type Case struct {
 	Tol     Tolerance
 	Note    string
 	Dir     string // the case's directory
+	// Grads lists the inputs that have an expected gradient (grad_<i>.npy
+	// beside case.json). Only the gradient table (testdata/grad, see
+	// internal/gradconf) sets it; conformance cases leave it empty.
+	Grads []int
 }
 
 // Attr is a typed node attribute. Value is int64, float64, string,
@@ -92,7 +96,8 @@ type jsonCase struct {
 		ATol  *float64 `json:"atol"`
 		Class string   `json:"class"`
 	} `json:"tolerance"`
-	Note string `json:"note"`
+	Note  string `json:"note"`
+	Grads []int  `json:"grads"`
 }
 
 type jsonOperand struct {
@@ -220,6 +225,15 @@ func loadCase(dir string) (*Case, error) {
 		}
 		seen[op.Name] = true
 		c.Outputs = append(c.Outputs, op)
+	}
+	for _, i := range j.Grads {
+		if i < 0 || i >= len(c.Inputs) || c.Inputs[i].Kind == KindAbsent || !c.Inputs[i].DType.IsFloat() {
+			return nil, fmt.Errorf("grads lists input %d, which is not a present float input", i)
+		}
+		if slices.Contains(c.Grads, i) {
+			return nil, fmt.Errorf("grads lists input %d twice", i)
+		}
+		c.Grads = append(c.Grads, i)
 	}
 	return c, nil
 }

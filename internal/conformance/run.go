@@ -40,7 +40,7 @@ func RunDir(t *testing.T, dev rt.Device, dir string) {
 		c := &cases[i]
 		skipped := ""
 		ok := t.Run(c.Name, func(t *testing.T) {
-			if reason := capabilitySkip(info, c); reason != "" {
+			if reason := CapabilitySkip(info, c); reason != "" {
 				skipped = reason
 				t.Skip(reason)
 			}
@@ -78,9 +78,9 @@ func RunDir(t *testing.T, dev rt.Device, dir string) {
 		info.Spec(), info.Name, len(cases), pass, fail, nskip, strings.Join(reasons, "\n"))
 }
 
-// capabilitySkip returns why the device cannot run c at all, from its
-// DeviceInfo, or "".
-func capabilitySkip(info rt.DeviceInfo, c *Case) string {
+// CapabilitySkip returns why the device cannot run c at all, from its
+// DeviceInfo (f64 or f16 operands without FP64 or FP16 support), or "".
+func CapabilitySkip(info rt.DeviceInfo, c *Case) string {
 	uses := map[rt.DType]bool{c.DType: true}
 	for _, o := range append(append([]Operand{}, c.Inputs...), c.Outputs...) {
 		if o.Kind != KindAbsent {
@@ -104,6 +104,19 @@ func Build(c *Case) (*model.Model, error) {
 	b := model.NewBuilder()
 	b.Meta("producer", "vrun conformance")
 	b.Meta("description", c.Name)
+	outs, err := c.AddNode(b)
+	if err != nil {
+		return nil, err
+	}
+	b.Output(outs...)
+	return b.Build()
+}
+
+// AddNode adds c's operands and node to b as [Build] does, without marking
+// any graph output, and returns the node's output names (those of
+// c.Outputs). Callers that extend the one-node graph (the gradient harness
+// appends a loss) use it.
+func (c *Case) AddNode(b *model.Builder) ([]string, error) {
 	names := make([]string, len(c.Inputs))
 	for i, in := range c.Inputs {
 		switch in.Kind {
@@ -126,8 +139,7 @@ func Build(c *Case) (*model.Model, error) {
 		outs[i] = o.Name
 	}
 	b.Node(c.Op, c.Op, names, outs, attrs)
-	b.Output(outs...)
-	return b.Build()
+	return outs, nil
 }
 
 // Exec builds c's model, plans it on dev with the engine and runs it once
