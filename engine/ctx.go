@@ -162,7 +162,7 @@ func (c *nodeCtx) emit(op rt.Op) { c.ops = append(c.ops, op) }
 // is an arena root no one reads after this step, with t's exact size.
 func (c *nodeCtx) canInplace(t *tensor, dt rt.DType, shape []int) bool {
 	r := t.root
-	if r.where != inArena || r.input || t.dtype != dt || !sameShape(t.shape, shape) || r.bytes() != t.bytes() {
+	if c.p.mode.train || r.where != inArena || r.input || t.dtype != dt || !sameShape(t.shape, shape) || r.bytes() != t.bytes() {
 		return false
 	}
 	for _, a := range append([]*tensor{r}, r.aliases...) {

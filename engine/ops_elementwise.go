@@ -49,6 +49,9 @@ func init() {
 	})
 	register("Identity", 1, 1, func(c *nodeCtx) error { return c.alias(0, c.in[0], c.in[0].shape) })
 	register("Dropout", 1, 3, func(c *nodeCtx) error {
+		if c.p.mode.train {
+			return lowerDropoutTrain(c)
+		}
 		if err := c.alias(0, c.in[0], c.in[0].shape); err != nil {
 			return err
 		}

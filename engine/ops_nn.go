@@ -255,6 +255,11 @@ func lowerBatchNorm(c *nodeCtx) error {
 		if prod(c.in[i].shape) != ch || len(c.in[i].shape) != 1 {
 			return c.shapeErr("input %d has shape %v, want [%d]", i, c.in[i].shape, ch)
 		}
+	}
+	if c.p.mode.train {
+		return lowerBatchNormTrain(c)
+	}
+	for i := 1; i < 5; i++ {
 		if c.in[i].value == nil {
 			return lowerBatchNormRuntime(c)
 		}

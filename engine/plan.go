@@ -25,6 +25,18 @@ type tensor struct {
 	// value holds the contents when known at plan time: weights and
 	// constants folded from them (shapes, BatchNorm factors, ...).
 	value *rt.Tensor
+	// init holds the initial contents of a mutable weight (a trained
+	// parameter, BatchNorm running statistics, optimizer state): it lives
+	// in the weight buffer like a constant, but its value is not known at
+	// plan time, so nothing folds it.
+	init *rt.Tensor
+	// persist, when set, keys a plan-level weight-buffer tensor (the
+	// parameter block, optimizer state) that all plans of a session share.
+	persist string
+	// block, when set, is the flat weight block this trained parameter
+	// lives in, at byte offset blockOff.
+	block    *tensor
+	blockOff int64
 
 	root    *tensor // the tensor that owns the storage; itself if it owns it
 	aliases []*tensor
@@ -71,6 +83,7 @@ type step struct {
 // shapes.
 type plan struct {
 	m        *model.Model
+	mode     planMode
 	tensors  []*tensor // model tensors first, then temporaries and constants
 	steps    []step
 	inputs   []*tensor
@@ -80,6 +93,13 @@ type plan struct {
 	numOps   int
 	opCounts map[string]int
 	fold     *folder // evaluates constant nodes while planning
+
+	// Training plans only.
+	gradOut  []gradResult // gradients the caller may read after a step
+	keep     []*tensor    // arena roots that live to the end of the step
+	hyper    *tensor      // per-step optimizer values, fed like an input
+	optState []*tensor    // optimizer state in the weight buffer
+	masks    []dropMask   // Dropout masks, fed like inputs
 }
 
 // PlanError reports a planning failure at a node.
@@ -100,12 +120,29 @@ var ErrShape = errors.New("shape mismatch")
 
 const arenaAlign = 256
 
+// planMode selects how a model is planned: for inference (the zero
+// value) or as a training step.
+type planMode struct {
+	// train lowers ops as in training: BatchNormalization uses batch
+	// statistics and updates its running statistics, Dropout applies a
+	// mask fed per step; nothing is fused or computed in place.
+	train bool
+	// mutable holds the model weights (by tensor index) whose values
+	// change at run time: trained parameters and running statistics.
+	mutable map[int]bool
+	// params lists the trained parameters (model weight indices, all
+	// mutable) that live in one flat block; see paramBlock.
+	params []int
+	// grad, when set, appends the backward pass and the optimizer step.
+	grad *gradSpec
+}
+
 // newPlan plans m for the given input shapes (inputs whose shapes are not
 // given use the model's, which must then be static). Constant nodes are
 // evaluated on foldDev, or when it is nil on a device opened for this plan
 // through the rt registry (see Options.FoldDevice).
-func newPlan(m *model.Model, shapes map[string][]int, foldDev rt.Device) (*plan, error) {
-	p := &plan{m: m, opCounts: map[string]int{}, fold: &folder{dev: foldDev}}
+func newPlan(m *model.Model, shapes map[string][]int, mode planMode, foldDev rt.Device) (*plan, error) {
+	p := &plan{m: m, mode: mode, opCounts: map[string]int{}, fold: &folder{dev: foldDev}}
 	defer p.fold.close()
 	for i := range m.Tensors {
 		mt := &m.Tensors[i]
@@ -115,6 +152,9 @@ func newPlan(m *model.Model, shapes map[string][]int, foldDev rt.Device) (*plan,
 		case model.Weight:
 			t.shape = toInts(mt.Shape)
 			t.value = &rt.Tensor{DType: mt.DType, Shape: t.shape, Data: mt.Data}
+			if mode.mutable[i] {
+				t.init, t.value = t.value, nil
+			}
 			t.where = inWeights
 			t.defined = true
 		case model.Input:
@@ -152,6 +192,9 @@ func newPlan(m *model.Model, shapes map[string][]int, foldDev rt.Device) (*plan,
 		}
 		p.tensors = append(p.tensors, t)
 	}
+	if err := p.paramBlock(mode.params); err != nil {
+		return nil, err
+	}
 	end := len(m.Nodes) + 1
 	for _, t := range p.tensors {
 		t.lastUse = -1
@@ -188,6 +231,20 @@ func newPlan(m *model.Model, shapes map[string][]int, foldDev rt.Device) (*plan,
 	for _, t := range p.outputs {
 		if !t.defined {
 			return nil, fmt.Errorf("engine: output %q is never computed", t.name)
+		}
+	}
+	if mode.grad != nil {
+		if err := p.differentiate(mode.grad); err != nil {
+			return nil, err
+		}
+		end = len(p.steps) + 1
+		for _, t := range p.tensors {
+			if t.output {
+				t.lastUse = end
+			}
+		}
+		for _, t := range p.keep {
+			t.lastUse = end
 		}
 	}
 	if err := p.layout(end); err != nil {

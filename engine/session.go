@@ -42,9 +42,10 @@ type Session struct {
 	plans   map[string]*planState // by input-shape key
 	last    *planState
 	closed  bool
-	weights *weightBuf // shared by all plans: weight data never changes
-	wOffs   map[int]int64
+	weights *weightBuf       // shared by all plans
+	wOffs   map[string]int64 // weight-buffer offsets of shared tensors, by weightKey
 	wSize   int64
+	mode    planMode // how plans are made (training sessions: mutable weights)
 
 	lastProf []OpTime
 }
@@ -112,7 +113,13 @@ func shapeKey(shapes map[string][]int, m *model.Model) string {
 // planFor returns the plan for the given input shapes, creating it (and
 // uploading any weights it needs) on first use. s.mu must not be held.
 func (s *Session) planFor(shapes map[string][]int) (*planState, error) {
-	key := shapeKey(shapes, s.m)
+	return s.planMode(shapes, s.mode, "")
+}
+
+// planMode is planFor with an explicit mode; tag tells plans of other
+// modes for the same shapes apart.
+func (s *Session) planMode(shapes map[string][]int, mode planMode, tag string) (*planState, error) {
+	key := tag + shapeKey(shapes, s.m)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -121,7 +128,7 @@ func (s *Session) planFor(shapes map[string][]int) (*planState, error) {
 	if ps, ok := s.plans[key]; ok {
 		return ps, nil
 	}
-	p, err := newPlan(s.m, shapes, s.opts.FoldDevice)
+	p, err := newPlan(s.m, shapes, mode, s.opts.FoldDevice)
 	if err != nil {
 		return nil, err
 	}
@@ -141,26 +148,46 @@ func (s *Session) planFor(shapes map[string][]int) (*planState, error) {
 	return ps, nil
 }
 
+// weightKey names a weight-buffer tensor shared by the session's plans:
+// model weights by index, plan-level blocks (parameters, optimizer state)
+// by name. Plan-time constants have no key: each plan uploads its own.
+func (s *Session) weightKey(t *tensor) string {
+	if t.persist != "" {
+		return "p:" + t.persist
+	}
+	if t.id < len(s.m.Tensors) && s.m.Tensors[t.id].Role == model.Weight {
+		return fmt.Sprint("w:", t.id)
+	}
+	return ""
+}
+
 // uploadWeights uploads the plan's weight-buffer tensors. Model weights
-// are shared between plans; plan-time constants are appended per plan.
+// and persistent blocks are shared between plans (a trained parameter
+// keeps its trained value); plan-time constants are appended per plan.
 func (s *Session) uploadWeights(p *plan) error {
 	if s.wOffs == nil {
-		s.wOffs = map[int]int64{}
+		s.wOffs = map[string]int64{}
 	}
-	// Weights already uploaded by an earlier plan keep their offsets.
 	var need []*tensor
 	for _, t := range p.tensors {
-		if t.root != t || t.where != inWeights || !t.used {
+		if t.root != t || t.where != inWeights || t.block != nil || (!t.used && t.persist == "") {
 			continue
 		}
-		if t.id < len(s.m.Tensors) && s.m.Tensors[t.id].Role == model.Weight {
-			if off, ok := s.wOffs[t.id]; ok {
+		if key := s.weightKey(t); key != "" {
+			if off, ok := s.wOffs[key]; ok {
 				t.offset = off
 				continue
 			}
 		}
 		need = append(need, t)
 	}
+	defer func() {
+		for _, t := range p.tensors {
+			if t.block != nil {
+				t.offset = t.block.offset + t.blockOff
+			}
+		}
+	}()
 	if len(need) == 0 {
 		return nil
 	}
@@ -187,15 +214,19 @@ func (s *Session) uploadWeights(p *plan) error {
 		}
 	}
 	for i, t := range need {
-		if err := s.dev.Write(buf, offs[i], t.value.Data); err != nil {
+		data := t.value
+		if data == nil {
+			data = t.init
+		}
+		if err := s.dev.Write(buf, offs[i], data.Data); err != nil {
 			buf.Free()
 			return fmt.Errorf("engine: upload %q: %w", t.name, err)
 		}
 	}
 	for i, t := range need {
 		t.offset = offs[i]
-		if t.id < len(s.m.Tensors) && s.m.Tensors[t.id].Role == model.Weight {
-			s.wOffs[t.id] = offs[i]
+		if key := s.weightKey(t); key != "" {
+			s.wOffs[key] = offs[i]
 		}
 	}
 	if old := s.weights; old != nil {
@@ -326,23 +357,37 @@ func (s *Session) Run(ctx context.Context, inputs map[string]*rt.Tensor) (map[st
 	if err != nil {
 		return nil, err
 	}
+	out, _, err := s.exec(ctx, ps, func(i int, t *tensor, dst []byte) error {
+		copy(dst, inputs[t.name].Data)
+		return nil
+	}, nil)
+	return out, err
+}
+
+// exec runs plan ps once: feed fills each plan input's staging bytes
+// (model inputs, and a training plan's masks and optimizer values), and
+// after, when set, reads device state before the context is released.
+func (s *Session) exec(ctx context.Context, ps *planState, feed func(i int, t *tensor, dst []byte) error,
+	after func(c *execCtx) error) (map[string]*rt.Tensor, *execCtx, error) {
 	c, err := s.acquire(ctx, ps)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer s.release(ps, c)
 	p := ps.p
 	for i, t := range p.inputs {
-		copy(c.inBufs[i], inputs[t.name].Data)
+		if err := feed(i, t, c.inBufs[i]); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := c.stream.Submit(); err != nil {
-		return nil, fmt.Errorf("engine: submit: %w", err)
+		return nil, nil, fmt.Errorf("engine: submit: %w", err)
 	}
 	if err := c.stream.Wait(); err != nil {
-		return nil, fmt.Errorf("engine: run: %w", err)
+		return nil, nil, fmt.Errorf("engine: run: %w", err)
 	}
 	if s.opts.Profile {
 		prof := profileOf(p, c.stream.Timings())
@@ -354,7 +399,12 @@ func (s *Session) Run(ctx context.Context, inputs map[string]*rt.Tensor) (map[st
 	for i, t := range p.outputs {
 		out[t.name] = &rt.Tensor{DType: t.dtype, Shape: append([]int{}, t.shape...), Data: append([]byte(nil), c.outBufs[i]...)}
 	}
-	return out, nil
+	if after != nil {
+		if err := after(c); err != nil {
+			return nil, nil, err
+		}
+	}
+	return out, c, nil
 }
 
 // acquire takes a free context of ps, creating one while fewer than
