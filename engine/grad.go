@@ -486,7 +486,12 @@ func (g *gctx) end() {
 	g.ops = nil
 }
 
-func (g *gctx) emit(op rt.Op) { g.ops = append(g.ops, op) }
+// emit appends op to the current backward step; every value it reads or
+// writes lives at least until this step.
+func (g *gctx) emit(op rt.Op) {
+	rt.MapRefs(op, func(_ string, r *rt.Ref) { g.use(*r) })
+	g.ops = append(g.ops, op)
+}
 
 // use marks a forward value as read by the current backward step.
 func (g *gctx) use(r rt.Ref) rt.Ref {

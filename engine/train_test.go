@@ -58,6 +58,46 @@ var gradCases = []gradCase{
 		s := b.Op("Softmax", []string{b.Op("Mul", []string{n, w("s", 1, 6)}, nil)}, model.Attrs{"axis": 0})
 		return b.Op("ReduceSum", []string{b.Op("Mul", []string{s, w("t", 3, 6)}, nil)}, model.Attrs{"keepdims": 0})
 	}},
+	{"lstm", map[string][]int{"x": {4, 2, 3}}, func(b *model.Builder, w func(string, ...int) string) string {
+		ys := b.OpN("LSTM", []string{"x", w("W", 2, 20, 3), w("R", 2, 20, 5), w("B", 2, 40), "", w("h0", 2, 2, 5), w("c0", 2, 2, 5)}, 3,
+			model.Attrs{"hidden_size": 5, "direction": "bidirectional"})
+		s := b.Op("Add", []string{b.Op("ReduceSum", []string{b.Op("Mul", []string{ys[0], w("t", 4, 2, 2, 5)}, nil)}, model.Attrs{"keepdims": 0}),
+			b.Op("ReduceSum", []string{b.Op("Mul", []string{ys[2], w("u", 2, 2, 5)}, nil)}, model.Attrs{"keepdims": 0})}, nil)
+		return s
+	}},
+	{"gru", map[string][]int{"x": {3, 2, 4}}, func(b *model.Builder, w func(string, ...int) string) string {
+		ys := b.OpN("GRU", []string{"x", w("W", 1, 9, 4), w("R", 1, 9, 3), w("B", 1, 18)}, 2,
+			model.Attrs{"hidden_size": 3, "linear_before_reset": 1})
+		return b.Op("ReduceSum", []string{b.Op("Mul", []string{ys[0], w("t", 3, 1, 2, 3)}, nil)}, model.Attrs{"keepdims": 0})
+	}},
+	{"attention", map[string][]int{"x": {2, 5, 4}}, func(b *model.Builder, w func(string, ...int) string) string {
+		q := b.Op("MatMul", []string{"x", w("wq", 4, 4)}, nil)
+		k := b.Op("MatMul", []string{"x", w("wk", 4, 4)}, nil)
+		v := b.Op("MatMul", []string{"x", w("wv", 4, 4)}, nil)
+		s := b.Op("MatMul", []string{q, b.Op("Transpose", []string{k}, model.Attrs{"perm": []int64{0, 2, 1}})}, nil)
+		s = b.Op("Add", []string{b.Op("Mul", []string{s, w("scale", 1)}, nil), w("mask", 5, 5)}, nil)
+		a := b.Op("MatMul", []string{b.Op("Softmax", []string{s}, model.Attrs{"axis": -1}), v}, nil)
+		return b.Op("ReduceSum", []string{b.Op("Mul", []string{a, w("t", 2, 5, 4)}, nil)}, model.Attrs{"keepdims": 0})
+	}},
+	{"shapes", map[string][]int{"x": {2, 3, 4}}, func(b *model.Builder, w func(string, ...int) string) string {
+		parts := b.OpN("Split", []string{"x", b.Weight("sp", rt.I64, []int64{2}, []int64{1, 3})}, 2, model.Attrs{"axis": 2})
+		c := b.Op("Concat", []string{parts[1], b.Op("Exp", []string{parts[0]}, nil), w("e", 2, 3, 2)}, model.Attrs{"axis": 2})
+		sl := b.Op("Slice", []string{c, b.Weight("st", rt.I64, []int64{1}, []int64{5}), b.Weight("en", rt.I64, []int64{1}, []int64{0}),
+			b.Weight("ax", rt.I64, []int64{1}, []int64{2}), b.Weight("sd", rt.I64, []int64{1}, []int64{-2})}, nil)
+		p := b.Op("Pad", []string{sl, b.Weight("pd", rt.I64, []int64{6}, []int64{0, 1, 0, 0, 0, 2})}, nil)
+		tt := b.Op("Transpose", []string{p}, model.Attrs{"perm": []int64{2, 0, 1}})
+		r := b.Op("Reshape", []string{tt, b.Weight("rs", rt.I64, []int64{2}, []int64{-1, 4})}, nil)
+		e := b.Op("Expand", []string{b.Op("Tanh", []string{w("ex", 1, 4)}, nil), b.Weight("es", rt.I64, []int64{2}, []int64{5, 4})}, nil)
+		g := b.Op("Gather", []string{w("emb", 6, 4), b.Weight("gi", rt.I64, []int64{5}, []int64{1, 3, 1, 0, 5})}, model.Attrs{"axis": 0})
+		y := b.Op("Mul", []string{b.Op("Add", []string{r, b.Op("Tile", []string{b.Op("Add", []string{e, g}, nil), b.Weight("tl", rt.I64, []int64{2}, []int64{2, 1})}, nil)}, nil), w("t", 10, 4)}, nil)
+		return b.Op("ReduceMean", []string{b.Op("Mul", []string{y, y}, nil)}, model.Attrs{"keepdims": 0})
+	}},
+	{"batchnorm", map[string][]int{"x": {4, 3, 2, 3}}, func(b *model.Builder, w func(string, ...int) string) string {
+		y := b.Op("BatchNormalization", []string{"x", w("g", 3), w("bb", 3), b.Weight("rm", rt.F64, []int64{3}, []float64{0, 0, 0}),
+			b.Weight("rv", rt.F64, []int64{3}, []float64{1, 1, 1})}, nil)
+		y = b.Op("Softplus", []string{y}, nil)
+		return b.Op("ReduceSum", []string{b.Op("Mul", []string{y, w("t", 4, 3, 2, 3)}, nil)}, model.Attrs{"keepdims": 0})
+	}},
 }
 
 // TestGradientsFiniteDifference checks every gradient of small f64
@@ -118,7 +158,8 @@ func TestGradientsFiniteDifference(t *testing.T) {
 			check := func(name string, get func() []float64, set func([]float64)) {
 				g := grads[name].Float64s()
 				v := get()
-				for i := range v {
+				// At most 10 elements per tensor, spread over it.
+				for i := 0; i < len(v); i += max(1, len(v)/10) {
 					orig := v[i]
 					v[i] = orig + h
 					set(v)
