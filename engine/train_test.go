@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/vrun-go/vrun/cpu"
@@ -192,5 +193,256 @@ func TestGradientsFiniteDifference(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// linearModel is y = x @ w + b (w frozen or not), loss = sum((y-t)^2).
+func linearModel(t *testing.T, dt rt.DType) *model.Model {
+	t.Helper()
+	b := model.NewBuilder()
+	b.Input("x", dt, 3, 4)
+	b.Input("t", dt, 3, 2)
+	w := b.Weight("w", dt, []int64{4, 2}, []float64{0.5, -0.25, 1, 0.75, -1, 0.5, 0.25, -0.5})
+	bias := b.Weight("b", dt, []int64{2}, []float64{0.1, -0.2})
+	h := b.Op("MatMul", []string{"x", w}, nil)
+	b.Node("act", "Tanh", []string{h}, []string{"h2"}, nil)
+	y := b.Op("Add", []string{"h2", bias}, nil)
+	d := b.Op("Sub", []string{y, "t"}, nil)
+	l := b.Op("ReduceSum", []string{b.Op("Mul", []string{d, d}, nil)}, model.Attrs{"keepdims": 0})
+	b.Node("loss", "Identity", []string{l}, []string{"loss"}, nil)
+	b.Output("loss")
+	m, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func linearInputs(dt rt.DType) map[string]*rt.Tensor {
+	return map[string]*rt.Tensor{
+		"x": rt.FromFloat64(dt, []float64{1, 2, -1, 0.5, -0.3, 0.2, 0.9, -1.1, 0.4, 0.6, -0.7, 1.3}, 3, 4),
+		"t": rt.FromFloat64(dt, []float64{0.3, -0.1, 0.2, 0.5, -0.6, 0.1}, 3, 2),
+	}
+}
+
+// TestNoGradAndFrozen checks that frozen weights and NoGrad nodes get no
+// gradient, are not updated, and cost no gradient work.
+func TestNoGradAndFrozen(t *testing.T) {
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	m := linearModel(t, rt.F64)
+	ctx := context.Background()
+	sgd := &engine.Optimizer{Kind: engine.SGD, LR: 0.1}
+	full, err := engine.NewTrainer(m, dev, engine.TrainOptions{Loss: "loss", Optimizer: sgd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	frozen, err := engine.NewTrainer(m, dev, engine.TrainOptions{Loss: "loss", Frozen: []string{"w"}, Optimizer: sgd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Close()
+	// NoGrad on the Tanh cuts the path to w: w gets a zero gradient.
+	nograd, err := engine.NewTrainer(m, dev, engine.TrainOptions{Loss: "loss", NoGrad: []string{"act"}, Optimizer: sgd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nograd.Close()
+	for _, tr := range []*engine.Trainer{full, frozen, nograd} {
+		if _, err := tr.Step(ctx, linearInputs(rt.F64)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wf, _ := full.Weights()
+	wz, _ := frozen.Weights()
+	wn, _ := nograd.Weights()
+	w0 := []float64{0.5, -0.25, 1, 0.75, -1, 0.5, 0.25, -0.5}
+	changed := func(v []float64) bool {
+		for i := range v {
+			if v[i] != w0[i] {
+				return true
+			}
+		}
+		return false
+	}
+	if !changed(wf["w"].Float64s()) {
+		t.Errorf("trained w did not change")
+	}
+	if _, ok := wz["w"]; ok {
+		t.Errorf("frozen w is listed as trained")
+	}
+	if changed(wn["w"].Float64s()) {
+		t.Errorf("w behind a NoGrad node changed: %v", wn["w"].Float64s())
+	}
+	gn, _ := nograd.Grads()
+	for _, v := range gn["w"].Float64s() {
+		if v != 0 {
+			t.Fatalf("w behind a NoGrad node has gradient %v", gn["w"].Float64s())
+		}
+	}
+	// Both biases moved the same way: the bias gradient does not depend
+	// on w.
+	if a, b := wf["b"].Float64s(), wn["b"].Float64s(); a[0] != b[0] || a[1] != b[1] {
+		t.Errorf("bias after one step: %v (full) vs %v (NoGrad)", a, b)
+	}
+	if nf, nz := full.Info().Ops, frozen.Info().Ops; nz >= nf {
+		t.Errorf("frozen w costs gradient work: %d ops, %d with w trained", nz, nf)
+	}
+	if nf, nn := full.Info().Ops, nograd.Info().Ops; nn >= nf {
+		t.Errorf("NoGrad node costs gradient work: %d ops, %d without", nn, nf)
+	}
+}
+
+// TestSGDStep checks one plain SGD step, w -= lr * dL/dw, against the
+// gradient of the same step computed without an optimizer.
+func TestSGDStep(t *testing.T) {
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	m := linearModel(t, rt.F64)
+	ctx := context.Background()
+	plain, err := engine.NewTrainer(m, dev, engine.TrainOptions{Loss: "loss"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.Step(ctx, linearInputs(rt.F64)); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := plain.Grads()
+	w0, _ := plain.Weights()
+	tr, err := engine.NewTrainer(m, dev, engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: engine.SGD, LR: 0.05}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	r1, err := tr.Step(ctx, linearInputs(rt.F64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1, _ := tr.Weights()
+	for _, name := range []string{"w", "b"} {
+		a, gv, b := w0[name].Float64s(), g[name].Float64s(), w1[name].Float64s()
+		for i := range a {
+			if want := a[i] - 0.05*gv[i]; math.Abs(b[i]-want) > 1e-15 {
+				t.Errorf("%s[%d] = %v after one step, want %v", name, i, b[i], want)
+			}
+		}
+	}
+	r2, err := tr.Step(ctx, linearInputs(rt.F64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(r2.Loss < r1.Loss) {
+		t.Errorf("loss did not decrease: %v then %v", r1.Loss, r2.Loss)
+	}
+	// Eval sees the trained weights.
+	out, err := tr.Eval(ctx, linearInputs(rt.F64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r3, _ := tr.Step(ctx, linearInputs(rt.F64))
+	if got := out["loss"].Float64(0); got != r3.Loss {
+		t.Errorf("Eval loss %v, training step loss on the same weights %v", got, r3.Loss)
+	}
+}
+
+// TestDropoutTraining checks the training-mode mask (zeros at about the
+// drop rate, survivors scaled by 1/(1-p), the gradient masked alike) and
+// the identity in Eval.
+func TestDropoutTraining(t *testing.T) {
+	b := model.NewBuilder()
+	b.Input("x", rt.F32, 64, 32)
+	w := b.Weight("w", rt.F32, []int64{1}, []float32{1})
+	y := b.Op("Dropout", []string{b.Op("Mul", []string{"x", w}, nil), b.Weight("ratio", rt.F32, []int64{}, []float32{0.25})}, nil)
+	b.Node("loss", "ReduceSum", []string{y}, []string{"loss"}, model.Attrs{"keepdims": 0})
+	b.Output("loss")
+	m, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	tr, err := engine.NewTrainer(m, dev, engine.TrainOptions{Loss: "loss", Params: []string{"w"}, InputGrads: []string{"x"}, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ones := make([]float32, 64*32)
+	for i := range ones {
+		ones[i] = 1
+	}
+	in := map[string]*rt.Tensor{"x": rt.FromFloat32(ones, 64, 32)}
+	ctx := context.Background()
+	r, err := tr.Step(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := tr.Grads()
+	zeros := 0
+	for _, v := range g["x"].Float64s() {
+		switch {
+		case v == 0:
+			zeros++
+		case math.Abs(v-1/0.75) > 1e-6:
+			t.Fatalf("gradient of a kept element %v, want %v", v, 1/0.75)
+		}
+	}
+	if frac := float64(zeros) / float64(len(ones)); frac < 0.2 || frac > 0.3 {
+		t.Errorf("dropped fraction %.3f, want about 0.25", frac)
+	}
+	if want := float64(len(ones)-zeros) / 0.75; math.Abs(r.Loss-want) > 1e-2 {
+		t.Errorf("loss %v, want %v (kept elements scaled by 1/(1-p))", r.Loss, want)
+	}
+	r2, _ := tr.Step(ctx, in)
+	if r2.Loss == r.Loss {
+		t.Errorf("two steps drew the same mask")
+	}
+	out, err := tr.Eval(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out["loss"].Float64(0); got != float64(len(ones)) {
+		t.Errorf("Eval loss %v, want %d (Dropout is the identity)", got, len(ones))
+	}
+}
+
+// TestTrainerErrors checks that bad training setups fail with errors.
+func TestTrainerErrors(t *testing.T) {
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	m := linearModel(t, rt.F64)
+	for _, tc := range []struct {
+		opts engine.TrainOptions
+		want string
+	}{
+		{engine.TrainOptions{Loss: "nope"}, "not a model output"},
+		{engine.TrainOptions{Loss: "loss", Params: []string{"x"}}, "not a weight"},
+		{engine.TrainOptions{Loss: "loss", Frozen: []string{"w", "b"}}, "nothing to differentiate"},
+		{engine.TrainOptions{Loss: "loss", InputGrads: []string{"w"}}, "not a model input"},
+		{engine.TrainOptions{Loss: "loss", NoGrad: []string{"zz"}}, "not found"},
+		{engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: "lbfgs"}}, "unknown kind"},
+		{engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: engine.SGD, Nesterov: true}}, "Nesterov"},
+	} {
+		tr, err := engine.NewTrainer(m, dev, tc.opts)
+		if err == nil {
+			tr.Close()
+			t.Errorf("%+v: no error", tc.opts)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %q, want it to mention %q", tc.opts, err, tc.want)
+		}
+	}
+	tr, err := engine.NewTrainer(m, dev, engine.TrainOptions{Loss: "loss"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Grads(); err == nil {
+		t.Errorf("Grads before Step: no error")
+	}
+	if _, err := tr.Step(context.Background(), map[string]*rt.Tensor{"x": linearInputs(rt.F64)["x"]}); err == nil || !strings.Contains(err.Error(), "missing input") {
+		t.Errorf("missing input: %v", err)
 	}
 }
