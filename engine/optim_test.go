@@ -1,0 +1,84 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/vrun-go/vrun/cpu"
+	"github.com/vrun-go/vrun/engine"
+	"github.com/vrun-go/vrun/internal/optimref"
+	"github.com/vrun-go/vrun/rt"
+)
+
+// TestOptimizersTorch runs every optimizer configuration of
+// testdata/optim for 20 steps and compares the weights after each step
+// with torch.optim's (f64: rtol 1e-10; f32: rtol 1e-5).
+func TestOptimizersTorch(t *testing.T) {
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	optimref.Check(t, dev)
+}
+
+// TestOptimizerMixUps guards the test itself against a known failure of
+// NN libraries: decoupled (AdamW) and L2 (Adam) weight decay mixed up, and
+// optimizer moments swapped. Each wrong optimizer must be caught by the
+// comparison TestOptimizersTorch makes: run on the CPU against another
+// configuration's torch reference, it has to fail the tolerance.
+func TestOptimizerMixUps(t *testing.T) {
+	m, err := optimref.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := map[string]optimref.Config{}
+	for _, c := range m.Optimizers {
+		cfg[c.Name] = c
+	}
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	swapBetas := func(c optimref.Config) engine.Optimizer {
+		o := c.Optimizer()
+		o.Beta1, o.Beta2 = o.Beta2, o.Beta1
+		return o
+	}
+	for _, tc := range []struct {
+		name string
+		run  engine.Optimizer // what the engine runs
+		ref  string           // the torch reference it must not match
+	}{
+		{"adamw_as_adam_wd", cfg["adamw_wd"].Optimizer(), "adam_wd"},
+		{"adam_wd_as_adamw", cfg["adam_wd"].Optimizer(), "adamw_wd"},
+		{"adam_without_wd", cfg["adam"].Optimizer(), "adam_wd"},
+		{"adamw_moments_swapped", swapBetas(cfg["adamw_betas_wd"]), "adamw_betas_wd"},
+		{"adagrad_no_init_accum", func() engine.Optimizer {
+			o := cfg["adagrad_full"].Optimizer()
+			o.InitAccum = 0
+			return o
+		}(), "adagrad_full"},
+		{"adagrad_no_lr_decay", func() engine.Optimizer {
+			o := cfg["adagrad_full"].Optimizer()
+			o.LRDecay = 0
+			return o
+		}(), "adagrad_full"},
+		{"rmsprop_not_centered", func() engine.Optimizer {
+			o := cfg["rmsprop_all"].Optimizer()
+			o.Centered = false
+			return o
+		}(), "rmsprop_all"},
+	} {
+		for _, dt := range []rt.DType{rt.F32, rt.F64} {
+			t.Run(tc.name+"_"+dt.String(), func(t *testing.T) {
+				d, err := m.LoadData(dt, tc.ref)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := optimref.Train(dev, tc.run, d, d.Want, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Caught at the tolerance, and by a wide margin.
+				if res.FirstFail < 0 || res.Worst < 100 {
+					t.Errorf("the wrong optimizer matches reference %s: worst %.3g× tolerance", tc.ref, res.Worst)
+				}
+			})
+		}
+	}
+}
