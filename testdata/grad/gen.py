@@ -44,6 +44,9 @@ Independent checks done on every run (the script fails if one does not hold):
   * f64 cases: central finite differences (h = 1e-6) of the NumPy forward
     (PyTorch's where no NumPy one exists) at up to 12 elements of every
     differentiated input; the largest error is printed.
+  * f32 cases: the same PyTorch formulation run in float32 must stay
+    within half of the stated tolerance (the printed figure is the largest
+    fraction used), so the tolerances leave room for any float32 engine.
 The Go side also runs the cases' forward outputs through the conformance
 runner, which ties these PyTorch formulations to the engine's ONNX ops.
 
@@ -1056,6 +1059,30 @@ def loss_np(c, arrays, cot):
 
 
 FD_ERR = {}
+F32_HEADROOM = {}
+
+
+def f32_autograd_ratio(c, arrays, grads, cot, g64, rtol, atol):
+    """Runs the case's PyTorch formulation in float32 and returns the largest
+    |grad - reference| / (atol + rtol*|reference|): how much of the stated
+    tolerance a plain float32 implementation needs."""
+    torch.set_default_dtype(torch.float32)
+    try:
+        ts = [None if a is None else (torch.tensor(a, requires_grad=i in grads) if a.dtype.kind == "f"
+                                      else torch.as_tensor(a)) for i, a in enumerate(arrays)]
+        outs = c["fwd"](*ts)
+        gs = torch.autograd.grad((outs[0] * torch.tensor(cot)).sum(), [ts[i] for i in grads], allow_unused=True)
+    finally:
+        torch.set_default_dtype(torch.float64)
+    worst = 0.0
+    for i, g in zip(grads, gs):
+        if g is None:
+            g = torch.zeros(arrays[i].shape)
+        if g.dtype != torch.float32:
+            raise AssertionError("%s: float32 run computed in %s" % (c["name"], g.dtype))
+        want = g64[i].astype(np.float32).astype(np.float64)
+        worst = max(worst, float(np.max(np.abs(g.numpy().astype(np.float64) - want) / (atol + rtol * np.abs(want)))))
+    return worst
 CHECKS = {"numpy": 0, "torch.nn": 0}
 
 
@@ -1152,6 +1179,10 @@ def write_case(c):
                                          % (name, i, e, fd, ag))
         FD_ERR[name] = worst
     rtol, atol = TOL[(c["cls"], dt)]
+    if dt == "f32" and grads:
+        F32_HEADROOM[name] = f32_autograd_ratio(c, arrays, grads, cot, g64, rtol, atol)
+        if F32_HEADROOM[name] > 0.5:
+            raise AssertionError("%s: PyTorch's float32 autograd uses %.2f of the tolerance" % (name, F32_HEADROOM[name]))
     doc = {
         "version": 1,
         "name": name,
@@ -1210,6 +1241,8 @@ def main():
         print("  %-22s %d" % (op, by_op[op]))
     print("forward outputs checked against NumPy references: %d cases; LSTM/GRU against torch.nn "
           "(outputs and gradients): %d cases" % (CHECKS["numpy"], CHECKS["torch.nn"]))
+    hw = max(F32_HEADROOM.items(), key=lambda kv: kv[1])
+    print("PyTorch float32 autograd against the f32 references: at most %.3g of the tolerance (%s)" % (hw[1], hw[0]))
     worst = max(FD_ERR.items(), key=lambda kv: kv[1])
     print("finite differences (h=%g, f64, %d cases, <= %d elements per input): max |fd - autograd|/max(1,|autograd|) "
           "= %.3g (%s)" % (FD_H, len(FD_ERR), FD_SAMPLES, worst[1], worst[0]))
