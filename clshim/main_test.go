@@ -11,6 +11,7 @@ import (
 
 	"github.com/vrun-go/vrun/internal/conformance"
 	"github.com/vrun-go/vrun/internal/e2e"
+	"github.com/vrun-go/vrun/internal/gradconf"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -85,6 +86,12 @@ func TestDevices(t *testing.T) {
 
 func TestConformance(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, d *device) { conformance.Run(t, d) })
+}
+
+// TestGradients checks the Trainer's gradients of every differentiable op
+// (PyTorch references) on every OpenCL device.
+func TestGradients(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, d *device) { gradconf.Run(t, d) })
 }
 
 func TestE2E(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vrun-go/vrun/internal/conformance"
 	"github.com/vrun-go/vrun/internal/e2e"
+	"github.com/vrun-go/vrun/internal/gradconf"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -45,6 +46,13 @@ func openTest(t testing.TB, cublas bool) *Device {
 func TestConformance(t *testing.T) {
 	d := openTest(t, true)
 	conformance.Run(t, d)
+}
+
+// TestGradients checks the Trainer's gradients of every differentiable op
+// (PyTorch references) on the CUDA device.
+func TestGradients(t *testing.T) {
+	d := openTest(t, true)
+	gradconf.Run(t, d)
 }
 
 func TestE2E(t *testing.T) {

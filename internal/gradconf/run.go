@@ -144,7 +144,16 @@ func Exec(ctx context.Context, c *Case, dev rt.Device) (*Result, error) {
 		return nil, fmt.Errorf("build model: %w", err)
 	}
 	defer m.Close()
-	tr, err := engine.NewTrainer(m, dev, engine.TrainOptions{Loss: lossName, Params: c.Param, InputGrads: c.Input})
+	// Every other float weight (the cotangent, Clip bounds, Pad's constant,
+	// BatchNormalization statistics) is frozen: an empty Params would
+	// otherwise train them all.
+	frozen := []string{cotName}
+	for _, in := range c.Inputs {
+		if in.Kind == conformance.KindWeight && in.DType.IsFloat() && !slices.Contains(c.Param, in.Name) {
+			frozen = append(frozen, in.Name)
+		}
+	}
+	tr, err := engine.NewTrainer(m, dev, engine.TrainOptions{Loss: lossName, Params: c.Param, Frozen: frozen, InputGrads: c.Input})
 	if err != nil {
 		return nil, fmt.Errorf("engine.NewTrainer: %w", err)
 	}

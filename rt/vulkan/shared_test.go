@@ -8,6 +8,7 @@ import (
 
 	"github.com/vrun-go/vrun/internal/conformance"
 	"github.com/vrun-go/vrun/internal/e2e"
+	"github.com/vrun-go/vrun/internal/gradconf"
 	"github.com/vrun-go/vrun/internal/realmodels"
 	"github.com/vrun-go/vrun/model/onnx"
 	onnxconf "github.com/vrun-go/vrun/model/onnx/conformance"
@@ -16,6 +17,10 @@ import (
 // TestConformance runs the shared op conformance table (NumPy references)
 // through the engine on the Vulkan device.
 func TestConformance(t *testing.T) { conformance.Run(t, testDevice(t)) }
+
+// TestGradients checks the Trainer's gradients of every differentiable op
+// (PyTorch references) on the Vulkan device.
+func TestGradients(t *testing.T) { gradconf.Run(t, testDevice(t)) }
 
 // TestModels runs the end-to-end MLP and CNN models on the Vulkan device.
 func TestModels(t *testing.T) { e2e.Check(t, testDevice(t)) }
