@@ -6,17 +6,6 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// lin returns the n elements of r's buffer that start at r.Off.
-func lin[T any](r rt.Ref, n int) []T {
-	if n <= 0 || r.Buf == nil {
-		return nil
-	}
-	off := int(r.Off) / r.DType.Size()
-	return elems[T](data(r))[off : off+n]
-}
-
-type floatT interface{ ~float32 | ~float64 }
-
 // ---- Reduce ----
 
 func reduceOp(o *rt.Reduce) {
@@ -296,40 +285,3 @@ func normalizeF[T floatT](o *rt.Normalize) {
 }
 
 // ---- Gather ----
-
-func gatherOp(o *rt.Gather) {
-	O, A, I := o.Outer, o.Axis, o.Inner
-	ni := int(o.Idx.Len())
-	esz := o.X.DType.Size()
-	row := I * esz
-	xb := data(o.X)[o.X.Off:]
-	yb := data(o.Y)[o.Y.Off:]
-	idx := make([]int, ni)
-	if o.Idx.DType == rt.I32 {
-		for j, v := range lin[int32](o.Idx, ni) {
-			idx[j] = int(v)
-		}
-	} else {
-		for j, v := range lin[int64](o.Idx, ni) {
-			if v > math.MaxInt32 || v < math.MinInt32 {
-				v = math.MaxInt32
-			}
-			idx[j] = int(v)
-		}
-	}
-	parallelFor(O*ni, max(1, 65536/max(row, 1)), func(lo, hi int) {
-		for q := lo; q < hi; q++ {
-			oo, j := q/ni, q%ni
-			k := idx[j]
-			if k < 0 {
-				k += A
-			}
-			dst := yb[q*row : q*row+row]
-			if k < 0 || k >= A {
-				clear(dst)
-				continue
-			}
-			copy(dst, xb[(oo*A+k)*row:])
-		}
-	})
-}

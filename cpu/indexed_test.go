@@ -100,7 +100,7 @@ func TestTopK(t *testing.T) {
 	}
 }
 
-func TestExtraOpsRejectBadOperands(t *testing.T) {
+func TestIndexedOpsRejectBadOperands(t *testing.T) {
 	e := newEnv(t)
 	x := e.region(rt.F32, 12, nil)
 	idx := e.region(rt.F32, 4, nil)

@@ -8,21 +8,22 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// Kernels for the index-driven primitives GatherElements, ScatterElements
-// and TopK. ops.go hands these op types to the functions here.
+// Kernels for the index-driven primitives Gather, GatherElements,
+// ScatterElements and TopK. lower.go hands these op types to the functions
+// here.
 
-// isExtra reports whether op is one of the primitives of this file.
-func isExtra(op rt.Op) bool {
+// isIndexed reports whether op is one of the primitives of this file.
+func isIndexed(op rt.Op) bool {
 	switch op.(type) {
-	case *rt.GatherElements, *rt.ScatterElements, *rt.TopK:
+	case *rt.Gather, *rt.GatherElements, *rt.ScatterElements, *rt.TopK:
 		return true
 	}
 	return false
 }
 
-// fieldsExtra lists operands for validate; strided index and update views
+// fieldsIndexed lists operands for validate; strided index and update views
 // need no linear extent (rt.CheckOp bounds their span).
-func fieldsExtra(op rt.Op) []field {
+func fieldsIndexed(op rt.Op) []field {
 	switch o := op.(type) {
 	case *rt.GatherElements:
 		return []field{{"X", &o.X, prod(o.Outer, o.Axis, o.Inner), false}, {"Idx", &o.Idx, 0, false}, {"Y", &o.Y, prod(o.Outer, o.N, o.Inner), true}}
@@ -33,20 +34,6 @@ func fieldsExtra(op rt.Op) []field {
 		return []field{{"X", &o.X, prod(o.Outer, o.N, o.Inner), false}, {"Values", &o.Values, n, true}, {"Indices", &o.Indices, n, true}}
 	}
 	return nil
-}
-
-func dispatchExtra(op rt.Op) bool {
-	switch o := op.(type) {
-	case *rt.GatherElements:
-		gatherElementsOp(o)
-	case *rt.ScatterElements:
-		scatterElementsOp(o)
-	case *rt.TopK:
-		topKOp(o)
-	default:
-		return false
-	}
-	return true
 }
 
 // indexReader reads a strided [Outer, N, Inner] I32/I64 ref.
@@ -248,6 +235,43 @@ func topKOp(o *rt.TopK) {
 				copy(vb[dst*es:(dst+1)*es], xb[(xbase+(oo*N+j)*I+i)*es:])
 				binary.LittleEndian.PutUint64(ib[8*dst:], uint64(j))
 			}
+		}
+	})
+}
+
+func gatherOp(o *rt.Gather) {
+	O, A, I := o.Outer, o.Axis, o.Inner
+	ni := int(o.Idx.Len())
+	esz := o.X.DType.Size()
+	row := I * esz
+	xb := data(o.X)[o.X.Off:]
+	yb := data(o.Y)[o.Y.Off:]
+	idx := make([]int, ni)
+	if o.Idx.DType == rt.I32 {
+		for j, v := range lin[int32](o.Idx, ni) {
+			idx[j] = int(v)
+		}
+	} else {
+		for j, v := range lin[int64](o.Idx, ni) {
+			if v > math.MaxInt32 || v < math.MinInt32 {
+				v = math.MaxInt32
+			}
+			idx[j] = int(v)
+		}
+	}
+	parallelFor(O*ni, max(1, 65536/max(row, 1)), func(lo, hi int) {
+		for q := lo; q < hi; q++ {
+			oo, j := q/ni, q%ni
+			k := idx[j]
+			if k < 0 {
+				k += A
+			}
+			dst := yb[q*row : q*row+row]
+			if k < 0 || k >= A {
+				clear(dst)
+				continue
+			}
+			copy(dst, xb[(oo*A+k)*row:])
 		}
 	})
 }

@@ -115,7 +115,7 @@ func fields(op rt.Op) []field {
 		}
 		return []field{{"X", &o.X, prod(o.Outer, o.Axis, o.Inner), false}, {"Idx", &o.Idx, ni, false}, {"Y", &o.Y, ny, true}}
 	}
-	return fieldsExtra(op)
+	return fieldsIndexed(op)
 }
 
 // validate is what Launch checks: rt.CheckOp and dtype support.
@@ -172,15 +172,15 @@ func execute(op rt.Op) (err error) {
 			err = fmt.Errorf("%s: kernel fault: %v", op.OpName(), r)
 		}
 	}()
-	if rt.OpDType(op) == rt.F16 && !isElementwise(op) && !isExtra(op) {
-		if _, ok := op.(*rt.Gather); !ok {
-			return runF16(op, fs)
-		}
+	if rt.OpDType(op) == rt.F16 && !isElementwise(op) && !isIndexed(op) {
+		return runF16(op, fs)
 	}
-	return dispatch(op)
+	return lower(op)
 }
 
-func dispatch(op rt.Op) error {
+// lower turns one validated op into its device work: on the host that is
+// running its kernel.
+func lower(op rt.Op) error {
 	switch o := op.(type) {
 	case *rt.Unary:
 		unaryOp(o, data(o.X), data(o.Y))
@@ -196,8 +196,6 @@ func dispatch(op rt.Op) error {
 		softmaxOp(o)
 	case *rt.Normalize:
 		normalizeOp(o)
-	case *rt.Gather:
-		gatherOp(o)
 	case *rt.MatMul:
 		matmulOp(o)
 	case *rt.Conv:
@@ -206,10 +204,16 @@ func dispatch(op rt.Op) error {
 		convTransposeOp(o)
 	case *rt.Pool:
 		poolOp(o)
+	case *rt.Gather:
+		gatherOp(o)
+	case *rt.GatherElements:
+		gatherElementsOp(o)
+	case *rt.ScatterElements:
+		scatterElementsOp(o)
+	case *rt.TopK:
+		topKOp(o)
 	default:
-		if !dispatchExtra(op) {
-			return unsupported(op, rt.OpDType(op), "unknown op")
-		}
+		return unsupported(op, rt.OpDType(op), "unknown op")
 	}
 	return nil
 }
@@ -263,7 +267,7 @@ func runF16(op rt.Op, _ []field) error {
 			outs = append(outs, back{hv, t})
 		}
 	}
-	if err := dispatch(c); err != nil {
+	if err := lower(c); err != nil {
 		return err
 	}
 	for _, o := range outs {
@@ -273,3 +277,14 @@ func runF16(op rt.Op, _ []field) error {
 	}
 	return nil
 }
+
+// lin returns the n elements of r's buffer that start at r.Off.
+func lin[T any](r rt.Ref, n int) []T {
+	if n <= 0 || r.Buf == nil {
+		return nil
+	}
+	off := int(r.Off) / r.DType.Size()
+	return elems[T](data(r))[off : off+n]
+}
+
+type floatT interface{ ~float32 | ~float64 }
