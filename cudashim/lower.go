@@ -19,20 +19,6 @@ type launch struct {
 	dnn    *dnnConv // cuDNN convolution (cudnn.go)
 }
 
-// gemmCall is a cuBLAS strided batched GEMM in cuBLAS's column-major
-// terms: C[m×n] = alpha op(A)[m×k] op(B)[k×n] + beta C.
-type gemmCall struct {
-	dt          int // rt.DType: 1 f32, 2 f16, 3 f64
-	ta, tb      bool
-	m, n, k     int
-	alpha, beta float64
-	a, b, c     uint64
-	lda, ldb    int
-	ldc         int
-	sa, sb, sc  int64
-	batch       int
-}
-
 // Supports reports whether the device can run op with its dtypes.
 func (d *Device) Supports(op rt.Op) error {
 	if op == nil {
@@ -41,24 +27,7 @@ func (d *Device) Supports(op rt.Op) error {
 	if err := supports(op); err != nil {
 		return err
 	}
-	return d.extraSupported(op)
-}
-
-// isExtra reports whether op runs on a kernel of extra.ptx.
-func isExtra(op rt.Op) bool {
-	switch op.(type) {
-	case *rt.GatherElements, *rt.ScatterElements, *rt.TopK:
-		return true
-	}
-	return false
-}
-
-// extraSupported refuses the ops of extra.ptx while it is not loaded.
-func (d *Device) extraSupported(op rt.Op) error {
-	if d.noExtra != "" && isExtra(op) {
-		return unsupported(op, rt.OpDType(op), d.noExtra)
-	}
-	return nil
+	return d.indexedSupported(op)
 }
 
 func unsupported(op rt.Op, dt rt.DType, reason string) error {
@@ -187,7 +156,7 @@ func (d *Device) validate(op rt.Op) error {
 	if err := supports(op); err != nil {
 		return err
 	}
-	if err := d.extraSupported(op); err != nil {
+	if err := d.indexedSupported(op); err != nil {
 		return err
 	}
 	if err := rt.CheckOp(op); err != nil {
@@ -287,40 +256,6 @@ func (l *lowering) kernel(k int, grid [3]uint32, args []byte) {
 	l.out = append(l.out, launch{kernel: k, grid: grid, args: args})
 }
 
-// ew records an elementwise kernel over shape with the given operands.
-func (l *lowering) ew(op rt.Op, k int, shape []int, refs []rt.Ref, fn int64, alpha, beta float64, bits uint64) {
-	strides := make([][]int, len(refs))
-	ptrs := make([]uint64, len(refs))
-	dts := make([]int64, len(refs))
-	for i, r := range refs {
-		strides[i] = r.StridesOrContiguous()
-		ptrs[i] = l.ptr(r)
-		dts[i] = int64(r.DType)
-	}
-	sp, ok := coalesce(shape, strides...)
-	if !ok {
-		if l.err == nil {
-			l.err = unsupported(op, rt.OpDType(op), fmt.Sprintf("strided view of rank > %d after merging contiguous dims", maxRank))
-		}
-		return
-	}
-	if sp.n == 0 {
-		return
-	}
-	l.kernel(k, [3]uint32{grid1(sp.n), 1, 1}, ewArgs(sp, ptrs, dts, fn, alpha, beta, bits))
-}
-
-// unaryKernel picks the unary kernel for a same-dtype function of dt.
-func unaryKernel(dt rt.DType) int {
-	switch dt {
-	case rt.F64:
-		return kEwUnaryD
-	case rt.F32, rt.F16:
-		return kEwUnaryF
-	}
-	return kEwUnaryI
-}
-
 func byFloat(dt rt.DType, h, f, d int) int {
 	switch dt {
 	case rt.F16:
@@ -338,78 +273,42 @@ func gridRows(rows int) [3]uint32 {
 // rowsMin is the row length from which one block per row pays off.
 const rowsMin = 32
 
-// lower turns a validated op into launches.
+// lower turns a validated op into launches: it hands the op to its
+// family's file (elementwise.go, reduce.go, matmul.go, conv.go, pool.go,
+// indexed.go).
 func (d *Device) lower(op rt.Op) ([]launch, []*Buffer, error) {
 	l := &lowering{d: d}
 	switch o := op.(type) {
 	case *rt.Unary:
-		refs := []rt.Ref{o.X, o.Y}
-		switch {
-		case o.Fn == rt.Copy && o.X.DType == o.Y.DType:
-			l.ew(op, kEwCopy, o.Y.Shape, refs, 0, 0, 0, 0)
-		case o.Fn == rt.Copy:
-			l.ew(op, kEwCast, o.Y.Shape, refs, 0, 0, 0, 0)
-		default:
-			l.ew(op, unaryKernel(o.X.DType), o.Y.Shape, refs, int64(o.Fn), o.Alpha, o.Beta, 0)
-		}
+		l.unary(o)
 	case *rt.Binary:
-		k := kEwBinaryI
-		switch o.A.DType {
-		case rt.F64:
-			k = kEwBinaryD
-		case rt.F32, rt.F16:
-			k = kEwBinaryF
-		}
-		l.ew(op, k, o.Y.Shape, []rt.Ref{o.A, o.B, o.Y}, int64(o.Fn), 0, 0, 0)
+		l.binary(o)
 	case *rt.Where:
-		l.ew(op, kEwWhere, o.Y.Shape, []rt.Ref{o.Cond, o.A, o.B, o.Y}, 0, 0, 0, 0)
+		l.where(o)
 	case *rt.Fill:
-		l.ew(op, kEwFill, o.Y.Shape, []rt.Ref{o.Y}, 0, 0, 0, fillBits(int64(o.Y.DType), o.Value))
+		l.fill(o)
 	case *rt.Reduce:
 		l.reduce(o)
 	case *rt.Softmax:
-		if o.Outer*o.Inner > 0 {
-			args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.Y)).ints(o.Outer, o.N, o.Inner).i(b2i(o.Log)).b
-			if o.Inner == 1 && o.N >= rowsMin {
-				l.kernel(byFloat(o.X.DType, kSoftmaxRowsH, kSoftmaxRowsF, kSoftmaxRowsD), gridRows(o.Outer), args)
-			} else {
-				l.kernel(byFloat(o.X.DType, kSoftmaxColsH, kSoftmaxColsF, kSoftmaxColsD), [3]uint32{grid1(int64(o.Outer) * int64(o.Inner)), 1, 1}, args)
-			}
-		}
+		l.softmax(o)
 	case *rt.Normalize:
-		if o.Outer > 0 {
-			args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.Y)).u(l.ptr(o.Scale)).u(l.ptr(o.Bias)).ints(o.Outer, o.N).f(o.Eps).b
-			l.kernel(byFloat(o.X.DType, kNormalizeH, kNormalizeF, kNormalizeD), gridRows(o.Outer), args)
-		}
-	case *rt.Gather:
-		n := int64(o.Outer) * o.Idx.Len() * int64(o.Inner)
-		if n > 0 {
-			args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.Idx)).u(l.ptr(o.Y)).
-				ints(o.Outer, o.Axis, o.Inner).i(o.Idx.Len()).i(int64(o.X.DType.Size())).i(b2i(o.Idx.DType == rt.I64)).b
-			l.kernel(kGather, [3]uint32{grid1(n), 1, 1}, args)
-		}
-	case *rt.GatherElements, *rt.ScatterElements, *rt.TopK:
-		l.indexed(op)
+		l.normalize(o)
 	case *rt.MatMul:
 		l.matmul(o)
 	case *rt.Conv:
 		l.conv(o)
 	case *rt.ConvTranspose:
-		n := prod(o.N, o.K, o.OH, o.OW)
-		if n > 0 {
-			args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.W)).u(l.ptr(o.Bias)).u(l.ptr(o.Y)).
-				ints(o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL,
-					o.DilH, o.DilW, o.Groups, 0).f(0).f(0).b
-			l.kernel(byFloat(o.X.DType, kConvtH, kConvtF, kConvtD), [3]uint32{grid1(n), 1, 1}, args)
-		}
+		l.convT(o)
 	case *rt.Pool:
-		n := prod(o.NC, o.OH, o.OW)
-		if n > 0 {
-			args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.Y)).
-				ints(o.NC, o.H, o.W, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL, o.PadB, o.PadR,
-					o.DilH, o.DilW).i(b2i(o.CountIncludePad)).ints(o.P, int(o.Fn)).b
-			l.kernel(byFloat(o.X.DType, kPoolH, kPoolF, kPoolD), [3]uint32{grid1(n), 1, 1}, args)
-		}
+		l.pool(o)
+	case *rt.Gather:
+		l.gather(o)
+	case *rt.GatherElements:
+		l.gatherElements(o)
+	case *rt.ScatterElements:
+		l.scatterElements(o)
+	case *rt.TopK:
+		l.topK(o)
 	default:
 		return nil, nil, unsupported(op, rt.OpDType(op), "unknown op")
 	}
@@ -417,24 +316,6 @@ func (d *Device) lower(op rt.Op) ([]launch, []*Buffer, error) {
 		return nil, nil, l.err
 	}
 	return l.out, l.bufs, nil
-}
-
-func (l *lowering) reduce(o *rt.Reduce) {
-	tot := int64(o.Outer) * int64(o.Inner)
-	if tot == 0 {
-		return
-	}
-	args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.Y)).ints(o.Outer, o.N, o.Inner, int(o.Fn)).
-		i(b2i(o.SelectLast)).i(int64(o.X.DType)).i(int64(o.Y.DType)).b
-	arg := o.Fn == rt.ArgMax || o.Fn == rt.ArgMin
-	switch {
-	case !o.X.DType.IsFloat():
-		l.kernel(kReduceInt, [3]uint32{grid1(tot), 1, 1}, args)
-	case o.Inner == 1 && !arg && o.N >= rowsMin:
-		l.kernel(byFloat(o.X.DType, kReduceRowsH, kReduceRowsF, kReduceRowsD), gridRows(o.Outer), args)
-	default:
-		l.kernel(byFloat(o.X.DType, kReduceColsH, kReduceColsF, kReduceColsD), [3]uint32{grid1(tot), 1, 1}, args)
-	}
 }
 
 func fitsInt32(v ...int) bool {
@@ -447,111 +328,3 @@ func fitsInt32(v ...int) bool {
 }
 
 func tiles(n int, t int) uint32 { return uint32((int64(n) + int64(t) - 1) / int64(t)) }
-
-func (l *lowering) matmul(o *rt.MatMul) {
-	if o.M == 0 || o.N == 0 {
-		return
-	}
-	dt := o.A.DType
-	shapeY := []int{o.Batch, o.M, o.N}
-	yView := o.Y
-	yView.Shape, yView.Strides = shapeY, []int{o.StrideY, o.N, 1}
-	lda, ldb := o.K, o.N
-	if o.TransA {
-		lda = o.M
-	}
-	if o.TransB {
-		ldb = o.K
-	}
-	if l.d.cublas && o.K > 0 && fitsInt32(o.M, o.N, o.K, o.Batch, lda, ldb) {
-		beta := 0.0
-		if o.Bias.Buf != nil && o.Beta != 0 {
-			bst := o.Bias.StridesOrContiguous()
-			bias := o.Bias
-			bias.Shape, bias.Strides = shapeY, []int{0, bst[0], bst[1]}
-			l.ew(o, kEwCopy, shapeY, []rt.Ref{bias, yView}, 0, 0, 0, 0)
-			beta = o.Beta
-		}
-		// Row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T.
-		g := &gemmCall{dt: int(dt), ta: o.TransB, tb: o.TransA, m: o.N, n: o.M, k: o.K,
-			alpha: o.Alpha, beta: beta,
-			a: l.ptr(o.B), lda: ldb, sa: int64(o.StrideB),
-			b: l.ptr(o.A), ldb: lda, sb: int64(o.StrideA),
-			c: l.ptr(o.Y), ldc: o.N, sc: int64(o.StrideY), batch: o.Batch}
-		l.out = append(l.out, launch{kernel: -1, gemm: g})
-		if o.Act.Fn != rt.Copy {
-			l.ew(o, unaryKernel(dt), shapeY, []rt.Ref{yView, yView}, int64(o.Act.Fn), o.Act.Alpha, o.Act.Beta, 0)
-		}
-		return
-	}
-	var brs, bcs int
-	if o.Bias.Buf != nil {
-		bst := o.Bias.StridesOrContiguous()
-		brs, bcs = bst[0], bst[1]
-	}
-	args := (&argw{}).u(l.ptr(o.A)).u(l.ptr(o.B)).u(l.ptr(o.Y)).u(l.ptr(o.Bias)).
-		ints(o.Batch, o.M, o.N, o.K, lda, ldb).i(b2i(o.TransA)).i(b2i(o.TransB)).
-		ints(o.StrideA, o.StrideB, o.StrideY, brs, bcs, int(o.Act.Fn)).
-		f(o.Alpha).f(o.Beta).f(o.Act.Alpha).f(o.Act.Beta).b
-	grid := [3]uint32{tiles(o.N, 64), min(tiles(o.M, 64), 65535), uint32(min(o.Batch, 65535))}
-	l.kernel(byFloat(dt, kGemmH, kGemmF, kGemmD), grid, args)
-}
-
-func (l *lowering) conv(o *rt.Conv) {
-	cols := prod(o.N, o.OH, o.OW)
-	if cols == 0 || o.K == 0 {
-		return
-	}
-	if l.dnnConv(o) {
-		return
-	}
-	args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.W)).u(l.ptr(o.Bias)).u(l.ptr(o.Y)).
-		ints(o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL,
-			o.DilH, o.DilW, o.Groups, int(o.Act.Fn)).f(o.Act.Alpha).f(o.Act.Beta).b
-	kg := o.K / o.Groups
-	grid := [3]uint32{tiles(int(cols), 64), min(tiles(kg, 64), 65535), uint32(min(o.Groups, 65535))}
-	l.kernel(byFloat(o.X.DType, kConvH, kConvF, kConvD), grid, args)
-}
-
-// strides3 returns the element strides of a [outer, n, inner] view.
-func strides3(r rt.Ref) (s0, s1, s2 int64) {
-	st := r.StridesOrContiguous()
-	return int64(st[0]), int64(st[1]), int64(st[2])
-}
-
-// indexed lowers GatherElements, ScatterElements and TopK to the kernels
-// of extra.ptx; the argument structs are GatherElArgs, ScatterElArgs and
-// TopKArgs of kernels/extra.cu.
-func (l *lowering) indexed(op rt.Op) {
-	switch o := op.(type) {
-	case *rt.GatherElements:
-		n := int64(o.Outer) * int64(o.N) * int64(o.Inner)
-		if n == 0 {
-			return
-		}
-		s0, s1, s2 := strides3(o.Idx)
-		args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.Idx)).u(l.ptr(o.Y)).
-			ints(o.Outer, o.Axis, o.N, o.Inner).i(s0).i(s1).i(s2).
-			i(int64(o.X.DType.Size())).i(b2i(o.Idx.DType == rt.I64)).b
-		l.kernel(kGatherElements, [3]uint32{grid1(n), 1, 1}, args)
-	case *rt.ScatterElements:
-		cols := int64(o.Outer) * int64(o.Inner)
-		if cols == 0 || o.N == 0 || o.Axis == 0 {
-			return
-		}
-		is0, is1, is2 := strides3(o.Idx)
-		us0, us1, us2 := strides3(o.Upd)
-		args := (&argw{}).u(l.ptr(o.Y)).u(l.ptr(o.Idx)).u(l.ptr(o.Upd)).
-			ints(o.Outer, o.Axis, o.N, o.Inner).i(is0).i(is1).i(is2).i(us0).i(us1).i(us2).
-			i(int64(o.Y.DType)).i(int64(o.Y.DType.Size())).i(b2i(o.Idx.DType == rt.I64)).i(int64(o.Fn)).b
-		l.kernel(kScatterElements, [3]uint32{grid1(cols), 1, 1}, args)
-	case *rt.TopK:
-		n := int64(o.Outer) * int64(o.N) * int64(o.Inner)
-		if n == 0 || o.K == 0 {
-			return
-		}
-		args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.Values)).u(l.ptr(o.Indices)).
-			ints(o.Outer, o.N, o.Inner, o.K).i(int64(o.X.DType)).i(b2i(o.Largest)).b
-		l.kernel(kTopK, [3]uint32{grid1(n), 1, 1}, args)
-	}
-}

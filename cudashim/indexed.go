@@ -1,0 +1,80 @@
+//go:build cgo
+
+package cudashim
+
+import (
+	"github.com/vrun-go/vrun/rt"
+)
+
+// Lowering of the index-driven primitives Gather, GatherElements,
+// ScatterElements and TopK. Gather runs on kernels.ptx; the other three
+// run on the kernels of extra.ptx, whose argument structs are
+// GatherElArgs, ScatterElArgs and TopKArgs of kernels/extra.cu.
+
+// isIndexed reports whether op runs on a kernel of extra.ptx.
+func isIndexed(op rt.Op) bool {
+	switch op.(type) {
+	case *rt.GatherElements, *rt.ScatterElements, *rt.TopK:
+		return true
+	}
+	return false
+}
+
+// indexedSupported refuses the ops of extra.ptx while it is not loaded.
+func (d *Device) indexedSupported(op rt.Op) error {
+	if d.noExtra != "" && isIndexed(op) {
+		return unsupported(op, rt.OpDType(op), d.noExtra)
+	}
+	return nil
+}
+
+func (l *lowering) gather(o *rt.Gather) {
+	n := int64(o.Outer) * o.Idx.Len() * int64(o.Inner)
+	if n <= 0 {
+		return
+	}
+	args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.Idx)).u(l.ptr(o.Y)).
+		ints(o.Outer, o.Axis, o.Inner).i(o.Idx.Len()).i(int64(o.X.DType.Size())).i(b2i(o.Idx.DType == rt.I64)).b
+	l.kernel(kGather, [3]uint32{grid1(n), 1, 1}, args)
+}
+
+// strides3 returns the element strides of a [outer, n, inner] view.
+func strides3(r rt.Ref) (s0, s1, s2 int64) {
+	st := r.StridesOrContiguous()
+	return int64(st[0]), int64(st[1]), int64(st[2])
+}
+
+func (l *lowering) gatherElements(o *rt.GatherElements) {
+	n := int64(o.Outer) * int64(o.N) * int64(o.Inner)
+	if n == 0 {
+		return
+	}
+	s0, s1, s2 := strides3(o.Idx)
+	args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.Idx)).u(l.ptr(o.Y)).
+		ints(o.Outer, o.Axis, o.N, o.Inner).i(s0).i(s1).i(s2).
+		i(int64(o.X.DType.Size())).i(b2i(o.Idx.DType == rt.I64)).b
+	l.kernel(kGatherElements, [3]uint32{grid1(n), 1, 1}, args)
+}
+
+func (l *lowering) scatterElements(o *rt.ScatterElements) {
+	cols := int64(o.Outer) * int64(o.Inner)
+	if cols == 0 || o.N == 0 || o.Axis == 0 {
+		return
+	}
+	is0, is1, is2 := strides3(o.Idx)
+	us0, us1, us2 := strides3(o.Upd)
+	args := (&argw{}).u(l.ptr(o.Y)).u(l.ptr(o.Idx)).u(l.ptr(o.Upd)).
+		ints(o.Outer, o.Axis, o.N, o.Inner).i(is0).i(is1).i(is2).i(us0).i(us1).i(us2).
+		i(int64(o.Y.DType)).i(int64(o.Y.DType.Size())).i(b2i(o.Idx.DType == rt.I64)).i(int64(o.Fn)).b
+	l.kernel(kScatterElements, [3]uint32{grid1(cols), 1, 1}, args)
+}
+
+func (l *lowering) topK(o *rt.TopK) {
+	n := int64(o.Outer) * int64(o.N) * int64(o.Inner)
+	if n == 0 || o.K == 0 {
+		return
+	}
+	args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.Values)).u(l.ptr(o.Indices)).
+		ints(o.Outer, o.N, o.Inner, o.K).i(int64(o.X.DType)).i(b2i(o.Largest)).b
+	l.kernel(kTopK, [3]uint32{grid1(n), 1, 1}, args)
+}
