@@ -178,3 +178,64 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, nw int64) {
 	l.add(dispatch{shader: "convgemm_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
 		binds: binds, reads: reads, writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), gz}})
 }
+
+func (l *lowering) convT(o *rt.ConvTranspose) {
+	dt := o.X.DType
+	if !l.floatOnly(dt) {
+		return
+	}
+	l.convCommon("convt_"+dt.String(), dt, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW,
+		o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, int64(o.C)*int64(o.K/o.Groups)*int64(o.KH)*int64(o.KW), nil)
+}
+
+func (l *lowering) convCommon(shader string, dt rt.DType, x, w, bias, y rt.Ref, N, C, H, W, K, OH, OW, KH, KW, sh, sw, pt, pl, dh, dw, groups int, nw int64, act *rt.Activation) {
+	for _, p := range []struct {
+		n string
+		r rt.Ref
+	}{{"W", w}, {"Y", y}, {"Bias", bias}} {
+		if p.r.Buf != nil && p.r.DType != dt {
+			l.err = fmt.Errorf("%s: %s is %s, want %s", l.op.OpName(), p.n, p.r.DType, dt)
+			return
+		}
+	}
+	ny := int64(N) * int64(K) * int64(OH) * int64(OW)
+	nx := int64(N) * int64(C) * int64(H) * int64(W)
+	if ny == 0 {
+		return
+	}
+	if !fits32(ny) || !fits32(nx) || !fits32(nw) {
+		l.err = fmt.Errorf("%s: operands exceed 2^32 elements", l.op.OpName())
+		return
+	}
+	if pt < 0 || pl < 0 {
+		l.err = fmt.Errorf("%s: negative padding", l.op.OpName())
+		return
+	}
+	flags := uint32(0)
+	b := bias
+	nb := int64(K)
+	if bias.Buf != nil {
+		flags = 1
+	} else {
+		b, nb = y, 1
+	}
+	binds, offs, reads, writes, ok := l.bindsOf([]string{"X", "W", "Bias", "Y"}, []rt.Ref{x, w, b, y}, []int64{max(nx, 1), max(nw, 1), nb, ny}, 3)
+	if !ok {
+		return
+	}
+	if bias.Buf == nil {
+		reads = reads[:2]
+	}
+	push := []uint32{uint32(N), uint32(C), uint32(H), uint32(W), uint32(K), uint32(OH), uint32(OW), uint32(KH),
+		uint32(KW), uint32(sh), uint32(sw), uint32(pt), uint32(pl), uint32(dh), uint32(dw), uint32(groups),
+		offs[0], offs[1], offs[2], offs[3], flags}
+	if act != nil {
+		if act.Fn >= rt.UnaryFn(rt.NumUnaryFns) {
+			l.err = l.unsupported(dt, "unknown activation %d", act.Fn)
+			return
+		}
+		aa, ab := realBits(dt, act.Alpha), realBits(dt, act.Beta)
+		push = append(push, uint32(act.Fn), 0, 0, aa[0], aa[1], ab[0], ab[1])
+	}
+	l.add(dispatch{shader: shader, spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, push: push, groups: groups1D(l.d, ny, wgSize)})
+}

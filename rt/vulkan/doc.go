@@ -75,9 +75,11 @@
 //     decoded with pc_real).
 //  2. Add its variants to variants() in shaders/gen/main.go and run
 //     `go generate ./shaders` (needs glslc).
-//  3. Lower the op in kernels.go: check dtypes (needDType), bind operands
-//     with bindElems/bindRef (which also give the byte spans used for
-//     barrier tracking), pack the push words in the shader's order and
-//     append a dispatch.
+//  3. Lower the op in its family's file (elementwise.go, reduce.go,
+//     matmul.go, conv.go, pool.go or indexed.go) and add it to lowerOp in
+//     lower.go: check dtypes (needDType), bind operands with
+//     bindElems/bindRef (which also give the byte spans used for barrier
+//     tracking), pack the push words in the shader's order and append a
+//     dispatch.
 //  4. Add a test against a float64 reference in vulkan_test.go.
 package vulkan

@@ -9,8 +9,9 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// Lowering of the index-driven primitives GatherElements, ScatterElements
-// and TopK (shaders gatherel.comp, scatter.comp, topk.comp).
+// Lowering of the index-driven primitives Gather, GatherElements,
+// ScatterElements and TopK (shaders gather.comp, gatherel.comp,
+// scatter.comp, topk.comp).
 
 // strides3 returns the element strides of a rank-3 view as int32 push
 // words.
@@ -180,4 +181,42 @@ func (l *lowering) topK(o *rt.TopK) {
 	l.add(dispatch{shader: "topk_" + dt.String(), spec: []uint32{wg}, binds: binds, reads: reads, writes: writes,
 		groups: groups2D(l.d, rows),
 		push:   []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), uint32(o.K), offs[0], offs[1], 2 * offs[2], lg}})
+}
+
+func (l *lowering) gather(o *rt.Gather) {
+	dt := o.X.DType
+	if o.Y.DType != dt {
+		l.err = fmt.Errorf("Gather: Y is %s, want %s", o.Y.DType, dt)
+		return
+	}
+	if err := l.needSize(dt); err != nil {
+		l.err = err
+		return
+	}
+	nidx := o.Idx.Len()
+	n := int64(o.Outer) * nidx * int64(o.Inner)
+	if n == 0 {
+		return
+	}
+	nx := int64(o.Outer) * int64(o.Axis) * int64(o.Inner)
+	if !fits32(n) || !fits32(nx) {
+		l.err = fmt.Errorf("Gather: sizes exceed 2^32 elements")
+		return
+	}
+	if nx == 0 {
+		nx = 1
+	}
+	binds, offs, reads, writes, ok := l.bindsOf([]string{"X", "Idx", "Y"}, []rt.Ref{o.X, o.Idx, o.Y}, []int64{nx, nidx, n}, 2)
+	if !ok {
+		return
+	}
+	idx64 := uint32(0)
+	offI := offs[1]
+	if o.Idx.DType == rt.I64 {
+		idx64 = 1
+		offI *= 2 // the shader reads indices as int32 words
+	}
+	l.add(dispatch{shader: "gather_" + sizeName(dt.Size()), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
+		groups: groups1D(l.d, n, wgSize),
+		push:   []uint32{uint32(o.Outer), uint32(o.Axis), uint32(o.Inner), uint32(nidx), offs[0], offI, offs[2], idx64}})
 }

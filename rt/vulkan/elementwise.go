@@ -1,0 +1,298 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// coalesce drops unit dims and merges dims that are contiguous in every
+// operand, so strided elementwise ops fit the kernels' rank.
+func coalesce(shape []int, strides [][]int) ([]int, [][]int) {
+	var sh []int
+	st := make([][]int, len(strides))
+	for d, n := range shape {
+		if n == 1 {
+			continue
+		}
+		if len(sh) > 0 {
+			last := len(sh) - 1
+			ok := true
+			for k := range strides {
+				if st[k][last] != strides[k][d]*n {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				sh[last] *= n
+				for k := range strides {
+					st[k][last] = strides[k][d]
+				}
+				continue
+			}
+		}
+		sh = append(sh, n)
+		for k := range strides {
+			st[k] = append(st[k], strides[k][d])
+		}
+	}
+	return sh, st
+}
+
+// ew lowers an elementwise op over refs (all of one shape): push words are
+// header, dims 1..rank-1, element offsets, strides, then trailer (8-byte
+// aligned). The last ref is the output.
+func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, header, trailer []uint32) {
+	if l.err != nil {
+		return
+	}
+	n := refs[len(refs)-1].Len()
+	if n == 0 {
+		return
+	}
+	if !fits32(n) {
+		l.err = fmt.Errorf("%s: %d elements exceed the 2^32 limit of the Vulkan kernels", l.op.OpName(), n)
+		return
+	}
+	strides := make([][]int, len(refs))
+	for i, r := range refs {
+		strides[i] = r.StridesOrContiguous()
+	}
+	sh, st := coalesce(refs[0].Shape, strides)
+	if len(sh) > rank {
+		l.err = fmt.Errorf("%s: strided view of shape %v has rank %d after merging contiguous dims; the Vulkan kernel handles at most %d (make an operand contiguous first)", l.op.OpName(), refs[0].Shape, len(sh), rank)
+		return
+	}
+	pad := rank - len(sh)
+	full := make([]int, rank)
+	for i := range full {
+		full[i] = 1
+		if i >= pad {
+			full[i] = sh[i-pad]
+		}
+	}
+	dsp := dispatch{shader: shader, spec: []uint32{wgSize}, groups: groups1D(l.d, n, wgSize)}
+	push := append([]uint32{}, header...)
+	for _, v := range full[1:] {
+		push = append(push, uint32(v))
+	}
+	var offs []uint32
+	for i, r := range refs {
+		bd, off, sp, err := l.bindRef(names[i], r)
+		if err != nil {
+			l.err = err
+			return
+		}
+		dsp.binds = append(dsp.binds, bd)
+		offs = append(offs, off)
+		if i == len(refs)-1 {
+			dsp.writes = append(dsp.writes, sp)
+		} else {
+			dsp.reads = append(dsp.reads, sp)
+		}
+	}
+	push = append(push, offs...)
+	for k := range refs {
+		for i := 0; i < rank; i++ {
+			s := 0
+			if i >= pad {
+				s = st[k][i-pad]
+			}
+			if s > math.MaxInt32 || s < math.MinInt32 {
+				l.err = fmt.Errorf("%s: stride %d out of the int32 range", l.op.OpName(), s)
+				return
+			}
+			push = append(push, uint32(int32(s)))
+		}
+	}
+	if len(trailer) > 0 {
+		if len(push)%2 == 1 {
+			push = append(push, 0)
+		}
+		push = append(push, trailer...)
+	}
+	dsp.push = push
+	l.outs = append(l.outs, dsp)
+}
+
+func fillBits(dt rt.DType, v float64) (lo, hi uint32) {
+	var b uint64
+	switch dt {
+	case rt.F32:
+		b = uint64(math.Float32bits(float32(v)))
+	case rt.F16:
+		b = uint64(rt.F16Bits(float32(v)))
+	case rt.F64:
+		b = math.Float64bits(v)
+	case rt.I32:
+		b = uint64(uint32(int32(v)))
+	case rt.I64:
+		b = uint64(int64(v))
+	case rt.U8:
+		b = uint64(uint8(int64(v)))
+	case rt.I8:
+		b = uint64(uint8(int8(int64(v))))
+	case rt.Bool:
+		if v != 0 {
+			b = 1
+		}
+	}
+	return uint32(b), uint32(b >> 32)
+}
+
+func clampInt(v float64, dt rt.DType) int64 {
+	lo, hi := float64(math.MinInt32), float64(math.MaxInt32)
+	switch dt {
+	case rt.I64:
+		lo, hi = -9.2e18, 9.2e18
+	case rt.U8:
+		lo, hi = 0, 255
+	case rt.I8:
+		lo, hi = -128, 127
+	case rt.Bool:
+		lo, hi = 0, 1
+	}
+	if math.IsNaN(v) {
+		return 0
+	}
+	return int64(math.Max(lo, math.Min(hi, math.Round(v))))
+}
+
+var intUnary = map[rt.UnaryFn]bool{rt.Copy: true, rt.Neg: true, rt.Abs: true, rt.Relu: true, rt.Sign: true, rt.Clip: true, rt.Square: true}
+
+func (l *lowering) unary(o *rt.Unary) {
+	x, y := o.X.DType, o.Y.DType
+	if err := l.needDType(x); err != nil {
+		l.err = err
+		return
+	}
+	if err := l.needDType(y); err != nil {
+		l.err = err
+		return
+	}
+	names, refs := []string{"X", "Y"}, []rt.Ref{o.X, o.Y}
+	if o.Fn == rt.Copy {
+		if x == y {
+			l.ew("copy_"+sizeName(x.Size()), names, refs, 6, []uint32{0, 0, 0, 0}, nil)
+		} else {
+			l.ew("cast_"+x.String()+"_"+y.String(), names, refs, 6, []uint32{0, 0, 0, 0}, nil)
+		}
+		return
+	}
+	if x != y {
+		l.err = fmt.Errorf("%s: X is %s but Y is %s (only Copy converts)", l.op.OpName(), x, y)
+		return
+	}
+	if o.Fn >= rt.UnaryFn(rt.NumUnaryFns) {
+		l.err = l.unsupported(x, "unknown unary function %d", o.Fn)
+		return
+	}
+	var tr []uint32
+	switch {
+	case isFloat(x):
+		a, b := realBits(x, o.Alpha), realBits(x, o.Beta)
+		tr = []uint32{a[0], a[1], b[0], b[1]}
+	case x == rt.Bool:
+		if o.Fn != rt.Not {
+			l.err = l.unsupported(x, "bool supports only Not and Copy")
+			return
+		}
+		tr = []uint32{0, 0, 0, 0}
+	default:
+		if !intUnary[o.Fn] {
+			l.err = l.unsupported(x, "integer unary supports Copy, Neg, Abs, Relu, Sign, Clip, Square")
+			return
+		}
+		a, b := clampInt(o.Alpha, x), clampInt(o.Beta, x)
+		tr = []uint32{uint32(a), uint32(uint64(a) >> 32), uint32(b), uint32(uint64(b) >> 32)}
+	}
+	l.ew("unary_"+x.String(), names, refs, 6, []uint32{0, uint32(o.Fn), 0, 0}, tr)
+}
+
+func (l *lowering) binary(o *rt.Binary) {
+	dt := o.A.DType
+	if o.B.DType != dt {
+		l.err = fmt.Errorf("%s: A is %s but B is %s", l.op.OpName(), dt, o.B.DType)
+		return
+	}
+	if o.Fn >= rt.BinaryFn(rt.NumBinaryFns) {
+		l.err = l.unsupported(dt, "unknown binary function %d", o.Fn)
+		return
+	}
+	if err := l.needDType(dt); err != nil {
+		l.err = err
+		return
+	}
+	want := dt
+	if o.Fn.IsCompare() || o.Fn.IsLogical() {
+		want = rt.Bool
+	}
+	if o.Y.DType != want {
+		l.err = fmt.Errorf("%s: Y is %s, want %s", l.op.OpName(), o.Y.DType, want)
+		return
+	}
+	if o.Fn.IsLogical() && dt != rt.Bool {
+		l.err = l.unsupported(dt, "logical functions take bool")
+		return
+	}
+	if dt == rt.Bool && !o.Fn.IsLogical() && o.Fn != rt.Equal && o.Fn != rt.Max && o.Fn != rt.Min {
+		l.err = l.unsupported(dt, "bool supports only And, Or, Xor, Equal, Max, Min")
+		return
+	}
+	if err := l.needDType(o.Y.DType); err != nil {
+		l.err = err
+		return
+	}
+	shader := "binary_" + dt.String()
+	if o.Fn.IsCompare() {
+		shader = "cmp_" + dt.String()
+	}
+	l.ew(shader, []string{"A", "B", "Y"}, []rt.Ref{o.A, o.B, o.Y}, 6, []uint32{0, uint32(o.Fn)}, nil)
+}
+
+func (l *lowering) where(o *rt.Where) {
+	if o.Cond.DType != rt.Bool {
+		l.err = fmt.Errorf("Where: Cond is %s, want bool", o.Cond.DType)
+		return
+	}
+	if o.A.DType != o.Y.DType || o.B.DType != o.Y.DType {
+		l.err = fmt.Errorf("Where: A %s, B %s and Y %s differ", o.A.DType, o.B.DType, o.Y.DType)
+		return
+	}
+	if err := l.needDType(rt.Bool); err != nil {
+		l.err = err
+		return
+	}
+	if err := l.needSize(o.Y.DType); err != nil {
+		l.err = err
+		return
+	}
+	l.ew("where_"+sizeName(o.Y.DType.Size()), []string{"Cond", "A", "B", "Y"}, []rt.Ref{o.Cond, o.A, o.B, o.Y}, 5, []uint32{0}, nil)
+	if l.err == nil && len(l.outs) > 0 {
+		// pad to the shader's 32-word block
+		last := &l.outs[len(l.outs)-1]
+		for len(last.push) < 32 {
+			last.push = append(last.push, 0)
+		}
+	}
+}
+
+func (l *lowering) fill(o *rt.Fill) {
+	if err := l.needSize(o.Y.DType); err != nil {
+		l.err = err
+		return
+	}
+	lo, hi := fillBits(o.Y.DType, o.Value)
+	l.ew("fill_"+sizeName(o.Y.DType.Size()), []string{"Y"}, []rt.Ref{o.Y}, 6, []uint32{0, lo, hi, 0}, nil)
+}
+
+// fixN writes the element count into word 0 of each elementwise dispatch.
+func (l *lowering) fixN(n int64) {
+	for i := range l.outs {
+		l.outs[i].push[0] = uint32(n)
+	}
+}

@@ -1,0 +1,304 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"fmt"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// gemmTile is a matmul.comp configuration (shaders/gen's gemmTiles): a
+// bm x bn block per workgroup of (bm/tm)*(bn/tn) invocations, each with a
+// tm x tn register micro-tile, walking K in bk slices through two
+// shared-memory stages.
+type gemmTile struct {
+	name               string
+	bm, bn, bk, tm, tn int
+}
+
+// gemmTiles, largest first. Shared memory is 2*bk*(bm+bn) elements of the
+// compute type: 32 KiB for "l" in f32/f16, so every tile fits the 32 KiB
+// guaranteed... by lavapipe and the 48 KiB of NVIDIA; f64 has only "s"
+// and "t" (shaders/gen compiles no larger f64 tile).
+var gemmTiles = []gemmTile{
+	{"l", 128, 128, 16, 8, 8},
+	{"m", 128, 64, 16, 8, 4},
+	{"s", 64, 64, 16, 8, 4},
+	{"t", 32, 32, 16, 4, 4},
+}
+
+func (t gemmTile) threads() int { return (t.bm / t.tm) * (t.bn / t.tn) }
+
+func (t gemmTile) shared(dt rt.DType) int {
+	es := 4
+	if dt == rt.F64 {
+		es = 8
+	}
+	return 2 * t.bk * (t.bm + t.bn) * es
+}
+
+func (t gemmTile) grid(m, n, batch int) int64 {
+	return int64((m+t.bm-1)/t.bm) * int64((n+t.bn-1)/t.bn) * int64(batch)
+}
+
+// forceGemmTile, when set (tests), selects that tile whenever it fits.
+var forceGemmTile string
+
+// gemmTarget is the number of workgroups a tile should produce before the
+// next smaller one is preferred: enough to fill a large GPU (132 SMs of
+// an H100/H200 with two 256-invocation workgroups each). A CPU device
+// (lavapipe) has few cores and prefers the largest tile.
+func gemmTarget(cpu bool) int64 {
+	if cpu {
+		return 1
+	}
+	return 256
+}
+
+// pickTile chooses the matmul.comp tile for an m x n (x batch) output:
+// the largest tile that fits the device (shared memory, invocations),
+// is not more than twice the output in either dimension, and gives at
+// least gemmTarget workgroups; failing that, the smallest that fits.
+func pickTile(dt rt.DType, m, n, batch int, sharedLim, maxInv uint32, cpu bool) (gemmTile, bool) {
+	return pickFrom(gemmTiles, dt, m, n, batch, sharedLim, maxInv, cpu)
+}
+
+// pickFrom is pickTile over a tile table (largest first).
+func pickFrom(tiles []gemmTile, dt rt.DType, m, n, batch int, sharedLim, maxInv uint32, cpu bool) (gemmTile, bool) {
+	var fit []gemmTile
+	for _, t := range tiles {
+		if dt == rt.F64 && t.bm*t.bn > 64*64 {
+			continue
+		}
+		if t.shared(dt) <= int(sharedLim) && t.threads() <= int(maxInv) {
+			fit = append(fit, t)
+		}
+	}
+	if len(fit) == 0 {
+		return gemmTile{}, false
+	}
+	if forceGemmTile != "" {
+		for _, t := range fit {
+			if t.name == forceGemmTile {
+				return t, true
+			}
+		}
+	}
+	for _, t := range fit {
+		if t.bm >= 2*m || t.bn >= 2*n {
+			continue
+		}
+		if t.grid(m, n, batch) >= gemmTarget(cpu) {
+			return t, true
+		}
+	}
+	return fit[len(fit)-1], true
+}
+
+func (l *lowering) matmul(o *rt.MatMul) {
+	dt := o.A.DType
+	if !l.floatOnly(dt) {
+		return
+	}
+	for _, p := range []struct {
+		n string
+		r rt.Ref
+	}{{"B", o.B}, {"Y", o.Y}, {"Bias", o.Bias}} {
+		if p.r.Buf != nil && p.r.DType != dt {
+			l.err = fmt.Errorf("MatMul: %s is %s, want %s", p.n, p.r.DType, dt)
+			return
+		}
+	}
+	if o.StrideA < 0 || o.StrideB < 0 || o.StrideY < 0 {
+		l.err = fmt.Errorf("MatMul: negative batch strides are not supported")
+		return
+	}
+	if o.Act.Fn >= rt.UnaryFn(rt.NumUnaryFns) {
+		l.err = l.unsupported(dt, "unknown activation %d", o.Act.Fn)
+		return
+	}
+	M, N, K, B := int64(o.M), int64(o.N), int64(o.K), int64(o.Batch)
+	if M == 0 || N == 0 {
+		return
+	}
+	ea := (B-1)*int64(o.StrideA) + M*K
+	eb := (B-1)*int64(o.StrideB) + K*N
+	ey := (B-1)*int64(o.StrideY) + M*N
+	if !fits32(ea) || !fits32(eb) || !fits32(ey) {
+		l.err = fmt.Errorf("MatMul: operands exceed 2^32 elements")
+		return
+	}
+	names := []string{"A", "B", "Bias", "Y"}
+	refs := []rt.Ref{o.A, o.B, o.Y, o.Y}
+	elems := []int64{max(ea, 1), max(eb, 1), 1, ey}
+	var binds []bind
+	var offs []uint32
+	var reads, writes []span
+	for i := range refs {
+		var bd bind
+		var off uint32
+		var sp span
+		var err error
+		if i == 2 && o.Bias.Buf != nil {
+			bd, off, sp, err = l.bindRef("Bias", o.Bias)
+		} else {
+			bd, off, sp, err = l.bindElems(names[i], refs[i], elems[i])
+		}
+		if err != nil {
+			l.err = err
+			return
+		}
+		binds, offs = append(binds, bd), append(offs, off)
+		switch {
+		case i == 3:
+			writes = append(writes, sp)
+		case i == 2 && o.Bias.Buf == nil:
+		default:
+			reads = append(reads, sp)
+		}
+	}
+	flags := uint32(0)
+	if o.TransA {
+		flags |= 1
+	}
+	if o.TransB {
+		flags |= 2
+	}
+	var bs0, bs1 int
+	if o.Bias.Buf != nil {
+		flags |= 4
+		st := o.Bias.StridesOrContiguous()
+		bs0, bs1 = st[0], st[1]
+	}
+	al, be := realBits(dt, o.Alpha), realBits(dt, o.Beta)
+	aa, ab := realBits(dt, o.Act.Alpha), realBits(dt, o.Act.Beta)
+	push := []uint32{uint32(M), uint32(N), uint32(K), flags,
+		uint32(o.StrideA), uint32(o.StrideB), uint32(o.StrideY), uint32(o.Act.Fn),
+		offs[0], offs[1], offs[3], offs[2], uint32(int32(bs0)), uint32(int32(bs1)), uint32(B), 0,
+		al[0], al[1], be[0], be[1], aa[0], aa[1], ab[0], ab[1]}
+	bz := uint32(min(B, int64(l.d.maxGroups[2])))
+	if (M == 1 || N == 1) && K >= 128 {
+		g := groups2D(l.d, M*N)
+		if M == 1 && !o.TransB || N == 1 && o.TransA {
+			// column mode: W is contiguous along the outputs
+			push[3] |= 8
+			if M != 1 {
+				push[3] |= 16
+			}
+			g = groups2D(l.d, (M*N+31)/32)
+		}
+		g[2] = bz
+		l.add(dispatch{shader: "gemv_" + dt.String(), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, push: push, groups: g})
+		return
+	}
+	if l.coopMatMul(o, dt, binds, reads, writes, push, bz) {
+		return
+	}
+	lim := l.d.phys.limits
+	t, ok := pickTile(dt, o.M, o.N, o.Batch, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
+	if !ok {
+		l.err = l.unsupported(dt, "no GEMM tile fits maxComputeSharedMemorySize %d", lim.MaxComputeSharedMemorySize)
+		return
+	}
+	bm, bn := int64(t.bm), int64(t.bn)
+	gx, gy := (N+bn-1)/bn, (M+bm-1)/bm
+	if gx > int64(l.d.maxGroups[0]) || gy > int64(l.d.maxGroups[1]) {
+		l.err = fmt.Errorf("MatMul: %dx%d output needs more workgroups than the device allows", M, N)
+		return
+	}
+	if sk := l.pickSplitK(t, dt, o.M, o.N, o.K, o.Batch); sk.s > 1 {
+		// partial pass: A, B -> scratch; reduction: scratch, Bias -> Y
+		pp := append(append([]uint32(nil), push...), uint32(sk.s), uint32(sk.ks))
+		sb, ss := sk.scratch()
+		l.add(dispatch{shader: "matmulk_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
+			binds: []bind{binds[0], binds[1], binds[2], sb}, reads: reads[:2], writes: []span{ss}, push: pp,
+			groups: [3]uint32{uint32(gx), uint32(gy), uint32(min(B*int64(sk.s), int64(l.d.maxGroups[2])))}, scratch: sk.bytes})
+		rflags := uint32(0)
+		rreads := []span{ss}
+		if o.Bias.Buf != nil {
+			rflags = 1
+			rreads = append(rreads, reads[2])
+		}
+		rp := []uint32{uint32(M), uint32(N), uint32(sk.s), uint32(B),
+			uint32(N), 0, uint32(N), uint32(o.StrideY),
+			offs[3], offs[2], 0, rflags, uint32(int32(bs0)), uint32(int32(bs1)), uint32(o.Act.Fn), 0,
+			al[0], al[1], be[0], be[1], aa[0], aa[1], ab[0], ab[1]}
+		l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sb, binds[2], binds[3]},
+			reads: rreads, writes: writes, push: rp, groups: groups1D(l.d, B*M*N, wgSize), scratch: sk.bytes})
+		return
+	}
+	l.add(dispatch{shader: "matmul_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
+		binds: binds, reads: reads, writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), bz}})
+}
+
+// Split-K: where a GEMM's output tiles give fewer than gemmTarget
+// workgroups, matmul.comp / convgemm.comp built with SPLITK (variants
+// matmulk_*, convgemmk_*) compute S partial tiles per output tile, each
+// over one slice of K (a multiple of the tile's BK, at least splitMinK
+// deep), into the stream's scratch buffer; splitk.comp then sums the S
+// partials in a fixed order and applies alpha, beta*Bias and the
+// activation. The scratch buffer is bound through the scratchBuf sentinel,
+// which the stream replaces with the buffer it owns (see stream.Launch).
+
+// splitMinK is the least K depth of one split-K slice.
+const splitMinK = 256
+
+// forceSplitK, when > 0 (tests), splits every tiled GEMM (MatMul and
+// Conv) into that many K slices, fewer where K has fewer BK slices, on
+// any device.
+var forceSplitK int
+
+// scratchBuf stands for the stream's scratch buffer in binds and spans.
+var scratchBuf = &buffer{}
+
+type splitPlan struct {
+	s, ks int   // slices, K per slice
+	bytes int64 // scratch size
+}
+
+func (p splitPlan) scratch() (bind, span) {
+	return bind{b: scratchBuf, off: 0, rng: p.bytes}, span{scratchBuf, 0, p.bytes}
+}
+
+// pickSplitK chooses the K split of a batch x m x n x k GEMM run with tile
+// t: S slices so that tiles*S reaches gemmTarget (at most k/splitMinK, so
+// no split on CPU devices or where K is short), each a multiple of t.bk.
+// S = 1 means no split.
+func (l *lowering) pickSplitK(t gemmTile, dt rt.DType, m, n, k, batch int) splitPlan {
+	return splitFor(t, dt, m, n, k, batch, l.d.phys.info.Kind == rt.KindCPU, l.d.maxRange)
+}
+
+// splitFor is pickSplitK for a device kind and maxStorageBufferRange (the
+// scratch binding must fit it).
+func splitFor(t gemmTile, dt rt.DType, m, n, k, batch int, cpu bool, maxRange int64) splitPlan {
+	if k <= t.bk {
+		return splitPlan{s: 1, ks: k}
+	}
+	grid := t.grid(m, n, batch)
+	s := 1
+	switch {
+	case forceSplitK > 0:
+		s = forceSplitK
+	case !cpu && grid < gemmTarget(cpu):
+		s = int(min((gemmTarget(cpu)+grid-1)/grid, int64(k/splitMinK)))
+	}
+	es := int64(4)
+	if dt == rt.F64 {
+		es = 8
+	}
+	for ; s > 1; s-- {
+		ks := (k + s - 1) / s
+		ks = (ks + t.bk - 1) / t.bk * t.bk
+		s := (k + ks - 1) / ks
+		if s <= 1 {
+			break
+		}
+		elems := int64(batch) * int64(s) * int64(m) * int64(n)
+		if !fits32(elems) || elems*es > maxRange || int64(batch)*int64(s) > int64(^uint32(0)>>1) {
+			continue
+		}
+		return splitPlan{s: s, ks: ks, bytes: elems * es}
+	}
+	return splitPlan{s: 1, ks: k}
+}

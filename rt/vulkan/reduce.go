@@ -1,0 +1,163 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"fmt"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+var intReduce = map[rt.ReduceFn]bool{rt.Sum: true, rt.RMax: true, rt.RMin: true, rt.Prod: true, rt.SumSquare: true, rt.L1: true}
+
+func (l *lowering) reduce(o *rt.Reduce) {
+	dt := o.X.DType
+	arg := o.Fn == rt.ArgMax || o.Fn == rt.ArgMin
+	if o.Fn >= rt.ReduceFn(rt.NumReduceFns) {
+		l.err = l.unsupported(dt, "unknown reduce function %d", o.Fn)
+		return
+	}
+	switch {
+	case isFloat(dt):
+		if err := l.needDType(dt); err != nil {
+			l.err = err
+			return
+		}
+	case (dt == rt.I32 || dt == rt.I64) && intReduce[o.Fn]:
+		if err := l.needDType(dt); err != nil {
+			l.err = err
+			return
+		}
+	default:
+		l.err = l.unsupported(dt, "reduce %s is implemented for f32, f16, f64 (and Sum/Max/Min/Prod/SumSquare/L1 for i32, i64)", o.Fn)
+		return
+	}
+	want := dt
+	if arg {
+		want = rt.I64
+	}
+	if o.Y.DType != want {
+		l.err = fmt.Errorf("%s: Y is %s, want %s", l.op.OpName(), o.Y.DType, want)
+		return
+	}
+	total := int64(o.Outer) * int64(o.Inner)
+	nx := total * int64(o.N)
+	if total == 0 {
+		return
+	}
+	if !fits32(nx) {
+		l.err = fmt.Errorf("%s: %d elements exceed 2^32", l.op.OpName(), nx)
+		return
+	}
+	if o.N == 0 && (arg || o.Fn == rt.Mean) {
+		l.err = fmt.Errorf("%s: empty reduction axis", l.op.OpName())
+		return
+	}
+	binds, offs, reads, writes, ok := l.bindsOf([]string{"X", "Y"}, []rt.Ref{o.X, o.Y}, []int64{nx, total}, 1)
+	if !ok {
+		return
+	}
+	shader := "reduce_" + dt.String()
+	if arg {
+		shader = "argreduce_" + dt.String()
+	}
+	mode := uint32(1)
+	if o.Inner == 1 || total < 1024 {
+		mode = 0
+	}
+	sel := uint32(0)
+	if o.SelectLast {
+		sel = 1
+	}
+	dsp := dispatch{shader: shader, spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
+		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), uint32(o.Fn), sel, offs[0], offs[1], mode}}
+	if mode == 0 {
+		dsp.groups = groups2D(l.d, total)
+	} else {
+		dsp.groups = groups1D(l.d, total, wgSize)
+	}
+	l.add(dsp)
+}
+
+func (l *lowering) softmax(o *rt.Softmax) {
+	dt := o.X.DType
+	if !l.floatOnly(dt) {
+		return
+	}
+	if o.Y.DType != dt {
+		l.err = fmt.Errorf("Softmax: Y is %s, want %s", o.Y.DType, dt)
+		return
+	}
+	total := int64(o.Outer) * int64(o.Inner)
+	n := total * int64(o.N)
+	if n == 0 {
+		return
+	}
+	if !fits32(n) {
+		l.err = fmt.Errorf("Softmax: %d elements exceed 2^32", n)
+		return
+	}
+	binds, offs, reads, writes, ok := l.bindsOf([]string{"X", "Y"}, []rt.Ref{o.X, o.Y}, []int64{n, n}, 1)
+	if !ok {
+		return
+	}
+	mode := uint32(1)
+	if o.Inner == 1 || total < 1024 {
+		mode = 0
+	}
+	lg := uint32(0)
+	if o.Log {
+		lg = 1
+	}
+	dsp := dispatch{shader: "softmax_" + dt.String(), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
+		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), lg, offs[0], offs[1], mode, 0}}
+	if mode == 0 {
+		dsp.groups = groups2D(l.d, total)
+	} else {
+		dsp.groups = groups1D(l.d, total, wgSize)
+	}
+	l.add(dsp)
+}
+
+func (l *lowering) normalize(o *rt.Normalize) {
+	dt := o.X.DType
+	if !l.floatOnly(dt) {
+		return
+	}
+	n := int64(o.Outer) * int64(o.N)
+	if n == 0 {
+		return
+	}
+	if !fits32(n) {
+		l.err = fmt.Errorf("Normalize: %d elements exceed 2^32", n)
+		return
+	}
+	names := []string{"X", "Scale", "Bias", "Y"}
+	refs := []rt.Ref{o.X, o.Scale, o.Bias, o.Y}
+	elems := []int64{n, int64(o.N), int64(o.N), n}
+	flags := uint32(0)
+	if o.Scale.Buf != nil {
+		flags |= 1
+	} else {
+		refs[1], elems[1] = o.X, 1
+	}
+	if o.Bias.Buf != nil {
+		flags |= 2
+	} else {
+		refs[2], elems[2] = o.X, 1
+	}
+	for i, r := range refs {
+		if r.DType != dt {
+			l.err = fmt.Errorf("Normalize: %s is %s, want %s", names[i], r.DType, dt)
+			return
+		}
+	}
+	binds, offs, reads, writes, ok := l.bindsOf(names, refs, elems, 3)
+	if !ok {
+		return
+	}
+	e := realBits(dt, o.Eps)
+	l.add(dispatch{shader: "normalize_" + dt.String(), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
+		groups: groups2D(l.d, int64(o.Outer)),
+		push:   []uint32{uint32(o.Outer), uint32(o.N), flags, 0, offs[0], offs[1], offs[2], offs[3], e[0], e[1]}})
+}
