@@ -82,7 +82,7 @@ func (s *stream) Launch(op rt.Op) error {
 	if err := s.usable(); err != nil {
 		return fmt.Errorf("opencl: %s: %w", op.OpName(), err)
 	}
-	l, err := s.dev.prepare(op)
+	l, err := s.dev.lower(op)
 	if err != nil {
 		return err
 	}
