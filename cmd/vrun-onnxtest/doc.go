@@ -11,5 +11,5 @@
 // ../shared/onnx-node-tests.tgz next to the module. -list prints only the
 // names of the cases with that outcome, one a line (testdata/onnx/vendor.sh
 // uses it). The exit status is 1 when a case fails that is not in
-// conformance.KnownFailures.
+// onnxcorpus.KnownFailures (package internal/onnxcorpus does the work).
 package main

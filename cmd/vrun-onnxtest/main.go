@@ -6,16 +6,19 @@ import (
 	"os"
 	"regexp"
 
-	"github.com/vrun-go/vrun/model/onnx"
-	"github.com/vrun-go/vrun/model/onnx/conformance"
+	"github.com/vrun-go/vrun/internal/onnxcorpus"
 	"github.com/vrun-go/vrun/rt"
 
+	// Every backend, as package vrun registers them: -device picks one.
+	_ "github.com/vrun-go/vrun/clshim"
 	_ "github.com/vrun-go/vrun/cpu"
+	_ "github.com/vrun-go/vrun/cudashim"
+	_ "github.com/vrun-go/vrun/rt/vulkan"
 )
 
 func main() {
 	device := flag.String("device", "cpu", "device: cpu, vulkan, vulkan:N, cuda:N, opencl:N, auto")
-	path := flag.String("corpus", "", "corpus .tgz or directory of cases (default: $"+onnx.CorpusEnv+" or ../shared/onnx-node-tests.tgz)")
+	path := flag.String("corpus", "", "corpus .tgz or directory of cases (default: $"+onnxcorpus.Env+" or ../shared/onnx-node-tests.tgz)")
 	runRe := flag.String("run", "", "run only cases whose name matches `regexp`")
 	verbose := flag.Bool("v", false, "print every case's outcome")
 	list := flag.String("list", "", "print only the names of cases that `pass`, fail or skip")
@@ -28,18 +31,18 @@ func main() {
 
 func run(device, path, runRe, list string, verbose bool) error {
 	if path == "" {
-		p, ok := onnx.FindCorpus()
+		p, ok := onnxcorpus.Find()
 		if !ok {
-			return fmt.Errorf("corpus not found at %s; give -corpus or set %s", p, onnx.CorpusEnv)
+			return fmt.Errorf("corpus not found at %s; give -corpus or set %s", p, onnxcorpus.Env)
 		}
 		path = p
 	}
-	var corpus *onnx.Corpus
+	var corpus *onnxcorpus.Corpus
 	var err error
 	if st, serr := os.Stat(path); serr == nil && st.IsDir() {
-		corpus, err = onnx.OpenCorpusDir(path)
+		corpus, err = onnxcorpus.OpenDir(path)
 	} else {
-		corpus, err = onnx.OpenCorpus(path)
+		corpus, err = onnxcorpus.Open(path)
 	}
 	if err != nil {
 		return err
@@ -57,9 +60,9 @@ func run(device, path, runRe, list string, verbose bool) error {
 		return err
 	}
 	defer dev.Close()
-	rep := conformance.Run(corpus, dev, match)
+	rep := onnxcorpus.Run(corpus, dev, match)
 	if list != "" {
-		st := map[string]conformance.Status{"pass": conformance.Pass, "fail": conformance.Fail, "skip": conformance.Skip}
+		st := map[string]onnxcorpus.Status{"pass": onnxcorpus.Pass, "fail": onnxcorpus.Fail, "skip": onnxcorpus.Skip}
 		s, ok := st[list]
 		if !ok {
 			return fmt.Errorf("-list %q: want pass, fail or skip", list)
@@ -81,7 +84,7 @@ func run(device, path, runRe, list string, verbose bool) error {
 	fmt.Printf("%s on %s (%s)\n", path, dev.Info().Name, device)
 	fmt.Print(rep.String())
 	for _, r := range rep.Results {
-		if _, known := conformance.KnownFailures[r.Case]; r.Status == conformance.Fail && !known {
+		if _, known := onnxcorpus.KnownFailures[r.Case]; r.Status == onnxcorpus.Fail && !known {
 			os.Exit(1)
 		}
 	}

@@ -4,8 +4,8 @@
 // [ImportProto] (a decoded [onnxpb.ModelProto]) produce a model whose node
 // ops are ONNX op names with latest-opset semantics, in topological order,
 // that passes model.Validate. [DecodeTensor] converts one TensorProto to an
-// [rt.Tensor]. [OpenCorpus] reads the ONNX backend node-test corpus
-// straight from its .tgz, and [FindCorpus] locates it for tests.
+// [rt.Tensor]. (The ONNX backend node-test corpus, which tests this
+// importer with the engine, is read and run by internal/onnxcorpus.)
 //
 // # What is imported
 //

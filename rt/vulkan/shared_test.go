@@ -9,9 +9,8 @@ import (
 	"github.com/vrun-go/vrun/internal/conformance"
 	"github.com/vrun-go/vrun/internal/e2e"
 	"github.com/vrun-go/vrun/internal/gradconf"
+	"github.com/vrun-go/vrun/internal/onnxcorpus"
 	"github.com/vrun-go/vrun/internal/realmodels"
-	"github.com/vrun-go/vrun/model/onnx"
-	onnxconf "github.com/vrun-go/vrun/model/onnx/conformance"
 )
 
 // TestConformance runs the shared op conformance table (NumPy references)
@@ -32,22 +31,22 @@ func TestModels(t *testing.T) { e2e.Check(t, testDevice(t)) }
 // does not implement are skipped with the reason.
 func TestONNXCorpus(t *testing.T) {
 	dev := testDevice(t)
-	corpus, err := onnx.OpenCorpusDir(filepath.Join("..", "..", "testdata", "onnx", "node"))
+	corpus, err := onnxcorpus.OpenDir(filepath.Join("..", "..", "testdata", "onnx", "node"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	minPass := 700
-	if p, ok := onnx.FindCorpus(); ok && !testing.Short() {
-		if corpus, err = onnx.OpenCorpus(p); err != nil {
+	if p, ok := onnxcorpus.Find(); ok && !testing.Short() {
+		if corpus, err = onnxcorpus.Open(p); err != nil {
 			t.Fatal(err)
 		}
 	} else {
 		t.Logf("ONNX corpus not found at %s: running the vendored cases only", p)
 	}
-	rep := onnxconf.Run(corpus, dev, nil)
+	rep := onnxcorpus.Run(corpus, dev, nil)
 	for _, r := range rep.Results {
-		if r.Status == onnxconf.Fail {
-			if why, known := onnxconf.KnownFailures[r.Case]; !known {
+		if r.Status == onnxcorpus.Fail {
+			if why, known := onnxcorpus.KnownFailures[r.Case]; !known {
 				t.Errorf("%s: %s (ops %v)", r.Case, r.Reason, r.Ops)
 			} else {
 				t.Logf("%s: known failure: %s", r.Case, why)
@@ -55,7 +54,7 @@ func TestONNXCorpus(t *testing.T) {
 		}
 	}
 	t.Logf("ONNX node tests on %s (%s): %s", dev.Info().Spec(), dev.Info().Name, rep.Summary())
-	if n := rep.Count(onnxconf.Pass); n < minPass {
+	if n := rep.Count(onnxcorpus.Pass); n < minPass {
 		t.Errorf("%d cases pass, want at least %d", n, minPass)
 	}
 	if testing.Verbose() {

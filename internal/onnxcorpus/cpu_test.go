@@ -1,4 +1,4 @@
-package onnx_test
+package onnxcorpus_test
 
 import (
 	"os"
@@ -6,8 +6,7 @@ import (
 	"testing"
 
 	"github.com/vrun-go/vrun/cpu"
-	"github.com/vrun-go/vrun/model/onnx"
-	"github.com/vrun-go/vrun/model/onnx/conformance"
+	"github.com/vrun-go/vrun/internal/onnxcorpus"
 )
 
 // vendoredDir holds the corpus cases copied into the repository by
@@ -21,14 +20,14 @@ const minCorpusPasses = 1246
 
 // checkReport fails the test for every failure that is not a known one and
 // for every known failure that now passes, and logs the report.
-func checkReport(t *testing.T, rep *conformance.Report) {
+func checkReport(t *testing.T, rep *onnxcorpus.Report) {
 	t.Helper()
 	for _, r := range rep.Results {
-		why, known := conformance.KnownFailures[r.Case]
+		why, known := onnxcorpus.KnownFailures[r.Case]
 		switch {
-		case r.Status == conformance.Fail && !known:
+		case r.Status == onnxcorpus.Fail && !known:
 			t.Errorf("%s: %s (ops %v)", r.Case, r.Reason, r.Ops)
-		case r.Status == conformance.Pass && known:
+		case r.Status == onnxcorpus.Pass && known:
 			t.Errorf("%s passes but is listed in KnownFailures (%s): remove it", r.Case, why)
 		}
 	}
@@ -40,7 +39,7 @@ func TestConformanceVendored(t *testing.T) {
 	if _, err := os.Stat(vendoredDir); err != nil {
 		t.Fatalf("vendored cases missing: %v (run testdata/onnx/vendor.sh)", err)
 	}
-	c, err := onnx.OpenCorpusDir(vendoredDir)
+	c, err := onnxcorpus.OpenDir(vendoredDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,10 +48,10 @@ func TestConformanceVendored(t *testing.T) {
 	}
 	dev := cpu.NewDevice()
 	defer dev.Close()
-	rep := conformance.Run(c, dev, nil)
+	rep := onnxcorpus.Run(c, dev, nil)
 	checkReport(t, rep)
 	for _, r := range rep.Results {
-		if r.Status == conformance.Skip {
+		if r.Status == onnxcorpus.Skip {
 			t.Errorf("vendored case %s is skipped: %s", r.Case, r.Reason)
 		}
 	}
@@ -61,24 +60,24 @@ func TestConformanceVendored(t *testing.T) {
 // TestConformanceCorpus runs the whole ONNX node-test corpus on the CPU
 // when it is present (../shared/onnx-node-tests.tgz or $VRUN_ONNX_CORPUS).
 // Every case whose operators are all claimed (engine.SupportedOps) must
-// pass, unless conformance.KnownFailures lists it.
+// pass, unless onnxcorpus.KnownFailures lists it.
 func TestConformanceCorpus(t *testing.T) {
-	p, ok := onnx.FindCorpus()
+	p, ok := onnxcorpus.Find()
 	if !ok {
-		t.Skipf("ONNX node-test corpus not found at %s (set %s to its .tgz)", p, onnx.CorpusEnv)
+		t.Skipf("ONNX node-test corpus not found at %s (set %s to its .tgz)", p, onnxcorpus.Env)
 	}
 	if testing.Short() {
 		t.Skip("-short: the vendored cases run in TestConformanceVendored")
 	}
-	c, err := onnx.OpenCorpus(p)
+	c, err := onnxcorpus.Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dev := cpu.NewDevice()
 	defer dev.Close()
-	rep := conformance.Run(c, dev, nil)
+	rep := onnxcorpus.Run(c, dev, nil)
 	checkReport(t, rep)
-	if n := rep.Count(conformance.Pass); n < minCorpusPasses {
+	if n := rep.Count(onnxcorpus.Pass); n < minCorpusPasses {
 		t.Errorf("%d corpus cases pass, fewer than the %d that did (minCorpusPasses)", n, minCorpusPasses)
 	}
 }

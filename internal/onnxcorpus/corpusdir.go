@@ -1,21 +1,20 @@
-package onnx
+package onnxcorpus
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 )
 
-// OpenCorpusDir reads node-test cases from a directory laid out like the
+// OpenDir reads node-test cases from a directory laid out like the
 // unpacked corpus: dir/<case>/model.onnx and
 // dir/<case>/test_data_set_<N>/{input,output}_<K>.pb. Subdirectories
-// without a model.onnx are ignored. As with [OpenCorpus], a case whose
+// without a model.onnx are ignored. As with [Open], a case whose
 // data cannot be decoded gets Case.DataErr; only an unreadable directory
 // is an error.
-func OpenCorpusDir(dir string) (*Corpus, error) {
+func OpenDir(dir string) (*Corpus, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("onnx corpus: %w", err)
@@ -76,13 +75,8 @@ func OpenCorpusDir(dir string) (*Corpus, error) {
 			}
 			rc.sets[id] = rs
 		}
-		c := &Case{Name: e.Name(), ModelBytes: mb}
-		c.DataSets, c.DataErr = decodeSets(rc)
-		if c.DataErr != nil {
-			c.DataSets = nil
-		}
-		corpus.Cases = append(corpus.Cases, c)
+		corpus.add(e.Name(), rc)
 	}
-	sort.Slice(corpus.Cases, func(i, j int) bool { return corpus.Cases[i].Name < corpus.Cases[j].Name })
+	corpus.sort()
 	return corpus, nil
 }

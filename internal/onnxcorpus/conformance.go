@@ -1,4 +1,4 @@
-package conformance
+package onnxcorpus
 
 import (
 	"context"
@@ -70,7 +70,7 @@ type Result struct {
 var KnownFailures = map[string]string{}
 
 // RunCase runs every data set of c on dev.
-func RunCase(c *onnx.Case, dev rt.Device) (res Result) {
+func RunCase(c *Case, dev rt.Device) (res Result) {
 	res = Result{Case: c.Name, Ops: OpTypes(c.ModelBytes)}
 	defer func() {
 		if r := recover(); r != nil {
@@ -129,7 +129,7 @@ func RunCase(c *onnx.Case, dev rt.Device) (res Result) {
 // graph input, runSet binds that input to the data set's value (turning it
 // into a weight, as an exported model would have it) and plans again;
 // bound lists the inputs so bound.
-func runSet(m *model.Model, dev rt.Device, ds onnx.DataSet) (out map[string]*rt.Tensor, bound []string, err error) {
+func runSet(m *model.Model, dev rt.Device, ds DataSet) (out map[string]*rt.Tensor, bound []string, err error) {
 	mm := m
 	for {
 		shapes := map[string][]int{}
@@ -281,7 +281,7 @@ func Compare(got, want *rt.Tensor) string {
 	if got.DType != want.DType {
 		return fmt.Sprintf("dtype %s, want %s", got.DType, want.DType)
 	}
-	if !sameShape(got.Shape, want.Shape) {
+	if !slices.Equal(got.Shape, want.Shape) {
 		return fmt.Sprintf("shape %v, want %v", got.Shape, want.Shape)
 	}
 	if len(got.Data) != len(want.Data) {
@@ -338,25 +338,13 @@ func close(g, w, rtol float64) bool {
 	return math.Abs(g-w) <= Atol+rtol*math.Abs(w)
 }
 
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // Report is the outcome of a run over many cases.
 type Report struct {
 	Results []Result
 }
 
 // Run runs every case of c on dev whose name match accepts (nil: all).
-func Run(c *onnx.Corpus, dev rt.Device, match func(name string) bool) *Report {
+func Run(c *Corpus, dev rt.Device, match func(name string) bool) *Report {
 	r := &Report{}
 	for _, cs := range c.Cases {
 		if match != nil && !match(cs.Name) {
@@ -401,16 +389,36 @@ func (r *Report) SkipGroups() (keys []string, cases map[string][]string) {
 			cases[g] = append(cases[g], res.Case)
 		}
 	}
-	for k := range cases {
+	return byCount(cases), cases
+}
+
+// byCount returns the keys of groups, the largest group first, then by
+// name.
+func byCount(groups map[string][]string) []string {
+	var keys []string
+	for k := range groups {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		if len(cases[keys[i]]) != len(cases[keys[j]]) {
-			return len(cases[keys[i]]) > len(cases[keys[j]])
+		if len(groups[keys[i]]) != len(groups[keys[j]]) {
+			return len(groups[keys[i]]) > len(groups[keys[j]])
 		}
 		return keys[i] < keys[j]
 	})
-	return keys, cases
+	return keys
+}
+
+// writeGroups writes one line per key: the group's size, the key and up
+// to three of its cases.
+func writeGroups(b *strings.Builder, keys []string, groups map[string][]string) {
+	for _, k := range keys {
+		ex := groups[k]
+		more := ""
+		if len(ex) > 3 {
+			ex, more = ex[:3], ", ..."
+		}
+		fmt.Fprintf(b, "  %4d  %s  (%s%s)\n", len(groups[k]), k, strings.Join(ex, ", "), more)
+	}
 }
 
 // Summary is the one-line count: "N passed, M failed, K skipped", with
@@ -447,14 +455,7 @@ func (r *Report) String() string {
 	keys, cases := r.SkipGroups()
 	if len(keys) > 0 {
 		fmt.Fprintf(&b, "skip reasons (a case may have several):\n")
-		for _, k := range keys {
-			ex := cases[k]
-			more := ""
-			if len(ex) > 3 {
-				ex, more = ex[:3], ", ..."
-			}
-			fmt.Fprintf(&b, "  %4d  %s  (%s%s)\n", len(cases[k]), k, strings.Join(ex, ", "), more)
-		}
+		writeGroups(&b, keys, cases)
 	}
 	return b.String()
 }

@@ -1,4 +1,4 @@
-package onnx
+package onnxcorpus
 
 import (
 	"archive/tar"
@@ -14,21 +14,23 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/vrun-go/vrun/model/onnx"
 	"github.com/vrun-go/vrun/model/onnx/onnxpb"
 	"github.com/vrun-go/vrun/rt"
 )
 
-// CorpusEnv is the environment variable that overrides the location of
-// the ONNX backend node-test corpus (see [FindCorpus]).
-const CorpusEnv = "VRUN_ONNX_CORPUS"
+// Env is the environment variable that overrides the location of the
+// ONNX backend node-test corpus (see [Find]).
+const Env = "VRUN_ONNX_CORPUS"
 
-// FindCorpus returns the path of the ONNX node-test corpus .tgz: $VRUN_ONNX_CORPUS
+// Find returns the path of the ONNX node-test corpus .tgz: $VRUN_ONNX_CORPUS
 // if set, else ../shared/onnx-node-tests.tgz relative to the root of the
 // module containing the working directory. ok is false when the file does
 // not exist (tests should then skip, quoting path).
-func FindCorpus() (path string, ok bool) {
-	if p := os.Getenv(CorpusEnv); p != "" {
+func Find() (path string, ok bool) {
+	if p := os.Getenv(Env); p != "" {
 		_, err := os.Stat(p)
 		return p, err == nil
 	}
@@ -65,8 +67,9 @@ type Case struct {
 	// DataErr is set.
 	DataSets []DataSet
 	// DataErr says why the test data could not be decoded: a malformed
-	// model, a non-tensor value (sequence, optional, map), or a tensor
-	// of a type rt.Tensor cannot hold (errors.Is ErrUnsupported).
+	// model (errors.Is onnx.ErrInvalid), a non-tensor value (sequence,
+	// optional, map), or a tensor of a type rt.Tensor cannot hold (errors.Is
+	// onnx.ErrUnsupported).
 	DataErr error
 }
 
@@ -97,12 +100,12 @@ type rawSet struct {
 	in, out map[int][]byte
 }
 
-// OpenCorpus reads the node-test corpus from a .tgz directly (no unpacking).
+// Open reads the node-test corpus from a .tgz directly (no unpacking).
 // Entries look like [prefix/]<case>/model.onnx and
 // [prefix/]<case>/test_data_set_<N>/{input,output}_<K>.pb; other files are
 // ignored. Only a broken archive is an error: a case whose data cannot be
 // decoded gets Case.DataErr.
-func OpenCorpus(tgzPath string) (*Corpus, error) {
+func Open(tgzPath string) (*Corpus, error) {
 	f, err := os.Open(tgzPath)
 	if err != nil {
 		return nil, fmt.Errorf("onnx corpus: %w", err)
@@ -189,18 +192,27 @@ func OpenCorpus(tgzPath string) (*Corpus, error) {
 	}
 	corpus := &Corpus{}
 	for name, rc := range cases {
-		if rc.model == nil {
-			continue
+		if rc.model != nil {
+			corpus.add(name, rc)
 		}
-		c := &Case{Name: name, ModelBytes: rc.model}
-		c.DataSets, c.DataErr = decodeSets(rc)
-		if c.DataErr != nil {
-			c.DataSets = nil
-		}
-		corpus.Cases = append(corpus.Cases, c)
 	}
-	sort.Slice(corpus.Cases, func(i, j int) bool { return corpus.Cases[i].Name < corpus.Cases[j].Name })
+	corpus.sort()
 	return corpus, nil
+}
+
+// add decodes a case's data sets and appends the case.
+func (c *Corpus) add(name string, rc *rawCase) {
+	cs := &Case{Name: name, ModelBytes: rc.model}
+	cs.DataSets, cs.DataErr = decodeSets(rc)
+	if cs.DataErr != nil {
+		cs.DataSets = nil
+	}
+	c.Cases = append(c.Cases, cs)
+}
+
+// sort orders the cases by name, as [Corpus.Case] needs.
+func (c *Corpus) sort() {
+	sort.Slice(c.Cases, func(i, j int) bool { return c.Cases[i].Name < c.Cases[j].Name })
 }
 
 // valueNames returns the graph's non-initializer inputs and its outputs,
@@ -213,7 +225,7 @@ func valueNames(mp *onnxpb.ModelProto) (ins, outs []string, err error) {
 	}
 	check := func(vi *onnxpb.ValueInfoProto) error {
 		if t := vi.GetType(); t != nil && t.GetTensorType() == nil {
-			return unsupportedf("value %q is %s", vi.GetName(), typeKind(t))
+			return fmt.Errorf("%w: value %q is %s", onnx.ErrUnsupported, vi.GetName(), valueKind(t))
 		}
 		return nil
 	}
@@ -235,10 +247,32 @@ func valueNames(mp *onnxpb.ModelProto) (ins, outs []string, err error) {
 	return ins, outs, nil
 }
 
+// valueKinds names the non-tensor members of TypeProto's value oneof.
+var valueKinds = map[protoreflect.Name]string{
+	"sequence_type":      "a sequence",
+	"map_type":           "a map",
+	"optional_type":      "an optional",
+	"sparse_tensor_type": "a sparse tensor",
+	"opaque_type":        "an opaque value",
+}
+
+// valueKind says what kind of value a non-tensor type is.
+func valueKind(t *onnxpb.TypeProto) string {
+	m := t.ProtoReflect()
+	if f := m.WhichOneof(m.Descriptor().Oneofs().ByName("value")); f != nil {
+		if k, ok := valueKinds[f.Name()]; ok {
+			return k
+		}
+	}
+	return "a value of unknown type"
+}
+
+// decodeSets decodes the data sets of a case against its model's graph
+// inputs and outputs.
 func decodeSets(rc *rawCase) ([]DataSet, error) {
 	var mp onnxpb.ModelProto
 	if err := proto.Unmarshal(rc.model, &mp); err != nil {
-		return nil, fmt.Errorf("%w: model: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: model: %v", onnx.ErrInvalid, err)
 	}
 	ins, outs, err := valueNames(&mp)
 	if err != nil {
@@ -266,16 +300,16 @@ func decodeSets(rc *rawCase) ([]DataSet, error) {
 			for k := 0; k < len(part.files); k++ {
 				b, ok := part.files[k]
 				if !ok {
-					return nil, fmt.Errorf("%w: test_data_set_%d: %s_%d.pb missing", ErrInvalid, id, part.what, k)
+					return nil, fmt.Errorf("%w: test_data_set_%d: %s_%d.pb missing", onnx.ErrInvalid, id, part.what, k)
 				}
 				if k >= len(part.names) {
-					return nil, fmt.Errorf("%w: test_data_set_%d: %s_%d.pb but the graph has %d %ss", ErrInvalid, id, part.what, k, len(part.names), part.what)
+					return nil, fmt.Errorf("%w: test_data_set_%d: %s_%d.pb but the graph has %d %ss", onnx.ErrInvalid, id, part.what, k, len(part.names), part.what)
 				}
 				var tp onnxpb.TensorProto
 				if err := proto.Unmarshal(b, &tp); err != nil {
-					return nil, fmt.Errorf("%w: test_data_set_%d/%s_%d.pb: %v", ErrInvalid, id, part.what, k, err)
+					return nil, fmt.Errorf("%w: test_data_set_%d/%s_%d.pb: %v", onnx.ErrInvalid, id, part.what, k, err)
 				}
-				t, err := DecodeTensor(&tp, "")
+				t, err := onnx.DecodeTensor(&tp, "")
 				if err != nil {
 					return nil, fmt.Errorf("test_data_set_%d/%s_%d.pb: %w", id, part.what, k, err)
 				}

@@ -1,13 +1,13 @@
-package onnx
+package onnxcorpus
 
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vrun-go/vrun/model/onnx"
 )
 
 var (
@@ -20,25 +20,20 @@ var (
 // loadCorpus opens the node-test corpus once per test binary, or skips.
 func loadCorpus(t testing.TB) *Corpus {
 	t.Helper()
-	p, ok := FindCorpus()
+	p, ok := Find()
 	if !ok {
-		t.Skipf("ONNX node-test corpus not found at %s (set %s to its .tgz)", p, CorpusEnv)
+		t.Skipf("ONNX node-test corpus not found at %s (set %s to its .tgz)", p, Env)
 	}
-	corpusOnce.Do(func() { corpusPath = p; corpus, corpusErr = OpenCorpus(p) })
+	corpusOnce.Do(func() { corpusPath = p; corpus, corpusErr = Open(p) })
 	if corpusErr != nil {
 		t.Fatal(corpusErr)
 	}
 	return corpus
 }
 
-var (
-	reQuoted = regexp.MustCompile(`"[^"]*"`)
-	reNum    = regexp.MustCompile(`\b\d+\b`)
-)
-
 // category reduces an error to a grouping key.
 func category(err error) []string {
-	var ue *UnsupportedError
+	var ue *onnx.UnsupportedError
 	if errors.As(err, &ue) {
 		seen := map[string]bool{}
 		var out []string
@@ -55,7 +50,7 @@ func category(err error) []string {
 		return out
 	}
 	s := err.Error()
-	if i := strings.LastIndex(s, ": "); i >= 0 && errors.Is(err, ErrUnsupported) {
+	if i := strings.LastIndex(s, ": "); i >= 0 && errors.Is(err, onnx.ErrUnsupported) {
 		s = "unsupported " + s[i+2:]
 	}
 	return []string{reNum.ReplaceAllString(reQuoted.ReplaceAllString(s, "%q"), "N")}
@@ -76,14 +71,14 @@ func TestCorpusImport(t *testing.T) {
 					err = fmt.Errorf("PANIC: %v", r)
 				}
 			}()
-			return Import(cs.ModelBytes, Options{})
+			return onnx.Import(cs.ModelBytes, onnx.Options{})
 		}()
 		_ = m
 		if err == nil {
 			ok++
 			continue
 		}
-		if !errors.Is(err, ErrUnsupported) {
+		if !errors.Is(err, onnx.ErrUnsupported) {
 			t.Errorf("%s: unexpected error: %v", cs.Name, err)
 			continue
 		}
@@ -91,26 +86,9 @@ func TestCorpusImport(t *testing.T) {
 			groups[k] = append(groups[k], cs.Name)
 		}
 	}
-	var keys []string
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if len(groups[keys[i]]) != len(groups[keys[j]]) {
-			return len(groups[keys[i]]) > len(groups[keys[j]])
-		}
-		return keys[i] < keys[j]
-	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d of %d models import\n", corpusPath, ok, len(c.Cases))
-	for _, k := range keys {
-		ex := groups[k]
-		more := ""
-		if len(ex) > 3 {
-			ex, more = ex[:3], ", ..."
-		}
-		fmt.Fprintf(&b, "  %4d  %s  (%s%s)\n", len(groups[k]), k, strings.Join(ex, ", "), more)
-	}
+	writeGroups(&b, byCount(groups), groups)
 	t.Log(b.String())
 }
 
@@ -122,7 +100,7 @@ func TestCorpusData(t *testing.T) {
 	groups := map[string]int{}
 	for _, cs := range c.Cases {
 		if cs.DataErr != nil {
-			if !errors.Is(cs.DataErr, ErrUnsupported) {
+			if !errors.Is(cs.DataErr, onnx.ErrUnsupported) {
 				t.Errorf("%s: %v", cs.Name, cs.DataErr)
 			}
 			groups[category(cs.DataErr)[0]]++
