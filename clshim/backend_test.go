@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -59,18 +60,6 @@ func (g guarded) read(t *testing.T, dev rt.Device) []byte {
 	return all[g.pad : g.pad+g.size]
 }
 
-func upload(t *testing.T, dev rt.Device, data []byte) rt.Buffer {
-	t.Helper()
-	b, err := dev.Alloc(int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.Write(b, 0, data); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func f32bytes(v []float32) []byte {
 	b := make([]byte, 4*len(v))
 	for i, x := range v {
@@ -85,27 +74,6 @@ func bytesF32(b []byte) []float32 {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return v
-}
-
-// run records ops on a fresh stream, submits once and waits.
-func run(t *testing.T, dev rt.Device, ops ...rt.Op) {
-	t.Helper()
-	s, err := dev.NewStream(rt.StreamOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for _, op := range ops {
-		if err := s.Launch(op); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Submit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Wait(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestGEMMOddSizes checks MatMul against a float64 reference for odd
@@ -133,7 +101,7 @@ func TestGEMMOddSizes(t *testing.T) {
 					bias[i] = rng.Float32()*2 - 1
 				}
 				alpha, beta := 0.5, 2.0
-				ab, bb, cb := upload(t, dev, f32bytes(A)), upload(t, dev, f32bytes(B)), upload(t, dev, f32bytes(bias))
+				ab, bb, cb := backendtest.Upload(t, dev, f32bytes(A)), backendtest.Upload(t, dev, f32bytes(B)), backendtest.Upload(t, dev, f32bytes(bias))
 				y := newGuarded(t, dev, rt.F32, batch*M*N)
 				op := &rt.MatMul{
 					A: rt.Ref{Buf: ab, DType: rt.F32, Shape: []int{batch * M * K}}, B: rt.Ref{Buf: bb, DType: rt.F32, Shape: []int{K * N}},
@@ -142,7 +110,7 @@ func TestGEMMOddSizes(t *testing.T) {
 					StrideA: strideA, StrideB: strideB, StrideY: M * N, Alpha: alpha, Beta: beta,
 					Act: rt.Activation{Fn: rt.LeakyRelu, Alpha: 0.1},
 				}
-				run(t, dev, op)
+				backendtest.Run(t, dev, op)
 				got := bytesF32(y.read(t, dev))
 				for b := 0; b < batch; b++ {
 					for i := 0; i < M; i++ {
@@ -253,9 +221,9 @@ func TestCacheCorruption(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			x := upload(t, d, f32bytes([]float32{0, 1, 2}))
+			x := backendtest.Upload(t, d, f32bytes([]float32{0, 1, 2}))
 			y := newGuarded(t, d, rt.F32, 3)
-			run(t, d, &rt.Unary{Fn: rt.Exp, X: rt.Ref{Buf: x, DType: rt.F32, Shape: []int{3}}, Y: y.ref(rt.F32, 3)})
+			backendtest.Run(t, d, &rt.Unary{Fn: rt.Exp, X: rt.Ref{Buf: x, DType: rt.F32, Shape: []int{3}}, Y: y.ref(rt.F32, 3)})
 			got := bytesF32(y.read(t, d))
 			for i, v := range got {
 				if math.Abs(float64(v)-math.Exp(float64(i))) > 1e-5*math.Exp(float64(i)) {

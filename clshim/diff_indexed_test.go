@@ -7,6 +7,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -19,65 +20,9 @@ import (
 // indexedDTypes are the dtypes the indexed ops are tested in.
 var indexedDTypes = []rt.DType{rt.F32, rt.F16, rt.F64, rt.I32, rt.I64, rt.U8, rt.I8, rt.Bool}
 
-// valueRange is the range of random values of dt for the indexed tests.
-func valueRange(dt rt.DType) (lo, hi float64) {
-	switch dt {
-	case rt.U8:
-		return 0, 256
-	case rt.Bool:
-		return 0, 2
-	case rt.I8:
-		return -128, 128
-	}
-	return -50, 50
-}
-
 // vals uploads values as a contiguous buffer of dt.
 func (e *env) vals(dt rt.DType, v []float64) rt.Buffer {
-	tt, _ := rt.NewTensor(dt, max(len(v), 1))
-	for i, x := range v {
-		tt.SetFloat64(i, x)
-	}
-	return upload(e.t, e.dev, tt.Data)
-}
-
-// layout is how an Idx or Upd view of shape [O, N, I] is laid out: its
-// element strides, or nil for contiguous.
-type layout struct {
-	name string
-	st   func(O, N, I int) []int
-}
-
-var layouts = []layout{
-	{"contig", func(O, N, I int) []int { return nil }},
-	{"bcast_i", func(O, N, I int) []int { return []int{N, 1, 0} }},
-	{"bcast_o", func(O, N, I int) []int { return []int{0, I, 1} }},
-	{"scalar", func(O, N, I int) []int { return []int{0, 0, 0} }},
-	{"rev_j", func(O, N, I int) []int { return []int{N * I, -I, 1} }},
-	{"transposed", func(O, N, I int) []int { return []int{1, O * I, O} }}, // stored as [N, I, O]
-}
-
-// strided makes a view of shape with element strides st (nil:
-// contiguous) whose elements get values from gen, in a buffer exactly as
-// large as the view's span.
-func (e *env) strided(dt rt.DType, shape, st []int, gen func() float64) rt.Ref {
-	if st == nil {
-		st = rt.ContiguousStrides(shape)
-	}
-	lo, hi := 0, 0
-	for d, n := range shape {
-		if x := (n - 1) * st[d]; x < 0 {
-			lo += x
-		} else {
-			hi += x
-		}
-	}
-	v := make([]float64, hi-lo+1)
-	for i := range v {
-		v[i] = gen()
-	}
-	b := e.vals(dt, v)
-	return rt.Ref{Buf: b, Off: int64(-lo * dt.Size()), DType: dt, Shape: shape, Strides: st}
+	return backendtest.Upload(e.t, e.dev, backendtest.Values(dt, v).Data)
 }
 
 // indexGen returns random indices in [-axis-2, axis+2), with extreme
@@ -92,7 +37,7 @@ func (e *env) indexGen(it rt.DType, axis int) func() float64 {
 }
 
 func (e *env) valueGen(dt rt.DType) func() float64 {
-	lo, hi := valueRange(dt)
+	lo, hi := backendtest.ValueRange(dt)
 	return func() float64 {
 		v := lo + e.rng.Float64()*(hi-lo)
 		if !dt.IsFloat() {
@@ -108,12 +53,12 @@ func TestDiffGatherElements(t *testing.T) {
 	for _, dt := range indexedDTypes {
 		for _, it := range []rt.DType{rt.I32, rt.I64} {
 			for si, s := range shapes {
-				for _, l := range layouts {
+				for _, l := range backendtest.Layouts {
 					O, A, N, I := s[0], s[1], s[2], s[3]
-					cases = append(cases, diffCase{fmt.Sprintf("gather_elements_%s_%s_%d_%s", dt, it, si, l.name), 0, func(e *env) rt.Op {
-						lo, hi := valueRange(dt)
+					cases = append(cases, diffCase{fmt.Sprintf("gather_elements_%s_%s_%d_%s", dt, it, si, l.Name), 0, func(e *env) rt.Op {
+						lo, hi := backendtest.ValueRange(dt)
 						x := e.in(dt, O*A*I, lo, hi)
-						idx := e.strided(it, []int{O, N, I}, l.st(O, N, I), e.indexGen(it, A))
+						idx := backendtest.Strided(e.t, e.dev, it, []int{O, N, I}, l.Strides(O, N, I), e.indexGen(it, A))
 						y := e.out(dt, O*N*I)
 						return &rt.GatherElements{X: ref(x, dt, []int{O, A, I}), Idx: idx, Y: y.ref(dt, O, N, I), Outer: O, Axis: A, N: N, Inner: I}
 					}})
@@ -132,11 +77,11 @@ func TestDiffScatterElements(t *testing.T) {
 		for fn := rt.ScatterSet; fn <= rt.ScatterMin; fn++ {
 			for _, it := range []rt.DType{rt.I32, rt.I64} {
 				for si, s := range shapes {
-					for li, l := range layouts {
+					for li, l := range backendtest.Layouts {
 						O, A, N, I := s[0], s[1], s[2], s[3]
 						// Upd gets a different layout from Idx.
-						ul := layouts[(li+1+si)%len(layouts)]
-						cases = append(cases, diffCase{fmt.Sprintf("scatter_elements_%s_%s_%s_%d_%s_%s", fn, dt, it, si, l.name, ul.name), 0, func(e *env) rt.Op {
+						ul := backendtest.Layouts[(li+1+si)%len(backendtest.Layouts)]
+						cases = append(cases, diffCase{fmt.Sprintf("scatter_elements_%s_%s_%s_%d_%s_%s", fn, dt, it, si, l.Name, ul.Name), 0, func(e *env) rt.Op {
 							y := e.out(dt, O*A*I)
 							gen := e.valueGen(dt)
 							if dt.IsFloat() && fn == rt.ScatterMul {
@@ -176,8 +121,8 @@ func TestDiffScatterElements(t *testing.T) {
 									return gen()
 								}
 							}
-							idx := e.strided(it, []int{O, N, I}, l.st(O, N, I), e.indexGen(it, A))
-							upd := e.strided(dt, []int{O, N, I}, ul.st(O, N, I), ugen)
+							idx := backendtest.Strided(e.t, e.dev, it, []int{O, N, I}, l.Strides(O, N, I), e.indexGen(it, A))
+							upd := backendtest.Strided(e.t, e.dev, dt, []int{O, N, I}, ul.Strides(O, N, I), ugen)
 							return &rt.ScatterElements{Fn: fn, Y: y.ref(dt, O, A, I), Idx: idx, Upd: upd, Outer: O, Axis: A, N: N, Inner: I}
 						}})
 					}
@@ -199,7 +144,7 @@ func TestDiffTopK(t *testing.T) {
 					cases = append(cases, diffCase{fmt.Sprintf("topk_%s_%d_k%d_largest%v", dt, si, K, largest), 0, func(e *env) rt.Op {
 						n := O * N * I
 						v := make([]float64, n)
-						lo, hi := valueRange(dt)
+						lo, hi := backendtest.ValueRange(dt)
 						if dt != rt.U8 && dt != rt.Bool {
 							lo, hi = -6, 6 // many ties
 						}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vrun-go/vrun/cpu"
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -37,7 +38,7 @@ func (e *env) in(dt rt.DType, n int, lo, hi float64) rt.Buffer {
 		}
 		tt.SetFloat64(i, v)
 	}
-	return upload(e.t, e.dev, tt.Data)
+	return backendtest.Upload(e.t, e.dev, tt.Data)
 }
 
 // out makes a guarded output of n elements.
@@ -79,7 +80,7 @@ func runDiff(t *testing.T, dev rt.Device, cases []diffCase) {
 					}
 					t.Fatalf("%s: %v", d.Info().Backend, err)
 				}
-				run(t, d, op)
+				backendtest.Run(t, d, op)
 				for _, g := range e.outs {
 					results[k] = append(results[k], g.read(t, d))
 				}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -98,7 +99,7 @@ func TestUnaryFloat(t *testing.T) {
 					op := &rt.Unary{Fn: fn, Alpha: 0.7, Beta: 1.3, X: xr.view(l.off, shape, l.strides), Y: yr.ref(shape...)}
 					e.run(op)
 					want := make([]float64, 0, n)
-					forEach(shape, func(idx []int) {
+					backendtest.ForEach(shape, func(idx []int) {
 						want = append(want, fn.Apply(at(in, l.off, st, idx), 0.7, 1.3))
 					})
 					want = stored(dt, want)
@@ -128,7 +129,7 @@ func TestUnaryStridedOutput(t *testing.T) {
 			got := e.values(yr)
 			st := l.stridesFor(shape)
 			k := 0
-			forEach(shape, func(idx []int) {
+			backendtest.ForEach(shape, func(idx []int) {
 				if g := at(got, l.off, st, idx); g != -in[k] {
 					t.Fatalf("%s %s: [%v] = %v, want %v", dt, l.name, idx, g, -in[k])
 				}
@@ -201,7 +202,7 @@ func TestBinaryFloat(t *testing.T) {
 				e.run(&rt.Binary{Fn: fn, A: A, B: B, Y: Y})
 				ast, bst := A.StridesOrContiguous(), B.StridesOrContiguous()
 				var want []float64
-				forEach(c.shape, func(idx []int) {
+				backendtest.ForEach(c.shape, func(idx []int) {
 					want = append(want, fn.Apply(at(av, c.aoff, ast, idx), at(bv, c.boff, bst, idx)))
 				})
 				want = stored(ydt, want)
@@ -322,7 +323,7 @@ func TestBinaryInt(t *testing.T) {
 			e.run(op)
 			got := e.values(yr)
 			k := 0
-			forEach(shape, func(idx []int) {
+			backendtest.ForEach(shape, func(idx []int) {
 				a, b := int64(at(av, 0, as, idx)), int64(at(bv, 0, bs, idx))
 				w := wrap(ydt, intRef(fn, a, b))
 				if int64(got[k]) != w {
@@ -407,7 +408,7 @@ func TestCast(t *testing.T) {
 			e.run(&rt.Unary{Fn: rt.Copy, X: xr.view(0, shape, []int{1, 2}), Y: yr.ref(shape...)})
 			got := e.values(yr)
 			k := 0
-			forEach(shape, func(idx []int) {
+			backendtest.ForEach(shape, func(idx []int) {
 				x := at(in, 0, []int{1, 2}, idx)
 				w := castRef(x, to)
 				if got[k] != w && !(to == rt.U8 && x < 0) {
@@ -435,7 +436,7 @@ func TestWhereFill(t *testing.T) {
 		e.run(&rt.Where{Cond: cr.view(0, shape, cs), A: ar.ref(shape...), B: br.view(0, shape, bs), Y: yr.ref(shape...)})
 		got := e.values(yr)
 		k := 0
-		forEach(shape, func(idx []int) {
+		backendtest.ForEach(shape, func(idx []int) {
 			w := at(bv, 0, bs, idx)
 			if at(cv, 0, cs, idx) != 0 {
 				w = av[k]

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -181,27 +182,7 @@ func checkVals(t testing.TB, name string, got, want []float64, tol float64, scal
 
 // at reads element idx of a strided view of vals.
 func at(vals []float64, off int, st []int, idx []int) float64 {
-	p := off
-	for d, i := range idx {
-		p += i * st[d]
-	}
-	return vals[p]
-}
-
-// forEach calls f with every multi-index of shape in row-major order.
-func forEach(shape []int, f func(idx []int)) {
-	n := rt.NumElements(shape)
-	idx := make([]int, len(shape))
-	for k := int64(0); k < n; k++ {
-		f(idx)
-		for d := len(shape) - 1; d >= 0; d-- {
-			idx[d]++
-			if idx[d] < shape[d] {
-				break
-			}
-			idx[d] = 0
-		}
-	}
+	return vals[off+backendtest.Offset(idx, st)]
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/internal/conformance"
 	"github.com/vrun-go/vrun/internal/e2e"
 	"github.com/vrun-go/vrun/internal/gradconf"
@@ -106,24 +107,6 @@ func randTensor(rng *rand.Rand, dt rt.DType, shape ...int) *rt.Tensor {
 	return x
 }
 
-func run1(t testing.TB, d *Device, op rt.Op) {
-	t.Helper()
-	s, err := d.NewStream(rt.StreamOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Launch(op); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Submit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Wait(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestGEMMOddSizes checks MatMul against a float64 reference for odd
 // sizes, every transpose, with bias and activation, in f32, f64 and f16,
 // through cuBLAS and through the built-in tiled kernel.
@@ -165,7 +148,7 @@ func checkGEMM(t *testing.T, d *Device, dt rt.DType, batch, m, n, k int, ta, tb,
 		rbias.Shape, rbias.Strides = []int{m, n}, []int{0, 1}
 		op.Bias = rbias
 	}
-	run1(t, d, op)
+	backendtest.Run(t, d, op)
 	got := &rt.Tensor{DType: dt, Shape: []int{batch * m * n}, Data: readBack(t, d, ry, len(y0.Data))}
 	tol := map[rt.DType]float64{rt.F64: 1e-13, rt.F32: 3e-6, rt.F16: 2e-3}[dt]
 	if useTF32() && dt == rt.F32 {
@@ -347,7 +330,7 @@ func BenchmarkGEMM(b *testing.B) {
 						b.Skip(err)
 					}
 					refs[i] = rt.Ref{Buf: buf, DType: dt, Shape: []int{n, n}}
-					run1(b, d, &rt.Fill{Y: refs[i], Value: 0.5})
+					backendtest.Run(b, d, &rt.Fill{Y: refs[i], Value: 0.5})
 				}
 				s, err := d.NewStream(rt.StreamOptions{})
 				if err != nil {

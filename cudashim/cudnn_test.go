@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -322,7 +323,7 @@ func BenchmarkConv(b *testing.B) {
 							b.Skip(err)
 						}
 						r := rt.Ref{Buf: buf, DType: dt, Shape: []int{n}}
-						run1(b, d, &rt.Fill{Y: r, Value: 0.01})
+						backendtest.Run(b, d, &rt.Fill{Y: r, Value: 0.01})
 						return r
 					}
 					o.X, o.W, o.Y = alloc(o.N*o.C*o.H*o.W_), alloc(o.K*o.C*o.KH*o.KW), alloc(o.N*o.K*o.OH*o.OW)

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/vrun-go/vrun/cpu"
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -39,25 +40,6 @@ type xout struct {
 
 const xsentinel = 0xA5
 
-func (e *xenv) upload(raw []byte) rt.Buffer {
-	b, err := e.dev.Alloc(int64(len(raw)))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := e.dev.Write(b, 0, raw); err != nil {
-		e.t.Fatal(err)
-	}
-	return b
-}
-
-func tensorOf(dt rt.DType, v []float64) *rt.Tensor {
-	tt, _ := rt.NewTensor(dt, max(len(v), 1))
-	for i, x := range v {
-		tt.SetFloat64(i, x)
-	}
-	return tt
-}
-
 // out makes a contiguous operand of shape, with contents init (nil:
 // sentinel bytes) and guard bytes on both sides.
 func (e *xenv) out(dt rt.DType, init []float64, shape ...int) rt.Ref {
@@ -68,48 +50,15 @@ func (e *xenv) out(dt rt.DType, init []float64, shape ...int) rt.Ref {
 		raw[i] = xsentinel
 	}
 	if init != nil {
-		copy(raw[guard:], tensorOf(dt, init).Data)
+		copy(raw[guard:], backendtest.Values(dt, init).Data)
 	}
-	b := e.upload(raw)
+	b := backendtest.Upload(e.t, e.dev, raw)
 	e.outs = append(e.outs, xout{b, guard, n, dt})
 	return rt.Ref{Buf: b, Off: guard, DType: dt, Shape: shape}
 }
 
-// strided makes a [O, N, I] view with element strides st (nil:
-// contiguous) over a buffer exactly as large as its span, filled by gen.
-func (e *xenv) strided(dt rt.DType, shape, st []int, gen func() float64) rt.Ref {
-	if st == nil {
-		st = rt.ContiguousStrides(shape)
-	}
-	lo, hi := 0, 0
-	for d, n := range shape {
-		if x := (n - 1) * st[d]; x < 0 {
-			lo += x
-		} else {
-			hi += x
-		}
-	}
-	v := make([]float64, hi-lo+1)
-	for i := range v {
-		v[i] = gen()
-	}
-	return rt.Ref{Buf: e.upload(tensorOf(dt, v).Data), Off: int64(-lo * dt.Size()), DType: dt, Shape: shape, Strides: st}
-}
-
-func xrange(dt rt.DType) (lo, hi float64) {
-	switch dt {
-	case rt.U8:
-		return 0, 256
-	case rt.Bool:
-		return 0, 2
-	case rt.I8:
-		return -128, 128
-	}
-	return -50, 50
-}
-
 func (e *xenv) values(dt rt.DType, specials bool) func() float64 {
-	lo, hi := xrange(dt)
+	lo, hi := backendtest.ValueRange(dt)
 	k := 0
 	return func() float64 {
 		k++
@@ -149,27 +98,16 @@ type xcase struct {
 
 var xdtypes = []rt.DType{rt.F32, rt.F16, rt.F64, rt.I32, rt.I64, rt.U8, rt.I8, rt.Bool}
 
-// xlayouts are element strides of [O, N, I] Idx and Upd views (nil:
-// contiguous): broadcasts (zero strides), reversed, transposed.
-var xlayouts = []func(O, N, I int) []int{
-	func(O, N, I int) []int { return nil },
-	func(O, N, I int) []int { return []int{N, 1, 0} },
-	func(O, N, I int) []int { return []int{0, I, 1} },
-	func(O, N, I int) []int { return []int{0, 0, 0} },
-	func(O, N, I int) []int { return []int{N * I, -I, 1} },
-	func(O, N, I int) []int { return []int{1, O * I, O} },
-}
-
 func extraCases() []xcase {
 	var cs []xcase
 	for _, dt := range xdtypes {
 		for _, it := range []rt.DType{rt.I32, rt.I64} {
 			for si, s := range [][4]int{{3, 5, 7, 4}, {1, 9, 1, 1}, {2, 1, 3, 5}, {2, 7, 11, 3}} {
-				for li, lay := range xlayouts {
+				for li, lay := range backendtest.Layouts {
 					O, A, N, I := s[0], s[1], s[2], s[3]
 					cs = append(cs, xcase{fmt.Sprintf("gather_elements_%s_%s_%d_%d", dt, it, si, li), func(e *xenv) rt.Op {
-						x := e.strided(dt, []int{O, A, I}, nil, e.values(dt, false))
-						idx := e.strided(it, []int{O, N, I}, lay(O, N, I), e.indices(it, A))
+						x := backendtest.Strided(e.t, e.dev, dt, []int{O, A, I}, nil, e.values(dt, false))
+						idx := backendtest.Strided(e.t, e.dev, it, []int{O, N, I}, lay.Strides(O, N, I), e.indices(it, A))
 						y := e.out(dt, nil, O, N, I)
 						return &rt.GatherElements{X: x, Idx: idx, Y: y, Outer: O, Axis: A, N: N, Inner: I}
 					}})
@@ -178,10 +116,10 @@ func extraCases() []xcase {
 		}
 		for fn := rt.ScatterSet; fn <= rt.ScatterMin; fn++ {
 			for si, s := range [][4]int{{2, 5, 13, 3}, {1, 4, 9, 1}, {3, 1, 4, 2}, {1, 3, 40, 7}} {
-				for li, lay := range xlayouts {
+				for li, lay := range backendtest.Layouts {
 					O, A, N, I := s[0], s[1], s[2], s[3]
 					it := []rt.DType{rt.I32, rt.I64}[(si+li)%2]
-					ulay := xlayouts[(li+1+si)%len(xlayouts)]
+					ulay := backendtest.Layouts[(li+1+si)%len(backendtest.Layouts)]
 					cs = append(cs, xcase{fmt.Sprintf("scatter_elements_%s_%s_%s_%d_%d", fn, dt, it, si, li), func(e *xenv) rt.Op {
 						gen := e.values(dt, false)
 						if dt.IsFloat() && fn == rt.ScatterMul {
@@ -195,10 +133,10 @@ func extraCases() []xcase {
 							init[1], init[2] = math.NaN(), math.Copysign(0, -1)
 						}
 						y := e.out(dt, init, O, A, I)
-						idx := e.strided(it, []int{O, N, I}, lay(O, N, I), e.indices(it, A))
-						upd := e.strided(dt, []int{O, N, I}, ulay(O, N, I), e.values(dt, true))
+						idx := backendtest.Strided(e.t, e.dev, it, []int{O, N, I}, lay.Strides(O, N, I), e.indices(it, A))
+						upd := backendtest.Strided(e.t, e.dev, dt, []int{O, N, I}, ulay.Strides(O, N, I), e.values(dt, true))
 						if dt.IsFloat() && fn == rt.ScatterMul {
-							upd = e.strided(dt, []int{O, N, I}, ulay(O, N, I), gen)
+							upd = backendtest.Strided(e.t, e.dev, dt, []int{O, N, I}, ulay.Strides(O, N, I), gen)
 						}
 						return &rt.ScatterElements{Fn: fn, Y: y, Idx: idx, Upd: upd, Outer: O, Axis: A, N: N, Inner: I}
 					}})
@@ -210,11 +148,11 @@ func extraCases() []xcase {
 			for _, K := range []int{1, (N + 1) / 2, N} {
 				for _, largest := range []bool{true, false} {
 					cs = append(cs, xcase{fmt.Sprintf("topk_%s_%d_k%d_largest%v", dt, si, K, largest), func(e *xenv) rt.Op {
-						lo, hi := xrange(dt)
+						lo, hi := backendtest.ValueRange(dt)
 						if dt != rt.U8 && dt != rt.Bool {
 							lo, hi = -6, 6 // many ties
 						}
-						x := e.strided(dt, []int{O, N, I}, nil, func() float64 {
+						x := backendtest.Strided(e.t, e.dev, dt, []int{O, N, I}, nil, func() float64 {
 							v := math.Floor(lo + e.rng.Float64()*(hi-lo))
 							if dt.IsFloat() {
 								switch e.rng.Intn(9) {
@@ -254,20 +192,7 @@ func runExtraDiff(t *testing.T, ref, dev rt.Device) {
 				if err := d.Supports(op); err != nil {
 					t.Fatalf("%s: %v", d.Info().Backend, err)
 				}
-				s, err := d.NewStream(rt.StreamOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := s.Launch(op); err != nil {
-					t.Fatal(err)
-				}
-				if err := s.Submit(); err != nil {
-					t.Fatal(err)
-				}
-				if err := s.Wait(); err != nil {
-					t.Fatal(err)
-				}
-				s.Close()
+				backendtest.Run(t, d, op)
 				for _, o := range e.outs {
 					raw := make([]byte, o.buf.Size())
 					if err := d.Read(raw, o.buf, 0); err != nil {
@@ -363,9 +288,9 @@ func TestExtraPlaceholder(t *testing.T) {
 		}
 		check(d)
 		// Everything else runs.
-		x, xr := devTensor(t, d, tensorOf(rt.F32, []float64{-1, 2, -3, 4}))
+		x, xr := devTensor(t, d, backendtest.Values(rt.F32, []float64{-1, 2, -3, 4}))
 		defer x.Free()
-		run1(t, d, &rt.Unary{Fn: rt.Relu, X: xr, Y: xr})
+		backendtest.Run(t, d, &rt.Unary{Fn: rt.Relu, X: xr, Y: xr})
 		got := bytesToF32(readBack(t, d, xr, 16))
 		if fmt.Sprint(got) != "[0 2 0 4]" {
 			t.Fatalf("Relu on the placeholder device: %v", got)

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -40,7 +41,7 @@ func checkConv(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c convCase,
 	if !supported(t, d, op) {
 		return
 	}
-	run(t, d, op)
+	backendtest.Run(t, d, op)
 	got := yb.read(t, d)
 	want, ab := convRef(x, w, bias, c.N, c.C, c.H, c.W, c.K, OH, OW, c.KH, c.KW, c.sh, c.sw, c.pt, c.pl, c.dh, c.dw, c.G)
 	for i := range want {

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -50,7 +51,7 @@ func checkGEMM(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c gemmCase)
 	if !supported(t, d, op) {
 		return
 	}
-	run(t, d, op)
+	backendtest.Run(t, d, op)
 	got := yb.read(t, d)
 	tol := 1e-5
 	switch dt {

@@ -228,27 +228,6 @@ func (b *tbuf) read(t testing.TB, d rt.Device) []float64 {
 	return decode(b.dt, raw[guard:b.size-guard])
 }
 
-// run launches ops on a new stream, submits and waits.
-func run(t testing.TB, d rt.Device, ops ...rt.Op) {
-	t.Helper()
-	s, err := d.NewStream(rt.StreamOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for _, op := range ops {
-		if err := s.Launch(op); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Submit(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Wait(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // supported reports whether op runs here; otherwise it logs why.
 func supported(t testing.TB, d rt.Device, op rt.Op) bool {
 	t.Helper()
@@ -286,27 +265,5 @@ func compare(t testing.TB, what string, got, want []float64, tol float64) {
 	}
 	if bad > 5 {
 		t.Errorf("%s: %d mismatches in %d", what, bad, len(want))
-	}
-}
-
-// index walks a row-major shape and returns the strided element offset.
-func offsetOf(idx []int, strides []int) int {
-	o := 0
-	for i, x := range idx {
-		o += x * strides[i]
-	}
-	return o
-}
-
-func forEach(shape []int, f func(idx []int)) {
-	n := int(rt.NumElements(shape))
-	idx := make([]int, len(shape))
-	for k := 0; k < n; k++ {
-		r := k
-		for d := len(shape) - 1; d >= 0; d-- {
-			idx[d] = r % shape[d]
-			r /= shape[d]
-		}
-		f(idx)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	_ "github.com/vrun-go/vrun/cpu"
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -74,7 +75,7 @@ func runOn(t *testing.T, d rt.Device, bufs []hostBuf, mk func(b []rt.Buffer) rt.
 	if !supported(t, d, op) {
 		return nil, false
 	}
-	run(t, d, op)
+	backendtest.Run(t, d, op)
 	var out [][]byte
 	for i, b := range dbs {
 		raw := make([]byte, len(bufs[i].raw))

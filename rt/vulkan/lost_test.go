@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	vk "github.com/goki/vulkan"
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -53,7 +54,7 @@ func TestDeviceLostRecovery(t *testing.T) {
 	}
 	defer d2.Close()
 	y := newBuf(t, d2, rt.F32, 17, nil)
-	run(t, d2, &rt.Fill{Y: y.ref([]int{17}, nil), Value: 3})
+	backendtest.Run(t, d2, &rt.Fill{Y: y.ref([]int{17}, nil), Value: 3})
 	if v := y.read(t, d2)[16]; v != 3 {
 		t.Fatalf("after reopen got %v, want 3", v)
 	}

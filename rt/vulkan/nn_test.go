@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -112,7 +113,7 @@ func TestReduce(t *testing.T) {
 						}
 						continue
 					}
-					run(t, d, op)
+					backendtest.Run(t, d, op)
 					got := yb.read(t, d)
 					want := make([]float64, outer*inner)
 					col := make([]float64, n)
@@ -152,7 +153,7 @@ func TestSoftmax(t *testing.T) {
 				if !supported(t, d, op) {
 					continue
 				}
-				run(t, d, op)
+				backendtest.Run(t, d, op)
 				got := yb.read(t, d)
 				want := make([]float64, len(xs))
 				for o := 0; o < outer; o++ {
@@ -201,7 +202,7 @@ func TestNormalize(t *testing.T) {
 				if !supported(t, d, op) {
 					continue
 				}
-				run(t, d, op)
+				backendtest.Run(t, d, op)
 				got := yb.read(t, d)
 				want := make([]float64, len(xs))
 				for o := 0; o < outer; o++ {
@@ -248,7 +249,7 @@ func TestGather(t *testing.T) {
 			if !supported(t, d, op) {
 				continue
 			}
-			run(t, d, op)
+			backendtest.Run(t, d, op)
 			got := yb.read(t, d)
 			want := make([]float64, len(got))
 			for o := 0; o < outer; o++ {
@@ -309,7 +310,7 @@ func TestMatMul(t *testing.T) {
 			if !supported(t, d, op) {
 				continue
 			}
-			run(t, d, op)
+			backendtest.Run(t, d, op)
 			got := yb.read(t, d)
 			want := make([]float64, ny)
 			tols := make([]float64, ny)
@@ -437,7 +438,7 @@ func TestConv(t *testing.T) {
 			if !supported(t, d, op) {
 				continue
 			}
-			run(t, d, op)
+			backendtest.Run(t, d, op)
 			got := yb.read(t, d)
 			want, ab := convRef(x, w, bias, c.N, c.C, c.H, c.W, c.K, OH, OW, c.KH, c.KW, c.sh, c.sw, c.pt, c.pl, c.dh, c.dw, c.G)
 			for i := range want {
@@ -473,7 +474,7 @@ func TestConvTranspose(t *testing.T) {
 			if !supported(t, d, op) {
 				continue
 			}
-			run(t, d, op)
+			backendtest.Run(t, d, op)
 			got := yb.read(t, d)
 			// scatter reference
 			want := make([]float64, len(got))
@@ -548,7 +549,7 @@ func TestPool(t *testing.T) {
 						if !supported(t, d, op) {
 							continue
 						}
-						run(t, d, op)
+						backendtest.Run(t, d, op)
 						got := yb.read(t, d)
 						want := make([]float64, len(got))
 						for nc := 0; nc < c.NC; nc++ {

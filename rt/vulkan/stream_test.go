@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -120,7 +121,7 @@ func TestOpenClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		x := newBuf(t, d, rt.F32, 33, nil)
-		run(t, d, &rt.Fill{Y: x.ref([]int{33}, nil), Value: 1})
+		backendtest.Run(t, d, &rt.Fill{Y: x.ref([]int{33}, nil), Value: 1})
 		if v := x.read(t, d)[32]; v != 1 {
 			t.Fatalf("got %v", v)
 		}

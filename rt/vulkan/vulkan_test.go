@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -34,7 +35,7 @@ func TestFill(t *testing.T) {
 		if !supported(t, d, op) {
 			continue
 		}
-		run(t, d, op)
+		backendtest.Run(t, d, op)
 		got := b.read(t, d)
 		for i, v := range got {
 			want := 0.0
@@ -84,11 +85,11 @@ func TestUnary(t *testing.T) {
 				}
 				continue
 			}
-			run(t, d, op)
+			backendtest.Run(t, d, op)
 			got := y.read(t, d)
 			want := make([]float64, len(got))
-			forEach(shape, func(idx []int) {
-				xv := in[offsetOf(idx, []int{1, 7})]
+			backendtest.ForEach(shape, func(idx []int) {
+				xv := in[backendtest.Offset(idx, []int{1, 7})]
 				w := f.Apply(xv, alpha, beta)
 				if !isFloat(dt) {
 					w = math.Round(w)
@@ -96,7 +97,7 @@ func TestUnary(t *testing.T) {
 						w = f.Apply(xv, math.Round(alpha), math.Round(beta))
 					}
 				}
-				want[offsetOf(idx, []int{33, 1})] = representable(dt, w)
+				want[backendtest.Offset(idx, []int{33, 1})] = representable(dt, w)
 			})
 			compare(t, dt.String()+" "+f.String(), got, want, tolFor(dt))
 		}
@@ -135,7 +136,7 @@ func TestCast(t *testing.T) {
 			if !supported(t, d, op) {
 				continue
 			}
-			run(t, d, op)
+			backendtest.Run(t, d, op)
 			got := yb.read(t, d)
 			want := make([]float64, 65)
 			for i, v := range in {
@@ -192,11 +193,11 @@ func TestBinary(t *testing.T) {
 				}
 				continue
 			}
-			run(t, d, op)
+			backendtest.Run(t, d, op)
 			got := yb.read(t, d)
 			want := make([]float64, len(got))
-			forEach(shape, func(idx []int) {
-				x, y := a[offsetOf(idx, aSt)], bv[offsetOf(idx, bSt)]
+			backendtest.ForEach(shape, func(idx []int) {
+				x, y := a[backendtest.Offset(idx, aSt)], bv[backendtest.Offset(idx, bSt)]
 				w := f.Apply(x, y)
 				if !isFloat(dt) && yd == dt {
 					switch f {
@@ -206,7 +207,7 @@ func TestBinary(t *testing.T) {
 						w = x - math.Floor(x/y)*y
 					}
 				}
-				want[offsetOf(idx, []int{7 * 33, 33, 1})] = representable(yd, w)
+				want[backendtest.Offset(idx, []int{7 * 33, 33, 1})] = representable(yd, w)
 			})
 			tol := tolFor(yd)
 			if f == rt.Pow && dt == rt.F32 {
@@ -233,12 +234,12 @@ func TestWhere(t *testing.T) {
 		if !supported(t, d, op) {
 			continue
 		}
-		run(t, d, op)
+		backendtest.Run(t, d, op)
 		got := yb.read(t, d)
 		want := make([]float64, len(got))
-		forEach(shape, func(idx []int) {
-			o := offsetOf(idx, []int{165, 33, 1})
-			if c[offsetOf(idx, []int{0, 33, 1})] != 0 {
+		backendtest.ForEach(shape, func(idx []int) {
+			o := backendtest.Offset(idx, []int{165, 33, 1})
+			if c[backendtest.Offset(idx, []int{0, 33, 1})] != 0 {
 				want[o] = a[o]
 			} else {
 				want[o] = b[idx[2]]
