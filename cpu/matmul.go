@@ -120,7 +120,7 @@ func (g *gemm[T]) run() {
 		g.epilogue(0, g.m, 0, g.n)
 		return
 	}
-	if g.m == 1 || g.n == 1 {
+	if (g.m == 1 || g.n == 1) && g.bpack == nil { // gemv reads B directly
 		g.gemv()
 		return
 	}

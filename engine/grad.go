@@ -334,8 +334,16 @@ func savedFields(op rt.Op) []string {
 	case *rt.Softmax:
 		return []string{"Y"}
 	case *rt.MatMul:
+		if o.Act.Fn != rt.Copy {
+			return []string{"A", "B", "Y"}
+		}
 		return []string{"A", "B"}
-	case *rt.Conv, *rt.ConvTranspose:
+	case *rt.Conv:
+		if o.Act.Fn != rt.Copy {
+			return []string{"X", "W", "Y"}
+		}
+		return []string{"X", "W"}
+	case *rt.ConvTranspose:
 		return []string{"X", "W"}
 	case *rt.Pool:
 		if o.Fn == rt.MaxPool {

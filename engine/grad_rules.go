@@ -515,13 +515,39 @@ func (x *vjp) softmax(o, v *rt.Softmax) error {
 	return nil
 }
 
-func (x *vjp) matmul(o, v *rt.MatMul) error {
-	if o.Act.Fn != rt.Copy {
-		return fmt.Errorf("%w for MatMul with a fused %s", errNoRule, o.Act.Fn)
+// epilogue returns the gradient before a fused activation: dY * act'(y),
+// computed from the op's output y (shape and strides of view).
+func (x *vjp) epilogue(act rt.Activation, dy, y rt.Ref, shape, strides []int) (rt.Ref, error) {
+	if act.Fn == rt.Copy {
+		return dy, nil
 	}
 	g := x.g
-	G := x.dy(o.Y)
+	dy, y = strided(dy, shape, strides), strided(y, shape, strides)
+	var d rt.Ref
+	switch act.Fn {
+	case rt.Relu:
+		d = g.un(rt.Sign, y, 0, 0)
+	case rt.Sigmoid:
+		d = g.bin(rt.Mul, y, g.un(rt.Affine, y, -1, 1))
+	case rt.Tanh:
+		d = g.un(rt.Affine, g.un(rt.Square, y, 0, 0), -1, 1)
+	default:
+		return rt.Ref{}, fmt.Errorf("%w for a fused %s epilogue", errNoRule, act.Fn)
+	}
+	return g.bin(rt.Mul, dy, d), nil
+}
+
+func (x *vjp) matmul(o, v *rt.MatMul) error {
+	g := x.g
 	b, m, n, k := o.Batch, o.M, o.N, o.K
+	G, err := x.epilogue(o.Act, x.dy(o.Y), v.Y, []int{b, m, n}, []int{o.StrideY, n, 1})
+	if err != nil {
+		return err
+	}
+	sy := o.StrideY
+	if o.Act.Fn != rt.Copy {
+		sy = m * n
+	}
 	if x.wants(o.A) {
 		rows, cols := m, k
 		if o.TransA {
@@ -532,10 +558,10 @@ func (x *vjp) matmul(o, v *rt.MatMul) error {
 		mm := &rt.MatMul{Y: t, Batch: b, StrideY: rows * cols, Alpha: o.Alpha}
 		if !o.TransA { // dA = G op(B)^T
 			mm.A, mm.B, mm.TransB = G, g.use(v.B), !o.TransB
-			mm.M, mm.N, mm.K, mm.StrideA, mm.StrideB = m, k, n, o.StrideY, o.StrideB
+			mm.M, mm.N, mm.K, mm.StrideA, mm.StrideB = m, k, n, sy, o.StrideB
 		} else { // dA = op(B) G^T
 			mm.A, mm.TransA, mm.B, mm.TransB = g.use(v.B), o.TransB, G, true
-			mm.M, mm.N, mm.K, mm.StrideA, mm.StrideB = k, m, n, o.StrideB, o.StrideY
+			mm.M, mm.N, mm.K, mm.StrideA, mm.StrideB = k, m, n, o.StrideB, sy
 		}
 		g.emit(mm)
 		commit()
@@ -547,7 +573,7 @@ func (x *vjp) matmul(o, v *rt.MatMul) error {
 		}
 		dst := strided(o.B, []int{b, rows, cols}, []int{o.StrideB, cols, 1})
 		bb := b
-		if o.StrideB == 0 && b > 1 && !o.TransA && o.StrideA == m*k && o.StrideY == m*n {
+		if o.StrideB == 0 && b > 1 && !o.TransA && o.StrideA == m*k && sy == m*n {
 			// A shared B (a Linear layer over a batch): one GEMM over the
 			// stacked rows instead of a GEMM per batch and a sum.
 			bb, m = 1, b*m
@@ -557,10 +583,10 @@ func (x *vjp) matmul(o, v *rt.MatMul) error {
 		mm := &rt.MatMul{Y: t, Batch: bb, StrideY: rows * cols, Alpha: o.Alpha}
 		if !o.TransB { // dB = op(A)^T G
 			mm.A, mm.TransA, mm.B = g.use(v.A), !o.TransA, G
-			mm.M, mm.N, mm.K, mm.StrideA, mm.StrideB = k, n, m, o.StrideA, o.StrideY
+			mm.M, mm.N, mm.K, mm.StrideA, mm.StrideB = k, n, m, o.StrideA, sy
 		} else { // dB = G^T op(A)
 			mm.A, mm.TransA, mm.B, mm.TransB = G, true, g.use(v.A), o.TransA
-			mm.M, mm.N, mm.K, mm.StrideA, mm.StrideB = n, k, m, o.StrideY, o.StrideA
+			mm.M, mm.N, mm.K, mm.StrideA, mm.StrideB = n, k, m, sy, o.StrideA
 		}
 		g.emit(mm)
 		commit()
@@ -569,7 +595,7 @@ func (x *vjp) matmul(o, v *rt.MatMul) error {
 	if o.Bias.Valid() && x.wants(o.Bias) && o.Beta != 0 {
 		bst := o.Bias.StridesOrContiguous()
 		dst := strided(o.Bias, []int{b, m, n}, []int{0, bst[0], bst[1]})
-		src := strided(G, []int{b, m, n}, []int{o.StrideY, n, 1})
+		src := strided(G, []int{b, m, n}, []int{sy, n, 1})
 		if o.Beta != 1 {
 			src = g.un(rt.Affine, src, o.Beta, 0)
 		}
@@ -579,11 +605,12 @@ func (x *vjp) matmul(o, v *rt.MatMul) error {
 }
 
 func (x *vjp) conv(o, v *rt.Conv) error {
-	if o.Act.Fn != rt.Copy {
-		return fmt.Errorf("%w for Conv with a fused %s", errNoRule, o.Act.Fn)
-	}
 	g := x.g
-	G := reshaped(x.dy(o.Y), o.N, o.K, o.OH, o.OW)
+	sh := []int{o.N, o.K, o.OH, o.OW}
+	G, err := x.epilogue(o.Act, reshaped(x.dy(o.Y), sh...), reshaped(v.Y, sh...), sh, rt.ContiguousStrides(sh))
+	if err != nil {
+		return err
+	}
 	if x.wants(o.X) {
 		t, commit := x.target(o.X, []int{o.N, o.C, o.H, o.W_})
 		g.emit(&rt.ConvTranspose{X: G, W: g.use(v.W), Y: t, N: o.N, C: o.K, H: o.OH, W_: o.OW,

@@ -256,7 +256,8 @@ func lowerBatchNorm(c *nodeCtx) error {
 			return c.shapeErr("input %d has shape %v, want [%d]", i, c.in[i].shape, ch)
 		}
 	}
-	if c.p.mode.train {
+	// training_mode (opset 14+) overrides the plan's mode when given.
+	if c.attrInt("training_mode", b2i(c.p.mode.train)) != 0 {
 		return lowerBatchNormTrain(c)
 	}
 	for i := 1; i < 5; i++ {
@@ -553,4 +554,11 @@ func lowerGlobalPool(c *nodeCtx, fn rt.ReduceFn) error {
 	}
 	c.emit(&rt.Reduce{Fn: fn, X: c.ref(x), Y: c.ref(y), Outer: x.shape[0] * x.shape[1], N: prod(x.shape[2:]), Inner: 1})
 	return nil
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

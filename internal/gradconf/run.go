@@ -28,32 +28,11 @@ import (
 // the entry is removed as soon as the engine handles the case. Keep the map
 // small; a case not listed whose op the engine cannot differentiate fails
 // with the engine's error.
-var knownMissing = map[string]string{
-	// The Trainer normalises every BatchNormalization with the batch
-	// statistics (PyTorch's train mode); ONNX's training_mode 0, the
-	// default, asks for input_mean/input_var.
-	"batchnorm_infer_4d_f32": "Trainer ignores training_mode 0 (uses batch statistics)",
-	"batchnorm_infer_4d_f64": "Trainer ignores training_mode 0 (uses batch statistics)",
-	// GRU with linear_before_reset 0 lowers to a MatMul with a fused Tanh.
-	"gru_fwd_f32":   "no gradient rule for MatMul with a fused Tanh (GRU linear_before_reset 0)",
-	"gru_fwd_f64":   "no gradient rule for MatMul with a fused Tanh (GRU linear_before_reset 0)",
-	"gru_bidir_f32": "no gradient rule for MatMul with a fused Tanh (GRU linear_before_reset 0)",
-	"gru_bidir_f64": "no gradient rule for MatMul with a fused Tanh (GRU linear_before_reset 0)",
-	// Bugs in the cpu backend's Conv backward; vulkan and pocl pass.
-	"cpu/conv_1x1_f32":       "bug: cpu Conv backward kernel faults (index out of range) on a 1x1 kernel",
-	"cpu/conv_1x1_f64":       "bug: cpu Conv backward kernel faults (index out of range) on a 1x1 kernel",
-	"cpu/conv_depthwise_f32": "bug: cpu Conv backward kernel faults (slice bounds out of range), depthwise",
-	"cpu/conv_depthwise_f64": "bug: cpu Conv backward kernel faults (slice bounds out of range), depthwise",
-}
+var knownMissing = map[string]string{}
 
 // knownForward is knownMissing for RunForward: cases whose forward output
 // the inference engine does not compute as ONNX specifies.
-var knownForward = map[string]string{
-	"batchnorm_train_2d_f32": "the inference engine ignores training_mode 1 (uses input_mean/input_var)",
-	"batchnorm_train_2d_f64": "the inference engine ignores training_mode 1 (uses input_mean/input_var)",
-	"batchnorm_train_4d_f32": "the inference engine ignores training_mode 1 (uses input_mean/input_var)",
-	"batchnorm_train_4d_f64": "the inference engine ignores training_mode 1 (uses input_mean/input_var)",
-}
+var knownForward = map[string]string{}
 
 // known returns the reason m gives for case name on backend, or "".
 func known(m map[string]string, backend, name string) string {

@@ -609,7 +609,7 @@ def norm_cases():
         npf = bn_train_np if train else cg.batch_norm
         gcase("batchnorm_%s" % tag, "BatchNormalization", "matmul", make,
               lambda x, s, b, m, v, fn=fn: [fn(x, s, b, m, v, eps5)],
-              [attr("training_mode", "int", 1)] if train else [],
+              [attr("training_mode", "int", train)],
               npref=lambda x, s, b, m, v, npf=npf: [npf(x, s, b, m, v, eps5)],
               nograd=("input_mean", "input_var"),
               note=("training_mode 1, only output Y: normalised with the batch mean and biased variance; "
