@@ -336,24 +336,24 @@ func kernelPTX() (string, string, error) {
 	return embeddedPTX, "embedded", nil
 }
 
-// extraPTXOverride is the environment variable naming a PTX file that
-// replaces the embedded extra.ptx (kernel development).
-const extraPTXOverride = "VRUN_CUDA_EXTRA_PTX"
+// indexedPTXOverride is the environment variable naming a PTX file that
+// replaces the embedded indexed.ptx (kernel development).
+const indexedPTXOverride = "VRUN_CUDA_INDEXED_PTX"
 
-// extraPTX returns the PTX of the extra module and where it came from,
-// or "" while the embedded extra.ptx is the placeholder.
-func extraPTX() (string, string, error) {
-	if p := os.Getenv(extraPTXOverride); p != "" {
+// indexedPTX returns the PTX of the indexed module and where it came from,
+// or "" while the embedded indexed.ptx is the placeholder.
+func indexedPTX() (string, string, error) {
+	if p := os.Getenv(indexedPTXOverride); p != "" {
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return "", "", fmt.Errorf("cuda: %s: %w", extraPTXOverride, err)
+			return "", "", fmt.Errorf("cuda: %s: %w", indexedPTXOverride, err)
 		}
 		return string(b), p, nil
 	}
-	if ExtraPTXIsPlaceholder() {
+	if IndexedPTXIsPlaceholder() {
 		return "", "placeholder", nil
 	}
-	return embeddedExtraPTX, "embedded", nil
+	return embeddedIndexedPTX, "embedded", nil
 }
 
 // moduleLoad JIT-compiles ptx in the current context.

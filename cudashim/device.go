@@ -117,10 +117,10 @@ func describe(i int, d C.CUdevice) rt.DeviceInfo {
 	if !PTXIsPlaceholder() {
 		ptx = fmt.Sprintf("ISA %s, target %s", ver, target)
 	}
-	extra := "placeholder: GatherElements, ScatterElements, TopK unsupported (run cudashim/kernels/build.sh)"
-	if !ExtraPTXIsPlaceholder() {
-		ver, target := PTXVersion(embeddedExtraPTX)
-		extra = fmt.Sprintf("ISA %s, target %s", ver, target)
+	indexed := "placeholder: GatherElements, ScatterElements, TopK unsupported (run cudashim/kernels/build.sh)"
+	if !IndexedPTXIsPlaceholder() {
+		ver, target := PTXVersion(embeddedIndexedPTX)
+		indexed = fmt.Sprintf("ISA %s, target %s", ver, target)
 	}
 	return rt.DeviceInfo{
 		Backend: BackendName,
@@ -139,7 +139,7 @@ func describe(i int, d C.CUdevice) rt.DeviceInfo {
 			{"cublas", blas},
 			{"tf32", tf32},
 			{"ptx", ptx},
-			{"extra ptx", extra},
+			{"indexed ptx", indexed},
 			{"cudnn", dnnDetail()},
 			{"conv", convDetail()},
 		},
@@ -210,7 +210,7 @@ const (
 	numKernels
 )
 
-// indices of the kernels of extra.ptx, after those of kernels.ptx.
+// indices of the kernels of indexed.ptx, after those of kernels.ptx.
 const (
 	kGatherElements = numKernels + iota
 	kScatterElements
@@ -219,32 +219,32 @@ const (
 )
 
 // kernelNames holds the PTX entry names in kernel-index order: those of
-// kernels.ptx, then those of extra.ptx.
+// kernels.ptx, then those of indexed.ptx.
 var kernelNames = func() (n [numAllKernels]string) {
-	if len(kernelEntryNames) != int(numKernels) || len(extraEntryNames) != int(numAllKernels-numKernels) {
+	if len(kernelEntryNames) != int(numKernels) || len(indexedEntryNames) != int(numAllKernels-numKernels) {
 		panic("cudashim: kernel tables out of sync")
 	}
 	copy(n[:], kernelEntryNames)
-	copy(n[numKernels:], extraEntryNames)
+	copy(n[numKernels:], indexedEntryNames)
 	return n
 }()
 
-// extraNotBuilt is the reason the ops of extra.ptx are unsupported while
+// indexedNotBuilt is the reason the ops of indexed.ptx are unsupported while
 // it is the placeholder.
-const extraNotBuilt = "extra.ptx not built; run cudashim/kernels/build.sh on a machine with nvcc"
+const indexedNotBuilt = "indexed.ptx not built; run cudashim/kernels/build.sh on a machine with nvcc"
 
 // Device is an opened CUDA device. It implements [rt.Device].
 type Device struct {
-	info  rt.DeviceInfo
-	cudev C.CUdevice
-	ctx   C.CUcontext
-	mod   C.CUmodule
-	extra C.CUmodule // nil while extra.ptx is the placeholder
-	fns   [numAllKernels]C.CUfunction
-	// noExtra, when set, is why the ops of extra.ptx are unsupported.
-	noExtra string
-	cublas  bool // MatMul uses cuBLAS
-	tf32    bool
+	info    rt.DeviceInfo
+	cudev   C.CUdevice
+	ctx     C.CUcontext
+	mod     C.CUmodule
+	indexed C.CUmodule // nil while indexed.ptx is the placeholder
+	fns     [numAllKernels]C.CUfunction
+	// noIndexed, when set, is why the ops of indexed.ptx are unsupported.
+	noIndexed string
+	cublas    bool // MatMul uses cuBLAS
+	tf32      bool
 
 	mu      sync.Mutex
 	closed  bool
@@ -308,19 +308,19 @@ func openDevice(index int, cublas bool) (*Device, error) {
 			return fail(fmt.Errorf("%w (the PTX is stale: rebuild it with cudashim/kernels/build.sh)", err))
 		}
 	}
-	extra, _, err := extraPTX()
+	indexed, _, err := indexedPTX()
 	if err != nil {
 		return fail(err)
 	}
-	if extra == "" {
-		d.noExtra = extraNotBuilt
+	if indexed == "" {
+		d.noIndexed = indexedNotBuilt
 	} else {
-		if d.extra, err = moduleLoad(extra); err != nil {
-			return fail(fmt.Errorf("cuda: loading extra.ptx (%s): %w", d.info.Driver, err))
+		if d.indexed, err = moduleLoad(indexed); err != nil {
+			return fail(fmt.Errorf("cuda: loading indexed.ptx (%s): %w", d.info.Driver, err))
 		}
 		for i := numKernels; i < numAllKernels; i++ {
-			if d.fns[i], err = moduleFunction(d.extra, kernelNames[i]); err != nil {
-				return fail(fmt.Errorf("%w (extra.ptx is stale: rebuild it with cudashim/kernels/build.sh)", err))
+			if d.fns[i], err = moduleFunction(d.indexed, kernelNames[i]); err != nil {
+				return fail(fmt.Errorf("%w (indexed.ptx is stale: rebuild it with cudashim/kernels/build.sh)", err))
 			}
 		}
 	}
@@ -347,9 +347,9 @@ func (d *Device) release() {
 		C.vr_cuStreamDestroy(d.ioStream)
 		d.ioStream = nil
 	}
-	if d.extra != nil {
-		C.vr_cuModuleUnload(d.extra)
-		d.extra = nil
+	if d.indexed != nil {
+		C.vr_cuModuleUnload(d.indexed)
+		d.indexed = nil
 	}
 	if d.mod != nil {
 		C.vr_cuModuleUnload(d.mod)

@@ -39,16 +39,16 @@
 // loads that file instead of the embedded PTX.
 //
 // GatherElements, ScatterElements and TopK live in a second module:
-// kernels/extra.cu compiles on its own to kernels/extra.ptx, with its own
-// kernels/extra.ptx.sha256 (kernels.ptx's sources exclude extra.cu), so
+// kernels/indexed.cu compiles on its own to kernels/indexed.ptx, with its own
+// kernels/indexed.ptx.sha256 (kernels.ptx's sources exclude indexed.cu), so
 // adding them did not invalidate kernels.ptx. build.sh builds both
-// modules ("build.sh --extra" only extra.ptx); "build.sh
-// --extra-placeholder" writes a placeholder extra.ptx. While extra.ptx is
+// modules ("build.sh --indexed" only indexed.ptx); "build.sh
+// --indexed-placeholder" writes a placeholder indexed.ptx. While indexed.ptx is
 // the placeholder, devices still open and run every other op, and report
-// the three as *rt.UnsupportedError ("extra.ptx not built; run
+// the three as *rt.UnsupportedError ("indexed.ptx not built; run
 // cudashim/kernels/build.sh on a machine with nvcc").
-// VRUN_CUDA_EXTRA_PTX=/path/to.ptx loads that file instead of the
-// embedded extra.ptx. ScatterElements runs one thread per output column
+// VRUN_CUDA_INDEXED_PTX=/path/to.ptx loads that file instead of the
+// embedded indexed.ptx. ScatterElements runs one thread per output column
 // (o, i) that applies its updates in order, so duplicates resolve like the
 // CPU backend (the last Set wins) and results are deterministic; TopK
 // ranks each element against its column, stopping once the rank reaches K.

@@ -8,11 +8,11 @@ import (
 
 // Lowering of the index-driven primitives Gather, GatherElements,
 // ScatterElements and TopK. Gather runs on kernels.ptx; the other three
-// run on the kernels of extra.ptx, whose argument structs are
-// GatherElArgs, ScatterElArgs and TopKArgs of kernels/extra.cu.
+// run on the kernels of indexed.ptx, whose argument structs are
+// GatherElArgs, ScatterElArgs and TopKArgs of kernels/indexed.cu.
 
-// isIndexed reports whether op runs on a kernel of extra.ptx.
-func isIndexed(op rt.Op) bool {
+// onIndexedPTX reports whether op runs on a kernel of indexed.ptx.
+func onIndexedPTX(op rt.Op) bool {
 	switch op.(type) {
 	case *rt.GatherElements, *rt.ScatterElements, *rt.TopK:
 		return true
@@ -20,10 +20,10 @@ func isIndexed(op rt.Op) bool {
 	return false
 }
 
-// indexedSupported refuses the ops of extra.ptx while it is not loaded.
+// indexedSupported refuses the ops of indexed.ptx while it is not loaded.
 func (d *Device) indexedSupported(op rt.Op) error {
-	if d.noExtra != "" && isIndexed(op) {
-		return unsupported(op, rt.OpDType(op), d.noExtra)
+	if d.noIndexed != "" && onIndexedPTX(op) {
+		return unsupported(op, rt.OpDType(op), d.noIndexed)
 	}
 	return nil
 }

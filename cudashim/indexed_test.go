@@ -18,8 +18,8 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// Tests of the ops of extra.ptx (GatherElements, ScatterElements, TopK).
-// TestExtraDiff runs them on the GPU against the CPU backend; the others
+// Tests of the ops of indexed.ptx (GatherElements, ScatterElements, TopK).
+// TestIndexedDiff runs them on the GPU against the CPU backend; the others
 // need no GPU.
 
 // xenv allocates the operands of one op on one device.
@@ -98,7 +98,7 @@ type xcase struct {
 
 var xdtypes = []rt.DType{rt.F32, rt.F16, rt.F64, rt.I32, rt.I64, rt.U8, rt.I8, rt.Bool}
 
-func extraCases() []xcase {
+func indexedCases() []xcase {
 	var cs []xcase
 	for _, dt := range xdtypes {
 		for _, it := range []rt.DType{rt.I32, rt.I64} {
@@ -179,10 +179,10 @@ func extraCases() []xcase {
 	return cs
 }
 
-// runExtraDiff runs every case on ref and dev with identical inputs and
+// runIndexedDiff runs every case on ref and dev with identical inputs and
 // compares the outputs (floats by value, NaN equal to NaN).
-func runExtraDiff(t *testing.T, ref, dev rt.Device) {
-	for ci, c := range extraCases() {
+func runIndexedDiff(t *testing.T, ref, dev rt.Device) {
+	for ci, c := range indexedCases() {
 		t.Run(c.name, func(t *testing.T) {
 			var res [2][][]byte
 			var outs []xout
@@ -222,43 +222,43 @@ func runExtraDiff(t *testing.T, ref, dev rt.Device) {
 	}
 }
 
-// TestExtraDiff compares the CUDA kernels of extra.ptx with the CPU
+// TestIndexedDiff compares the CUDA kernels of indexed.ptx with the CPU
 // backend.
-func TestExtraDiff(t *testing.T) {
+func TestIndexedDiff(t *testing.T) {
 	d := openTest(t, true)
-	if d.noExtra != "" {
-		t.Skipf("GatherElements, ScatterElements and TopK unsupported: %s", d.noExtra)
+	if d.noIndexed != "" {
+		t.Skipf("GatherElements, ScatterElements and TopK unsupported: %s", d.noIndexed)
 	}
 	ref := cpu.NewDevice()
 	defer ref.Close()
-	runExtraDiff(t, ref, d)
+	runIndexedDiff(t, ref, d)
 }
 
-// TestExtraCasesOnCPU runs the cases of TestExtraDiff with the CPU
+// TestIndexedCasesOnCPU runs the cases of TestIndexedDiff with the CPU
 // backend on both sides (no GPU needed), so the cases are known to be
 // valid ops.
-func TestExtraCasesOnCPU(t *testing.T) {
+func TestIndexedCasesOnCPU(t *testing.T) {
 	a, b := cpu.NewDevice(), cpu.NewDevice()
 	defer a.Close()
 	defer b.Close()
-	runExtraDiff(t, a, b)
+	runIndexedDiff(t, a, b)
 }
 
-// TestExtraPlaceholder checks that while extra.ptx is the placeholder a
+// TestIndexedPlaceholder checks that while indexed.ptx is the placeholder a
 // device reports the three ops as unsupported with the reason, and (on a
 // GPU) still opens and runs the other ops.
-func TestExtraPlaceholder(t *testing.T) {
-	if !ExtraPTXIsPlaceholder() && os.Getenv(extraPTXOverride) == "" {
-		// With the real extra.ptx a device must load it.
+func TestIndexedPlaceholder(t *testing.T) {
+	if !IndexedPTXIsPlaceholder() && os.Getenv(indexedPTXOverride) == "" {
+		// With the real indexed.ptx a device must load it.
 		if gpuSkip == "" {
-			if d := openTest(t, true); d.noExtra != "" {
-				t.Fatalf("extra.ptx is built but the device reports %q", d.noExtra)
+			if d := openTest(t, true); d.noIndexed != "" {
+				t.Fatalf("indexed.ptx is built but the device reports %q", d.noIndexed)
 			}
 		}
-		t.Skip("extra.ptx is built")
+		t.Skip("indexed.ptx is built")
 	}
-	if os.Getenv(extraPTXOverride) != "" {
-		t.Skip(extraPTXOverride + " is set")
+	if os.Getenv(indexedPTXOverride) != "" {
+		t.Skip(indexedPTXOverride + " is set")
 	}
 	check := func(d *Device) {
 		t.Helper()
@@ -272,19 +272,19 @@ func TestExtraPlaceholder(t *testing.T) {
 		} {
 			err := d.Supports(op)
 			var ue *rt.UnsupportedError
-			if !errors.As(err, &ue) || ue.Reason != extraNotBuilt {
-				t.Errorf("%s: Supports = %v, want *rt.UnsupportedError with reason %q", op.OpName(), err, extraNotBuilt)
+			if !errors.As(err, &ue) || ue.Reason != indexedNotBuilt {
+				t.Errorf("%s: Supports = %v, want *rt.UnsupportedError with reason %q", op.OpName(), err, indexedNotBuilt)
 			}
 		}
 		if err := d.Supports(&rt.Unary{Fn: rt.Relu, X: f, Y: f}); err != nil {
 			t.Errorf("Unary: %v", err)
 		}
 	}
-	check(&Device{noExtra: extraNotBuilt})
+	check(&Device{noIndexed: indexedNotBuilt})
 	if gpuSkip == "" {
 		d := openTest(t, true)
-		if d.noExtra != extraNotBuilt {
-			t.Fatalf("device noExtra = %q, want %q", d.noExtra, extraNotBuilt)
+		if d.noIndexed != indexedNotBuilt {
+			t.Fatalf("device noIndexed = %q, want %q", d.noIndexed, indexedNotBuilt)
 		}
 		check(d)
 		// Everything else runs.
@@ -307,11 +307,11 @@ func bytesToF32(b []byte) []float32 {
 	return v
 }
 
-// TestExtraArgsLayout checks, without a GPU, that the argument words the
+// TestIndexedArgsLayout checks, without a GPU, that the argument words the
 // lowering packs for each op land in the fields of the matching struct of
-// kernels/extra.cu, by name and in order.
-func TestExtraArgsLayout(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(kernelsDir(), "extra.cu"))
+// kernels/indexed.cu, by name and in order.
+func TestIndexedArgsLayout(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(kernelsDir(), "indexed.cu"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestExtraArgsLayout(t *testing.T) {
 			}
 			typ, names, ok := strings.Cut(decl, " ")
 			if !ok || (typ != "u64" && typ != "i64") {
-				t.Fatalf("extra.cu: struct %s: field %q is not u64 or i64", m[1], decl)
+				t.Fatalf("indexed.cu: struct %s: field %q is not u64 or i64", m[1], decl)
 			}
 			for _, n := range strings.Split(names, ",") {
 				fields = append(fields, strings.TrimSpace(n))
@@ -364,7 +364,7 @@ func TestExtraArgsLayout(t *testing.T) {
 	} {
 		fields, ok := structs[c.strct]
 		if !ok {
-			t.Fatalf("extra.cu has no struct %s", c.strct)
+			t.Fatalf("indexed.cu has no struct %s", c.strct)
 		}
 		if err := rt.CheckOp(c.op); err != nil {
 			t.Fatalf("%s: %v", c.op.OpName(), err)

@@ -11,14 +11,14 @@ import (
 //go:embed kernels/kernels.ptx
 var embeddedPTX string
 
-// embeddedExtraPTX is the PTX of kernels/extra.cu (GatherElements,
+// embeddedIndexedPTX is the PTX of kernels/indexed.cu (GatherElements,
 // ScatterElements, TopK), a second module built by kernels/build.sh.
 //
-//go:embed kernels/extra.ptx
-var embeddedExtraPTX string
+//go:embed kernels/indexed.ptx
+var embeddedIndexedPTX string
 
-// placeholderPrefix starts the placeholder kernels.ptx or extra.ptx that
-// build.sh --placeholder (or --extra-placeholder) writes where nvcc is not
+// placeholderPrefix starts the placeholder kernels.ptx or indexed.ptx that
+// build.sh --placeholder (or --indexed-placeholder) writes where nvcc is not
 // available.
 const placeholderPrefix = "// vrun placeholder"
 
@@ -26,10 +26,10 @@ const placeholderPrefix = "// vrun placeholder"
 // rather than real kernels; the backend then refuses to open devices.
 func PTXIsPlaceholder() bool { return strings.HasPrefix(embeddedPTX, placeholderPrefix) }
 
-// ExtraPTXIsPlaceholder reports whether the embedded extra.ptx is the
+// IndexedPTXIsPlaceholder reports whether the embedded indexed.ptx is the
 // placeholder; devices then open, but report GatherElements,
 // ScatterElements and TopK as unsupported.
-func ExtraPTXIsPlaceholder() bool { return strings.HasPrefix(embeddedExtraPTX, placeholderPrefix) }
+func IndexedPTXIsPlaceholder() bool { return strings.HasPrefix(embeddedIndexedPTX, placeholderPrefix) }
 
 var ptxVersionRE = regexp.MustCompile(`(?m)^\.version\s+(\S+)`)
 var ptxTargetRE = regexp.MustCompile(`(?m)^\.target\s+(\S+)`)
@@ -58,5 +58,5 @@ var kernelEntryNames = []string{
 	"pool_h", "pool_f", "pool_d", "gather",
 }
 
-// extraEntryNames are the entry points of extra.ptx.
-var extraEntryNames = []string{"gather_elements", "scatter_elements", "topk"}
+// indexedEntryNames are the entry points of indexed.ptx.
+var indexedEntryNames = []string{"gather_elements", "scatter_elements", "topk"}

@@ -26,9 +26,9 @@ func kernelsDir() string {
 
 // sourcesHash is build.sh's hash of a module's sources: for each source
 // in byte order of their names, the name, "\n" and the bytes. The
-// sources of kernels.ptx are kernels/*.cu except extra.cu, *.cuh and
-// build.sh; those of extra.ptx are extra.cu, *.cuh and build.sh.
-func sourcesHash(t *testing.T, extra bool) string {
+// sources of kernels.ptx are kernels/*.cu except indexed.cu, *.cuh and
+// build.sh; those of indexed.ptx are indexed.cu, *.cuh and build.sh.
+func sourcesHash(t *testing.T, indexed bool) string {
 	t.Helper()
 	var names []string
 	for _, pat := range []string{"*.cu", "*.cuh", "build.sh"} {
@@ -38,7 +38,7 @@ func sourcesHash(t *testing.T, extra bool) string {
 		}
 		for _, f := range m {
 			n := filepath.Base(f)
-			if strings.HasSuffix(n, ".cu") && (n == "extra.cu") != extra {
+			if strings.HasSuffix(n, ".cu") && (n == "indexed.cu") != indexed {
 				continue
 			}
 			names = append(names, n)
@@ -61,17 +61,17 @@ func sourcesHash(t *testing.T, extra bool) string {
 // file records the hash of the module's current sources and of the
 // embedded PTX, so the PTX cannot drift from the .cu files. It needs no
 // GPU. A placeholder module (build.sh --placeholder or
-// --extra-placeholder, where nvcc is unavailable) skips the PTX check.
+// --indexed-placeholder, where nvcc is unavailable) skips the PTX check.
 func TestPTXMatchesSources(t *testing.T) {
 	for _, m := range []struct {
 		file        string
-		extra       bool
+		indexed     bool
 		ptx         string
 		placeholder bool
 		entries     []string
 	}{
 		{"kernels.ptx", false, embeddedPTX, PTXIsPlaceholder(), kernelEntryNames},
-		{"extra.ptx", true, embeddedExtraPTX, ExtraPTXIsPlaceholder(), extraEntryNames},
+		{"indexed.ptx", true, embeddedIndexedPTX, IndexedPTXIsPlaceholder(), indexedEntryNames},
 	} {
 		t.Run(m.file, func(t *testing.T) {
 			rec, err := os.ReadFile(filepath.Join(kernelsDir(), m.file+".sha256"))
@@ -82,7 +82,7 @@ func TestPTXMatchesSources(t *testing.T) {
 			if len(lines) != 2 {
 				t.Fatalf("%s.sha256: want 2 lines, got %q", m.file, rec)
 			}
-			got := sourcesHash(t, m.extra)
+			got := sourcesHash(t, m.indexed)
 			if want := strings.TrimPrefix(lines[0], "sources "); want != got {
 				t.Fatalf("kernel sources changed since %s was built (recorded %s, now %s): run cudashim/kernels/build.sh", m.file, want, got)
 			}
@@ -110,21 +110,21 @@ func TestPTXMatchesSources(t *testing.T) {
 	}
 }
 
-// TestExtraPlaceholderFile checks that a placeholder extra.ptx is the
+// TestIndexedPlaceholderFile checks that a placeholder indexed.ptx is the
 // explicit placeholder build.sh writes, not an empty or truncated file.
-func TestExtraPlaceholderFile(t *testing.T) {
-	if ExtraPTXIsPlaceholder() {
+func TestIndexedPlaceholderFile(t *testing.T) {
+	if IndexedPTXIsPlaceholder() {
 		return
 	}
-	if !strings.Contains(embeddedExtraPTX, ".entry") {
-		t.Fatalf("extra.ptx is neither the placeholder nor PTX with entries (%d bytes)", len(embeddedExtraPTX))
+	if !strings.Contains(embeddedIndexedPTX, ".entry") {
+		t.Fatalf("indexed.ptx is neither the placeholder nor PTX with entries (%d bytes)", len(embeddedIndexedPTX))
 	}
 }
 
-// TestScatterEnumMatchesRT checks the S_* codes of kernels/extra.cu
+// TestScatterEnumMatchesRT checks the S_* codes of kernels/indexed.cu
 // against rt.ScatterFn.
 func TestScatterEnumMatchesRT(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(kernelsDir(), "extra.cu"))
+	src, err := os.ReadFile(filepath.Join(kernelsDir(), "indexed.cu"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,12 +133,12 @@ func TestScatterEnumMatchesRT(t *testing.T) {
 	for _, m := range re.FindAllStringSubmatch(string(src), -1) {
 		v, _ := strconv.Atoi(m[2])
 		if rt.ScatterFn(v).String() != m[1] {
-			t.Errorf("extra.cu: S_%s = %d, but rt names %d %q", m[1], v, v, rt.ScatterFn(v))
+			t.Errorf("indexed.cu: S_%s = %d, but rt names %d %q", m[1], v, v, rt.ScatterFn(v))
 		}
 		n++
 	}
 	if n != int(rt.ScatterMin)+1 {
-		t.Errorf("extra.cu enumerates %d scatter functions; rt has %d", n, rt.ScatterMin+1)
+		t.Errorf("indexed.cu enumerates %d scatter functions; rt has %d", n, rt.ScatterMin+1)
 	}
 }
 

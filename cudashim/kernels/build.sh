@@ -3,27 +3,27 @@
 # their sources, so the embedded PTX and the sources cannot drift apart
 # (TestPTXMatchesSources checks it).
 #
-#   cudashim/kernels/build.sh                      # needs nvcc (CUDA 13.0): both modules
-#   cudashim/kernels/build.sh --extra              # needs nvcc: extra.ptx only
-#   cudashim/kernels/build.sh --placeholder        # no nvcc: placeholders for both
-#   cudashim/kernels/build.sh --extra-placeholder  # no nvcc: placeholder extra.ptx only
+#   cudashim/kernels/build.sh                        # needs nvcc (CUDA 13.0): both modules
+#   cudashim/kernels/build.sh --indexed              # needs nvcc: indexed.ptx only
+#   cudashim/kernels/build.sh --placeholder          # no nvcc: placeholders for both
+#   cudashim/kernels/build.sh --indexed-placeholder  # no nvcc: placeholder indexed.ptx only
 #
 # There are two PTX modules:
 #
-#   kernels.ptx  from kernels.cu, which includes every part except extra.cu
-#   extra.ptx    from extra.cu (GatherElements, ScatterElements, TopK)
+#   kernels.ptx  from kernels.cu, which includes every part except indexed.cu
+#   indexed.ptx  from indexed.cu (GatherElements, ScatterElements, TopK)
 #
-# each with a hash file (kernels.ptx.sha256, extra.ptx.sha256):
+# each with a hash file (kernels.ptx.sha256, indexed.ptx.sha256):
 #
 #   sources <sha256 of the module's sources>
 #   ptx <sha256 of the PTX>         (or the line "placeholder")
 #
 # A module's sources hash is the sha256 of, for each of its sources in
 # byte order of their names, the name, a newline and the file's bytes.
-# The sources of kernels.ptx are *.cu except extra.cu, *.cuh and build.sh;
-# those of extra.ptx are extra.cu, *.cuh and build.sh.
+# The sources of kernels.ptx are *.cu except indexed.cu, *.cuh and build.sh;
+# those of indexed.ptx are indexed.cu, *.cuh and build.sh.
 #
-# The device opens with a placeholder extra.ptx (reporting the three ops
+# The device opens with a placeholder indexed.ptx (reporting the three ops
 # as unsupported), but not with a placeholder kernels.ptx.
 #
 # The PTX targets the virtual architecture compute_75, so the driver JITs
@@ -34,12 +34,12 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 hash_of() { for f in "$@"; do printf '%s\n' "$f"; cat -- "$f"; done | sha256sum | cut -d' ' -f1; }
-main_srcs=$(ls -1 -- *.cu *.cuh build.sh | grep -vx 'extra.cu' | LC_ALL=C sort)
-extra_srcs=$(ls -1 -- extra.cu *.cuh build.sh | LC_ALL=C sort)
+main_srcs=$(ls -1 -- *.cu *.cuh build.sh | grep -vx 'indexed.cu' | LC_ALL=C sort)
+indexed_srcs=$(ls -1 -- indexed.cu *.cuh build.sh | LC_ALL=C sort)
 # shellcheck disable=SC2086
 src_hash=$(hash_of $main_srcs)
 # shellcheck disable=SC2086
-extra_hash=$(hash_of $extra_srcs)
+indexed_hash=$(hash_of $indexed_srcs)
 
 placeholder() { # module.ptx sources-hash
   printf '%s\n' "// vrun placeholder: no PTX was built. Run cudashim/kernels/build.sh on a machine with nvcc." >"$1"
@@ -49,16 +49,16 @@ placeholder() { # module.ptx sources-hash
 
 mode=${1:-}
 case "$mode" in
-  "" | --extra | --placeholder | --extra-placeholder) ;;
+  "" | --indexed | --placeholder | --indexed-placeholder) ;;
   *) echo "build.sh: unknown option $mode" >&2; exit 2 ;;
 esac
 if [ "$mode" = "--placeholder" ]; then
   placeholder kernels.ptx "$src_hash"
-  placeholder extra.ptx "$extra_hash"
+  placeholder indexed.ptx "$indexed_hash"
   exit 0
 fi
-if [ "$mode" = "--extra-placeholder" ]; then
-  placeholder extra.ptx "$extra_hash"
+if [ "$mode" = "--indexed-placeholder" ]; then
+  placeholder indexed.ptx "$indexed_hash"
   exit 0
 fi
 
@@ -83,7 +83,7 @@ compile() { # source.cu module.ptx sources-hash
   echo "build.sh: wrote $2 ($(grep -m1 '^\.version' "$2"), $(wc -c <"$2") bytes) and $2.sha256"
 }
 
-if [ "$mode" != "--extra" ]; then
+if [ "$mode" != "--indexed" ]; then
   compile kernels.cu kernels.ptx "$src_hash"
 fi
-compile extra.cu extra.ptx "$extra_hash"
+compile indexed.cu indexed.ptx "$indexed_hash"

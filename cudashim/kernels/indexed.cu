@@ -1,8 +1,8 @@
-// extra.cu: the index-driven primitives GatherElements, ScatterElements
-// and TopK. build.sh compiles this file on its own to extra.ptx, a second
-// PTX module with its own hash (extra.ptx.sha256), so that adding these
+// indexed.cu: the index-driven primitives GatherElements, ScatterElements
+// and TopK. build.sh compiles this file on its own to indexed.ptx, a second
+// PTX module with its own hash (indexed.ptx.sha256), so that adding these
 // kernels does not invalidate kernels.ptx. Semantics follow the CPU
-// backend (cpu/ops_extra.go) exactly.
+// backend (cpu/indexed.go) exactly.
 #include "common.cuh"
 
 // Idx and Upd are strided views of shape [outer, n, inner]: element
