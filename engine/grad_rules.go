@@ -303,7 +303,8 @@ func (x *vjp) unary(o, v *rt.Unary) error {
 		return err
 	}
 	t, commit := x.target(o.X, dy.Shape)
-	g.emit(&rt.Binary{Fn: rt.Mul, A: dy, B: d, Y: t})
+	// d may be a saved forward value itself (Exp's Y): keep it alive.
+	g.emit(&rt.Binary{Fn: rt.Mul, A: dy, B: g.use(d), Y: t})
 	commit()
 	return nil
 }

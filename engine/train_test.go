@@ -53,6 +53,12 @@ var gradCases = []gradCase{
 		f := b.Op("Flatten", []string{a}, nil)
 		return b.Op("ReduceSumSquare", []string{b.Op("Sigmoid", []string{f}, nil)}, model.Attrs{"keepdims": 0})
 	}},
+	{"exp", map[string][]int{"x": {5}}, func(b *model.Builder, w func(string, ...int) string) string {
+		// Exp's rule reads its saved output directly: the output must stay
+		// alive until the backward step, not be reused by the loss seed.
+		e := b.Op("Exp", []string{b.Op("Mul", []string{"x", w("s", 5)}, nil)}, nil)
+		return b.Op("ReduceSum", []string{e}, model.Attrs{"keepdims": 0})
+	}},
 	{"layernorm", map[string][]int{"x": {3, 6}}, func(b *model.Builder, w func(string, ...int) string) string {
 		n := b.Op("LayerNormalization", []string{"x", w("g", 6), w("bb", 6)}, nil)
 		n = b.Op("Gelu", []string{n}, nil)
