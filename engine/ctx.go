@@ -90,6 +90,12 @@ func (c *nodeCtx) alias(i int, src *tensor, shape []int) error {
 	if err != nil || t == nil {
 		return err
 	}
+	if g := c.p.mode.grad; g != nil && g.noGrad[c.step-1] && src.dtype.IsFloat() && src.value == nil {
+		// Gradients live per storage root: a view made by a no-grad node
+		// would pass its gradient straight to its input. A copy stops it.
+		c.emit(&rt.Unary{Fn: rt.Copy, X: c.view(src, shape, nil, 0), Y: c.ref(t)})
+		return nil
+	}
 	t.root = src.root
 	t.where = src.root.where
 	src.root.aliases = append(src.root.aliases, t)

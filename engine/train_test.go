@@ -452,3 +452,59 @@ func TestTrainerErrors(t *testing.T) {
 		t.Errorf("missing input: %v", err)
 	}
 }
+
+// TestNoGradView: a NoGrad node that only views its input (Reshape,
+// Identity, Flatten) must still stop the gradient, although a view
+// shares its input's storage, where gradients live.
+func TestNoGradView(t *testing.T) {
+	for _, op := range []string{"Reshape", "Identity", "Flatten"} {
+		t.Run(op, func(t *testing.T) {
+			b := model.NewBuilder()
+			b.Input("x", rt.F64, 2, 3)
+			w := b.Weight("w", rt.F64, shape64(2, 3), []float64{1, 1, 1, 1, 1, 1})
+			shape := b.Weight("shape", rt.I64, shape64(2), []int64{2, 3})
+			in := []string{w}
+			if op == "Reshape" {
+				in = append(in, shape)
+			}
+			b.Node("stop", op, in, []string{"v"}, nil)
+			if op == "Flatten" {
+				b.Node("back", "Reshape", []string{"v", shape}, []string{"v2"}, nil)
+			} else {
+				b.Node("back", "Identity", []string{"v"}, []string{"v2"}, nil)
+			}
+			s := b.Op("Add", []string{"v2", w}, nil)
+			l := b.Op("ReduceSum", []string{b.Op("Mul", []string{s, "x"}, nil)}, model.Attrs{"keepdims": 0})
+			b.Node("loss", "Identity", []string{l}, []string{"loss"}, nil)
+			b.Output("loss")
+			m, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev := cpu.NewDevice()
+			defer dev.Close()
+			tr, err := engine.NewTrainer(m, dev, engine.TrainOptions{Loss: "loss", Params: []string{"w"}, NoGrad: []string{"stop"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			x := []float64{1, 2, 3, 4, 5, 6}
+			r, err := tr.Step(context.Background(), map[string]*rt.Tensor{"x": rt.FromFloat64(rt.F64, x, 2, 3)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Loss != 42 {
+				t.Errorf("loss %g, want 42", r.Loss)
+			}
+			g, err := tr.Grads()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range g["w"].Float64s() {
+				if v != x[i] {
+					t.Fatalf("d loss/d w = %v, want x = %v (the no-grad view passed its gradient)", g["w"].Float64s(), x)
+				}
+			}
+		})
+	}
+}
