@@ -40,4 +40,12 @@
 // twice what was actually present. Header length is capped at
 // [MaxHeaderLen]. Read consumes exactly one array from the stream, so
 // several arrays written back to back can be read in turn.
+//
+// # .npz archives
+//
+// ReadNPZ and WriteNPZ handle the archives of numpy.savez and
+// numpy.savez_compressed: a zip file of .npy members, stored or deflated,
+// keyed by member name without ".npy". Member sizes in the zip directory
+// are not trusted for allocation; errors name the member and its byte
+// offset in the archive.
 package npy
