@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/vrun-go/vrun/model"
@@ -302,17 +303,8 @@ func (c *nodeCtx) normAxis(axis int64, rank int) (int, error) {
 	return int(a), nil
 }
 
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+// sameShape reports whether two shapes are equal.
+func sameShape(a, b []int) bool { return slices.Equal(a, b) }
 
 func prod(s []int) int {
 	n := 1

@@ -244,21 +244,39 @@ func lowerGatherND(c *nodeCtx) error {
 	return nil
 }
 
+// constScalar returns input i, a one-element integer constant.
+func (c *nodeCtx) constScalar(i int) (int64, error) {
+	v, err := c.constInts(i)
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 1 {
+		return 0, c.shapeErr("input %d (%q) must have one element, has shape %v", i, c.in[i].name, c.in[i].shape)
+	}
+	return v[0], nil
+}
+
+// axisOfX normalises an axis of input 0, which must have rank >= 1.
+func (c *nodeCtx) axisOfX(axis int64) (int, error) {
+	x := c.in[0]
+	if len(x.shape) == 0 {
+		return 0, c.shapeErr("input %q is a scalar, want rank >= 1", x.name)
+	}
+	return c.normAxis(axis, len(x.shape))
+}
+
 func lowerTopK(c *nodeCtx) error {
 	x := c.in[0]
-	kv, err := c.constInts(1)
+	kv, err := c.constScalar(1)
 	if err != nil {
 		return err
 	}
-	if len(kv) != 1 || len(x.shape) == 0 {
-		return c.shapeErr("K must have one element and X rank >= 1 (K %v, X %v)", kv, x.shape)
-	}
-	axis, err := c.normAxis(c.attrInt("axis", -1), len(x.shape))
+	axis, err := c.axisOfX(c.attrInt("axis", -1))
 	if err != nil {
 		return err
 	}
 	o, n, in := split3(x.shape, axis)
-	k := int(kv[0])
+	k := int(kv)
 	if k < 0 || k > n {
 		return c.shapeErr("K = %d out of range for axis of size %d", k, n)
 	}
@@ -438,14 +456,10 @@ func lowerTrilu(c *nodeCtx) error {
 	}
 	k := int64(0)
 	if c.has(1) {
-		v, err := c.constInts(1)
-		if err != nil {
+		var err error
+		if k, err = c.constScalar(1); err != nil {
 			return err
 		}
-		if len(v) != 1 {
-			return c.shapeErr("k must be a scalar")
-		}
-		k = v[0]
 	}
 	upper := c.attrInt("upper", 1) != 0
 	h, w := x.shape[len(x.shape)-2], x.shape[len(x.shape)-1]
@@ -473,14 +487,11 @@ func lowerTrilu(c *nodeCtx) error {
 // input by one first.
 func lowerCumSum(c *nodeCtx) error {
 	x := c.in[0]
-	av, err := c.constInts(1)
+	av, err := c.constScalar(1)
 	if err != nil {
 		return err
 	}
-	if len(av) != 1 || len(x.shape) == 0 {
-		return c.shapeErr("axis must be a scalar and X rank >= 1")
-	}
-	axis, err := c.normAxis(av[0], len(x.shape))
+	axis, err := c.axisOfX(av)
 	if err != nil {
 		return err
 	}

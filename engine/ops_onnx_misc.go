@@ -40,22 +40,14 @@ func lowerPad(c *nodeCtx) error {
 	if err != nil {
 		return err
 	}
-	axes := make([]int, r)
-	for i := range axes {
-		axes[i] = i
-	}
+	axes := allAxes(r)
 	if c.has(3) {
 		av, err := c.constInts(3)
 		if err != nil {
 			return err
 		}
-		axes = axes[:0]
-		for _, a := range av {
-			n, err := c.normAxis(a, r)
-			if err != nil {
-				return err
-			}
-			axes = append(axes, n)
+		if axes, err = c.normAxes(av, r); err != nil {
+			return err
 		}
 	}
 	if len(pads) != 2*len(axes) {
@@ -291,16 +283,11 @@ func lowerSpaceDepth(c *nodeCtx, toSpace bool) error {
 }
 
 func lowerSwish(c *nodeCtx) error {
-	x := c.in[0]
-	if err := needFloat(c, x); err != nil {
-		return err
-	}
-	alpha := c.attrFloat("alpha", 1)
-	y, err := c.define(0, x.dtype, x.shape)
+	x, y, err := floatMap(c, c.in[0].dtype)
 	if err != nil {
 		return err
 	}
-	c.emit(&rt.Unary{Fn: rt.Affine, Alpha: alpha, X: c.ref(x), Y: c.ref(y)})
+	c.emit(&rt.Unary{Fn: rt.Affine, Alpha: c.attrFloat("alpha", 1), X: c.ref(x), Y: c.ref(y)})
 	c.emit(&rt.Unary{Fn: rt.Sigmoid, X: c.ref(y), Y: c.ref(y)})
 	c.emit(&rt.Binary{Fn: rt.Mul, A: c.ref(x), B: c.ref(y), Y: c.ref(y)})
 	return nil
@@ -319,15 +306,11 @@ func lowerThresholdedRelu(c *nodeCtx) error {
 }
 
 func lowerShrink(c *nodeCtx) error {
-	x := c.in[0]
-	if err := needFloat(c, x); err != nil {
-		return err
-	}
-	l, b := c.attrFloat("lambd", 0.5), c.attrFloat("bias", 0)
-	y, err := c.define(0, x.dtype, x.shape)
+	x, y, err := floatMap(c, c.in[0].dtype)
 	if err != nil {
 		return err
 	}
+	l, b := c.attrFloat("lambd", 0.5), c.attrFloat("bias", 0)
 	lo, hi := c.temp(rt.Bool, x.shape), c.temp(rt.Bool, x.shape)
 	c.emit(&rt.Binary{Fn: rt.Less, A: c.ref(x), B: c.bcast(c.scalar(x.dtype, -l), x.shape), Y: c.ref(lo)})
 	c.emit(&rt.Binary{Fn: rt.Greater, A: c.ref(x), B: c.bcast(c.scalar(x.dtype, l), x.shape), Y: c.ref(hi)})
@@ -339,12 +322,20 @@ func lowerShrink(c *nodeCtx) error {
 	return nil
 }
 
-func lowerIsNaN(c *nodeCtx) error {
-	x := c.in[0]
+// floatMap is the frame of an elementwise op on a float input: it checks
+// that input 0 has a float dtype and defines output 0 with its shape and
+// dtype dt.
+func floatMap(c *nodeCtx, dt rt.DType) (x, y *tensor, err error) {
+	x = c.in[0]
 	if err := needFloat(c, x); err != nil {
-		return err
+		return nil, nil, err
 	}
-	y, err := c.define(0, rt.Bool, x.shape)
+	y, err = c.define(0, dt, x.shape)
+	return x, y, err
+}
+
+func lowerIsNaN(c *nodeCtx) error {
+	x, y, err := floatMap(c, rt.Bool)
 	if err != nil {
 		return err
 	}
@@ -354,11 +345,7 @@ func lowerIsNaN(c *nodeCtx) error {
 }
 
 func lowerIsInf(c *nodeCtx) error {
-	x := c.in[0]
-	if err := needFloat(c, x); err != nil {
-		return err
-	}
-	y, err := c.define(0, rt.Bool, x.shape)
+	x, y, err := floatMap(c, rt.Bool)
 	if err != nil {
 		return err
 	}

@@ -131,18 +131,11 @@ func lowerResize(c *nodeCtx) error {
 			return err
 		}
 	}
-	axes := make([]int, r)
-	for i := range axes {
-		axes[i] = i
-	}
+	axes := allAxes(r)
 	if av, ok := c.attrInts("axes"); ok {
-		axes = axes[:0]
-		for _, a := range av {
-			n, err := c.normAxis(a, r)
-			if err != nil {
-				return err
-			}
-			axes = append(axes, n)
+		var err error
+		if axes, err = c.normAxes(av, r); err != nil {
+			return err
 		}
 	}
 	out := append([]int{}, x.shape...)

@@ -200,21 +200,41 @@ func (c *nodeCtx) axesInput(i, rank int) ([]int, bool, error) {
 		}
 		raw = v
 	}
+	out, err := c.normAxes(raw, rank)
+	if err != nil {
+		return nil, false, err
+	}
 	seen := map[int]bool{}
-	var out []int
-	for _, a := range raw {
-		n, err := c.normAxis(a, rank)
-		if err != nil {
-			return nil, false, err
-		}
+	for k, n := range out {
 		if seen[n] {
-			return nil, false, c.shapeErr("axis %d repeated in %v", a, raw)
+			return nil, false, c.shapeErr("axis %d repeated in %v", raw[k], raw)
 		}
 		seen[n] = true
-		out = append(out, n)
 	}
 	sort.Ints(out)
 	return out, true, nil
+}
+
+// normAxes normalises axes for rank (see normAxis), keeping their order.
+func (c *nodeCtx) normAxes(axes []int64, rank int) ([]int, error) {
+	out := make([]int, 0, len(axes))
+	for _, a := range axes {
+		n, err := c.normAxis(a, rank)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// allAxes returns the axes 0, 1, ..., rank-1.
+func allAxes(rank int) []int {
+	out := make([]int, rank)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 func lowerSqueeze(c *nodeCtx) error {

@@ -270,35 +270,35 @@ func (b *Builder) Node(name, op string, inputs, outputs []string, attrs Attrs) {
 // SetType records the dtype and shape of a node output (by default they
 // are unknown and inferred by the runtime).
 func (b *Builder) SetType(tensor string, dt rt.DType, shape ...int64) {
-	i, ok := b.index[tensor]
-	if !ok {
-		b.errorf("SetType: unknown tensor %q", tensor)
-		return
+	if t := b.nodeOutput("SetType", tensor); t != nil {
+		t.DType, t.Shape = dt, slices.Clone(shape)
 	}
-	t := &b.m.Tensors[i]
-	if t.Role != Intermediate && t.Role != Output {
-		b.errorf("SetType: tensor %q is %s", tensor, roleArticle(t.Role))
-		return
-	}
-	t.DType, t.Shape = dt, slices.Clone(shape)
 }
 
 // Output marks node outputs as graph outputs, in the order of the tensor
 // table (the order in which they were created).
 func (b *Builder) Output(tensors ...string) {
 	for _, name := range tensors {
-		i, ok := b.index[name]
-		if !ok {
-			b.errorf("Output: unknown tensor %q", name)
-			continue
+		if t := b.nodeOutput("Output", name); t != nil {
+			t.Role = Output
 		}
-		t := &b.m.Tensors[i]
-		if t.Role != Intermediate && t.Role != Output {
-			b.errorf("Output: tensor %q is %s, not a node output", name, roleArticle(t.Role))
-			continue
-		}
-		t.Role = Output
 	}
+}
+
+// nodeOutput returns the named tensor when it is a node output, and
+// otherwise records an error for the method verb and returns nil.
+func (b *Builder) nodeOutput(verb, name string) *Tensor {
+	i, ok := b.index[name]
+	if !ok {
+		b.errorf("%s: unknown tensor %q", verb, name)
+		return nil
+	}
+	t := &b.m.Tensors[i]
+	if t.Role != Intermediate && t.Role != Output {
+		b.errorf("%s: tensor %q is %s, not a node output", verb, name, roleArticle(t.Role))
+		return nil
+	}
+	return t
 }
 
 func (b *Builder) nodeName(op string) string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/vrun-go/vrun/rt"
@@ -175,7 +176,7 @@ func diffModels(a, b *Model) string {
 	for i := range a.Tensors {
 		x, y := &a.Tensors[i], &b.Tensors[i]
 		if x.Name != y.Name || x.DType != y.DType || x.Role != y.Role ||
-			!eqSlice(x.Shape, y.Shape) || !eqSlice(x.DimNames, y.DimNames) || !bytes.Equal(x.Data, y.Data) {
+			!slices.Equal(x.Shape, y.Shape) || !slices.Equal(x.DimNames, y.DimNames) || !bytes.Equal(x.Data, y.Data) {
 			return fmt.Sprintf("tensor %d: %+v vs %+v", i, *x, *y)
 		}
 	}
@@ -184,7 +185,7 @@ func diffModels(a, b *Model) string {
 	}
 	for i := range a.Nodes {
 		x, y := &a.Nodes[i], &b.Nodes[i]
-		if x.Name != y.Name || x.Op != y.Op || !eqSlice(x.Inputs, y.Inputs) || !eqSlice(x.Outputs, y.Outputs) || len(x.Attrs) != len(y.Attrs) {
+		if x.Name != y.Name || x.Op != y.Op || !slices.Equal(x.Inputs, y.Inputs) || !slices.Equal(x.Outputs, y.Outputs) || len(x.Attrs) != len(y.Attrs) {
 			return fmt.Sprintf("node %d: %+v vs %+v", i, *x, *y)
 		}
 		for k := range x.Attrs {
@@ -194,18 +195,6 @@ func diffModels(a, b *Model) string {
 		}
 	}
 	return ""
-}
-
-func eqSlice[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func eqAttr(a, b *Attr) bool {
@@ -220,7 +209,7 @@ func eqAttr(a, b *Attr) bool {
 	case AttrString:
 		return a.Str == b.Str
 	case AttrInts:
-		return eqSlice(a.Ints, b.Ints)
+		return slices.Equal(a.Ints, b.Ints)
 	case AttrFloats:
 		if len(a.Floats) != len(b.Floats) {
 			return false
@@ -232,7 +221,7 @@ func eqAttr(a, b *Attr) bool {
 		}
 		return true
 	case AttrStrings:
-		return eqSlice(a.Strings, b.Strings)
+		return slices.Equal(a.Strings, b.Strings)
 	}
 	return false
 }

@@ -405,46 +405,32 @@ func (d *decoder) tables(h *header) (*Model, *positions) {
 	m := &Model{}
 	pos := &positions{}
 
-	d.sec = secMeta
-	n := d.count(minMetaEntry, "metadata entry")
-	if n > 0 {
-		m.Meta = make([][2]string, n)
-		pos.meta = make([]int64, n)
-	}
-	for i := 0; i < n && d.err == nil; i++ {
-		pos.meta[i] = int64(d.off)
-		d.enter("entry", i)
-		m.Meta[i][0] = d.str(MaxNameLen, "key")
-		m.Meta[i][1] = d.str(MaxStringLen, "value")
-	}
-	d.enter("", 0)
-
-	d.sec = secTensors
-	n = d.count(minTensorEntry, "tensor")
-	if n > 0 {
-		m.Tensors = make([]Tensor, n)
-		pos.tensors = make([]int64, n)
-	}
-	for i := 0; i < n && d.err == nil; i++ {
-		pos.tensors[i] = int64(d.off)
-		d.enter("tensor", i)
-		d.tensor(h, &m.Tensors[i])
-	}
-	d.enter("", 0)
-
-	d.sec = secNodes
-	n = d.count(minNodeEntry, "node")
-	if n > 0 {
-		m.Nodes = make([]Node, n)
-		pos.nodes = make([]int64, n)
-	}
-	for i := 0; i < n && d.err == nil; i++ {
-		pos.nodes[i] = int64(d.off)
-		d.enter("node", i)
-		d.node(&m.Nodes[i])
-	}
-	d.enter("", 0)
+	m.Meta, pos.meta = section(d, secMeta, minMetaEntry, "metadata entry", "entry", func(e *[2]string) {
+		e[0] = d.str(MaxNameLen, "key")
+		e[1] = d.str(MaxStringLen, "value")
+	})
+	m.Tensors, pos.tensors = section(d, secTensors, minTensorEntry, "tensor", "tensor", func(t *Tensor) { d.tensor(h, t) })
+	m.Nodes, pos.nodes = section(d, secNodes, minNodeEntry, "node", "node", d.node)
 	return m, pos
+}
+
+// section decodes section sec: its entry count (each entry at least
+// minEntry bytes; what names them in errors), then each entry with read,
+// recording where it starts. entry names one entry in error paths. Both
+// slices are nil for an empty section.
+func section[T any](d *decoder, sec string, minEntry int, what, entry string, read func(*T)) (items []T, pos []int64) {
+	d.sec = sec
+	n := d.count(minEntry, what)
+	if n > 0 {
+		items, pos = make([]T, n), make([]int64, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		pos[i] = int64(d.off)
+		d.enter(entry, i)
+		read(&items[i])
+	}
+	d.enter("", 0)
+	return items, pos
 }
 
 func (d *decoder) tensor(h *header, t *Tensor) {

@@ -306,32 +306,34 @@ func parseDescr(s string) (descrInfo, error) {
 		}
 		size = sz
 	}
-	info := descrInfo{size: size, bigEnd: big && size > 1}
-	switch {
-	case kind == 'f' && size == 4:
-		info.dt = rt.F32
-	case kind == 'f' && size == 2:
-		info.dt = rt.F16
-	case kind == 'f' && size == 8:
-		info.dt = rt.F64
-	case kind == 'i' && size == 4:
-		info.dt = rt.I32
-	case kind == 'i' && size == 8:
-		info.dt = rt.I64
-	case kind == 'u' && size == 1:
-		info.dt = rt.U8
-	case kind == 'i' && size == 1:
-		info.dt = rt.I8
-	case kind == 'b' && size == 1:
-		info.dt = rt.Bool
-	case kind == 'i' && size == 2, kind == 'u' && size == 2:
-		info.dt, info.convert = rt.I32, kind
-	case kind == 'u' && (size == 4 || size == 8):
-		info.dt, info.convert = rt.I64, kind
-	default:
+	k, ok := descrKinds[descrKey{kind, size}]
+	if !ok {
 		return descrInfo{}, fmt.Errorf("%w: descr %q (vrun reads f2 f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1)", ErrUnsupported, s)
 	}
+	info := descrInfo{dt: k.dt, size: size, bigEnd: big && size > 1}
+	if k.widen {
+		info.convert = kind
+	}
 	return info, nil
+}
+
+// descrKey is a descr's kind character and element size in bytes.
+type descrKey struct {
+	kind byte
+	size int
+}
+
+// descrKinds are the element types vrun reads: the dtype each becomes, and
+// whether it is widened to that dtype (i2, u2, u4, u8) rather than copied.
+var descrKinds = map[descrKey]struct {
+	dt    rt.DType
+	widen bool
+}{
+	{'f', 2}: {rt.F16, false}, {'f', 4}: {rt.F32, false}, {'f', 8}: {rt.F64, false},
+	{'i', 1}: {rt.I8, false}, {'i', 4}: {rt.I32, false}, {'i', 8}: {rt.I64, false},
+	{'u', 1}: {rt.U8, false}, {'b', 1}: {rt.Bool, false},
+	{'i', 2}: {rt.I32, true}, {'u', 2}: {rt.I32, true},
+	{'u', 4}: {rt.I64, true}, {'u', 8}: {rt.I64, true},
 }
 
 func nativeLittle() bool {

@@ -3,6 +3,7 @@ package rt
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // CheckOp validates the operands of op: every present ref is in bounds,
@@ -75,7 +76,7 @@ func checkExtents(op Op, ops []Operand) error {
 		if r.Buf == nil {
 			continue
 		}
-		if o.Shape != nil && !equalInts(r.Shape, o.Shape) {
+		if o.Shape != nil && !slices.Equal(r.Shape, o.Shape) {
 			return fmt.Errorf("%s: %s shape %v, want %v", op.OpName(), o.Name, r.Shape, o.Shape)
 		}
 		if !o.Strided && (o.Need < 0 || r.Len() < o.Need) {
@@ -181,16 +182,4 @@ func checkIndexDType(op Op, idx Ref) error {
 		return fmt.Errorf("%s: index dtype %s, want i32 or i64", op.OpName(), idx.DType)
 	}
 	return nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

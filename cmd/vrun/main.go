@@ -150,6 +150,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return usageError{fmt.Sprintf("expected one model file, got %d arguments", len(pos))}
 }
 
+// load parses the flags into options and reads the model graph at path.
+func (f *runFlags) load(path string, stderr io.Writer) (vrun.Options, *model.Model, error) {
+	opts, err := f.options(stderr)
+	if err != nil {
+		return opts, nil, err
+	}
+	g, err := vrun.LoadGraph(path)
+	return opts, g, err
+}
+
 func (f *runFlags) options(stderr io.Writer) (vrun.Options, error) {
 	opts := vrun.Options{Device: f.device, Profile: f.profile, Shapes: map[string][]int{}}
 	if f.verbose {
@@ -243,11 +253,7 @@ func shapeString(dt rt.DType, shape []int) string {
 }
 
 func runModel(f *runFlags, path string, stdout, stderr io.Writer) error {
-	opts, err := f.options(stderr)
-	if err != nil {
-		return err
-	}
-	g, err := vrun.LoadGraph(path)
+	opts, g, err := f.load(path, stderr)
 	if err != nil {
 		return err
 	}
@@ -463,11 +469,7 @@ func printProfile(w io.Writer, m *vrun.Model) {
 }
 
 func info(f *runFlags, path string, stdout, stderr io.Writer) error {
-	opts, err := f.options(stderr)
-	if err != nil {
-		return err
-	}
-	g, err := vrun.LoadGraph(path)
+	opts, g, err := f.load(path, stderr)
 	if err != nil {
 		return err
 	}
