@@ -70,13 +70,49 @@ func TestOptimizerMixUps(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				res, err := optimref.Train(dev, tc.run, d, d.Want, nil)
+				res, err := optimref.Train(dev, tc.run, d, d.Want, optimref.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				// Caught at the tolerance, and by a wide margin.
 				if res.FirstFail < 0 || res.Worst < 100 {
 					t.Errorf("the wrong optimizer matches reference %s: worst %.3g× tolerance", tc.ref, res.Worst)
+				}
+			})
+		}
+	}
+}
+
+// TestOptimizerAcrossPlans alternates the trainer between two input
+// shapes (two plans) whose gradients are the same; the parameters,
+// optimizer state and step count live in buffers the plans share, so the
+// run must still match torch.optim step by step.
+func TestOptimizerAcrossPlans(t *testing.T) {
+	m, err := optimref.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	for _, c := range m.Optimizers {
+		switch c.Name {
+		case "sgd_momentum_wd", "sgd_nesterov", "adam_betas", "adamw_wd", "adagrad_full", "rmsprop_all", "sgd_clip":
+		default:
+			continue
+		}
+		for _, dt := range []rt.DType{rt.F32, rt.F64} {
+			t.Run(c.Name+"_"+dt.String(), func(t *testing.T) {
+				d, err := m.LoadData(dt, c.Name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := optimref.Train(dev, c.Optimizer(), d, d.Want, optimref.Options{Split: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.FirstFail >= 0 {
+					t.Errorf("weights differ from torch.optim from step %d on; worst %.3g× tolerance at step %d",
+						res.FirstFail+1, res.Worst, res.WorstStep+1)
 				}
 			})
 		}

@@ -103,7 +103,7 @@ func TestSchedulesTrainer(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				res, err := optimref.Train(dev, c.Optimizer(), d, d.Want, nil)
+				res, err := optimref.Train(dev, c.Optimizer(), d, d.Want, optimref.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -178,8 +178,9 @@ func row(x *rt.Tensor, k int) *rt.Tensor {
 }
 
 // Model builds loss = Σ_i ReduceSum(w_i * c_i) with weights w<i> set to
-// w0 and inputs c<i>.
-func Model(w0 []*rt.Tensor) (*model.Model, error) {
+// w0 and inputs c<i>. With split, the inputs have a leading dimension of
+// any size, which the gradient of the broadcast weight sums over.
+func Model(w0 []*rt.Tensor, split bool) (*model.Model, error) {
 	b := model.NewBuilder()
 	var sum string
 	for i, w := range w0 {
@@ -187,7 +188,11 @@ func Model(w0 []*rt.Tensor) (*model.Model, error) {
 		for j, d := range w.Shape {
 			sh[j] = int64(d)
 		}
-		c := b.Input(fmt.Sprintf("c%d", i), w.DType, sh...)
+		in := sh
+		if split {
+			in = append([]int64{-1}, sh...)
+		}
+		c := b.Input(fmt.Sprintf("c%d", i), w.DType, in...)
 		wn := b.Weight(fmt.Sprintf("w%d", i), w.DType, sh, w.Data)
 		s := b.Op("ReduceSum", []string{b.Op("Mul", []string{wn, c}, nil)}, model.Attrs{"keepdims": 0})
 		if sum == "" {
@@ -209,18 +214,36 @@ type Result struct {
 	FirstFail int     // first step over tolerance, or -1
 }
 
-// Train runs opt with learning rates from lr (nil: opt.LR throughout) on
-// dev over d's gradients and measures the distance to want (which may be
-// another case's reference than d.Want).
-func Train(dev rt.Device, opt engine.Optimizer, d *Data, want []*rt.Tensor, lr LRFunc) (Result, error) {
+// Options varies a run.
+type Options struct {
+	// LR gives the learning rate of each step (nil: the optimizer's).
+	LR LRFunc
+	// Split feeds the gradient of odd steps (1-based) as [1, shape...]
+	// and of even steps as two halves [2, shape...] (c/2 twice: exact),
+	// so that the trainer alternates between two plans, which must share
+	// the parameters, the optimizer state and the step count.
+	Split bool
+}
+
+// Train runs opt on dev over d's gradients and measures the distance to
+// want (which may be another case's reference than d.Want).
+func Train(dev rt.Device, opt engine.Optimizer, d *Data, want []*rt.Tensor, o Options) (Result, error) {
 	res := Result{FirstFail: -1}
 	dt := d.W0[0].DType
 	rtol, atol := Tol(dt)
-	m, err := Model(d.W0)
+	lr := o.LR
+	m, err := Model(d.W0, o.Split)
 	if err != nil {
 		return res, err
 	}
-	tr, err := engine.NewTrainer(m, dev, engine.TrainOptions{Loss: "loss", Optimizer: &opt})
+	topts := engine.TrainOptions{Loss: "loss", Optimizer: &opt}
+	if o.Split {
+		topts.Shapes = map[string][]int{}
+		for i, w := range d.W0 {
+			topts.Shapes[fmt.Sprintf("c%d", i)] = append([]int{1}, w.Shape...)
+		}
+	}
+	tr, err := engine.NewTrainer(m, dev, topts)
 	if err != nil {
 		return res, err
 	}
@@ -233,7 +256,18 @@ func Train(dev rt.Device, opt engine.Optimizer, d *Data, want []*rt.Tensor, lr L
 		}
 		in := map[string]*rt.Tensor{}
 		for i, c := range d.C {
-			in[fmt.Sprintf("c%d", i)] = row(c, k)
+			x := row(c, k)
+			if o.Split {
+				x = &rt.Tensor{DType: x.DType, Shape: append([]int{1}, x.Shape...), Data: x.Data}
+				if k%2 == 1 {
+					v := x.Float64s()
+					for j := range v {
+						v[j] /= 2
+					}
+					x = rt.FromFloat64(x.DType, append(v, v...), append([]int{2}, x.Shape[1:]...)...)
+				}
+			}
+			in[fmt.Sprintf("c%d", i)] = x
 		}
 		r, err := tr.Step(context.Background(), in)
 		if err != nil {
@@ -278,7 +312,7 @@ func Run(t *testing.T, dev rt.Device, m *Manifest, c Config, dt rt.DType, lr LRF
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Train(dev, c.Optimizer(), d, d.Want, lr)
+	res, err := Train(dev, c.Optimizer(), d, d.Want, Options{LR: lr})
 	var ue *rt.UnsupportedError
 	if errors.As(err, &ue) {
 		t.Skipf("device: %v", err)
