@@ -282,3 +282,107 @@ func TestErrors(t *testing.T) {
 		t.Error("SetParam with the wrong shape: no error")
 	}
 }
+
+// TestDynamicShapes: a small transformer block over inputs with dynamic
+// batch and sequence dims (positional encoding, causal attention and the
+// loss divisors read their sizes from shape subgraphs), trained on two
+// sequence lengths with one Trainer; dropout inside LSTM and attention
+// is active while training and absent in inference.
+func TestDynamicShapes(t *testing.T) {
+	g := nn.NewGraph(rt.F32, 3)
+	tok := g.InputOf("tok", rt.I64, -1, -1)
+	tgt := g.InputOf("tgt", rt.I64, -1, -1)
+	h := (&nn.Embedding{Num: 11, Dim: 8, Name: "emb"}).Forward(g, tok)
+	h = nn.PositionalEncoding{Dim: 8, MaxLen: 32, BatchFirst: true}.Forward(g, h)
+	attn := &nn.MultiHeadAttention{Embed: 8, Heads: 2, BatchFirst: true, Dropout: 0.2, Name: "attn"}
+	a, _ := attn.Attend(g, h, h, h, nn.AttentionOptions{Causal: true})
+	h = (&nn.LayerNorm{Shape: []int{8}, Name: "ln"}).Forward(g, g.Add(h, a))
+	lstm := nn.NewLSTM(8, 6)
+	lstm.Name, lstm.Layers, lstm.BatchFirst, lstm.Dropout = "lstm", 2, true, 0.3
+	h = lstm.Forward(g, h)
+	logits := g.Transpose((&nn.Linear{In: 6, Out: 11, Name: "out"}).Forward(g, h), 0, 2, 1) // [N, C, L]
+	loss := nn.CrossEntropyLoss(g, logits, tgt, nn.ClassOptions{LabelSmoothing: 0.1})
+	tr := trainer(t, g, loss, []nn.Value{logits}, func(o *engine.TrainOptions) {
+		o.Shapes = map[string][]int{"tok": {2, 5}, "tgt": {2, 5}}
+		o.Optimizer = &engine.Optimizer{Kind: engine.Adam, LR: 0.01}
+	})
+	batch := func(n, l int) map[string]*rt.Tensor {
+		v := fill(n*l, func(i int) float64 { return float64((i*7 + 3) % 11) })
+		w := fill(n*l, func(i int) float64 { return float64((i*7 + 4) % 11) })
+		return map[string]*rt.Tensor{"tok": rt.FromFloat64(rt.I64, v, n, l), "tgt": rt.FromFloat64(rt.I64, w, n, l)}
+	}
+	ctx := context.Background()
+	var first, last float64
+	for s := range 40 {
+		in := batch(2, 5)
+		if s%2 == 1 {
+			in = batch(3, 7)
+		}
+		r, err := tr.Step(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s == 0 {
+			first = r.Loss
+		}
+		last = r.Loss
+	}
+	if !(last < first) {
+		t.Errorf("loss %g after 40 steps, %g at the first", last, first)
+	}
+	// Inference is deterministic (no dropout) and agrees with the same
+	// weights in a graph built without dropout.
+	in := batch(3, 7)
+	delete(in, "tgt")
+	e1, err := tr.Eval(ctx, batch(3, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2, err := tr.Eval(ctx, batch(3, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(e1[logits.Name()].Float64s(), e2[logits.Name()].Float64s()) {
+		t.Error("inference is not deterministic")
+	}
+	w, err := tr.Weights()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2 := nn.NewGraph(rt.F32, 3)
+	tok2 := g2.InputOf("tok", rt.I64, -1, -1)
+	h2 := (&nn.Embedding{Num: 11, Dim: 8, Name: "emb"}).Forward(g2, tok2)
+	h2 = nn.PositionalEncoding{Dim: 8, MaxLen: 32, BatchFirst: true}.Forward(g2, h2)
+	a2, _ := (&nn.MultiHeadAttention{Embed: 8, Heads: 2, BatchFirst: true, Name: "attn"}).Attend(g2, h2, h2, h2, nn.AttentionOptions{Causal: true})
+	h2 = (&nn.LayerNorm{Shape: []int{8}, Name: "ln"}).Forward(g2, g2.Add(h2, a2))
+	l2 := nn.NewLSTM(8, 6)
+	l2.Name, l2.Layers, l2.BatchFirst = "lstm", 2, true
+	h2 = l2.Forward(g2, h2)
+	lg2 := g2.Transpose((&nn.Linear{In: 6, Out: 11, Name: "out"}).Forward(g2, h2), 0, 2, 1)
+	for _, name := range g2.Params() {
+		if err := g2.SetParam(name, w[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m2, err := g2.Model(lg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	s2, err := engine.New(m2, dev, engine.Options{Shapes: map[string][]int{"tok": {3, 7}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	out, err := s2.Run(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := out[lg2.Name()].Float64s(), e1[logits.Name()].Float64s()
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-5*(1+math.Abs(want[i])) {
+			t.Fatalf("logits[%d] = %g without dropout layers, %g from Trainer.Eval", i, got[i], want[i])
+		}
+	}
+}

@@ -252,6 +252,21 @@ var builders = map[string]builder{
 		LabelSmoothing: 0.15}),
 	"loss_ce_smooth_weight_sum":     class(true, nn.ClassOptions{Weight: w5, LabelSmoothing: 0.3, Reduction: nn.Sum}),
 	"loss_ce_smooth_weight_mean_3d": class(true, nn.ClassOptions{Weight: w5, LabelSmoothing: 0.1}),
+	"loss_mse_none": regression(func(g *nn.Graph, x, y nn.Value) nn.Value {
+		return nn.MSELoss(g, x, y, nn.NoReduction)
+	}),
+	"loss_huber_none": regression(func(g *nn.Graph, x, y nn.Value) nn.Value {
+		return nn.HuberLoss(g, x, y, 1, nn.NoReduction)
+	}),
+	"loss_bcelogits_posweight_none": func(g *nn.Graph, in map[string]nn.Value) []nn.Value {
+		return []nn.Value{nn.BCEWithLogitsLoss(g, in["x"], in["y"], nn.Value{}, in["pw"], nn.NoReduction)}
+	},
+	"loss_nll_weight_ignore_none": class(false, nn.ClassOptions{Weight: w5, Reduction: nn.NoReduction}),
+	"loss_ce_smooth_weight_ignore_none": class(true, nn.ClassOptions{Weight: w5, LabelSmoothing: 0.2,
+		Reduction: nn.NoReduction}),
+	"loss_kldiv_none": func(g *nn.Graph, in map[string]nn.Value) []nn.Value {
+		return []nn.Value{nn.KLDivLoss(g, in["x"], in["t"], nn.NoReduction, false)}
+	},
 	"loss_kldiv_mean": func(g *nn.Graph, in map[string]nn.Value) []nn.Value {
 		return []nn.Value{nn.KLDivLoss(g, in["x"], in["t"], nn.Mean, false)}
 	},

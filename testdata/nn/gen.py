@@ -740,6 +740,25 @@ loss_case("kldiv_sum", kl("sum", False))
 loss_case("kldiv_logtarget_batchmean", kl("batchmean", True))
 
 
+def unreduced(name, make):
+    """A loss with reduction none: its elementwise output goes through
+    the cotangent sum like a layer's."""
+    def fn(c, r):
+        f = make(c, r)
+        c.refwd = lambda: [f()]
+        return [f()]
+    CASES["loss_" + name] = (fn, "elem")
+
+
+unreduced("mse_none", regression(F.mse_loss, reduction="none"))
+unreduced("huber_none", away_from(1.0)(F.huber_loss, reduction="none"))
+unreduced("bcelogits_posweight_none", bce_logits(False, True, "none"))
+unreduced("nll_weight_ignore_none", cls_loss(F.nll_loss, (6, 5), T6_IGN, weight=W5, reduction="none"))
+unreduced("ce_smooth_weight_ignore_none", cls_loss(F.cross_entropy, (6, 5), T6_IGN, weight=W5, label_smoothing=0.2,
+                                                   reduction="none"))
+unreduced("kldiv_none", kl("none", False))
+
+
 # ---------------------------------------------------------------- training
 
 @case("nograd")
