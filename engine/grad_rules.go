@@ -201,6 +201,8 @@ func (x *vjp) rule() error {
 		return x.matmul(o, x.v.(*rt.MatMul))
 	case *rt.Conv:
 		return x.conv(o, x.v.(*rt.Conv))
+	case *rt.ConvTranspose:
+		return x.convTranspose(o, x.v.(*rt.ConvTranspose))
 	case *rt.Pool:
 		return x.pool(o, x.v.(*rt.Pool))
 	case *rt.Normalize:
@@ -620,19 +622,51 @@ func (x *vjp) conv(o, v *rt.Conv) error {
 		commit()
 	}
 	if x.wants(o.W) {
-		// dW as a convolution: the batch becomes the reduction channels and
-		// the output gradient the kernel, with stride and dilation swapped.
-		gr, cg := o.Groups, o.C/o.Groups
-		hw := o.H * o.W_
-		xs := g.contiguous(strided(v.X, []int{cg, gr, o.N, o.H, o.W_}, []int{hw, cg * hw, o.C * hw, o.W_, 1}))
+		x.convWeightGrad(o, v.X, G, o.W)
+	}
+	if o.Bias.Valid() && x.wants(o.Bias) {
 		ohw := o.OH * o.OW
-		ws := g.contiguous(strided(G, []int{o.K, o.N, o.OH, o.OW}, []int{ohw, o.K * ohw, o.OW, 1}))
-		y := g.tmp(o.W.DType, []int{cg, o.K, o.KH, o.KW})
-		g.emit(&rt.Conv{X: g.use(reshaped(xs, cg, gr*o.N, o.H, o.W_)), W: g.use(ws), Y: y, N: cg, C: gr * o.N,
-			H: o.H, W_: o.W_, K: o.K, OH: o.KH, OW: o.KW, KH: o.OH, KW: o.OW,
-			StrideH: o.DilH, StrideW: o.DilW, PadT: o.PadT, PadL: o.PadL, DilH: o.StrideH, DilW: o.StrideW, Groups: gr})
-		khw := o.KH * o.KW
-		x.add(strided(o.W, []int{cg, o.K, o.KH, o.KW}, []int{khw, cg * khw, o.KW, 1}), y)
+		x.add(strided(o.Bias, []int{o.N, o.K, ohw}, []int{0, 1, 0}), reshaped(G, o.N, o.K, ohw))
+	}
+	return nil
+}
+
+// convWeightGrad adds the weight gradient of convolution o, given its
+// input values xv and output gradient G, into the gradient of w: a
+// convolution in which the batch becomes the reduction channels and the
+// output gradient the kernel, with stride and dilation swapped.
+func (x *vjp) convWeightGrad(o *rt.Conv, xv, G, w rt.Ref) {
+	g := x.g
+	gr, cg := o.Groups, o.C/o.Groups
+	hw := o.H * o.W_
+	xs := g.contiguous(strided(xv, []int{cg, gr, o.N, o.H, o.W_}, []int{hw, cg * hw, o.C * hw, o.W_, 1}))
+	ohw := o.OH * o.OW
+	ws := g.contiguous(strided(G, []int{o.K, o.N, o.OH, o.OW}, []int{ohw, o.K * ohw, o.OW, 1}))
+	y := g.tmp(w.DType, []int{cg, o.K, o.KH, o.KW})
+	g.emit(&rt.Conv{X: reshaped(xs, cg, gr*o.N, o.H, o.W_), W: ws, Y: y, N: cg, C: gr * o.N,
+		H: o.H, W_: o.W_, K: o.K, OH: o.KH, OW: o.KW, KH: o.OH, KW: o.OW,
+		StrideH: o.DilH, StrideW: o.DilW, PadT: o.PadT, PadL: o.PadL, DilH: o.StrideH, DilW: o.StrideW, Groups: gr})
+	khw := o.KH * o.KW
+	x.add(strided(w, []int{cg, o.K, o.KH, o.KW}, []int{khw, cg * khw, o.KW, 1}), y)
+}
+
+// convTranspose differentiates Y = ConvTranspose(X, W): the input
+// gradient is the forward convolution of dY, and the weight gradient is
+// that of the convolution dY -> X.
+func (x *vjp) convTranspose(o, v *rt.ConvTranspose) error {
+	g := x.g
+	G := reshaped(x.dy(o.Y), o.N, o.K, o.OH, o.OW)
+	if x.wants(o.X) {
+		t, commit := x.target(o.X, []int{o.N, o.C, o.H, o.W_})
+		g.emit(&rt.Conv{X: G, W: v.W, Y: t, N: o.N, C: o.K, H: o.OH, W_: o.OW, K: o.C, OH: o.H, OW: o.W_,
+			KH: o.KH, KW: o.KW, StrideH: o.StrideH, StrideW: o.StrideW, PadT: o.PadT, PadL: o.PadL,
+			DilH: o.DilH, DilW: o.DilW, Groups: o.Groups})
+		commit()
+	}
+	if x.wants(o.W) {
+		c := &rt.Conv{N: o.N, C: o.K, H: o.OH, W_: o.OW, K: o.C, OH: o.H, OW: o.W_, KH: o.KH, KW: o.KW,
+			StrideH: o.StrideH, StrideW: o.StrideW, PadT: o.PadT, PadL: o.PadL, DilH: o.DilH, DilW: o.DilW, Groups: o.Groups}
+		x.convWeightGrad(c, G, reshaped(v.X, o.N, o.C, o.H, o.W_), o.W)
 	}
 	if o.Bias.Valid() && x.wants(o.Bias) {
 		ohw := o.OH * o.OW

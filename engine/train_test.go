@@ -59,6 +59,11 @@ var gradCases = []gradCase{
 		e := b.Op("Exp", []string{b.Op("Mul", []string{"x", w("s", 5)}, nil)}, nil)
 		return b.Op("ReduceSum", []string{e}, model.Attrs{"keepdims": 0})
 	}},
+	{"convtranspose", map[string][]int{"x": {2, 4, 3, 4}}, func(b *model.Builder, w func(string, ...int) string) string {
+		y := b.Op("ConvTranspose", []string{"x", w("w", 4, 3, 3, 2), w("b", 6)},
+			model.Attrs{"group": 2, "strides": []int64{2, 1}, "pads": []int64{1, 0, 0, 1}, "output_padding": []int64{1, 0}})
+		return b.Op("ReduceSum", []string{b.Op("Mul", []string{b.Op("Sin", []string{y}, nil), w("t", 2, 6, 7, 4)}, nil)}, model.Attrs{"keepdims": 0})
+	}},
 	{"layernorm", map[string][]int{"x": {3, 6}}, func(b *model.Builder, w func(string, ...int) string) string {
 		n := b.Op("LayerNormalization", []string{"x", w("g", 6), w("bb", 6)}, nil)
 		n = b.Op("Gelu", []string{n}, nil)
