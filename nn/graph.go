@@ -282,8 +282,8 @@ func (g *Graph) NoGrad(f func()) {
 type Init func(r *rand.Rand, v []float64)
 
 // Param adds a trained parameter named name (inside the current scopes)
-// with the given shape, initialised by init. Layers call it; custom
-// layers may too.
+// with the given shape, initialised by init (zeros when nil). Layers call
+// it; custom layers may too.
 func (g *Graph) Param(name string, shape []int, init Init) Value {
 	return g.addFloat(join(g.scopePrefix(), name), shape, init, true, false)
 }
@@ -609,13 +609,21 @@ func (g *Graph) Model(outputs ...Value) (*model.Model, error) {
 
 // TrainOptions returns engine training options for m (built by
 // [Graph.Model]) that minimise loss: Loss, Params (the graph's trained
-// parameters present in m) and NoGrad (the nodes of m added inside
-// [Graph.NoGrad]). The caller adds an optimizer, shapes and a seed.
+// parameters present in m), Frozen (every other float weight of m:
+// constants such as class weights or a positional-encoding table, which
+// the engine would otherwise train when Params is empty) and NoGrad (the
+// nodes of m added inside [Graph.NoGrad]). The caller adds an optimizer,
+// shapes and a seed.
 func (g *Graph) TrainOptions(m *model.Model, loss Value) engine.TrainOptions {
 	opts := engine.TrainOptions{Loss: loss.name}
 	for _, name := range g.Params() {
 		if m.TensorIndex(name) >= 0 {
 			opts.Params = append(opts.Params, name)
+		}
+	}
+	for _, t := range m.Tensors {
+		if w := g.wIndex[t.Name]; t.Role == model.Weight && t.DType.IsFloat() && (w == nil || (!w.param && !w.stat)) {
+			opts.Frozen = append(opts.Frozen, t.Name)
 		}
 	}
 	inModel := map[string]bool{}

@@ -386,3 +386,32 @@ func TestDynamicShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestConstantsNotTrained: float constants (class weights, dropout
+// ratios, tables) are frozen, so a loss with no parameters differentiates
+// its inputs only and an optimizer never changes a constant.
+func TestConstantsNotTrained(t *testing.T) {
+	g := nn.NewGraph(rt.F64, 1)
+	x := g.Input("x", 3, 4)
+	y := g.InputOf("y", rt.I64, 3)
+	h := nn.Dropout{P: 0.1}.Forward(g, x)
+	loss := nn.CrossEntropyLoss(g, h, y, nn.ClassOptions{Weight: []float64{1, 2, 3, 4}, LabelSmoothing: 0.1})
+	tr := trainer(t, g, loss, nil, func(o *engine.TrainOptions) {
+		if len(o.Params) != 0 || len(o.Frozen) == 0 {
+			t.Errorf("params %v, frozen %v", o.Params, o.Frozen)
+		}
+		o.InputGrads = []string{"x"}
+	})
+	if _, err := tr.Step(context.Background(), map[string]*rt.Tensor{
+		"x": rt.FromFloat64(rt.F64, fill(12, func(i int) float64 { return float64(i%5) - 2 }), 3, 4),
+		"y": rt.FromFloat64(rt.I64, []float64{0, 3, 1}, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	gr, err := tr.Grads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gr) != 1 || gr["x"] == nil {
+		t.Errorf("gradients of %d tensors, want x only", len(gr))
+	}
+}

@@ -148,11 +148,13 @@ var builders = map[string]builder{
 			&nn.Conv2D{In: 4, Out: 4, Kernel: [2]int{3, 3}, Padding: [2]int{1, 1}, Groups: 2}, nn.GELU{},
 			nn.GlobalAvgPool{}, nn.Flatten{}, nn.NewLinear(4, 3))
 	}),
-	"batchnorm1d":    fresh(func() nn.Layer { return &nn.BatchNorm{Features: 5, Name: "bn"} }),
-	"batchnorm1d_3d": fresh(func() nn.Layer { return &nn.BatchNorm{Features: 3, Momentum: 0.25, Name: "bn"} }),
-	"batchnorm2d":    fresh(func() nn.Layer { return &nn.BatchNorm{Features: 3, Eps: 1e-3, Momentum: 0.2, Name: "bn"} }),
-	"layernorm":      fresh(func() nn.Layer { return &nn.LayerNorm{Shape: []int{6}, Name: "ln"} }),
-	"layernorm_2d":   fresh(func() nn.Layer { return &nn.LayerNorm{Shape: []int{4, 6}, Eps: 1e-3, Name: "ln"} }),
+	"batchnorm1d":          fresh(func() nn.Layer { return &nn.BatchNorm{Features: 5, Name: "bn"} }),
+	"batchnorm1d_3d":       fresh(func() nn.Layer { return &nn.BatchNorm{Features: 3, Momentum: 0.25, Name: "bn"} }),
+	"batchnorm2d":          fresh(func() nn.Layer { return &nn.BatchNorm{Features: 3, Eps: 1e-3, Momentum: 0.2, Name: "bn"} }),
+	"batchnorm2d_noaffine": fresh(func() nn.Layer { return &nn.BatchNorm{Features: 3, NoAffine: true, Name: "bn"} }),
+	"layernorm_noaffine":   fresh(func() nn.Layer { return &nn.LayerNorm{Shape: []int{5}, NoAffine: true, Name: "ln"} }),
+	"layernorm":            fresh(func() nn.Layer { return &nn.LayerNorm{Shape: []int{6}, Name: "ln"} }),
+	"layernorm_2d":         fresh(func() nn.Layer { return &nn.LayerNorm{Shape: []int{4, 6}, Eps: 1e-3, Name: "ln"} }),
 	"embedding": func(g *nn.Graph, in map[string]nn.Value) []nn.Value {
 		return []nn.Value{(&nn.Embedding{Num: 10, Dim: 4, Name: "emb"}).Forward(g, in["idx"])}
 	},

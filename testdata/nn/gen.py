@@ -384,8 +384,9 @@ def bn_case(name, mod, shape):
     def _(c, r):
         bn = c.module("bn.", mod)
         with torch.no_grad():
-            bn.weight.copy_(torch.as_tensor(r.nz(mod.num_features)))
-            bn.bias.copy_(torch.as_tensor(r.nz(mod.num_features)))
+            if mod.affine:
+                bn.weight.copy_(torch.as_tensor(r.nz(mod.num_features)))
+                bn.bias.copy_(torch.as_tensor(r.nz(mod.num_features)))
             bn.running_mean.copy_(torch.as_tensor(r.u(mod.num_features)))
             bn.running_var.copy_(torch.as_tensor(r.u(mod.num_features, lo=0.5, hi=2.0)))
         c.buf_init = {n: b.detach().numpy().copy() for n, b in c.buffers}
@@ -404,6 +405,15 @@ def bn_case(name, mod, shape):
 bn_case("batchnorm1d", nn.BatchNorm1d(5), (6, 5))
 bn_case("batchnorm1d_3d", nn.BatchNorm1d(3, momentum=0.25), (4, 3, 5))
 bn_case("batchnorm2d", nn.BatchNorm2d(3, eps=1e-3, momentum=0.2), (2, 3, 4, 5))
+bn_case("batchnorm2d_noaffine", nn.BatchNorm2d(3, affine=False), (2, 3, 3, 4))
+
+
+@case("layernorm_noaffine")
+def _(c, r):
+    ln = c.module("ln.", nn.LayerNorm(5, elementwise_affine=False))
+    x = c.input("x", r.nz(4, 5))
+    c.refwd = lambda: [ln(x)]
+    return ln(x)
 
 
 @case("layernorm")
