@@ -111,14 +111,16 @@ func (a *MultiHeadAttention) Attend(g *Graph, query, key, value Value, opts Atte
 		b := g.Split(a.InProjBias, 0, E, E, E)
 		bq, bk, bv = b[0], b[1], b[2]
 	}
-	if !a.BatchFirst { // [L, N, E] -> [N, L, E]
-		query = g.Transpose(query, 1, 0, 2)
-		if key == value {
-			key = g.Transpose(key, 1, 0, 2)
-			value = key
-		} else {
-			key, value = g.Transpose(key, 1, 0, 2), g.Transpose(value, 1, 0, 2)
+	if !a.BatchFirst { // [L, N, E] -> [N, L, E], once per distinct input
+		done := map[string]Value{}
+		tr := func(x Value) Value {
+			if y, ok := done[x.name]; ok {
+				return y
+			}
+			done[x.name] = g.Transpose(x, 1, 0, 2)
+			return done[x.name]
 		}
+		query, key, value = tr(query), tr(key), tr(value)
 	}
 	proj := func(x, w, b Value) Value {
 		y := g.MatMul(x, g.Transpose(w, 1, 0))
