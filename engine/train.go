@@ -56,6 +56,7 @@ type Trainer struct {
 	lr    float64
 	steps int
 	rng   *rand.Rand
+	pcg   *rand.PCG // rng's source, whose state State saves
 	last  *planState
 	lastC *execCtx
 }
@@ -69,7 +70,8 @@ type StepResult struct {
 // NewTrainer plans a training step of m on dev. The caller keeps
 // ownership of m and dev, which must outlive the trainer.
 func NewTrainer(m *model.Model, dev rt.Device, opts TrainOptions) (*Trainer, error) {
-	t := &Trainer{opts: opts, names: map[int]bool{}, rng: rand.New(rand.NewPCG(opts.Seed, 0x76727564726f70))}
+	t := &Trainer{opts: opts, names: map[int]bool{}, pcg: rand.NewPCG(opts.Seed, 0x76727564726f70)}
+	t.rng = rand.New(t.pcg)
 	loss := m.TensorIndex(opts.Loss)
 	if loss < 0 || m.Tensors[loss].Role != model.Output {
 		return nil, fmt.Errorf("engine: loss %q is not a model output", opts.Loss)
