@@ -52,54 +52,27 @@ type ewSpace struct {
 	st    [maxOps][]int64
 }
 
-// coalesce drops size-1 dims and merges dims that are contiguous for
-// every operand, like the CPU backend's plan. ok is false when the result
-// has more than maxRank dims.
+// coalesce merges dims with rt.Coalesce and turns the space innermost
+// first, as the kernels walk it. ok is false when the result has more
+// than maxRank dims.
 func coalesce(shape []int, strides ...[]int) (sp ewSpace, ok bool) {
-	var cs []int64
-	var cst [maxOps][]int64
-	sp.n = 1
-	for d, s := range shape {
-		sp.n *= int64(s)
-		if s == 1 {
-			continue
-		}
-		if k := len(cs); k > 0 && s != 0 {
-			merge := true
-			for o := range strides {
-				if cst[o][k-1] != int64(strides[o][d])*int64(s) {
-					merge = false
-					break
-				}
-			}
-			if merge {
-				cs[k-1] *= int64(s)
-				for o := range strides {
-					cst[o][k-1] = int64(strides[o][d])
-				}
-				continue
-			}
-		}
-		cs = append(cs, int64(s))
-		for o := range strides {
-			cst[o] = append(cst[o], int64(strides[o][d]))
-		}
-	}
+	sp.n = rt.NumElements(shape)
 	if sp.n == 0 {
 		return sp, true
 	}
-	if len(cs) > maxRank {
+	dims, st := rt.Coalesce(shape, strides...)
+	r := len(dims)
+	if r > maxRank {
 		return sp, false
 	}
-	r := len(cs)
 	sp.shape = make([]int64, r)
-	for i := range cs {
-		sp.shape[i] = cs[r-1-i]
+	for i := range dims {
+		sp.shape[i] = int64(dims[r-1-i])
 	}
 	for o := range strides {
 		sp.st[o] = make([]int64, r)
-		for i := range cs {
-			sp.st[o][i] = cst[o][r-1-i]
+		for i := range dims {
+			sp.st[o][i] = int64(st[o][r-1-i])
 		}
 	}
 	return sp, true
@@ -147,40 +120,4 @@ func ewArgs(sp ewSpace, ptrs []uint64, dts []int64, fn int64, alpha, beta float6
 func grid1(n int64) uint32 {
 	g := (n + nt - 1) / nt
 	return uint32(max(1, min(g, 1<<16)))
-}
-
-// fillBits encodes v in dtype dt like the CPU backend's Fill.
-func fillBits(dt int64, v float64) uint64 {
-	f2i := func(v float64) int64 {
-		switch {
-		case v != v:
-			return 0
-		case v >= 9.223372036854775807e18:
-			return math.MaxInt64
-		case v <= -9.223372036854775808e18:
-			return math.MinInt64
-		}
-		return int64(v)
-	}
-	switch dt {
-	case 1: // f32
-		return uint64(math.Float32bits(float32(v)))
-	case 2: // f16
-		return uint64(rt.F16Bits(float32(v)))
-	case 3: // f64
-		return math.Float64bits(v)
-	case 4: // i32
-		return uint64(uint32(int32(f2i(v))))
-	case 5: // i64
-		return uint64(f2i(v))
-	case 6: // u8
-		return uint64(uint8(f2i(v)))
-	case 8: // i8
-		return uint64(uint8(int8(f2i(v))))
-	case 7: // bool
-		if v != 0 {
-			return 1
-		}
-	}
-	return 0
 }

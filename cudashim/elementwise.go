@@ -70,5 +70,5 @@ func (l *lowering) where(o *rt.Where) {
 }
 
 func (l *lowering) fill(o *rt.Fill) {
-	l.ew(o, kEwFill, o.Y.Shape, []rt.Ref{o.Y}, 0, 0, 0, fillBits(int64(o.Y.DType), o.Value))
+	l.ew(o, kEwFill, o.Y.Shape, []rt.Ref{o.Y}, 0, 0, 0, rt.FillBits(o.Y.DType, o.Value))
 }
