@@ -43,37 +43,11 @@ type ewPlan struct {
 func newPlan(shape []int, ops ...operand) *ewPlan {
 	p := &ewPlan{nop: len(ops)}
 	copy(p.op[:], ops)
-	var cs []int
-	var cst [maxOps][]int
-	for d, s := range shape {
-		if s == 0 {
-			p.rows, p.total, p.inner = 0, 0, 0
-			return p
-		}
-		if s == 1 {
-			continue
-		}
-		if n := len(cs); n > 0 {
-			ok := true
-			for k := range ops {
-				if cst[k][n-1] != ops[k].st[d]*s {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				cs[n-1] *= s
-				for k := range ops {
-					cst[k][n-1] = ops[k].st[d]
-				}
-				continue
-			}
-		}
-		cs = append(cs, s)
-		for k := range ops {
-			cst[k] = append(cst[k], ops[k].st[d])
-		}
+	strides := make([][]int, len(ops))
+	for k := range ops {
+		strides[k] = ops[k].st
 	}
+	cs, cst := rt.Coalesce(shape, strides...)
 	p.inner = 1
 	if n := len(cs); n > 0 {
 		p.inner = cs[n-1]
@@ -88,6 +62,9 @@ func newPlan(shape []int, ops ...operand) *ewPlan {
 		p.rows *= s
 	}
 	p.total = p.rows * p.inner
+	if p.total == 0 {
+		p.rows, p.inner = 0, 0
+	}
 	return p
 }
 
@@ -260,24 +237,9 @@ func storeGF[T ~float32 | ~float64](src []float64, s []T, off, inc int) {
 	}
 }
 
-// f2i converts a float to an integer by truncation, with NaN as 0 and
-// saturation at the int64 range (Go leaves out-of-range conversions
-// implementation-defined).
-func f2i(v float64) int64 {
-	switch {
-	case v != v:
-		return 0
-	case v >= 9.223372036854775807e18:
-		return math.MaxInt64
-	case v <= -9.223372036854775808e18:
-		return math.MinInt64
-	}
-	return int64(v)
-}
-
 func storeGFI[T ~int32 | ~int64 | ~uint8 | ~int8](src []float64, s []T, off, inc int) {
 	for i, v := range src {
-		s[off+i*inc] = T(f2i(v))
+		s[off+i*inc] = T(rt.FloatToInt(v))
 	}
 }
 
@@ -845,24 +807,16 @@ func whereBody[T raw](p *ewPlan) rowFunc {
 
 func fillOp(o *rt.Fill, y []byte) {
 	p := newPlan(o.Y.Shape, operandOf(o.Y, y))
-	v := o.Value
-	switch o.Y.DType {
-	case rt.F32:
-		p.run(fillBody(p, math.Float32bits(float32(v))))
-	case rt.F64:
-		p.run(fillBody(p, math.Float64bits(v)))
-	case rt.F16:
-		p.run(fillBody(p, rt.F16Bits(float32(v))))
-	case rt.I32:
-		p.run(fillBody(p, uint32(int32(f2i(v)))))
-	case rt.I64:
-		p.run(fillBody(p, uint64(f2i(v))))
-	case rt.U8:
-		p.run(fillBody(p, uint8(f2i(v))))
-	case rt.I8:
-		p.run(fillBody(p, uint8(int8(f2i(v)))))
-	case rt.Bool:
-		p.run(fillBody(p, b2u(v != 0)))
+	bits := rt.FillBits(o.Y.DType, o.Value)
+	switch o.Y.DType.Size() {
+	case 1:
+		p.run(fillBody(p, uint8(bits)))
+	case 2:
+		p.run(fillBody(p, uint16(bits)))
+	case 4:
+		p.run(fillBody(p, uint32(bits)))
+	case 8:
+		p.run(fillBody(p, bits))
 	}
 }
 

@@ -21,21 +21,6 @@ func isIndexed(op rt.Op) bool {
 	return false
 }
 
-// fieldsIndexed lists operands for validate; strided index and update views
-// need no linear extent (rt.CheckOp bounds their span).
-func fieldsIndexed(op rt.Op) []field {
-	switch o := op.(type) {
-	case *rt.GatherElements:
-		return []field{{"X", &o.X, prod(o.Outer, o.Axis, o.Inner), false}, {"Idx", &o.Idx, 0, false}, {"Y", &o.Y, prod(o.Outer, o.N, o.Inner), true}}
-	case *rt.ScatterElements:
-		return []field{{"Idx", &o.Idx, 0, false}, {"Upd", &o.Upd, 0, false}, {"Y", &o.Y, prod(o.Outer, o.Axis, o.Inner), true}}
-	case *rt.TopK:
-		n := prod(o.Outer, o.K, o.Inner)
-		return []field{{"X", &o.X, prod(o.Outer, o.N, o.Inner), false}, {"Values", &o.Values, n, true}, {"Indices", &o.Indices, n, true}}
-	}
-	return nil
-}
-
 // indexReader reads a strided [Outer, N, Inner] I32/I64 ref.
 type indexReader struct {
 	b          []byte

@@ -596,9 +596,9 @@ func matmulOp(o *rt.MatMul) {
 
 func matmulT[T floatT](o *rt.MatMul) {
 	M, N, K := o.M, o.N, o.K
-	A := lin[T](o.A, int(batchNeed(o.Batch, o.StrideA, M, K)))
-	B := lin[T](o.B, int(batchNeed(o.Batch, o.StrideB, K, N)))
-	Y := lin[T](o.Y, int(batchNeed(o.Batch, o.StrideY, M, N)))
+	A := lin[T](o.A, int(rt.BatchExtent(o.Batch, o.StrideA, M, K)))
+	B := lin[T](o.B, int(rt.BatchExtent(o.Batch, o.StrideB, K, N)))
+	Y := lin[T](o.Y, int(rt.BatchExtent(o.Batch, o.StrideY, M, N)))
 	base := gemm[T]{m: M, n: N, k: K, ta: o.TransA, tb: o.TransB, ldc: N,
 		alpha: T(o.Alpha), beta: T(o.Beta), act: o.Act}
 	base.lda, base.ldb = K, N
