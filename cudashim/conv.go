@@ -7,7 +7,7 @@ import (
 )
 
 func (l *lowering) conv(o *rt.Conv) {
-	cols := prod(o.N, o.OH, o.OW)
+	cols := rt.Extent(o.N, o.OH, o.OW)
 	if cols == 0 || o.K == 0 {
 		return
 	}
@@ -23,7 +23,7 @@ func (l *lowering) conv(o *rt.Conv) {
 }
 
 func (l *lowering) convT(o *rt.ConvTranspose) {
-	n := prod(o.N, o.K, o.OH, o.OW)
+	n := rt.Extent(o.N, o.K, o.OH, o.OW)
 	if n <= 0 {
 		return
 	}

@@ -38,119 +38,15 @@ func unsupported(op rt.Op, dt rt.DType, reason string) error {
 // implements in full.
 func supports(op rt.Op) error { return rt.ReferenceSupport(BackendName, op) }
 
-// field is one operand with the number of elements a kernel reads
-// linearly from its offset (-1: a strided view checked by rt.CheckOp; 0
-// for the strided Idx and Upd of the indexed ops, whose span rt.CheckOp
-// bounds).
-type field struct {
-	name string
-	ref  rt.Ref
-	need int64
-}
-
-func prod(v ...int) int64 {
-	p := int64(1)
-	for _, x := range v {
-		if x < 0 {
-			return -1
-		}
-		if x != 0 && p > math.MaxInt32*int64(math.MaxInt32)/int64(x) {
-			return -1
-		}
-		p *= int64(x)
-	}
-	return p
-}
-
-func batchNeed(batch, stride, m, n int) int64 {
-	a, b := prod(batch-1, stride), prod(m, n)
-	if a < 0 || b < 0 || a > math.MaxInt64/2 || b > math.MaxInt64/2 {
-		return -1
-	}
-	return a + b
-}
-
-func fields(op rt.Op) []field {
-	switch o := op.(type) {
-	case *rt.Unary:
-		return []field{{"X", o.X, -1}, {"Y", o.Y, -1}}
-	case *rt.Binary:
-		return []field{{"A", o.A, -1}, {"B", o.B, -1}, {"Y", o.Y, -1}}
-	case *rt.Where:
-		return []field{{"Cond", o.Cond, -1}, {"A", o.A, -1}, {"B", o.B, -1}, {"Y", o.Y, -1}}
-	case *rt.Fill:
-		return []field{{"Y", o.Y, -1}}
-	case *rt.Reduce:
-		return []field{{"X", o.X, prod(o.Outer, o.N, o.Inner)}, {"Y", o.Y, prod(o.Outer, o.Inner)}}
-	case *rt.Softmax:
-		n := prod(o.Outer, o.N, o.Inner)
-		return []field{{"X", o.X, n}, {"Y", o.Y, n}}
-	case *rt.MatMul:
-		return []field{
-			{"A", o.A, batchNeed(o.Batch, o.StrideA, o.M, o.K)},
-			{"B", o.B, batchNeed(o.Batch, o.StrideB, o.K, o.N)},
-			{"Bias", o.Bias, -1},
-			{"Y", o.Y, batchNeed(o.Batch, o.StrideY, o.M, o.N)},
-		}
-	case *rt.Conv:
-		cg := -1
-		if o.Groups > 0 {
-			cg = o.C / o.Groups
-		}
-		return []field{
-			{"X", o.X, prod(o.N, o.C, o.H, o.W_)},
-			{"W", o.W, prod(o.K, cg, o.KH, o.KW)},
-			{"Bias", o.Bias, prod(o.K)},
-			{"Y", o.Y, prod(o.N, o.K, o.OH, o.OW)},
-		}
-	case *rt.ConvTranspose:
-		kg := -1
-		if o.Groups > 0 {
-			kg = o.K / o.Groups
-		}
-		return []field{
-			{"X", o.X, prod(o.N, o.C, o.H, o.W_)},
-			{"W", o.W, prod(o.C, kg, o.KH, o.KW)},
-			{"Bias", o.Bias, prod(o.K)},
-			{"Y", o.Y, prod(o.N, o.K, o.OH, o.OW)},
-		}
-	case *rt.Pool:
-		return []field{{"X", o.X, prod(o.NC, o.H, o.W)}, {"Y", o.Y, prod(o.NC, o.OH, o.OW)}}
-	case *rt.Normalize:
-		n := prod(o.Outer, o.N)
-		return []field{{"X", o.X, n}, {"Scale", o.Scale, prod(o.N)}, {"Bias", o.Bias, prod(o.N)}, {"Y", o.Y, n}}
-	case *rt.Gather:
-		ni := o.Idx.Len()
-		ny := int64(-1)
-		if ni >= 0 && ni <= math.MaxInt32 {
-			ny = prod(o.Outer, int(ni), o.Inner)
-		}
-		return []field{{"X", o.X, prod(o.Outer, o.Axis, o.Inner)}, {"Idx", o.Idx, ni}, {"Y", o.Y, ny}}
-	case *rt.GatherElements:
-		return []field{{"X", o.X, prod(o.Outer, o.Axis, o.Inner)}, {"Idx", o.Idx, 0}, {"Y", o.Y, prod(o.Outer, o.N, o.Inner)}}
-	case *rt.ScatterElements:
-		return []field{{"Idx", o.Idx, 0}, {"Upd", o.Upd, 0}, {"Y", o.Y, prod(o.Outer, o.Axis, o.Inner)}}
-	case *rt.TopK:
-		n := prod(o.Outer, o.K, o.Inner)
-		return []field{{"X", o.X, prod(o.Outer, o.N, o.Inner)}, {"Values", o.Values, n}, {"Indices", o.Indices, n}}
-	}
-	return nil
-}
-
-func isElementwise(op rt.Op) bool {
-	switch op.(type) {
-	case *rt.Unary, *rt.Binary, *rt.Where, *rt.Fill:
-		return true
-	}
-	return false
-}
-
 // validate is what Launch checks before lowering: dtype support,
-// rt.CheckOp, buffer ownership and every linear extent.
+// rt.CheckOp (which checks every operand against the table of
+// rt.Operands: presence, bounds, contiguity and linear extents), buffer
+// ownership and this backend's own size limits.
 func (d *Device) validate(op rt.Op) error {
-	for _, f := range fields(op) {
-		if f.ref.Buf == nil && f.name != "Bias" && f.name != "Scale" {
-			return fmt.Errorf("cuda: %s: operand %s has no buffer", op.OpName(), f.name)
+	ops := rt.Operands(op)
+	for _, f := range ops {
+		if f.Ref.Buf == nil && !f.Optional {
+			return fmt.Errorf("cuda: %s: operand %s has no buffer", op.OpName(), f.Name)
 		}
 	}
 	if err := supports(op); err != nil {
@@ -162,65 +58,18 @@ func (d *Device) validate(op rt.Op) error {
 	if err := rt.CheckOp(op); err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
-	ew := isElementwise(op)
-	for _, f := range fields(op) {
-		r := f.ref
-		if r.Buf == nil {
+	for _, f := range ops {
+		if f.Ref.Buf == nil {
 			continue
 		}
-		if _, err := d.bufferOf(r.Buf); err != nil {
-			return fmt.Errorf("cuda: %s: operand %s: %w", op.OpName(), f.name, err)
-		}
-		if ew || (f.need == -1 && f.name == "Bias") {
-			continue
-		}
-		if f.need < 0 {
-			return fmt.Errorf("cuda: %s: bad sizes for operand %s (negative or overflowing)", op.OpName(), f.name)
-		}
-		sz := int64(r.DType.Size())
-		if r.Off < 0 || f.need > (r.Buf.Size()-r.Off)/sz {
-			return fmt.Errorf("cuda: %s: operand %s: %d elements from byte %d exceed buffer of %d bytes", op.OpName(), f.name, f.need, r.Off, r.Buf.Size())
+		if _, err := d.bufferOf(f.Ref.Buf); err != nil {
+			return fmt.Errorf("cuda: %s: operand %s: %w", op.OpName(), f.Name, err)
 		}
 	}
-	switch o := op.(type) {
-	case *rt.MatMul:
-		if o.StrideA < 0 || o.StrideB < 0 || o.StrideY < 0 {
-			return fmt.Errorf("cuda: MatMul: negative batch stride")
-		}
-	case *rt.Conv:
-		if o.N < 0 || o.C < 0 || o.H < 0 || o.W_ < 0 || o.K < 0 || o.OH < 0 || o.OW < 0 || o.KH < 0 || o.KW < 0 {
-			return fmt.Errorf("cuda: Conv: negative size")
-		}
-		if prod(o.N, o.C, o.H, o.W_) > math.MaxInt32 || prod(o.N, o.K, o.OH, o.OW) > math.MaxInt32 ||
-			prod(o.K, o.C/o.Groups, o.KH, o.KW) > math.MaxInt32 {
+	if o, ok := op.(*rt.Conv); ok {
+		if rt.Extent(o.N, o.C, o.H, o.W_) > math.MaxInt32 || rt.Extent(o.N, o.K, o.OH, o.OW) > math.MaxInt32 ||
+			rt.Extent(o.K, o.C/o.Groups, o.KH, o.KW) > math.MaxInt32 {
 			return unsupported(op, o.X.DType, "tensors of 2^31 or more elements")
-		}
-	case *rt.ConvTranspose:
-		if o.N < 0 || o.C < 0 || o.H < 0 || o.W_ < 0 || o.K < 0 || o.OH < 0 || o.OW < 0 || o.KH < 0 || o.KW < 0 {
-			return fmt.Errorf("cuda: ConvTranspose: negative size")
-		}
-	case *rt.Pool:
-		if o.NC < 0 || o.H < 0 || o.W < 0 || o.OH < 0 || o.OW < 0 {
-			return fmt.Errorf("cuda: %s: negative size", op.OpName())
-		}
-		if o.Fn == rt.LpPool && o.P < 1 {
-			return fmt.Errorf("cuda: Pool.Lp: P = %d, want >= 1", o.P)
-		}
-	case *rt.Gather:
-		if o.Outer < 0 || o.Axis < 0 || o.Inner < 0 {
-			return fmt.Errorf("cuda: Gather: negative size")
-		}
-	case *rt.Reduce:
-		if o.Outer < 0 || o.N < 0 || o.Inner < 0 {
-			return fmt.Errorf("cuda: %s: negative size", op.OpName())
-		}
-	case *rt.Softmax:
-		if o.Outer < 0 || o.N < 0 || o.Inner < 0 {
-			return fmt.Errorf("cuda: Softmax: negative size")
-		}
-	case *rt.Normalize:
-		if o.Outer < 0 || o.N < 0 {
-			return fmt.Errorf("cuda: Normalize: negative size")
 		}
 	}
 	return nil

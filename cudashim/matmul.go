@@ -9,7 +9,7 @@ import (
 // gemmCall is a cuBLAS strided batched GEMM in cuBLAS's column-major
 // terms: C[m×n] = alpha op(A)[m×k] op(B)[k×n] + beta C.
 type gemmCall struct {
-	dt          int // rt.DType: 1 f32, 2 f16, 3 f64
+	dt          rt.DType // F32, F16 or F64
 	ta, tb      bool
 	m, n, k     int
 	alpha, beta float64
@@ -45,7 +45,7 @@ func (l *lowering) matmul(o *rt.MatMul) {
 			beta = o.Beta
 		}
 		// Row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T.
-		g := &gemmCall{dt: int(dt), ta: o.TransB, tb: o.TransA, m: o.N, n: o.M, k: o.K,
+		g := &gemmCall{dt: dt, ta: o.TransB, tb: o.TransA, m: o.N, n: o.M, k: o.K,
 			alpha: o.Alpha, beta: beta,
 			a: l.ptr(o.B), lda: ldb, sa: int64(o.StrideB),
 			b: l.ptr(o.A), ldb: lda, sb: int64(o.StrideA),

@@ -7,7 +7,7 @@ import (
 )
 
 func (l *lowering) pool(o *rt.Pool) {
-	n := prod(o.NC, o.OH, o.OW)
+	n := rt.Extent(o.NC, o.OH, o.OW)
 	if n <= 0 {
 		return
 	}
