@@ -18,45 +18,19 @@ type ewShape struct {
 	st    [][8]int32 // per operand
 }
 
-// coalesce drops unit dims and merges dims that are contiguous in every
-// operand; the result must have rank <= 8 and 32-bit dims and strides.
+// coalesce merges dims with rt.Coalesce; the result must have rank <= 8
+// and 32-bit dims and strides.
 func coalesce(op rt.Op, shape []int, refs ...rt.Ref) (*ewShape, error) {
 	e := &ewShape{total: 1, st: make([][8]int32, len(refs))}
 	sts := make([][]int, len(refs))
 	for k, r := range refs {
 		sts[k] = r.StridesOrContiguous()
 	}
-	var cs []int
-	cst := make([][]int, len(refs))
-	for dim, s := range shape {
-		if s == 0 {
-			e.total = 0
-			return e, nil
-		}
-		if s == 1 {
-			continue
-		}
-		if n := len(cs); n > 0 {
-			ok := true
-			for k := range refs {
-				if cst[k][n-1] != sts[k][dim]*s {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				cs[n-1] *= s
-				for k := range refs {
-					cst[k][n-1] = sts[k][dim]
-				}
-				continue
-			}
-		}
-		cs = append(cs, s)
-		for k := range refs {
-			cst[k] = append(cst[k], sts[k][dim])
-		}
+	if rt.NumElements(shape) == 0 {
+		e.total = 0
+		return e, nil
 	}
+	cs, cst := rt.Coalesce(shape, sts...)
 	if len(cs) > 8 {
 		return nil, unsupported(op, rt.OpDType(op), fmt.Sprintf("strided view of rank %d after merging dims (max 8)", len(cs)))
 	}
@@ -174,7 +148,7 @@ func (d *device) lowerFill(o *rt.Fill) (*launchSpec, error) {
 	a.vec8(e.shape)
 	a.ref(d, o.Y)
 	a.vec8(e.st[0])
-	bits := fillBits(o.Y.DType, o.Value)
+	bits := rt.FillBits(o.Y.DType, o.Value)
 	a.bytes(unsafe.Pointer(&bits), sz)
 	return d.finish1D(a, e.total, d.cfg.ewLocal)
 }
@@ -184,40 +158,4 @@ func castDefs(x, y rt.DType) string {
 	return fmt.Sprintf("%s -DXT=%s -DYT=%s -DXF=%d -DXH=%d -DXD=%d -DYF=%d -DYH=%d -DYD=%d -DYB=%d",
 		rawDefs, clType(x), clType(y), b01(x == rt.F32 || x == rt.F64), b01(x == rt.F16), b01(x == rt.F64),
 		b01(y == rt.F32 || y == rt.F64), b01(y == rt.F16), b01(y == rt.F64), b01(y == rt.Bool))
-}
-
-// f2i truncates like the CPU backend: NaN is 0, saturating at int64.
-func f2i(v float64) int64 {
-	switch {
-	case v != v:
-		return 0
-	case v >= 9.223372036854775807e18:
-		return math.MaxInt64
-	case v <= -9.223372036854775808e18:
-		return math.MinInt64
-	}
-	return int64(v)
-}
-
-// fillBits is Fill's value as the element's bit pattern.
-func fillBits(dt rt.DType, v float64) uint64 {
-	switch dt {
-	case rt.F32:
-		return uint64(math.Float32bits(float32(v)))
-	case rt.F64:
-		return math.Float64bits(v)
-	case rt.F16:
-		return uint64(rt.F16Bits(float32(v)))
-	case rt.I32:
-		return uint64(uint32(int32(f2i(v))))
-	case rt.I64:
-		return uint64(f2i(v))
-	case rt.U8, rt.I8:
-		return uint64(uint8(f2i(v)))
-	case rt.Bool:
-		if v != 0 {
-			return 1
-		}
-	}
-	return 0
 }
