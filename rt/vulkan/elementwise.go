@@ -9,40 +9,6 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// coalesce drops unit dims and merges dims that are contiguous in every
-// operand, so strided elementwise ops fit the kernels' rank.
-func coalesce(shape []int, strides [][]int) ([]int, [][]int) {
-	var sh []int
-	st := make([][]int, len(strides))
-	for d, n := range shape {
-		if n == 1 {
-			continue
-		}
-		if len(sh) > 0 {
-			last := len(sh) - 1
-			ok := true
-			for k := range strides {
-				if st[k][last] != strides[k][d]*n {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				sh[last] *= n
-				for k := range strides {
-					st[k][last] = strides[k][d]
-				}
-				continue
-			}
-		}
-		sh = append(sh, n)
-		for k := range strides {
-			st[k] = append(st[k], strides[k][d])
-		}
-	}
-	return sh, st
-}
-
 // ew lowers an elementwise op over refs (all of one shape): push words are
 // header, dims 1..rank-1, element offsets, strides, then trailer (8-byte
 // aligned). The last ref is the output.
@@ -62,7 +28,7 @@ func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, he
 	for i, r := range refs {
 		strides[i] = r.StridesOrContiguous()
 	}
-	sh, st := coalesce(refs[0].Shape, strides)
+	sh, st := rt.Coalesce(refs[0].Shape, strides...)
 	if len(sh) > rank {
 		l.err = fmt.Errorf("%s: strided view of shape %v has rank %d after merging contiguous dims; the Vulkan kernel handles at most %d (make an operand contiguous first)", l.op.OpName(), refs[0].Shape, len(sh), rank)
 		return
@@ -117,31 +83,6 @@ func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, he
 	}
 	dsp.push = push
 	l.outs = append(l.outs, dsp)
-}
-
-func fillBits(dt rt.DType, v float64) (lo, hi uint32) {
-	var b uint64
-	switch dt {
-	case rt.F32:
-		b = uint64(math.Float32bits(float32(v)))
-	case rt.F16:
-		b = uint64(rt.F16Bits(float32(v)))
-	case rt.F64:
-		b = math.Float64bits(v)
-	case rt.I32:
-		b = uint64(uint32(int32(v)))
-	case rt.I64:
-		b = uint64(int64(v))
-	case rt.U8:
-		b = uint64(uint8(int64(v)))
-	case rt.I8:
-		b = uint64(uint8(int8(int64(v))))
-	case rt.Bool:
-		if v != 0 {
-			b = 1
-		}
-	}
-	return uint32(b), uint32(b >> 32)
 }
 
 func clampInt(v float64, dt rt.DType) int64 {
@@ -286,7 +227,8 @@ func (l *lowering) fill(o *rt.Fill) {
 		l.err = err
 		return
 	}
-	lo, hi := fillBits(o.Y.DType, o.Value)
+	bits := rt.FillBits(o.Y.DType, o.Value)
+	lo, hi := uint32(bits), uint32(bits>>32)
 	l.ew("fill_"+sizeName(o.Y.DType.Size()), []string{"Y"}, []rt.Ref{o.Y}, 6, []uint32{0, lo, hi, 0}, nil)
 }
 
