@@ -21,7 +21,7 @@ func (d *device) lowerConvT(o *rt.ConvTranspose) (*launchSpec, error) {
 	a.ref(d, o.W)
 	a.ref(d, o.Bias)
 	a.ref(d, o.Y)
-	for _, v := range []int{o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, b01(o.Bias.Buf != nil)} {
+	for _, v := range []int{o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, b01(o.Bias.Buf != nil)} {
 		a.i32(v)
 	}
 	return d.finish1D(a, total, d.cfg.ewLocal)
@@ -52,7 +52,7 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 	a.ref(d, o.W)
 	a.ref(d, o.Bias)
 	a.ref(d, o.Y)
-	for _, v := range []int{o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, b01(o.Bias.Buf != nil), int(o.Act.Fn)} {
+	for _, v := range []int{o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, b01(o.Bias.Buf != nil), int(o.Act.Fn)} {
 		a.i32(v)
 	}
 	a.acc(dt, o.Act.Alpha)

@@ -367,7 +367,7 @@ func TestDiffNN(t *testing.T) {
 				}
 				y := e.out(dt, c.n*c.k*oh*ow)
 				return &rt.Conv{X: ref(x, dt, []int{c.n, c.c, c.h, c.w}), W: ref(w, dt, []int{c.k, c.c / c.g, c.kh, c.kw}), Bias: b,
-					Y: y.ref(dt, c.n, c.k, oh, ow), N: c.n, C: c.c, H: c.h, W_: c.w, K: c.k, OH: oh, OW: ow, KH: c.kh, KW: c.kw,
+					Y: y.ref(dt, c.n, c.k, oh, ow), N: c.n, C: c.c, H: c.h, Width: c.w, K: c.k, OH: oh, OW: ow, KH: c.kh, KW: c.kw,
 					StrideH: c.s, StrideW: c.s, PadT: c.p, PadL: c.p, DilH: c.d, DilW: c.d, Groups: c.g, Act: rt.Activation{Fn: c.act}}
 			}})
 		}
@@ -382,7 +382,7 @@ func TestDiffNN(t *testing.T) {
 			}
 			y := e.out(rt.F32, c.n*c.c*oph*c.w)
 			return &rt.ConvTranspose{X: ref(x, rt.F32, []int{c.n, c.k, oh, ow}), W: ref(w, rt.F32, []int{c.k, c.c / c.g, c.kh, c.kw}), Bias: b,
-				Y: y.ref(rt.F32, c.n, c.c, oph, c.w), N: c.n, C: c.k, H: oh, W_: ow, K: c.c, OH: oph, OW: c.w, KH: c.kh, KW: c.kw,
+				Y: y.ref(rt.F32, c.n, c.c, oph, c.w), N: c.n, C: c.k, H: oh, Width: ow, K: c.c, OH: oph, OW: c.w, KH: c.kh, KW: c.kw,
 				StrideH: c.s, StrideW: c.s, PadT: c.p, PadL: c.p, DilH: c.d, DilW: c.d, Groups: c.g}
 		}})
 	}

@@ -88,7 +88,7 @@ func BenchmarkConv2D(b *testing.B) {
 			H := 56
 			op := &rt.Conv{X: benchBuf(b, d, rt.F32, c.c*H*H), W: benchBuf(b, d, rt.F32, c.k*c.c/c.g*9),
 				Bias: benchBuf(b, d, rt.F32, c.k), Y: benchBuf(b, d, rt.F32, c.k*H*H),
-				N: 1, C: c.c, H: H, W_: H, K: c.k, OH: H, OW: H, KH: 3, KW: 3, StrideH: 1, StrideW: 1,
+				N: 1, C: c.c, H: H, Width: H, K: c.k, OH: H, OW: H, KH: 3, KW: 3, StrideH: 1, StrideW: 1,
 				PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: c.g, Act: rt.Activation{Fn: rt.Relu}}
 			benchOp(b, d, op)
 			flops := 2 * float64(c.k*c.c/c.g*9*H*H)

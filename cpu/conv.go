@@ -34,7 +34,7 @@ func validRange(off, s, lim, n int) (int, int) {
 }
 
 func convT[T floatT](o *rt.Conv) {
-	N, C, H, W := o.N, o.C, o.H, o.W_
+	N, C, H, W := o.N, o.C, o.H, o.Width
 	K, OH, OW, KH, KW := o.K, o.OH, o.OW, o.KH, o.KW
 	G := o.Groups
 	Cg, Kg := C/G, K/G
@@ -140,7 +140,7 @@ func convT[T floatT](o *rt.Conv) {
 // and q = oh*OW+ow is xg[c][oh*sh-pt+kh*dh][ow*sw-pl+kw*dw], or 0 in the
 // padding.
 func im2colPacker[T floatT](o *rt.Conv, xg []T) func(dst []T, p0, kc, j0, nr int) {
-	H, W, OW, KH, KW := o.H, o.W_, o.OW, o.KH, o.KW
+	H, W, OW, KH, KW := o.H, o.Width, o.OW, o.KH, o.KW
 	P := o.OH * OW
 	sh, sw := o.StrideH, o.StrideW
 	return func(dst []T, p0, kc, j0, nr int) {
@@ -212,7 +212,7 @@ func im2colPacker[T floatT](o *rt.Conv, xg []T) func(dst []T, p0, kc, j0, nr int
 // taps fused, bounds-check-free in the interior and tap by tap at the
 // edges.
 func dw3[T floatT](o *rt.Conv, xp, yp, wk []T) {
-	H, W, OW := o.H, o.W_, o.OW
+	H, W, OW := o.H, o.Width, o.OW
 	off0, off1, off2 := -o.PadL, o.DilW-o.PadL, 2*o.DilW-o.PadL
 	// Interior: 0 <= ow+off0 and ow+off2 < W.
 	a := min(max(0, -off0), OW)
@@ -264,7 +264,7 @@ func convTransposeOp(o *rt.ConvTranspose) {
 }
 
 func convTransposeT[T floatT](o *rt.ConvTranspose) {
-	N, C, H, W := o.N, o.C, o.H, o.W_
+	N, C, H, W := o.N, o.C, o.H, o.Width
 	K, OH, OW, KH, KW := o.K, o.OH, o.OW, o.KH, o.KW
 	G := o.Groups
 	Cg, Kg := C/G, K/G

@@ -129,7 +129,7 @@ func TestLaunchErrors(t *testing.T) {
 		{"reduce neg", &rt.Reduce{Fn: rt.Sum, X: r.ref(16), Y: r.ref(16), Outer: -1, N: -1, Inner: 1}, false},
 		{"linear extent", &rt.Reduce{Fn: rt.Sum, X: r.view(8, []int{16}, []int{0}), Y: r.ref(1), Outer: 1, N: 16, Inner: 1}, false},
 		{"no X", &rt.Unary{Fn: rt.Relu, Y: r.ref(4)}, false},
-		{"conv groups", &rt.Conv{X: r.ref(16), W: r.ref(16), Y: r.ref(16), N: 1, C: 3, H: 1, W_: 1, K: 2, OH: 1, OW: 1, KH: 1, KW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1, Groups: 2}, false},
+		{"conv groups", &rt.Conv{X: r.ref(16), W: r.ref(16), Y: r.ref(16), N: 1, C: 3, H: 1, Width: 1, K: 2, OH: 1, OW: 1, KH: 1, KW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1, Groups: 2}, false},
 		{"pool lp0", &rt.Pool{Fn: rt.LpPool, X: r.ref(16), Y: r.ref(16), NC: 1, H: 4, W: 4, OH: 4, OW: 4, KH: 1, KW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1}, false},
 		{"gather f32 idx", &rt.Gather{X: r.ref(16), Idx: r.ref(2), Y: r.ref(2), Outer: 1, Axis: 16, Inner: 1}, false},
 	}

@@ -171,7 +171,7 @@ func TestConv(t *testing.T) {
 			xv, wv := stored(dt, randVals(rng, nx, -1, 1)), stored(dt, randVals(rng, nw, -1, 1))
 			bv := stored(dt, randVals(rng, c.k, -1, 1))
 			xr, wr, yr := e.region(dt, nx, xv), e.region(dt, nw, wv), e.region(dt, ny, nil)
-			op := &rt.Conv{X: xr.ref(nx), W: wr.ref(nw), Y: yr.ref(ny), N: c.n, C: c.c, H: c.h, W_: c.w, K: c.k, OH: oh, OW: ow,
+			op := &rt.Conv{X: xr.ref(nx), W: wr.ref(nw), Y: yr.ref(ny), N: c.n, C: c.c, H: c.h, Width: c.w, K: c.k, OH: oh, OW: ow,
 				KH: c.kh, KW: c.kw, StrideH: c.sh, StrideW: c.sw, PadT: c.pt, PadL: c.pl, DilH: c.dh, DilW: c.dw, Groups: c.g, Act: c.act}
 			if c.bias {
 				op.Bias = e.region(dt, c.k, bv).ref(c.k)
@@ -226,7 +226,7 @@ func testConvTranspose(t *testing.T, e *env, c convCase, rng *rand.Rand) {
 	nx, nw, ny := c.n*C*H*W, C*kg*c.kh*c.kw, c.n*K*OH*OW
 	xv, wv, bv := stored(dt, randVals(rng, nx, -1, 1)), stored(dt, randVals(rng, nw, -1, 1)), stored(dt, randVals(rng, K, -1, 1))
 	xr, wr, yr := e.region(dt, nx, xv), e.region(dt, nw, wv), e.region(dt, ny, nil)
-	op := &rt.ConvTranspose{X: xr.ref(nx), W: wr.ref(nw), Y: yr.ref(ny), N: c.n, C: C, H: H, W_: W, K: K, OH: OH, OW: OW,
+	op := &rt.ConvTranspose{X: xr.ref(nx), W: wr.ref(nw), Y: yr.ref(ny), N: c.n, C: C, H: H, Width: W, K: K, OH: OH, OW: OW,
 		KH: c.kh, KW: c.kw, StrideH: c.sh, StrideW: c.sw, PadT: c.pt, PadL: c.pl, DilH: c.dh, DilW: c.dw, Groups: c.g, Bias: e.region(dt, K, bv).ref(K)}
 	e.run(op)
 	want, scale := make([]float64, ny), make([]float64, ny)

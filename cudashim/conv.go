@@ -15,7 +15,7 @@ func (l *lowering) conv(o *rt.Conv) {
 		return
 	}
 	args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.W)).u(l.ptr(o.Bias)).u(l.ptr(o.Y)).
-		ints(o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL,
+		ints(o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL,
 			o.DilH, o.DilW, o.Groups, int(o.Act.Fn)).f(o.Act.Alpha).f(o.Act.Beta).b
 	kg := o.K / o.Groups
 	grid := [3]uint32{tiles(int(cols), 64), min(tiles(kg, 64), 65535), uint32(min(o.Groups, 65535))}
@@ -28,7 +28,7 @@ func (l *lowering) convT(o *rt.ConvTranspose) {
 		return
 	}
 	args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.W)).u(l.ptr(o.Bias)).u(l.ptr(o.Y)).
-		ints(o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL,
+		ints(o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL,
 			o.DilH, o.DilW, o.Groups, 0).f(0).f(0).b
 	l.kernel(byFloat(o.X.DType, kConvtH, kConvtF, kConvtD), [3]uint32{grid1(n), 1, 1}, args)
 }

@@ -234,18 +234,18 @@ func dnnEligible(o *rt.Conv) bool {
 	default:
 		return false
 	}
-	if o.N <= 0 || o.C <= 0 || o.H <= 0 || o.W_ <= 0 || o.K <= 0 || o.KH <= 0 || o.KW <= 0 ||
+	if o.N <= 0 || o.C <= 0 || o.H <= 0 || o.Width <= 0 || o.K <= 0 || o.KH <= 0 || o.KW <= 0 ||
 		o.OH <= 0 || o.OW <= 0 || o.Groups <= 0 || o.C%o.Groups != 0 || o.K%o.Groups != 0 {
 		return false
 	}
 	if o.StrideH <= 0 || o.StrideW <= 0 || o.DilH <= 0 || o.DilW <= 0 || o.PadT < 0 || o.PadL < 0 {
 		return false
 	}
-	if !fitsInt32(o.N, o.C, o.H, o.W_, o.K, o.KH, o.KW, o.OH, o.OW, o.PadT, o.PadL) {
+	if !fitsInt32(o.N, o.C, o.H, o.Width, o.K, o.KH, o.KW, o.OH, o.OW, o.PadT, o.PadL) {
 		return false
 	}
 	return dnnOutDim(o.H, o.KH, o.PadT, o.StrideH, o.DilH) == o.OH &&
-		dnnOutDim(o.W_, o.KW, o.PadL, o.StrideW, o.DilW) == o.OW
+		dnnOutDim(o.Width, o.KW, o.PadL, o.StrideW, o.DilW) == o.OW
 }
 
 // addr returns the device address of r without recording the buffer.
@@ -352,7 +352,7 @@ func (d *Device) dnnSetup(o *rt.Conv, c *C.vr_dnn_conv) error {
 	var step *C.char
 	ci := func(v int) C.int { return C.int(v) }
 	st := C.vr_dnn_conv_setup(d.dnn.handle, c, dtype, compute, mathType,
-		ci(o.N), ci(o.C), ci(o.H), ci(o.W_), ci(o.K), ci(o.KH), ci(o.KW), ci(o.OH), ci(o.OW),
+		ci(o.N), ci(o.C), ci(o.H), ci(o.Width), ci(o.K), ci(o.KH), ci(o.KW), ci(o.OH), ci(o.OW),
 		ci(o.PadT), ci(o.PadL), ci(o.StrideH), ci(o.StrideW), ci(o.DilH), ci(o.DilW), ci(o.Groups),
 		C.uint(dnnAlgoMask), C.int(noTensorOps), C.size_t(dnnWorkspaceLimit), &step)
 	what := "cudnn setup"

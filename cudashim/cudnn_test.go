@@ -29,7 +29,7 @@ type convCase struct {
 func (cc convCase) op() *rt.Conv {
 	oh := (cc.h+cc.padT+cc.padB-cc.dh*(cc.kh-1)-1)/cc.sh + 1
 	ow := (cc.w+cc.padL+cc.padR-cc.dw*(cc.kw-1)-1)/cc.sw + 1
-	return &rt.Conv{N: cc.n, C: cc.c, H: cc.h, W_: cc.w, K: cc.k, OH: oh, OW: ow, KH: cc.kh, KW: cc.kw,
+	return &rt.Conv{N: cc.n, C: cc.c, H: cc.h, Width: cc.w, K: cc.k, OH: oh, OW: ow, KH: cc.kh, KW: cc.kw,
 		StrideH: cc.sh, StrideW: cc.sw, PadT: cc.padT, PadL: cc.padL, DilH: cc.dh, DilW: cc.dw, Groups: cc.g, Act: cc.act}
 }
 
@@ -114,10 +114,10 @@ func refConv(o *rt.Conv, x, w, bias *rt.Tensor) (want, mag []float64) {
 							}
 							for j := 0; j < o.KW; j++ {
 								iw := ow*o.StrideW - o.PadL + j*o.DilW
-								if iw < 0 || iw >= o.W_ {
+								if iw < 0 || iw >= o.Width {
 									continue
 								}
-								v := x.Float64(((n*o.C+g*cg+c)*o.H+ih)*o.W_+iw) * w.Float64(((k*cg+c)*o.KH+i)*o.KW+j)
+								v := x.Float64(((n*o.C+g*cg+c)*o.H+ih)*o.Width+iw) * w.Float64(((k*cg+c)*o.KH+i)*o.KW+j)
 								s += v
 								m += math.Abs(v)
 							}
@@ -157,7 +157,7 @@ func checkConv(t *testing.T, d *Device, cc convCase, dt rt.DType, shift, profile
 	t.Helper()
 	rng := rand.New(rand.NewSource(int64(len(cc.name)*7919 + cc.c*31 + cc.k)))
 	o := cc.op()
-	x := randTensor(rng, dt, o.N*o.C*o.H*o.W_)
+	x := randTensor(rng, dt, o.N*o.C*o.H*o.Width)
 	w := randTensor(rng, dt, o.K*(o.C/o.Groups)*o.KH*o.KW)
 	var bias *rt.Tensor
 	if cc.bias {
@@ -169,7 +169,7 @@ func checkConv(t *testing.T, d *Device, cc convCase, dt rt.DType, shift, profile
 		copy(xs.Data[dt.Size():], x.Data)
 		_, o.X = devTensor(t, d, xs)
 		o.X.Off += int64(dt.Size())
-		o.X.Shape = []int{o.N * o.C * o.H * o.W_}
+		o.X.Shape = []int{o.N * o.C * o.H * o.Width}
 	} else {
 		_, o.X = devTensor(t, d, x)
 	}
@@ -274,7 +274,7 @@ func TestConvCudnnReset(t *testing.T) {
 	for round, cc := range []convCase{convCases[1], convCases[0], convCases[4]} {
 		s.Reset()
 		o := cc.op()
-		_, o.X = devTensor(t, d, randTensor(rng, rt.F32, o.N*o.C*o.H*o.W_))
+		_, o.X = devTensor(t, d, randTensor(rng, rt.F32, o.N*o.C*o.H*o.Width))
 		_, o.W = devTensor(t, d, randTensor(rng, rt.F32, o.K*(o.C/o.Groups)*o.KH*o.KW))
 		if cc.bias {
 			_, o.Bias = devTensor(t, d, randTensor(rng, rt.F32, o.K))
@@ -315,7 +315,7 @@ func BenchmarkConv(b *testing.B) {
 					} else if !cudnnPresent(b) {
 						b.Skip("cuDNN not in use")
 					}
-					o := &rt.Conv{N: 32, C: 64, H: 56, W_: 56, K: 64, OH: 56, OW: 56, KH: sh.kh, KW: sh.kh,
+					o := &rt.Conv{N: 32, C: 64, H: 56, Width: 56, K: 64, OH: 56, OW: 56, KH: sh.kh, KW: sh.kh,
 						StrideH: 1, StrideW: 1, PadT: sh.pd, PadL: sh.pd, DilH: 1, DilW: 1, Groups: 1}
 					alloc := func(n int) rt.Ref {
 						buf, err := d.Alloc(int64(n * dt.Size()))
@@ -326,7 +326,7 @@ func BenchmarkConv(b *testing.B) {
 						backendtest.Run(b, d, &rt.Fill{Y: r, Value: 0.01})
 						return r
 					}
-					o.X, o.W, o.Y = alloc(o.N*o.C*o.H*o.W_), alloc(o.K*o.C*o.KH*o.KW), alloc(o.N*o.K*o.OH*o.OW)
+					o.X, o.W, o.Y = alloc(o.N*o.C*o.H*o.Width), alloc(o.K*o.C*o.KH*o.KW), alloc(o.N*o.K*o.OH*o.OW)
 					s, err := d.NewStream(rt.StreamOptions{})
 					if err != nil {
 						b.Fatal(err)

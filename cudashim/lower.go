@@ -67,7 +67,7 @@ func (d *Device) validate(op rt.Op) error {
 		}
 	}
 	if o, ok := op.(*rt.Conv); ok {
-		if rt.Extent(o.N, o.C, o.H, o.W_) > math.MaxInt32 || rt.Extent(o.N, o.K, o.OH, o.OW) > math.MaxInt32 ||
+		if rt.Extent(o.N, o.C, o.H, o.Width) > math.MaxInt32 || rt.Extent(o.N, o.K, o.OH, o.OW) > math.MaxInt32 ||
 			rt.Extent(o.K, o.C/o.Groups, o.KH, o.KW) > math.MaxInt32 {
 			return unsupported(op, o.X.DType, "tensors of 2^31 or more elements")
 		}

@@ -615,9 +615,9 @@ func (x *vjp) conv(o, v *rt.Conv) error {
 		return err
 	}
 	if x.wants(o.X) {
-		t, commit := x.target(o.X, []int{o.N, o.C, o.H, o.W_})
-		g.emit(&rt.ConvTranspose{X: G, W: g.use(v.W), Y: t, N: o.N, C: o.K, H: o.OH, W_: o.OW,
-			K: o.C, OH: o.H, OW: o.W_, KH: o.KH, KW: o.KW, StrideH: o.StrideH, StrideW: o.StrideW,
+		t, commit := x.target(o.X, []int{o.N, o.C, o.H, o.Width})
+		g.emit(&rt.ConvTranspose{X: G, W: g.use(v.W), Y: t, N: o.N, C: o.K, H: o.OH, Width: o.OW,
+			K: o.C, OH: o.H, OW: o.Width, KH: o.KH, KW: o.KW, StrideH: o.StrideH, StrideW: o.StrideW,
 			PadT: o.PadT, PadL: o.PadL, DilH: o.DilH, DilW: o.DilW, Groups: o.Groups})
 		commit()
 	}
@@ -638,13 +638,13 @@ func (x *vjp) conv(o, v *rt.Conv) error {
 func (x *vjp) convWeightGrad(o *rt.Conv, xv, G, w rt.Ref) {
 	g := x.g
 	gr, cg := o.Groups, o.C/o.Groups
-	hw := o.H * o.W_
-	xs := g.contiguous(strided(xv, []int{cg, gr, o.N, o.H, o.W_}, []int{hw, cg * hw, o.C * hw, o.W_, 1}))
+	hw := o.H * o.Width
+	xs := g.contiguous(strided(xv, []int{cg, gr, o.N, o.H, o.Width}, []int{hw, cg * hw, o.C * hw, o.Width, 1}))
 	ohw := o.OH * o.OW
 	ws := g.contiguous(strided(G, []int{o.K, o.N, o.OH, o.OW}, []int{ohw, o.K * ohw, o.OW, 1}))
 	y := g.tmp(w.DType, []int{cg, o.K, o.KH, o.KW})
-	g.emit(&rt.Conv{X: reshaped(xs, cg, gr*o.N, o.H, o.W_), W: ws, Y: y, N: cg, C: gr * o.N,
-		H: o.H, W_: o.W_, K: o.K, OH: o.KH, OW: o.KW, KH: o.OH, KW: o.OW,
+	g.emit(&rt.Conv{X: reshaped(xs, cg, gr*o.N, o.H, o.Width), W: ws, Y: y, N: cg, C: gr * o.N,
+		H: o.H, Width: o.Width, K: o.K, OH: o.KH, OW: o.KW, KH: o.OH, KW: o.OW,
 		StrideH: o.DilH, StrideW: o.DilW, PadT: o.PadT, PadL: o.PadL, DilH: o.StrideH, DilW: o.StrideW, Groups: gr})
 	khw := o.KH * o.KW
 	x.add(strided(w, []int{cg, o.K, o.KH, o.KW}, []int{khw, cg * khw, o.KW, 1}), y)
@@ -657,16 +657,16 @@ func (x *vjp) convTranspose(o, v *rt.ConvTranspose) error {
 	g := x.g
 	G := reshaped(x.dy(o.Y), o.N, o.K, o.OH, o.OW)
 	if x.wants(o.X) {
-		t, commit := x.target(o.X, []int{o.N, o.C, o.H, o.W_})
-		g.emit(&rt.Conv{X: G, W: v.W, Y: t, N: o.N, C: o.K, H: o.OH, W_: o.OW, K: o.C, OH: o.H, OW: o.W_,
+		t, commit := x.target(o.X, []int{o.N, o.C, o.H, o.Width})
+		g.emit(&rt.Conv{X: G, W: v.W, Y: t, N: o.N, C: o.K, H: o.OH, Width: o.OW, K: o.C, OH: o.H, OW: o.Width,
 			KH: o.KH, KW: o.KW, StrideH: o.StrideH, StrideW: o.StrideW, PadT: o.PadT, PadL: o.PadL,
 			DilH: o.DilH, DilW: o.DilW, Groups: o.Groups})
 		commit()
 	}
 	if x.wants(o.W) {
-		c := &rt.Conv{N: o.N, C: o.K, H: o.OH, W_: o.OW, K: o.C, OH: o.H, OW: o.W_, KH: o.KH, KW: o.KW,
+		c := &rt.Conv{N: o.N, C: o.K, H: o.OH, Width: o.OW, K: o.C, OH: o.H, OW: o.Width, KH: o.KH, KW: o.KW,
 			StrideH: o.StrideH, StrideW: o.StrideW, PadT: o.PadT, PadL: o.PadL, DilH: o.DilH, DilW: o.DilW, Groups: o.Groups}
-		x.convWeightGrad(c, G, reshaped(v.X, o.N, o.C, o.H, o.W_), o.W)
+		x.convWeightGrad(c, G, reshaped(v.X, o.N, o.C, o.H, o.Width), o.W)
 	}
 	if o.Bias.Valid() && x.wants(o.Bias) {
 		ohw := o.OH * o.OW
@@ -699,7 +699,7 @@ func (x *vjp) pool(o, v *rt.Pool) error {
 		}
 		w := g.constTensor(rt.FromFloat64(o.X.DType, ones, 1, 1, o.KH, o.KW))
 		t, commit := x.target(o.X, []int{o.NC, 1, o.H, o.W})
-		g.emit(&rt.ConvTranspose{X: reshaped(gs, o.NC, 1, o.OH, o.OW), W: w, Y: t, N: o.NC, C: 1, H: o.OH, W_: o.OW,
+		g.emit(&rt.ConvTranspose{X: reshaped(gs, o.NC, 1, o.OH, o.OW), W: w, Y: t, N: o.NC, C: 1, H: o.OH, Width: o.OW,
 			K: 1, OH: o.H, OW: o.W, KH: o.KH, KW: o.KW, StrideH: o.StrideH, StrideW: o.StrideW,
 			PadT: o.PadT, PadL: o.PadL, DilH: o.DilH, DilW: o.DilW, Groups: 1})
 		commit()

@@ -467,10 +467,10 @@ func lowerConv(c *nodeCtx) error {
 		return err
 	}
 	op := &rt.Conv{X: c.ref(x), W: c.ref(w), Y: c.ref(y), N: x.shape[0], C: cin, K: k, Groups: g,
-		H: 1, W_: x.shape[2], OH: 1, OW: s.out[0], KH: 1, KW: kernel[0],
+		H: 1, Width: x.shape[2], OH: 1, OW: s.out[0], KH: 1, KW: kernel[0],
 		StrideH: 1, StrideW: s.strides[0], PadL: s.padsB[0], DilH: 1, DilW: s.dil[0]}
 	if nd == 2 {
-		op.H, op.W_, op.OH, op.OW, op.KH, op.KW = x.shape[2], x.shape[3], s.out[0], s.out[1], kernel[0], kernel[1]
+		op.H, op.Width, op.OH, op.OW, op.KH, op.KW = x.shape[2], x.shape[3], s.out[0], s.out[1], kernel[0], kernel[1]
 		op.StrideH, op.StrideW, op.PadT, op.PadL, op.DilH, op.DilW = s.strides[0], s.strides[1], s.padsB[0], s.padsB[1], s.dil[0], s.dil[1]
 	}
 	if c.has(2) {

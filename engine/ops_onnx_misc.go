@@ -553,9 +553,9 @@ func lowerConvTranspose(c *nodeCtx) error {
 		return err
 	}
 	op := &rt.ConvTranspose{X: c.ref(x), W: c.ref(w), Y: c.ref(y), N: x.shape[0], C: cin, K: k, Groups: g,
-		H: 1, W_: in[0], OH: 1, OW: out[0], KH: 1, KW: kernel[0], StrideH: 1, StrideW: strides[0], PadL: padB[0], DilH: 1, DilW: dil[0]}
+		H: 1, Width: in[0], OH: 1, OW: out[0], KH: 1, KW: kernel[0], StrideH: 1, StrideW: strides[0], PadL: padB[0], DilH: 1, DilW: dil[0]}
 	if nd == 2 {
-		op.H, op.W_, op.OH, op.OW, op.KH, op.KW = in[0], in[1], out[0], out[1], kernel[0], kernel[1]
+		op.H, op.Width, op.OH, op.OW, op.KH, op.KW = in[0], in[1], out[0], out[1], kernel[0], kernel[1]
 		op.StrideH, op.StrideW, op.PadT, op.PadL, op.DilH, op.DilW = strides[0], strides[1], padB[0], padB[1], dil[0], dil[1]
 	}
 	if c.has(2) {

@@ -108,9 +108,9 @@ func opSizes(op Op) []int {
 	case *MatMul:
 		return []int{o.Batch, o.M, o.N, o.K, o.StrideA, o.StrideB, o.StrideY}
 	case *Conv:
-		return []int{o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW, o.PadT, o.PadL}
+		return []int{o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW, o.PadT, o.PadL}
 	case *ConvTranspose:
-		return []int{o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW, o.PadT, o.PadL}
+		return []int{o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW, o.PadT, o.PadL}
 	case *Pool:
 		return []int{o.NC, o.H, o.W, o.OH, o.OW, o.PadT, o.PadL, o.PadB, o.PadR}
 	case *Normalize:

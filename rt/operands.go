@@ -73,14 +73,14 @@ func Operands(op Op) []Operand {
 		}
 	case *Conv:
 		return []Operand{
-			in("X", &o.X, Extent(o.N, o.C, o.H, o.W_)),
+			in("X", &o.X, Extent(o.N, o.C, o.H, o.Width)),
 			in("W", &o.W, Extent(o.K, perGroup(o.C, o.Groups), o.KH, o.KW)),
 			optional(in("Bias", &o.Bias, Extent(o.K))),
 			out("Y", &o.Y, Extent(o.N, o.K, o.OH, o.OW)),
 		}
 	case *ConvTranspose:
 		return []Operand{
-			in("X", &o.X, Extent(o.N, o.C, o.H, o.W_)),
+			in("X", &o.X, Extent(o.N, o.C, o.H, o.Width)),
 			in("W", &o.W, Extent(o.C, perGroup(o.K, o.Groups), o.KH, o.KW)),
 			optional(in("Bias", &o.Bias, Extent(o.K))),
 			out("Y", &o.Y, Extent(o.N, o.K, o.OH, o.OW)),

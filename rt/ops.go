@@ -265,7 +265,7 @@ type MatMul struct {
 // and OW.
 type Conv struct {
 	X, W, Bias, Y    Ref
-	N, C, H, W_      int
+	N, C, H, Width   int
 	K, OH, OW        int
 	KH, KW           int
 	StrideH, StrideW int
@@ -282,7 +282,7 @@ type Conv struct {
 // rest from OH/OW. Bias is optional [K].
 type ConvTranspose struct {
 	X, W, Bias, Y    Ref
-	N, C, H, W_      int
+	N, C, H, Width   int
 	K, OH, OW        int
 	KH, KW           int
 	StrideH, StrideW int

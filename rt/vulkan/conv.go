@@ -82,7 +82,7 @@ func (l *lowering) conv(o *rt.Conv) {
 		l.convGEMM(o, dt, nw)
 		return
 	}
-	l.convCommon(shader, dt, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW,
+	l.convCommon(shader, dt, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW,
 		o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, nw, &o.Act)
 }
 
@@ -108,7 +108,7 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, nw int64) {
 	ohw := int64(o.OH) * int64(o.OW)
 	cols := int64(o.N) * ohw
 	ny := cols * int64(o.K)
-	nx := int64(o.N) * int64(o.C) * int64(o.H) * int64(o.W_)
+	nx := int64(o.N) * int64(o.C) * int64(o.H) * int64(o.Width)
 	if ny == 0 {
 		return
 	}
@@ -135,7 +135,7 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, nw int64) {
 	} else {
 		b, nb = o.Y, 1
 	}
-	if o.KH == 1 && o.KW == 1 && o.StrideH == 1 && o.StrideW == 1 && o.PadT == 0 && o.PadL == 0 && o.OH == o.H && o.OW == o.W_ {
+	if o.KH == 1 && o.KW == 1 && o.StrideH == 1 && o.StrideW == 1 && o.PadT == 0 && o.PadL == 0 && o.OH == o.H && o.OW == o.Width {
 		flags |= 2
 	}
 	binds, offs, reads, writes, ok := l.bindsOf([]string{"X", "W", "Bias", "Y"}, []rt.Ref{o.X, o.W, b, o.Y}, []int64{max(nx, 1), max(nw, 1), nb, ny}, 3)
@@ -146,7 +146,7 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, nw int64) {
 		reads = reads[:2]
 	}
 	aa, ab := realBits(dt, o.Act.Alpha), realBits(dt, o.Act.Beta)
-	push := []uint32{uint32(cols), uint32(o.C), uint32(o.H), uint32(o.W_),
+	push := []uint32{uint32(cols), uint32(o.C), uint32(o.H), uint32(o.Width),
 		uint32(o.K), uint32(kg), uint32(cg), uint32(cg * o.KH * o.KW),
 		uint32(ohw), uint32(o.OW), uint32(o.KH), uint32(o.KW),
 		uint32(o.StrideH), uint32(o.StrideW), uint32(o.PadT), uint32(o.PadL),
@@ -184,7 +184,7 @@ func (l *lowering) convT(o *rt.ConvTranspose) {
 	if !l.floatOnly(dt) {
 		return
 	}
-	l.convCommon("convt_"+dt.String(), dt, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.W_, o.K, o.OH, o.OW, o.KH, o.KW,
+	l.convCommon("convt_"+dt.String(), dt, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW,
 		o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, int64(o.C)*int64(o.K/o.Groups)*int64(o.KH)*int64(o.KW), nil)
 }
 

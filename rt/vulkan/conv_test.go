@@ -30,7 +30,7 @@ func checkConv(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c convCase,
 	ny := c.N * c.K * OH * OW
 	yb := newBuf(t, d, dt, ny, nil)
 	op := &rt.Conv{X: newBuf(t, d, dt, len(x), x).ref([]int{len(x)}, nil), W: newBuf(t, d, dt, len(w), w).ref([]int{len(w)}, nil),
-		Y: yb.ref([]int{ny}, nil), N: c.N, C: c.C, H: c.H, W_: c.W, K: c.K, OH: OH, OW: OW, KH: c.KH, KW: c.KW,
+		Y: yb.ref([]int{ny}, nil), N: c.N, C: c.C, H: c.H, Width: c.W, K: c.K, OH: OH, OW: OW, KH: c.KH, KW: c.KW,
 		StrideH: c.sh, StrideW: c.sw, PadT: c.pt, PadL: c.pl, DilH: c.dh, DilW: c.dw, Groups: c.G,
 		Act: rt.Activation{Fn: c.act, Alpha: 0.1}}
 	var bias []float64
@@ -167,7 +167,7 @@ func BenchmarkConv(b *testing.B) {
 				nx, nw, ny := c.C*c.H*c.H, c.K*cg*c.KH*c.KH, c.K*oh*oh
 				op := &rt.Conv{X: newBuf(b, d, dt, nx, vals(nx)).ref([]int{nx}, nil), W: newBuf(b, d, dt, nw, vals(nw)).ref([]int{nw}, nil),
 					Bias: newBuf(b, d, dt, c.K, vals(c.K)).ref([]int{c.K}, nil), Y: newBuf(b, d, dt, ny, nil).ref([]int{ny}, nil),
-					N: 1, C: c.C, H: c.H, W_: c.H, K: c.K, OH: oh, OW: oh, KH: c.KH, KW: c.KH, StrideH: 1, StrideW: 1,
+					N: 1, C: c.C, H: c.H, Width: c.H, K: c.K, OH: oh, OW: oh, KH: c.KH, KW: c.KH, StrideH: 1, StrideW: 1,
 					PadT: c.pad, PadL: c.pad, DilH: 1, DilW: 1, Groups: c.grp, Act: rt.Activation{Fn: rt.Relu}}
 				benchOp(b, d, op, 2*float64(ny)*float64(cg*c.KH*c.KH), 0)
 			})

@@ -433,7 +433,7 @@ func TestConv(t *testing.T) {
 			yb := newBuf(t, d, dt, c.N*c.K*OH*OW, nil)
 			op := &rt.Conv{X: newBuf(t, d, dt, len(x), x).ref([]int{len(x)}, nil), W: newBuf(t, d, dt, len(w), w).ref([]int{len(w)}, nil),
 				Bias: newBuf(t, d, dt, c.K, bias).ref([]int{c.K}, nil), Y: yb.ref([]int{c.N * c.K * OH * OW}, nil),
-				N: c.N, C: c.C, H: c.H, W_: c.W, K: c.K, OH: OH, OW: OW, KH: c.KH, KW: c.KW, StrideH: c.sh, StrideW: c.sw,
+				N: c.N, C: c.C, H: c.H, Width: c.W, K: c.K, OH: OH, OW: OW, KH: c.KH, KW: c.KW, StrideH: c.sh, StrideW: c.sw,
 				PadT: c.pt, PadL: c.pl, DilH: c.dh, DilW: c.dw, Groups: c.G, Act: rt.Activation{Fn: rt.LeakyRelu, Alpha: 0.1}}
 			if !supported(t, d, op) {
 				continue
@@ -469,7 +469,7 @@ func TestConvTranspose(t *testing.T) {
 			yb := newBuf(t, d, dt, c.N*c.K*OH*OW, nil)
 			op := &rt.ConvTranspose{X: newBuf(t, d, dt, len(x), x).ref([]int{len(x)}, nil), W: newBuf(t, d, dt, len(w), w).ref([]int{len(w)}, nil),
 				Bias: newBuf(t, d, dt, c.K, bias).ref([]int{c.K}, nil), Y: yb.ref([]int{c.N * c.K * OH * OW}, nil),
-				N: c.N, C: c.C, H: c.H, W_: c.W, K: c.K, OH: OH, OW: OW, KH: c.KH, KW: c.KW, StrideH: c.sh, StrideW: c.sw,
+				N: c.N, C: c.C, H: c.H, Width: c.W, K: c.K, OH: OH, OW: OW, KH: c.KH, KW: c.KW, StrideH: c.sh, StrideW: c.sw,
 				PadT: c.pt, PadL: c.pl, DilH: c.dh, DilW: c.dw, Groups: c.G}
 			if !supported(t, d, op) {
 				continue

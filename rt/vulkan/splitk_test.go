@@ -92,7 +92,7 @@ func TestSplitKConv(t *testing.T) {
 	OH, OW := c.out()
 	op := &rt.Conv{X: newBuf(t, d, rt.F32, c.N*c.C*c.H*c.W, nil).ref([]int{c.N * c.C * c.H * c.W}, nil),
 		W: newBuf(t, d, rt.F32, c.K*c.C*9, nil).ref([]int{c.K * c.C * 9}, nil), Y: newBuf(t, d, rt.F32, c.N*c.K*OH*OW, nil).ref([]int{c.N * c.K * OH * OW}, nil),
-		N: c.N, C: c.C, H: c.H, W_: c.W, K: c.K, OH: OH, OW: OW, KH: 3, KW: 3, StrideH: 1, StrideW: 1, PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1}
+		N: c.N, C: c.C, H: c.H, Width: c.W, K: c.K, OH: OH, OW: OW, KH: 3, KW: 3, StrideH: 1, StrideW: 1, PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1}
 	if got := lowered(t, d, op); len(got) != 2 || !strings.HasPrefix(got[0], "convgemmk_f32_") || got[1] != "splitk_f32" {
 		t.Errorf("forced split-K Conv lowers to %v", got)
 	}
