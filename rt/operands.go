@@ -119,20 +119,8 @@ func perGroup(c, groups int) int {
 }
 
 // Extent is the product of sizes, or -1 when one is negative or the
-// product overflows int64.
-func Extent(sizes ...int) int64 {
-	p := int64(1)
-	for _, x := range sizes {
-		if x < 0 {
-			return -1
-		}
-		if x != 0 && p > math.MaxInt64/int64(x) {
-			return -1
-		}
-		p *= int64(x)
-	}
-	return p
-}
+// product overflows int64: NumElements of the sizes as a shape.
+func Extent(sizes ...int) int64 { return NumElements(sizes) }
 
 // BatchExtent is the extent of a batch of m×n matrices placed stride
 // elements apart: (batch-1)*stride + m*n, or -1 when batch < 1, a size
