@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 
+	_ "github.com/vrun-go/vrun/clshim"
 	"github.com/vrun-go/vrun/cpu"
+	_ "github.com/vrun-go/vrun/cudashim"
 	"github.com/vrun-go/vrun/engine"
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
+	_ "github.com/vrun-go/vrun/rt/vulkan"
 )
 
 // mlpSizes are the MLP backprop benchmark sizes: batch, input, hidden,
@@ -40,11 +44,20 @@ func mlpBackpropModel(dt rt.DType, s [4]int, rng *rand.Rand) (*model.Model, erro
 }
 
 // BenchmarkMLPBackprop times one training iteration of Linear-ReLU-Linear
-// on the CPU backend: "fwdbwd" is forward + backward (gradients of all
+// on the CPU backend, or on the device $VRUN_BENCH_DEVICE names (e.g.
+// cuda:0, vulkan:0): "fwdbwd" is forward + backward (gradients of all
 // four parameters), "sgd" adds the SGD update (one full training step).
 // bench/backprop.py runs it side by side with PyTorch and NumPy.
 func BenchmarkMLPBackprop(b *testing.B) {
-	dev := cpu.NewDevice()
+	var dev rt.Device = cpu.NewDevice()
+	if spec := os.Getenv("VRUN_BENCH_DEVICE"); spec != "" {
+		d, err := rt.Open(spec, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dev.Close()
+		dev = d
+	}
 	defer dev.Close()
 	for _, dt := range []rt.DType{rt.F32, rt.F64} {
 		for _, s := range mlpSizes {

@@ -2,12 +2,17 @@ package traintest_test
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 
+	_ "github.com/vrun-go/vrun/clshim"
 	"github.com/vrun-go/vrun/cpu"
+	_ "github.com/vrun-go/vrun/cudashim"
 	"github.com/vrun-go/vrun/engine"
 	"github.com/vrun-go/vrun/internal/traintest"
 	"github.com/vrun-go/vrun/rt"
+	_ "github.com/vrun-go/vrun/rt/vulkan"
 )
 
 func TestCPU(t *testing.T) {
@@ -43,5 +48,26 @@ func TestSensitive(t *testing.T) {
 		} else {
 			t.Logf("%s %+v: %v", tc.model, tc.o, res.Fail)
 		}
+	}
+}
+
+// TestBackends runs the whole-run references on every other backend that
+// opens here (lavapipe and pocl in CI; Vulkan, CUDA and OpenCL on a GPU
+// machine). VRUN_TRAINTEST_DEVICES (comma-separated, e.g.
+// "vulkan:0,cuda:0,opencl:1") overrides the list.
+func TestBackends(t *testing.T) {
+	specs := []string{"vulkan", "opencl", "cuda"}
+	if s := os.Getenv("VRUN_TRAINTEST_DEVICES"); s != "" {
+		specs = strings.Split(s, ",")
+	}
+	for _, spec := range specs {
+		t.Run(spec, func(t *testing.T) {
+			dev, err := rt.Open(spec, nil)
+			if err != nil {
+				t.Skipf("%s: %v", spec, err)
+			}
+			defer dev.Close()
+			traintest.Run(t, dev)
+		})
 	}
 }
