@@ -154,33 +154,26 @@ type number interface {
 	~float32 | ~float64 | ~int32 | ~int64 | ~uint8 | ~int8
 }
 
-func loadG[T number](dst []float64, s []T, off, inc int) {
+// scratch is the type of a row's values while an op computes on them:
+// float64 for float math, int64 for integer math.
+type scratch interface{ float64 | int64 }
+
+func loadG[S scratch, T number](dst []S, s []T, off, inc int) {
 	if inc == 1 {
 		s = s[off : off+len(dst)]
 		for i, v := range s {
-			dst[i] = float64(v)
+			dst[i] = S(v)
 		}
 		return
 	}
 	for i := range dst {
-		dst[i] = float64(s[off+i*inc])
+		dst[i] = S(s[off+i*inc])
 	}
 }
 
-func loadGI[T number](dst []int64, s []T, off, inc int) {
-	if inc == 1 {
-		s = s[off : off+len(dst)]
-		for i, v := range s {
-			dst[i] = int64(v)
-		}
-		return
-	}
-	for i := range dst {
-		dst[i] = int64(s[off+i*inc])
-	}
-}
-
-func loadF64(dst []float64, o operand, off, inc int) {
+// load converts len(dst) elements of o, from element off with stride inc,
+// to scratch values.
+func load[S scratch](dst []S, o operand, off, inc int) {
 	switch o.dt {
 	case rt.F32:
 		loadG(dst, elems[float32](o.data), off, inc)
@@ -189,7 +182,7 @@ func loadF64(dst []float64, o operand, off, inc int) {
 	case rt.F16:
 		s := elems[uint16](o.data)
 		for i := range dst {
-			dst[i] = float64(rt.F16Float(s[off+i*inc]))
+			dst[i] = S(rt.F16Float(s[off+i*inc]))
 		}
 	case rt.I32:
 		loadG(dst, elems[int32](o.data), off, inc)
@@ -202,29 +195,7 @@ func loadF64(dst []float64, o operand, off, inc int) {
 	}
 }
 
-func loadI64(dst []int64, o operand, off, inc int) {
-	switch o.dt {
-	case rt.F32:
-		loadGI(dst, elems[float32](o.data), off, inc)
-	case rt.F64:
-		loadGI(dst, elems[float64](o.data), off, inc)
-	case rt.F16:
-		s := elems[uint16](o.data)
-		for i := range dst {
-			dst[i] = int64(rt.F16Float(s[off+i*inc]))
-		}
-	case rt.I32:
-		loadGI(dst, elems[int32](o.data), off, inc)
-	case rt.I64:
-		loadGI(dst, elems[int64](o.data), off, inc)
-	case rt.U8, rt.Bool:
-		loadGI(dst, o.data, off, inc)
-	case rt.I8:
-		loadGI(dst, elems[int8](o.data), off, inc)
-	}
-}
-
-func storeGF[T ~float32 | ~float64](src []float64, s []T, off, inc int) {
+func storeGF[S scratch, T ~float32 | ~float64](src []S, s []T, off, inc int) {
 	if inc == 1 {
 		s = s[off : off+len(src)]
 		for i, v := range src {
@@ -237,50 +208,28 @@ func storeGF[T ~float32 | ~float64](src []float64, s []T, off, inc int) {
 	}
 }
 
-func storeGFI[T ~int32 | ~int64 | ~uint8 | ~int8](src []float64, s []T, off, inc int) {
-	for i, v := range src {
-		s[off+i*inc] = T(rt.FloatToInt(v))
-	}
-}
-
-func storeF64(src []float64, o operand, off, inc int) {
-	switch o.dt {
-	case rt.F32:
-		storeGF(src, elems[float32](o.data), off, inc)
-	case rt.F64:
-		storeGF(src, elems[float64](o.data), off, inc)
-	case rt.F16:
-		s := elems[uint16](o.data)
-		for i, v := range src {
-			s[off+i*inc] = rt.F16Bits(float32(v))
+// storeGI stores to an integer dtype: float64 values through
+// rt.FloatToInt, int64 values wrapping.
+func storeGI[S scratch, T ~int32 | ~int64 | ~uint8 | ~int8](src []S, s []T, off, inc int) {
+	if f, ok := any(src).([]float64); ok {
+		for i, v := range f {
+			s[off+i*inc] = T(rt.FloatToInt(v))
 		}
-	case rt.I32:
-		storeGFI(src, elems[int32](o.data), off, inc)
-	case rt.I64:
-		storeGFI(src, elems[int64](o.data), off, inc)
-	case rt.U8:
-		storeGFI(src, o.data, off, inc)
-	case rt.I8:
-		storeGFI(src, elems[int8](o.data), off, inc)
-	case rt.Bool:
-		for i, v := range src {
-			o.data[off+i*inc] = b2u(v != 0)
-		}
+		return
 	}
-}
-
-func storeGI[T number](src []int64, s []T, off, inc int) {
 	for i, v := range src {
 		s[off+i*inc] = T(v)
 	}
 }
 
-func storeI64(src []int64, o operand, off, inc int) {
+// store converts scratch values to o's dtype and writes them from element
+// off with stride inc.
+func store[S scratch](src []S, o operand, off, inc int) {
 	switch o.dt {
 	case rt.F32:
-		storeGI(src, elems[float32](o.data), off, inc)
+		storeGF(src, elems[float32](o.data), off, inc)
 	case rt.F64:
-		storeGI(src, elems[float64](o.data), off, inc)
+		storeGF(src, elems[float64](o.data), off, inc)
 	case rt.F16:
 		s := elems[uint16](o.data)
 		for i, v := range src {
@@ -388,9 +337,9 @@ func unaryOp(o *rt.Unary, x, y []byte) {
 			for s := 0; s < n; s += ewChunk {
 				m := min(ewChunk, n-s)
 				xs, ys := w.i[0][:m], w.i[1][:m]
-				loadI64(xs, X, offs[0]+s*xi, xi)
+				load(xs, X, offs[0]+s*xi, xi)
 				unaryI64(fn, xs, ys)
-				storeI64(ys, Y, offs[1]+s*yi, yi)
+				store(ys, Y, offs[1]+s*yi, yi)
 			}
 		})
 		return
@@ -399,9 +348,9 @@ func unaryOp(o *rt.Unary, x, y []byte) {
 		for s := 0; s < n; s += ewChunk {
 			m := min(ewChunk, n-s)
 			ys := w.f[1][:m]
-			loadF64(ys, X, offs[0]+s*xi, xi)
+			load(ys, X, offs[0]+s*xi, xi)
 			actApply(fn, a, b, ys)
-			storeF64(ys, Y, offs[1]+s*yi, yi)
+			store(ys, Y, offs[1]+s*yi, yi)
 		}
 	})
 }
@@ -488,10 +437,10 @@ func binaryOp(o *rt.Binary, a, b, y []byte) {
 			for s := 0; s < n; s += ewChunk {
 				m := min(ewChunk, n-s)
 				as, bs, ys := w.i[0][:m], w.i[1][:m], w.i[2][:m]
-				loadI64(as, A, offs[0]+s*ai, ai)
-				loadI64(bs, B, offs[1]+s*bi, bi)
+				load(as, A, offs[0]+s*ai, ai)
+				load(bs, B, offs[1]+s*bi, bi)
 				binaryI64(fn, as, bs, ys)
-				storeI64(ys, Y, offs[2]+s*yi, yi)
+				store(ys, Y, offs[2]+s*yi, yi)
 			}
 		})
 		return
@@ -500,10 +449,10 @@ func binaryOp(o *rt.Binary, a, b, y []byte) {
 		for s := 0; s < n; s += ewChunk {
 			m := min(ewChunk, n-s)
 			as, bs, ys := w.f[0][:m], w.f[1][:m], w.f[2][:m]
-			loadF64(as, A, offs[0]+s*ai, ai)
-			loadF64(bs, B, offs[1]+s*bi, bi)
+			load(as, A, offs[0]+s*ai, ai)
+			load(bs, B, offs[1]+s*bi, bi)
 			binaryF64(fn, as, bs, ys)
-			storeF64(ys, Y, offs[2]+s*yi, yi)
+			store(ys, Y, offs[2]+s*yi, yi)
 		}
 	})
 }
