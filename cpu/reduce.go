@@ -11,23 +11,26 @@ import (
 func reduceOp(o *rt.Reduce) {
 	switch o.X.DType {
 	case rt.F32:
-		reduceF[float32](o)
+		reduceRows(o, reduceRowF[float32])
 	case rt.F64:
-		reduceF[float64](o)
+		reduceRows(o, reduceRowF[float64])
 	case rt.I32:
-		reduceI[int32](o)
+		reduceRows(o, reduceRowI[int32])
 	case rt.I64:
-		reduceI[int64](o)
+		reduceRows(o, reduceRowI[int64])
 	case rt.U8, rt.Bool:
-		reduceI[uint8](o)
+		reduceRows(o, reduceRowI[uint8])
 	case rt.I8:
-		reduceI[int8](o)
+		reduceRows(o, reduceRowI[int8])
 	}
 }
 
 func reduceGrain(n int) int { return max(1, 16384/max(n, 1)) }
 
-func reduceF[T floatT](o *rt.Reduce) {
+// reduceRows reduces each of the Outer*Inner rows of o with row, in
+// parallel; row returns the reduced value or, for ArgMax and ArgMin, the
+// index.
+func reduceRows[T number, S scratch](o *rt.Reduce, row func(fn rt.ReduceFn, x []T, base, st, n int, last bool) (S, int64)) {
 	O, N, I := o.Outer, o.N, o.Inner
 	x := lin[T](o.X, O*N*I)
 	arg := o.Fn == rt.ArgMax || o.Fn == rt.ArgMin
@@ -41,8 +44,7 @@ func reduceF[T floatT](o *rt.Reduce) {
 	parallelFor(O*I, reduceGrain(N), func(lo, hi int) {
 		for q := lo; q < hi; q++ {
 			oo, ii := q/I, q%I
-			base := oo*N*I + ii
-			v, idx := reduceRowF(o.Fn, x, base, I, N, o.SelectLast)
+			v, idx := row(o.Fn, x, oo*N*I+ii, I, N, o.SelectLast)
 			if arg {
 				yi[q] = idx
 			} else {
@@ -134,59 +136,41 @@ type intT interface {
 	~int32 | ~int64 | ~uint8 | ~int8
 }
 
-func reduceI[T intT](o *rt.Reduce) {
-	O, N, I := o.Outer, o.N, o.Inner
-	x := lin[T](o.X, O*N*I)
-	arg := o.Fn == rt.ArgMax || o.Fn == rt.ArgMin
-	var y []T
-	var yi []int64
-	if arg {
-		yi = lin[int64](o.Y, O*I)
-	} else {
-		y = lin[T](o.Y, O*I)
-	}
-	parallelFor(O*I, reduceGrain(N), func(lo, hi int) {
-		for q := lo; q < hi; q++ {
-			oo, ii := q/I, q%I
-			base := oo*N*I + ii
-			var v int64
-			var bi int
-			switch o.Fn {
-			case rt.Sum:
-				for j := 0; j < N; j++ {
-					v += int64(x[base+j*I])
-				}
-			case rt.Prod:
-				v = 1
-				for j := 0; j < N; j++ {
-					v *= int64(x[base+j*I])
-				}
-			case rt.RMax, rt.RMin, rt.ArgMax, rt.ArgMin:
-				if N == 0 {
-					break
-				}
-				best := x[base]
-				for j := 1; j < N; j++ {
-					e := x[base+j*I]
-					var better bool
-					if o.Fn == rt.RMax || o.Fn == rt.ArgMax {
-						better = e > best || (o.SelectLast && e == best)
-					} else {
-						better = e < best || (o.SelectLast && e == best)
-					}
-					if better {
-						best, bi = e, j
-					}
-				}
-				v = int64(best)
-			}
-			if arg {
-				yi[q] = int64(bi)
+// reduceRowI reduces the integers x[base + j*st] for j < n (Sum, Prod,
+// RMax, RMin, ArgMax, ArgMin).
+func reduceRowI[T intT](fn rt.ReduceFn, x []T, base, st, n int, last bool) (int64, int64) {
+	var v int64
+	var bi int
+	switch fn {
+	case rt.Sum:
+		for j := 0; j < n; j++ {
+			v += int64(x[base+j*st])
+		}
+	case rt.Prod:
+		v = 1
+		for j := 0; j < n; j++ {
+			v *= int64(x[base+j*st])
+		}
+	case rt.RMax, rt.RMin, rt.ArgMax, rt.ArgMin:
+		if n == 0 {
+			break
+		}
+		best := x[base]
+		for j := 1; j < n; j++ {
+			e := x[base+j*st]
+			var better bool
+			if fn == rt.RMax || fn == rt.ArgMax {
+				better = e > best || (last && e == best)
 			} else {
-				y[q] = T(v)
+				better = e < best || (last && e == best)
+			}
+			if better {
+				best, bi = e, j
 			}
 		}
-	})
+		v = int64(best)
+	}
+	return v, int64(bi)
 }
 
 // ---- Softmax ----
