@@ -125,7 +125,7 @@ func (g *gemm[T]) run() {
 		return
 	}
 	ki := kernelFor[T]()
-	kern, mr, nr, kcMax := ki.fn, ki.mr, ki.nr, ki.kc
+	mr, nr, kcMax := ki.mr, ki.nr, ki.kc
 	if g.m <= max(ki.mc/mr, 1)*mr && (g.threads == 1 || g.n >= 4*g.threads*nr) {
 		g.runSmallM(ki)
 		return
@@ -158,11 +158,7 @@ func (g *gemm[T]) run() {
 			// Pack B(pc:pc+kc, jc:jc+nc).
 			g.parallel(npan, max(1, 64/max(kc/64, 1)), func(_, lo, hi int) {
 				for q := lo; q < hi; q++ {
-					if g.bpack != nil {
-						g.bpack(bp[q*kc*nr:(q+1)*kc*nr], pc, kc, jc+q*nr, nr)
-					} else {
-						g.packB(bp[q*kc*nr:(q+1)*kc*nr], pc, kc, jc+q*nr, nr)
-					}
+					g.packPanelB(bp[q*kc*nr:(q+1)*kc*nr], pc, kc, jc+q*nr, nr)
 				}
 			})
 			mb := (g.m + mc0 - 1) / mc0
@@ -190,30 +186,7 @@ func (g *gemm[T]) run() {
 						g.packA(ap[r*kc*mr:(r+1)*kc*mr], ic+r*mr, mr, pc, kc)
 					}
 					for q := p0; q < p1; q++ {
-						j0 := jc + q*nr
-						nv := min(nr, g.n-j0)
-						bq := bp[q*kc*nr : (q+1)*kc*nr]
-						for r := 0; r < mpan; r++ {
-							i0 := ic + r*mr
-							mv := min(mr, g.m-i0)
-							apr := ap[r*kc*mr : (r+1)*kc*mr]
-							if mv == mr && nv == nr {
-								kern(kc, apr, bq, g.c[i0*g.ldc+j0:], g.ldc, !first)
-								continue
-							}
-							kern(kc, apr, bq, tile[:mr*nr], nr, false)
-							for ii := 0; ii < mv; ii++ {
-								crow := g.c[(i0+ii)*g.ldc+j0 : (i0+ii)*g.ldc+j0+nv]
-								trow := tile[ii*nr : ii*nr+nv]
-								if first {
-									copy(crow, trow)
-								} else {
-									for jj, v := range trow {
-										crow[jj] += v
-									}
-								}
-							}
-						}
+						g.panels(ki, kc, ap, bp[q*kc*nr:(q+1)*kc*nr], ic, mpan, jc+q*nr, first, tile[:])
 					}
 					if last {
 						g.epilogue(ic, ic+mc, jc+p0*nr, min(jc+p1*nr, g.n))
@@ -255,7 +228,7 @@ func putScratch[T floatT](s *[]T) {
 // packs all of A and then, one at a time, the B panels it multiplies, so
 // that every B panel is packed right before use and stays in L1.
 func (g *gemm[T]) runSmallM(ki kernelInfo[T]) {
-	kern, mr, nr, kcMax := ki.fn, ki.mr, ki.nr, ki.kc
+	mr, nr, kcMax := ki.mr, ki.nr, ki.kc
 	npan := (g.n + nr - 1) / nr
 	mpan := (g.m + mr - 1) / mr
 	kcb := min(kcMax, g.k)
@@ -284,38 +257,51 @@ func (g *gemm[T]) runSmallM(ki kernelInfo[T]) {
 			first := pc == 0
 			ap := apAll[pc*mpan*mr : (pc+kc)*mpan*mr]
 			for q := lo; q < hi; q++ {
-				j0 := q * nr
-				nv := min(nr, g.n-j0)
-				if g.bpack != nil {
-					g.bpack(bq[:kc*nr], pc, kc, j0, nr)
-				} else {
-					g.packB(bq[:kc*nr], pc, kc, j0, nr)
-				}
-				for r := 0; r < mpan; r++ {
-					i0 := r * mr
-					mv := min(mr, g.m-i0)
-					apr := ap[r*kc*mr : (r+1)*kc*mr]
-					if mv == mr && nv == nr {
-						kern(kc, apr, bq, g.c[i0*g.ldc+j0:], g.ldc, !first)
-						continue
-					}
-					kern(kc, apr, bq, tile[:mr*nr], nr, false)
-					for ii := 0; ii < mv; ii++ {
-						crow := g.c[(i0+ii)*g.ldc+j0 : (i0+ii)*g.ldc+j0+nv]
-						trow := tile[ii*nr : ii*nr+nv]
-						if first {
-							copy(crow, trow)
-						} else {
-							for jj, v := range trow {
-								crow[jj] += v
-							}
-						}
-					}
-				}
+				g.packPanelB(bq[:kc*nr], pc, kc, q*nr, nr)
+				g.panels(ki, kc, ap, bq[:kc*nr], 0, mpan, q*nr, first, tile[:])
 			}
 		}
 		g.epilogue(0, g.m, lo*nr, min(hi*nr, g.n))
 	})
+}
+
+// packPanelB packs the B panel (pc:pc+kc, j0:j0+nr) into dst, through
+// bpack where it is set.
+func (g *gemm[T]) packPanelB(dst []T, pc, kc, j0, nr int) {
+	if g.bpack != nil {
+		g.bpack(dst, pc, kc, j0, nr)
+	} else {
+		g.packB(dst, pc, kc, j0, nr)
+	}
+}
+
+// panels multiplies mpan packed row panels of A (ap, from row i0) by the
+// packed B panel bq of columns j0..j0+nr, writing C (first) or adding to
+// it. Edge tiles go through tile, mr*nr elements of scratch.
+func (g *gemm[T]) panels(ki kernelInfo[T], kc int, ap, bq []T, i0, mpan, j0 int, first bool, tile []T) {
+	kern, mr, nr := ki.fn, ki.mr, ki.nr
+	nv := min(nr, g.n-j0)
+	for r := 0; r < mpan; r++ {
+		i := i0 + r*mr
+		mv := min(mr, g.m-i)
+		apr := ap[r*kc*mr : (r+1)*kc*mr]
+		if mv == mr && nv == nr {
+			kern(kc, apr, bq, g.c[i*g.ldc+j0:], g.ldc, !first)
+			continue
+		}
+		kern(kc, apr, bq, tile[:mr*nr], nr, false)
+		for ii := 0; ii < mv; ii++ {
+			crow := g.c[(i+ii)*g.ldc+j0 : (i+ii)*g.ldc+j0+nv]
+			trow := tile[ii*nr : ii*nr+nv]
+			if first {
+				copy(crow, trow)
+			} else {
+				for jj, v := range trow {
+					crow[jj] += v
+				}
+			}
+		}
+	}
 }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }
