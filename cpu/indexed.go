@@ -122,6 +122,31 @@ func setI(b []byte, dt rt.DType, e int, v int64) {
 	}
 }
 
+// scatterCombine applies a ScatterElements reduction to the element a and
+// the update u. Float Max and Min follow math.Max and math.Min, where an
+// infinity wins over NaN (the builtins give NaN).
+func scatterCombine[S scratch](fn rt.ScatterFn, a, u S) S {
+	switch fn {
+	case rt.ScatterAdd:
+		return a + u
+	case rt.ScatterMul:
+		return a * u
+	case rt.ScatterMax, rt.ScatterMin:
+		if fa, ok := any(a).(float64); ok {
+			fu := any(u).(float64)
+			if fn == rt.ScatterMax {
+				return S(math.Max(fa, fu))
+			}
+			return S(math.Min(fa, fu))
+		}
+		if fn == rt.ScatterMax {
+			return max(a, u)
+		}
+		return min(a, u)
+	}
+	return a
+}
+
 func scatterElementsOp(o *rt.ScatterElements) {
 	O, A, N, I := o.Outer, o.Axis, o.N, o.Inner
 	dt := o.Y.DType
@@ -149,31 +174,10 @@ func scatterElementsOp(o *rt.ScatterElements) {
 					continue
 				}
 				if dt.IsFloat() {
-					a, u := getF(yb, dt, ye), getF(ub, dt, ue)
-					switch o.Fn {
-					case rt.ScatterAdd:
-						a += u
-					case rt.ScatterMul:
-						a *= u
-					case rt.ScatterMax:
-						a = math.Max(a, u)
-					case rt.ScatterMin:
-						a = math.Min(a, u)
-					}
-					setF(yb, dt, ye, a)
+					setF(yb, dt, ye, scatterCombine(o.Fn, getF(yb, dt, ye), getF(ub, dt, ue)))
 					continue
 				}
-				a, u := getI(yb, dt, ye), getI(ub, dt, ue)
-				switch o.Fn {
-				case rt.ScatterAdd:
-					a += u
-				case rt.ScatterMul:
-					a *= u
-				case rt.ScatterMax:
-					a = max(a, u)
-				case rt.ScatterMin:
-					a = min(a, u)
-				}
+				a := scatterCombine(o.Fn, getI(yb, dt, ye), getI(ub, dt, ue))
 				if dt == rt.Bool && o.Fn == rt.ScatterAdd {
 					a = min(a, 1)
 				}
