@@ -32,6 +32,15 @@ func (l *lowering) strides3(name string, r rt.Ref) ([3]uint32, bool) {
 	return out, true
 }
 
+// idxWords returns the idx64 push flag of an index operand and its
+// element offset off in the int32 words the shaders read indices as.
+func idxWords(idx rt.Ref, off uint32) (idx64, words uint32) {
+	if idx.DType == rt.I64 {
+		return 1, 2 * off
+	}
+	return 0, off
+}
+
 func (l *lowering) gatherElements(o *rt.GatherElements) {
 	dt := o.X.DType
 	if o.Y.DType != dt {
@@ -55,29 +64,15 @@ func (l *lowering) gatherElements(o *rt.GatherElements) {
 	if !ok {
 		return
 	}
-	bx, offX, sx, err := l.bindElems("X", o.X, max(nx, 1))
-	if err != nil {
-		l.err = err
+	binds, offs, reads, writes, ok := l.bindsOf([]string{"X", "Idx", "Y"}, []rt.Ref{o.X, o.Idx, o.Y}, []int64{max(nx, 1), -1, ny}, 2)
+	if !ok {
 		return
 	}
-	bi, offI, si, err := l.bindRef("Idx", o.Idx)
-	if err != nil {
-		l.err = err
-		return
-	}
-	by, offY, sy, err := l.bindElems("Y", o.Y, ny)
-	if err != nil {
-		l.err = err
-		return
-	}
-	idx64 := uint32(0)
-	if o.Idx.DType == rt.I64 {
-		idx64, offI = 1, 2*offI
-	}
+	idx64, offI := idxWords(o.Idx, offs[1])
 	l.add(dispatch{shader: "gatherel_" + sizeName(dt.Size()), spec: []uint32{wgSize},
-		binds: []bind{bx, bi, by}, reads: []span{sx, si}, writes: []span{sy},
+		binds: binds, reads: reads, writes: writes,
 		groups: groups1D(l.d, ny, wgSize),
-		push: []uint32{uint32(o.Outer), uint32(o.Axis), uint32(o.N), uint32(o.Inner), offX, offI, offY, idx64,
+		push: []uint32{uint32(o.Outer), uint32(o.Axis), uint32(o.N), uint32(o.Inner), offs[0], offI, offs[2], idx64,
 			ist[0], ist[1], ist[2], 0}})
 }
 
@@ -112,29 +107,16 @@ func (l *lowering) scatterElements(o *rt.ScatterElements) {
 	if !ok {
 		return
 	}
-	bi, offI, si, err := l.bindRef("Idx", o.Idx)
-	if err != nil {
-		l.err = err
+	binds, offs, reads, writes, ok := l.bindsOf([]string{"Idx", "Upd", "Y"}, []rt.Ref{o.Idx, o.Upd, o.Y}, []int64{-1, -1, ny}, 2)
+	if !ok {
 		return
 	}
-	bu, offU, su, err := l.bindRef("Upd", o.Upd)
-	if err != nil {
-		l.err = err
-		return
-	}
-	by, offY, sy, err := l.bindElems("Y", o.Y, ny)
-	if err != nil {
-		l.err = err
-		return
-	}
-	idx64 := uint32(0)
-	if o.Idx.DType == rt.I64 {
-		idx64, offI = 1, 2*offI
-	}
+	idx64, offI := idxWords(o.Idx, offs[0])
+	// Y is read too: the reductions combine with its elements.
 	l.add(dispatch{shader: "scatter_" + dt.String(), spec: []uint32{wgSize},
-		binds: []bind{bi, bu, by}, reads: []span{si, su, sy}, writes: []span{sy},
+		binds: binds, reads: append(reads, writes...), writes: writes,
 		groups: groups1D(l.d, cols, wgSize),
-		push: []uint32{uint32(o.Outer), uint32(o.Axis), uint32(o.N), uint32(o.Inner), offY, offI, offU, idx64,
+		push: []uint32{uint32(o.Outer), uint32(o.Axis), uint32(o.N), uint32(o.Inner), offs[2], offI, offs[1], idx64,
 			ist[0], ist[1], ist[2], uint32(o.Fn), ust[0], ust[1], ust[2], 0}})
 }
 
@@ -210,12 +192,7 @@ func (l *lowering) gather(o *rt.Gather) {
 	if !ok {
 		return
 	}
-	idx64 := uint32(0)
-	offI := offs[1]
-	if o.Idx.DType == rt.I64 {
-		idx64 = 1
-		offI *= 2 // the shader reads indices as int32 words
-	}
+	idx64, offI := idxWords(o.Idx, offs[1])
 	l.add(dispatch{shader: "gather_" + sizeName(dt.Size()), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
 		groups: groups1D(l.d, n, wgSize),
 		push:   []uint32{uint32(o.Outer), uint32(o.Axis), uint32(o.Inner), uint32(nidx), offs[0], offI, offs[2], idx64}})

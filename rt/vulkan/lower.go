@@ -191,9 +191,20 @@ func (l *lowering) floatOnly(dt rt.DType) bool {
 
 func (l *lowering) add(d dispatch) { l.outs = append(l.outs, d) }
 
+// bindsOf binds refs in order: elems[i] contiguous elements of refs[i],
+// or, where elems[i] < 0, its whole strided view. refs[out] is the
+// written one (none when out is -1).
 func (l *lowering) bindsOf(names []string, refs []rt.Ref, elems []int64, out int) (binds []bind, offs []uint32, reads, writes []span, ok bool) {
 	for i, r := range refs {
-		bd, off, sp, err := l.bindElems(names[i], r, elems[i])
+		var bd bind
+		var off uint32
+		var sp span
+		var err error
+		if elems[i] < 0 {
+			bd, off, sp, err = l.bindRef(names[i], r)
+		} else {
+			bd, off, sp, err = l.bindElems(names[i], r, elems[i])
+		}
 		if err != nil {
 			l.err = err
 			return nil, nil, nil, nil, false

@@ -10,6 +10,16 @@ import (
 
 var intReduce = map[rt.ReduceFn]bool{rt.Sum: true, rt.RMax: true, rt.RMin: true, rt.Prod: true, rt.SumSquare: true, rt.L1: true}
 
+// rowGroups picks how reduce.comp and softmax.comp walk total rows of
+// stride inner: mode 0, one workgroup per row (contiguous rows, or few of
+// them), or mode 1, one invocation per row.
+func (l *lowering) rowGroups(inner int, total int64) (mode uint32, groups [3]uint32) {
+	if inner == 1 || total < 1024 {
+		return 0, groups2D(l.d, total)
+	}
+	return 1, groups1D(l.d, total, wgSize)
+}
+
 func (l *lowering) reduce(o *rt.Reduce) {
 	dt := o.X.DType
 	arg := o.Fn == rt.ArgMax || o.Fn == rt.ArgMin
@@ -61,22 +71,13 @@ func (l *lowering) reduce(o *rt.Reduce) {
 	if arg {
 		shader = "argreduce_" + dt.String()
 	}
-	mode := uint32(1)
-	if o.Inner == 1 || total < 1024 {
-		mode = 0
-	}
+	mode, groups := l.rowGroups(o.Inner, total)
 	sel := uint32(0)
 	if o.SelectLast {
 		sel = 1
 	}
-	dsp := dispatch{shader: shader, spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
-		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), uint32(o.Fn), sel, offs[0], offs[1], mode}}
-	if mode == 0 {
-		dsp.groups = groups2D(l.d, total)
-	} else {
-		dsp.groups = groups1D(l.d, total, wgSize)
-	}
-	l.add(dsp)
+	l.add(dispatch{shader: shader, spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, groups: groups,
+		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), uint32(o.Fn), sel, offs[0], offs[1], mode}})
 }
 
 func (l *lowering) softmax(o *rt.Softmax) {
@@ -101,22 +102,13 @@ func (l *lowering) softmax(o *rt.Softmax) {
 	if !ok {
 		return
 	}
-	mode := uint32(1)
-	if o.Inner == 1 || total < 1024 {
-		mode = 0
-	}
+	mode, groups := l.rowGroups(o.Inner, total)
 	lg := uint32(0)
 	if o.Log {
 		lg = 1
 	}
-	dsp := dispatch{shader: "softmax_" + dt.String(), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
-		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), lg, offs[0], offs[1], mode, 0}}
-	if mode == 0 {
-		dsp.groups = groups2D(l.d, total)
-	} else {
-		dsp.groups = groups1D(l.d, total, wgSize)
-	}
-	l.add(dsp)
+	l.add(dispatch{shader: "softmax_" + dt.String(), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, groups: groups,
+		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), lg, offs[0], offs[1], mode, 0}})
 }
 
 func (l *lowering) normalize(o *rt.Normalize) {
