@@ -55,102 +55,80 @@ func coalesce(op rt.Op, shape []int, refs ...rt.Ref) (*ewShape, error) {
 	return e, nil
 }
 
-func (d *device) lowerUnary(o *rt.Unary) (*launchSpec, error) {
-	e, err := coalesce(o, o.Y.Shape, o.X, o.Y)
+// ewKernel coalesces refs (the last is the output, whose shape is the
+// iteration space) and creates kernel name of file with the iteration
+// space and each ref with its strides as its first arguments. It returns
+// nil args, and the error if any, where there is nothing to run.
+func (d *device) ewKernel(op rt.Op, file, defines, name string, refs ...rt.Ref) (*args, int64, error) {
+	e, err := coalesce(op, refs[len(refs)-1].Shape, refs...)
 	if err != nil || e.total == 0 {
-		return &launchSpec{}, err
+		return nil, 0, err
 	}
-	var a *args
-	xd, yd := o.X.DType, o.Y.DType
-	switch {
-	case o.Fn == rt.Copy && xd == yd:
-		a, err = d.kernel(o, "raw.cl", "-DR="+rawType(xd.Size())+" "+rawDefs, "copy")
-	case o.Fn == rt.Copy:
-		a, err = d.kernel(o, "cast.cl", castDefs(xd, yd), "cast")
-	default:
-		a, err = d.kernel(o, "elementwise.cl", typeDefs(xd), "unary")
-	}
+	a, err := d.kernel(op, file, defines, name)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	a.i64(e.total)
 	a.i32(e.rank)
 	a.vec8(e.shape)
-	a.ref(d, o.X)
-	a.vec8(e.st[0])
-	a.ref(d, o.Y)
-	a.vec8(e.st[1])
+	for i, r := range refs {
+		a.ref(d, r)
+		a.vec8(e.st[i])
+	}
+	return a, e.total, nil
+}
+
+func (d *device) lowerUnary(o *rt.Unary) (*launchSpec, error) {
+	xd, yd := o.X.DType, o.Y.DType
+	file, defines, name := "elementwise.cl", typeDefs(xd), "unary"
+	switch {
+	case o.Fn == rt.Copy && xd == yd:
+		file, defines, name = "raw.cl", "-DR="+rawType(xd.Size())+" "+rawDefs, "copy"
+	case o.Fn == rt.Copy:
+		file, defines, name = "cast.cl", castDefs(xd, yd), "cast"
+	}
+	a, total, err := d.ewKernel(o, file, defines, name, o.X, o.Y)
+	if a == nil {
+		return &launchSpec{}, err
+	}
 	if o.Fn != rt.Copy {
 		a.i32(int(o.Fn))
 		a.acc(xd, o.Alpha)
 		a.acc(xd, o.Beta)
 	}
-	return d.finish1D(a, e.total, d.cfg.ewLocal)
+	return d.finish1D(a, total, d.cfg.ewLocal)
 }
 
 func (d *device) lowerBinary(o *rt.Binary) (*launchSpec, error) {
-	e, err := coalesce(o, o.Y.Shape, o.A, o.B, o.Y)
-	if err != nil || e.total == 0 {
-		return &launchSpec{}, err
-	}
 	name := "binary"
 	if o.Fn.IsCompare() {
 		name = "compare"
 	}
-	a, err := d.kernel(o, "elementwise.cl", typeDefs(o.A.DType), name)
-	if err != nil {
-		return nil, err
+	a, total, err := d.ewKernel(o, "elementwise.cl", typeDefs(o.A.DType), name, o.A, o.B, o.Y)
+	if a == nil {
+		return &launchSpec{}, err
 	}
-	a.i64(e.total)
-	a.i32(e.rank)
-	a.vec8(e.shape)
-	a.ref(d, o.A)
-	a.vec8(e.st[0])
-	a.ref(d, o.B)
-	a.vec8(e.st[1])
-	a.ref(d, o.Y)
-	a.vec8(e.st[2])
 	a.i32(int(o.Fn))
-	return d.finish1D(a, e.total, d.cfg.ewLocal)
+	return d.finish1D(a, total, d.cfg.ewLocal)
 }
 
 func (d *device) lowerWhere(o *rt.Where) (*launchSpec, error) {
-	e, err := coalesce(o, o.Y.Shape, o.Cond, o.A, o.B, o.Y)
-	if err != nil || e.total == 0 {
+	a, total, err := d.ewKernel(o, "raw.cl", "-DR="+rawType(o.Y.DType.Size())+" "+rawDefs, "where_", o.Cond, o.A, o.B, o.Y)
+	if a == nil {
 		return &launchSpec{}, err
 	}
-	a, err := d.kernel(o, "raw.cl", "-DR="+rawType(o.Y.DType.Size())+" "+rawDefs, "where_")
-	if err != nil {
-		return nil, err
-	}
-	a.i64(e.total)
-	a.i32(e.rank)
-	a.vec8(e.shape)
-	for i, r := range []rt.Ref{o.Cond, o.A, o.B, o.Y} {
-		a.ref(d, r)
-		a.vec8(e.st[i])
-	}
-	return d.finish1D(a, e.total, d.cfg.ewLocal)
+	return d.finish1D(a, total, d.cfg.ewLocal)
 }
 
 func (d *device) lowerFill(o *rt.Fill) (*launchSpec, error) {
-	e, err := coalesce(o, o.Y.Shape, o.Y)
-	if err != nil || e.total == 0 {
+	sz := o.Y.DType.Size()
+	a, total, err := d.ewKernel(o, "raw.cl", "-DR="+rawType(sz)+" "+rawDefs, "fill", o.Y)
+	if a == nil {
 		return &launchSpec{}, err
 	}
-	sz := o.Y.DType.Size()
-	a, err := d.kernel(o, "raw.cl", "-DR="+rawType(sz)+" "+rawDefs, "fill")
-	if err != nil {
-		return nil, err
-	}
-	a.i64(e.total)
-	a.i32(e.rank)
-	a.vec8(e.shape)
-	a.ref(d, o.Y)
-	a.vec8(e.st[0])
 	bits := rt.FillBits(o.Y.DType, o.Value)
 	a.bytes(unsafe.Pointer(&bits), sz)
-	return d.finish1D(a, e.total, d.cfg.ewLocal)
+	return d.finish1D(a, total, d.cfg.ewLocal)
 }
 
 // castDefs specialises cast.cl for a conversion from x to y.

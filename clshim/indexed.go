@@ -14,11 +14,7 @@ func (d *device) lowerGather(o *rt.Gather) (*launchSpec, error) {
 	if total == 0 {
 		return &launchSpec{}, nil
 	}
-	name := "gather32"
-	if o.Idx.DType == rt.I64 {
-		name = "gather64"
-	}
-	a, err := d.kernel(o, "raw.cl", "-DR="+rawType(o.X.DType.Size())+" "+rawDefs, name)
+	a, err := d.kernel(o, "raw.cl", "-DR="+rawType(o.X.DType.Size())+" "+rawDefs, "gather"+idxSuffix(o.Idx))
 	if err != nil {
 		return nil, err
 	}
