@@ -10,8 +10,9 @@ import (
 )
 
 // ew lowers an elementwise op over refs (all of one shape): push words are
-// header, dims 1..rank-1, element offsets, strides, then trailer (8-byte
-// aligned). The last ref is the output.
+// header (whose word 0 ew sets to the element count), dims 1..rank-1,
+// element offsets, strides, then trailer (8-byte aligned). The last ref is
+// the output.
 func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, header, trailer []uint32) {
 	if l.err != nil {
 		return
@@ -43,6 +44,7 @@ func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, he
 	}
 	dsp := dispatch{shader: shader, spec: []uint32{wgSize}, groups: groups1D(l.d, n, wgSize)}
 	push := append([]uint32{}, header...)
+	push[0] = uint32(n)
 	for _, v := range full[1:] {
 		push = append(push, uint32(v))
 	}
@@ -230,11 +232,4 @@ func (l *lowering) fill(o *rt.Fill) {
 	bits := rt.FillBits(o.Y.DType, o.Value)
 	lo, hi := uint32(bits), uint32(bits>>32)
 	l.ew("fill_"+sizeName(o.Y.DType.Size()), []string{"Y"}, []rt.Ref{o.Y}, 6, []uint32{0, lo, hi, 0}, nil)
-}
-
-// fixN writes the element count into word 0 of each elementwise dispatch.
-func (l *lowering) fixN(n int64) {
-	for i := range l.outs {
-		l.outs[i].push[0] = uint32(n)
-	}
 }

@@ -234,16 +234,12 @@ func (d *device) lowerOp(op rt.Op, probe bool) ([]dispatch, error) {
 	switch o := op.(type) {
 	case *rt.Unary:
 		l.unary(o)
-		l.fixN(o.Y.Len())
 	case *rt.Binary:
 		l.binary(o)
-		l.fixN(o.Y.Len())
 	case *rt.Where:
 		l.where(o)
-		l.fixN(o.Y.Len())
 	case *rt.Fill:
 		l.fill(o)
-		l.fixN(o.Y.Len())
 	case *rt.Reduce:
 		l.reduce(o)
 	case *rt.Softmax:
