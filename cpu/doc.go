@@ -9,8 +9,9 @@
 // runtime.GOMAXPROCS worker goroutines internally) and Wait returns the
 // error of the last Submit.
 //
-// Every primitive op of package rt is implemented for f32 and f64, and for
-// f16 by converting to f32 scratch memory, computing and converting back.
+// Every primitive op of package rt is implemented for f32 and f64, and,
+// except OptimStep, for f16 by converting to f32 scratch memory, computing
+// and converting back.
 // Integer and bool dtypes are supported where the op makes sense (casts,
 // arithmetic, comparisons, logic, Where, integer reductions, Gather, Fill);
 // [Device.Supports] says exactly which.

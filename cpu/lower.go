@@ -115,6 +115,8 @@ func lower(op rt.Op) error {
 		scatterElementsOp(o)
 	case *rt.TopK:
 		topKOp(o)
+	case *rt.OptimStep:
+		optimOp(o)
 	default:
 		return unsupported(op, rt.OpDType(op), "unknown op")
 	}

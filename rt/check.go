@@ -123,6 +123,8 @@ func opSizes(op Op) []int {
 		return []int{o.Outer, o.Axis, o.N, o.Inner}
 	case *TopK:
 		return []int{o.Outer, o.N, o.Inner, o.K}
+	case *OptimStep:
+		return []int{o.N}
 	}
 	return nil
 }
@@ -166,6 +168,8 @@ func checkParams(op Op) error {
 		if o.Indices.DType != I64 || o.Values.DType != o.X.DType {
 			return fmt.Errorf("TopK: Values %s and Indices %s, want %s and i64", o.Values.DType, o.Indices.DType, o.X.DType)
 		}
+	case *OptimStep:
+		return checkOptim(o)
 	}
 	return nil
 }

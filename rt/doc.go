@@ -9,7 +9,8 @@
 // small primitive set, so a new backend needs only a few kernels to run every
 // model; docs/design.md at the root of the module describes the design.
 //
-// The package's files: ops.go defines the primitive ops, operands.go the
+// The package's files: ops.go defines the primitive ops (optim.go the
+// fused optimizer update [OptimStep]), operands.go the
 // table of their operands ([Operands]) that check.go's [CheckOp] and the
 // backends share, refmath.go the float64 reference math of the elementwise
 // functions, support.go the reference dtype rules ([ReferenceSupport]),

@@ -106,6 +106,13 @@ func Operands(op Op) []Operand {
 	case *TopK:
 		n := Extent(o.Outer, o.K, o.Inner)
 		return []Operand{in("X", &o.X, Extent(o.Outer, o.N, o.Inner)), out("Values", &o.Values, n), out("Indices", &o.Indices, n)}
+	case *OptimStep:
+		// G is written back when Scale is present; a state operand is
+		// present exactly when the rule uses it (checkOptim).
+		n := Extent(o.N)
+		return []Operand{out("P", &o.P, n), out("G", &o.G, n),
+			optional(out("S1", &o.S1, n)), optional(out("S2", &o.S2, n)), optional(out("S3", &o.S3, n)),
+			in("H", &o.H, OptimHyperLen), optional(in("Scale", &o.Scale, 1))}
 	}
 	return nil
 }

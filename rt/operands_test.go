@@ -9,11 +9,11 @@ import (
 
 // allOps is one zero value of every op type.
 var allOps = []Op{&Unary{}, &Binary{}, &Where{}, &Reduce{}, &Softmax{}, &MatMul{}, &Conv{}, &ConvTranspose{},
-	&Pool{}, &Normalize{}, &Gather{}, &Fill{}, &GatherElements{}, &ScatterElements{}, &TopK{}}
+	&Pool{}, &Normalize{}, &Gather{}, &Fill{}, &GatherElements{}, &ScatterElements{}, &TopK{}, &OptimStep{}}
 
 // TestOperandsCoverFields checks the operand table against the op structs
 // themselves: every Ref field, in field order, pointing at the field, and
-// optional exactly for Bias and Scale.
+// optional exactly for Bias, Scale and OptimStep's states.
 func TestOperandsCoverFields(t *testing.T) {
 	for _, op := range allOps {
 		v := reflect.ValueOf(op).Elem()
@@ -36,7 +36,9 @@ func TestOperandsCoverFields(t *testing.T) {
 			if o.Ref != v.FieldByName(want[i]).Addr().Interface().(*Ref) {
 				t.Errorf("%s: operand %s does not point at its field", op.OpName(), o.Name)
 			}
-			if opt := want[i] == "Bias" || want[i] == "Scale"; o.Optional != opt {
+			_, optim := op.(*OptimStep)
+			state := optim && (want[i] == "S1" || want[i] == "S2" || want[i] == "S3")
+			if opt := want[i] == "Bias" || want[i] == "Scale" || state; o.Optional != opt {
 				t.Errorf("%s: operand %s optional = %v, want %v", op.OpName(), o.Name, o.Optional, opt)
 			}
 			if o.Output {
@@ -69,6 +71,7 @@ func TestOperandExtents(t *testing.T) {
 			map[string]int64{"X": 24, "W": 6 * 2 * 9, "Y": 64}},
 		{"gather", &Gather{Outer: 2, Axis: 5, Inner: 3, Idx: Ref{Shape: []int{4}}}, map[string]int64{"X": 30, "Idx": 4, "Y": 24}},
 		{"topk", &TopK{Outer: 2, N: 9, Inner: 3, K: 4}, map[string]int64{"X": 54, "Values": 24, "Indices": 24}},
+		{"optim", &OptimStep{N: 37}, map[string]int64{"P": 37, "G": 37, "S1": 37, "S2": 37, "S3": 37, "H": OptimHyperLen, "Scale": 1}},
 		{"overflow", &Softmax{Outer: math.MaxInt32, N: math.MaxInt32, Inner: math.MaxInt32}, map[string]int64{"X": -1, "Y": -1}},
 		{"negative", &Pool{NC: -1, H: 2, W: 2, OH: 1, OW: 1}, map[string]int64{"X": -1, "Y": -1}},
 	} {

@@ -447,7 +447,7 @@ func (*ScatterElements) isOp() {}
 func (*TopK) isOp()            {}
 
 // OpDType returns the dtype that selects an op's kernel: the dtype of its
-// main input (X, A, or Y for Fill).
+// main input (X, A, Y for Fill, P for OptimStep).
 func OpDType(op Op) DType {
 	switch o := op.(type) {
 	case *Unary:
@@ -480,6 +480,8 @@ func OpDType(op Op) DType {
 		return o.Y.DType
 	case *TopK:
 		return o.X.DType
+	case *OptimStep:
+		return o.P.DType
 	}
 	return InvalidDType
 }

@@ -217,6 +217,11 @@ func TestReferenceSupport(t *testing.T) {
 		{"int matmul", &MatMul{A: r(I32), B: r(I32), Y: r(I32)}, true, true},
 		{"argmax writes i64", &Reduce{Fn: ArgMax, X: r(F32), Y: r(I64)}, false, false},
 		{"topk indices i32", &TopK{X: r(F32), Values: r(F32), Indices: r(I32)}, false, true},
+		{"adam f64", &OptimStep{Fn: OptimAdam, P: r(F64), G: r(F64), S1: r(F64), S2: r(F64), H: r(F64)}, false, false},
+		{"sgd f16", &OptimStep{Fn: OptimSGD, P: r(F16), G: r(F16), H: r(F16)}, true, true},
+		{"sgd int", &OptimStep{Fn: OptimSGD, P: r(I32), G: r(I32), H: r(I32)}, true, true},
+		{"sgd f32 with f64 H", &OptimStep{Fn: OptimSGD, P: r(F32), G: r(F32), H: r(F64)}, false, true},
+		{"sgd f32 with f64 Scale", &OptimStep{Fn: OptimSGD, P: r(F32), G: r(F32), H: r(F32), Scale: r(F64)}, false, true},
 	} {
 		err := ReferenceSupport("test", tc.op)
 		var ue *UnsupportedError

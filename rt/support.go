@@ -49,6 +49,8 @@ func ReferenceSupport(backend string, op Op) error {
 		return c.same([]string{"Values"}, o.Values)
 	case *Softmax, *MatMul, *Conv, *ConvTranspose, *Pool, *Normalize:
 		return c.floatOp()
+	case *OptimStep:
+		return c.optim(o)
 	}
 	return c.unsupported(c.dt, fmt.Sprintf("unknown op type %T", op))
 }
@@ -191,4 +193,15 @@ func (c supportCheck) floatOp() error {
 		return c.same([]string{"Scale", "Bias", "Y"}, o.Scale, o.Bias, o.Y)
 	}
 	return nil
+}
+
+// optim checks an OptimStep: f32 or f64, every operand of P's dtype.
+func (c supportCheck) optim(o *OptimStep) error {
+	if int(o.Fn) >= NumOptimFns {
+		return c.unsupported(c.dt, "unknown update rule")
+	}
+	if c.dt != F32 && c.dt != F64 {
+		return c.unsupported(c.dt, "optimizer steps are implemented for f32 and f64")
+	}
+	return c.same([]string{"G", "S1", "S2", "S3", "H", "Scale"}, o.G, o.S1, o.S2, o.S3, o.H, o.Scale)
 }
