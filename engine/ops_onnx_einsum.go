@@ -96,115 +96,168 @@ func parseEinsumTerm(term string) (letters []int, ellipsisAt int, ok bool) {
 // lowerEinsum implements ONNX Einsum (explicit "->" or implicit output,
 // ellipsis, diagonals and broadcasting).
 func lowerEinsum(c *nodeCtx) error {
+	e, err := parseEinsum(c)
+	if err != nil {
+		return err
+	}
+	yshape := make([]int, len(e.out))
+	for k, l := range e.out {
+		yshape[k] = e.size[l]
+	}
+	y, err := c.define(0, e.dt, yshape)
+	if err != nil {
+		return err
+	}
+	yv := eview{t: y, labels: e.out, shape: y.shape, strides: rt.ContiguousStrides(y.shape)}
+	if e.sumOut(c, y) {
+		return nil
+	}
+	for len(e.views) > 1 {
+		if e.contract(c, yv) {
+			return nil
+		}
+	}
+	c.copyInto(yv.ref(c), e.views[0].permute(e.out).ref(c))
+	return nil
+}
+
+// einsum is an Einsum node being lowered: the operands as labelled views,
+// the size of every label, and the output labels.
+type einsum struct {
+	dt    rt.DType
+	views []eview     // the operands still to combine, in order
+	size  map[int]int // label -> size
+	out   []int       // output labels
+}
+
+// einsumTerm is one operand's term: its letter labels and where among them
+// the ellipsis stands (-1: none).
+type einsumTerm struct {
+	letters []int
+	at      int
+}
+
+// parseEinsum parses and checks the equation against the inputs and builds
+// the operand views: repeated labels within an operand become diagonals,
+// size-1 dims broadcast to their label's size.
+func parseEinsum(c *nodeCtx) (*einsum, error) {
 	eq := strings.ReplaceAll(c.attrString("equation", ""), " ", "")
 	lhs, rhs, explicit := strings.Cut(eq, "->")
 	terms := strings.Split(lhs, ",")
 	if len(terms) != len(c.in) {
-		return c.shapeErr("equation %q has %d operands, node has %d inputs", eq, len(terms), len(c.in))
+		return nil, c.shapeErr("equation %q has %d operands, node has %d inputs", eq, len(terms), len(c.in))
 	}
-	dt := c.in[0].dtype
+	e := &einsum{dt: c.in[0].dtype, size: map[int]int{}}
 	for _, t := range c.in {
-		if t == nil || t.dtype != dt {
-			return c.shapeErr("Einsum inputs must all be present and of one dtype")
+		if t == nil || t.dtype != e.dt {
+			return nil, c.shapeErr("Einsum inputs must all be present and of one dtype")
 		}
 	}
 	if len(c.in) > 1 {
 		if err := needFloat(c, c.in...); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	// Labels of each operand, with ellipsis dims right-aligned onto the
-	// shared ellipsis labels.
-	type term struct {
-		letters []int
-		at      int
+	parsed, ell, err := parseEinsumTerms(c, eq, terms)
+	if err != nil {
+		return nil, err
 	}
-	parsed := make([]term, len(terms))
-	ell := 0
-	for i, s := range terms {
-		l, at, ok := parseEinsumTerm(s)
-		if !ok {
-			return c.shapeErr("bad einsum term %q in %q", s, eq)
-		}
-		r := len(c.in[i].shape)
-		switch {
-		case at < 0 && len(l) != r:
-			return c.shapeErr("term %q has %d labels for input of shape %v", s, len(l), c.in[i].shape)
-		case at >= 0 && len(l) > r:
-			return c.shapeErr("term %q has too many labels for input of shape %v", s, c.in[i].shape)
-		case at >= 0:
-			ell = max(ell, r-len(l))
-		}
-		parsed[i] = term{l, at}
-	}
-	ellLabels := func(n int) []int {
-		out := make([]int, n)
-		for k := range out {
-			out[k] = ellipsisLabel + ell - n + k
-		}
-		return out
-	}
-	views := make([]eview, len(c.in))
-	size := map[int]int{}
 	count := map[int]int{}
 	for i, p := range parsed {
 		x := c.in[i]
 		labels := p.letters
 		if p.at >= 0 {
 			ne := len(x.shape) - len(p.letters)
-			labels = slices.Concat(p.letters[:p.at], ellLabels(ne), p.letters[p.at:])
+			labels = slices.Concat(p.letters[:p.at], ellipsisLabels(ell, ne), p.letters[p.at:])
 		}
-		// Merge repeated labels into diagonal views.
-		v := eview{t: x}
-		st := rt.ContiguousStrides(x.shape)
-		for k, l := range labels {
+		v, err := diagonalView(c, x, labels, terms[i])
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range labels {
 			if l < ellipsisLabel {
 				count[l]++
 			}
-			if j := slices.Index(v.labels, l); j >= 0 {
-				if v.shape[j] != x.shape[k] {
-					return c.shapeErr("label %s has sizes %d and %d in %q", labelName(l), v.shape[j], x.shape[k], terms[i])
-				}
-				v.strides[j] += st[k]
-				continue
-			}
-			v.labels = append(v.labels, l)
-			v.shape = append(v.shape, x.shape[k])
-			v.strides = append(v.strides, st[k])
 		}
 		for k, l := range v.labels {
-			if s, ok := size[l]; ok && s != v.shape[k] && s != 1 && v.shape[k] != 1 {
-				return c.shapeErr("label %s has sizes %d and %d", labelName(l), s, v.shape[k])
+			if s, ok := e.size[l]; ok && s != v.shape[k] && s != 1 && v.shape[k] != 1 {
+				return nil, c.shapeErr("label %s has sizes %d and %d", labelName(l), s, v.shape[k])
 			}
-			size[l] = max(size[l], v.shape[k])
+			e.size[l] = max(e.size[l], v.shape[k])
 		}
-		views[i] = v
+		e.views = append(e.views, v)
 	}
 	// Broadcast size-1 dims to the label's size.
-	for i := range views {
-		for k, l := range views[i].labels {
-			if views[i].shape[k] != size[l] {
-				views[i].shape[k], views[i].strides[k] = size[l], 0
+	for i := range e.views {
+		for k, l := range e.views[i].labels {
+			if e.views[i].shape[k] != e.size[l] {
+				e.views[i].shape[k], e.views[i].strides[k] = e.size[l], 0
 			}
 		}
 	}
-	// The output labels.
-	var out []int
-	if explicit {
-		l, at, ok := parseEinsumTerm(rhs)
+	if e.out, err = e.outputLabels(c, explicit, rhs, ell, count); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// parseEinsumTerms parses the input terms and checks them against the
+// input ranks. ell is the number of ellipsis dims.
+func parseEinsumTerms(c *nodeCtx, eq string, terms []string) (parsed []einsumTerm, ell int, err error) {
+	parsed = make([]einsumTerm, len(terms))
+	for i, s := range terms {
+		l, at, ok := parseEinsumTerm(s)
 		if !ok {
-			return c.shapeErr("bad einsum output %q", rhs)
+			return nil, 0, c.shapeErr("bad einsum term %q in %q", s, eq)
 		}
-		out = l
-		if at >= 0 {
-			out = slices.Concat(l[:at], ellLabels(ell), l[at:])
+		r := len(c.in[i].shape)
+		switch {
+		case at < 0 && len(l) != r:
+			return nil, 0, c.shapeErr("term %q has %d labels for input of shape %v", s, len(l), c.in[i].shape)
+		case at >= 0 && len(l) > r:
+			return nil, 0, c.shapeErr("term %q has too many labels for input of shape %v", s, c.in[i].shape)
+		case at >= 0:
+			ell = max(ell, r-len(l))
 		}
-		for k, lb := range out {
-			if _, ok := size[lb]; !ok || slices.Index(out, lb) != k {
-				return c.shapeErr("output label %s is repeated or not in the inputs", labelName(lb))
+		parsed[i] = einsumTerm{l, at}
+	}
+	return parsed, ell, nil
+}
+
+// ellipsisLabels returns the labels of the last n of ell ellipsis dims
+// (ellipsis dims are right-aligned onto the shared ellipsis labels).
+func ellipsisLabels(ell, n int) []int {
+	out := make([]int, n)
+	for k := range out {
+		out[k] = ellipsisLabel + ell - n + k
+	}
+	return out
+}
+
+// diagonalView views x with dim k labelled labels[k], merging repeated
+// labels into diagonals (their strides add up).
+func diagonalView(c *nodeCtx, x *tensor, labels []int, term string) (eview, error) {
+	v := eview{t: x}
+	st := rt.ContiguousStrides(x.shape)
+	for k, l := range labels {
+		if j := slices.Index(v.labels, l); j >= 0 {
+			if v.shape[j] != x.shape[k] {
+				return eview{}, c.shapeErr("label %s has sizes %d and %d in %q", labelName(l), v.shape[j], x.shape[k], term)
 			}
+			v.strides[j] += st[k]
+			continue
 		}
-	} else {
+		v.labels = append(v.labels, l)
+		v.shape = append(v.shape, x.shape[k])
+		v.strides = append(v.strides, st[k])
+	}
+	return v, nil
+}
+
+// outputLabels returns the output labels: the explicit output term, or
+// the ellipsis dims then the letters used once, sorted.
+func (e *einsum) outputLabels(c *nodeCtx, explicit bool, rhs string, ell int, count map[int]int) ([]int, error) {
+	if !explicit {
 		var once []int
 		for l, n := range count {
 			if n == 1 {
@@ -212,35 +265,46 @@ func lowerEinsum(c *nodeCtx) error {
 			}
 		}
 		sort.Ints(once)
-		out = append(ellLabels(ell), once...)
+		return append(ellipsisLabels(ell, ell), once...), nil
 	}
-	yshape := make([]int, len(out))
-	for k, l := range out {
-		yshape[k] = size[l]
+	l, at, ok := parseEinsumTerm(rhs)
+	if !ok {
+		return nil, c.shapeErr("bad einsum output %q", rhs)
 	}
-	y, err := c.define(0, dt, yshape)
-	if err != nil {
-		return err
+	out := l
+	if at >= 0 {
+		out = slices.Concat(l[:at], ellipsisLabels(ell, ell), l[at:])
 	}
-	yv := eview{t: y, labels: out, shape: y.shape, strides: rt.ContiguousStrides(y.shape)}
-	// needed reports whether label l is used by the output or by any
-	// operand other than those in skip.
-	needed := func(l int, skip ...int) bool {
-		if slices.Contains(out, l) {
+	for k, lb := range out {
+		if _, ok := e.size[lb]; !ok || slices.Index(out, lb) != k {
+			return nil, c.shapeErr("output label %s is repeated or not in the inputs", labelName(lb))
+		}
+	}
+	return out, nil
+}
+
+// needed reports whether label l is used by the output or by any operand
+// other than those in skip.
+func (e *einsum) needed(l int, skip ...int) bool {
+	if slices.Contains(e.out, l) {
+		return true
+	}
+	for i, v := range e.views {
+		if !slices.Contains(skip, i) && slices.Contains(v.labels, l) {
 			return true
 		}
-		for i, v := range views {
-			if !slices.Contains(skip, i) && slices.Contains(v.labels, l) {
-				return true
-			}
-		}
-		return false
 	}
-	// Sum out labels that only one operand has.
-	for i, v := range views {
+	return false
+}
+
+// sumOut sums out of each operand the labels no other operand and not the
+// output has. It reports whether that wrote the output y (a single operand
+// summed straight into it).
+func (e *einsum) sumOut(c *nodeCtx, y *tensor) bool {
+	for i, v := range e.views {
 		var keep, sum []int
 		for _, l := range v.labels {
-			if needed(l, i) {
+			if e.needed(l, i) {
 				keep = append(keep, l)
 			} else {
 				sum = append(sum, l)
@@ -250,83 +314,87 @@ func lowerEinsum(c *nodeCtx) error {
 			continue
 		}
 		var dst *tensor
-		if len(views) == 1 && slices.Equal(keep, out) {
+		if len(e.views) == 1 && slices.Equal(keep, e.out) {
 			dst = y
 		}
-		views[i] = c.einsumSum(v, keep, sum, dst)
+		e.views[i] = c.einsumSum(v, keep, sum, dst)
 		if dst != nil {
-			return nil
+			return true
 		}
 	}
-	// Contract pairwise from the left.
-	for len(views) > 1 {
-		a, b := views[0], views[1]
-		rest := views[2:]
-		var batch, aOnly, bOnly, contr []int
-		for _, l := range a.labels {
-			inB := slices.Contains(b.labels, l)
-			keep := slices.Contains(out, l)
-			for _, r := range rest {
-				keep = keep || slices.Contains(r.labels, l)
-			}
-			switch {
-			case inB && keep:
-				batch = append(batch, l)
-			case inB:
-				contr = append(contr, l)
-			default:
-				aOnly = append(aOnly, l)
-			}
+	return false
+}
+
+// contract replaces the first two operands with their contraction, one
+// MatMul over [batch, A-only, contracted] x [batch, contracted, B-only].
+// It reports whether that wrote the output (yv: the last pair, already in
+// the output's label order).
+func (e *einsum) contract(c *nodeCtx, yv eview) bool {
+	a, b := e.views[0], e.views[1]
+	rest := e.views[2:]
+	var batch, aOnly, bOnly, contr []int
+	for _, l := range a.labels {
+		inB := slices.Contains(b.labels, l)
+		keep := slices.Contains(e.out, l)
+		for _, r := range rest {
+			keep = keep || slices.Contains(r.labels, l)
 		}
-		for _, l := range b.labels {
-			if !slices.Contains(a.labels, l) {
-				bOnly = append(bOnly, l)
-			}
+		switch {
+		case inB && keep:
+			batch = append(batch, l)
+		case inB:
+			contr = append(contr, l)
+		default:
+			aOnly = append(aOnly, l)
 		}
-		dims := func(ls []int) int {
-			n := 1
-			for _, l := range ls {
-				n *= size[l]
-			}
-			return n
-		}
-		nb, m, n, k := dims(batch), dims(aOnly), dims(bOnly), dims(contr)
-		res := slices.Concat(batch, aOnly, bOnly)
-		op := &rt.MatMul{Batch: nb, M: m, N: n, K: k, StrideA: m * k, StrideB: k * n, StrideY: m * n, Alpha: 1}
-		// Use an operand in place when it is already laid out as one of
-		// the MatMul's orientations.
-		if p := a.permute(slices.Concat(batch, contr, aOnly)); p.contiguous() && len(contr) > 0 && len(aOnly) > 0 {
-			op.A, op.TransA = p.ref(c), true
-		} else {
-			op.A = c.dense(a, slices.Concat(batch, aOnly, contr)).ref(c)
-		}
-		if p := b.permute(slices.Concat(batch, bOnly, contr)); p.contiguous() && len(contr) > 0 && len(bOnly) > 0 {
-			op.B, op.TransB = p.ref(c), true
-		} else {
-			op.B = c.dense(b, slices.Concat(batch, contr, bOnly)).ref(c)
-		}
-		var rv eview
-		if len(rest) == 0 && slices.Equal(res, out) {
-			rv = yv
-		} else {
-			shape := make([]int, len(res))
-			for j, l := range res {
-				shape[j] = size[l]
-			}
-			t := c.temp(dt, shape)
-			rv = eview{t: t, labels: res, shape: shape, strides: rt.ContiguousStrides(shape)}
-		}
-		op.Y = rv.ref(c)
-		if nb*m*n > 0 {
-			c.emit(op)
-		}
-		if rv.t == y {
-			return nil
-		}
-		views = append([]eview{rv}, rest...)
 	}
-	c.copyInto(yv.ref(c), views[0].permute(out).ref(c))
-	return nil
+	for _, l := range b.labels {
+		if !slices.Contains(a.labels, l) {
+			bOnly = append(bOnly, l)
+		}
+	}
+	dims := func(ls []int) int {
+		n := 1
+		for _, l := range ls {
+			n *= e.size[l]
+		}
+		return n
+	}
+	nb, m, n, k := dims(batch), dims(aOnly), dims(bOnly), dims(contr)
+	res := slices.Concat(batch, aOnly, bOnly)
+	op := &rt.MatMul{Batch: nb, M: m, N: n, K: k, StrideA: m * k, StrideB: k * n, StrideY: m * n, Alpha: 1}
+	// Use an operand in place when it is already laid out as one of the
+	// MatMul's orientations.
+	if p := a.permute(slices.Concat(batch, contr, aOnly)); p.contiguous() && len(contr) > 0 && len(aOnly) > 0 {
+		op.A, op.TransA = p.ref(c), true
+	} else {
+		op.A = c.dense(a, slices.Concat(batch, aOnly, contr)).ref(c)
+	}
+	if p := b.permute(slices.Concat(batch, bOnly, contr)); p.contiguous() && len(contr) > 0 && len(bOnly) > 0 {
+		op.B, op.TransB = p.ref(c), true
+	} else {
+		op.B = c.dense(b, slices.Concat(batch, contr, bOnly)).ref(c)
+	}
+	var rv eview
+	if len(rest) == 0 && slices.Equal(res, e.out) {
+		rv = yv
+	} else {
+		shape := make([]int, len(res))
+		for j, l := range res {
+			shape[j] = e.size[l]
+		}
+		t := c.temp(e.dt, shape)
+		rv = eview{t: t, labels: res, shape: shape, strides: rt.ContiguousStrides(shape)}
+	}
+	op.Y = rv.ref(c)
+	if nb*m*n > 0 {
+		c.emit(op)
+	}
+	if rv.t == yv.t {
+		return true
+	}
+	e.views = append([]eview{rv}, rest...)
+	return false
 }
 
 // einsumSum sums v over the sum labels, into dst (contiguous, with the

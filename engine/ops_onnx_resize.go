@@ -120,29 +120,97 @@ func resizeTaps(c *nodeCtx, in, out int, scale, roiStart, roiEnd float64, mode s
 // plan-time index constants (nearest, linear, cubic), scaled by constant
 // weights.
 func lowerResize(c *nodeCtx) error {
+	rz, err := parseResize(c)
+	if err != nil {
+		return err
+	}
+	x := c.in[0]
+	y, err := c.define(0, x.dtype, rz.out)
+	if err != nil || prod(rz.out) == 0 {
+		return err
+	}
+	steps, err := rz.steps(c)
+	if err != nil {
+		return err
+	}
+	if len(steps) == 0 {
+		c.copyInto(c.ref(y), c.ref(x))
+		return nil
+	}
+	cur := x
+	shape := append([]int{}, x.shape...)
+	for si, st := range steps {
+		shape[st.axis] = rz.out[st.axis]
+		next := y
+		if si < len(steps)-1 {
+			next = c.temp(x.dtype, shape)
+		}
+		rz.emitStep(c, st, cur, next, shape)
+		cur = next
+	}
+	return nil
+}
+
+// resize is a parsed and checked Resize node.
+type resize struct {
+	mode       string    // nearest, linear or cubic
+	out        []int     // output shape
+	scales     []float64 // per axis
+	roiS, roiE []float64 // per axis, for tf_crop_and_resize
+}
+
+// resizeStep resizes one axis: tap k of output o reads input idx[k][o]
+// with weight w[k][o]; ext[o] marks outputs that extrapolate.
+type resizeStep struct {
+	axis int
+	idx  [][]int64
+	w    [][]float64
+	ext  []bool
+}
+
+// parseResize reads the mode, the axes, the output size (from scales or
+// sizes, with keep_aspect_ratio_policy) and the roi.
+func parseResize(c *nodeCtx) (*resize, error) {
 	x := c.in[0]
 	r := len(x.shape)
-	mode := c.attrString("mode", "nearest")
-	if mode != "nearest" && mode != "linear" && mode != "cubic" {
-		return c.errf("unknown mode %q", mode)
+	rz := &resize{mode: c.attrString("mode", "nearest"), out: append([]int{}, x.shape...), scales: make([]float64, r)}
+	if rz.mode != "nearest" && rz.mode != "linear" && rz.mode != "cubic" {
+		return nil, c.errf("unknown mode %q", rz.mode)
 	}
-	if mode != "nearest" {
+	if rz.mode != "nearest" {
 		if err := needFloat(c, x); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	axes := allAxes(r)
 	if av, ok := c.attrInts("axes"); ok {
 		var err error
 		if axes, err = c.normAxes(av, r); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	out := append([]int{}, x.shape...)
-	scales := make([]float64, r)
-	for i := range scales {
-		scales[i] = 1
+	for i := range rz.scales {
+		rz.scales[i] = 1
 	}
+	if err := rz.outputSize(c, axes); err != nil {
+		return nil, err
+	}
+	if c.attrInt("antialias", 0) != 0 && rz.mode != "nearest" {
+		for _, a := range axes {
+			if rz.scales[a] < 1 {
+				return nil, c.unsupported("antialiased %s downsampling", rz.mode)
+			}
+		}
+	}
+	var err error
+	rz.roiS, rz.roiE, err = resizeROI(c, axes)
+	return rz, err
+}
+
+// outputSize sets the output shape and the scales of the resized axes from
+// the scales input, or else the sizes input.
+func (rz *resize) outputSize(c *nodeCtx, axes []int) error {
+	x := c.in[0]
 	var sv []float64
 	if c.has(2) {
 		if err := c.needConst(2); err != nil {
@@ -159,8 +227,8 @@ func lowerResize(c *nodeCtx) error {
 			if sv[i] <= 0 {
 				return c.errf("scale %v is invalid", sv[i])
 			}
-			scales[a] = sv[i]
-			out[a] = int(math.Floor(float64(x.shape[a]) * sv[i]))
+			rz.scales[a] = sv[i]
+			rz.out[a] = int(math.Floor(float64(x.shape[a]) * sv[i]))
 		}
 	case c.has(3):
 		zv, err := c.constInts(3)
@@ -187,58 +255,56 @@ func lowerResize(c *nodeCtx) error {
 			if zv[i] < 0 {
 				return c.shapeErr("sizes %v are invalid", zv)
 			}
-			scales[a], out[a] = float64(zv[i])/float64(x.shape[a]), int(zv[i])
+			rz.scales[a], rz.out[a] = float64(zv[i])/float64(x.shape[a]), int(zv[i])
 			if policy != "stretch" {
-				scales[a] = common
-				out[a] = int(math.Round(float64(x.shape[a]) * common))
+				rz.scales[a] = common
+				rz.out[a] = int(math.Round(float64(x.shape[a]) * common))
 			}
 		}
 	default:
 		return c.errf("Resize needs scales or sizes")
 	}
-	if c.attrInt("antialias", 0) != 0 && mode != "nearest" {
-		for _, a := range axes {
-			if scales[a] < 1 {
-				return c.unsupported("antialiased %s downsampling", mode)
-			}
+	return nil
+}
+
+// resizeROI returns the region of interest of tf_crop_and_resize per axis
+// (zeros for the other modes).
+func resizeROI(c *nodeCtx, axes []int) (roiS, roiE []float64, err error) {
+	r := len(c.in[0].shape)
+	roiS, roiE = make([]float64, r), make([]float64, r)
+	if c.attrString("coordinate_transformation_mode", "") != "tf_crop_and_resize" || !c.has(1) {
+		return roiS, roiE, nil
+	}
+	if err := c.needConst(1); err != nil {
+		return nil, nil, err
+	}
+	rv := c.in[1].value.Float64s()
+	switch len(rv) {
+	case 2 * r:
+		copy(roiS, rv[:r])
+		copy(roiE, rv[r:])
+	case 2 * len(axes):
+		for i, a := range axes {
+			roiS[a], roiE[a] = rv[i], rv[len(axes)+i]
 		}
+	default:
+		return nil, nil, c.shapeErr("roi %v for rank %d", rv, r)
 	}
-	roiS, roiE := make([]float64, r), make([]float64, r)
-	if c.attrString("coordinate_transformation_mode", "") == "tf_crop_and_resize" && c.has(1) {
-		if err := c.needConst(1); err != nil {
-			return err
-		}
-		rv := c.in[1].value.Float64s()
-		switch len(rv) {
-		case 2 * r:
-			copy(roiS, rv[:r])
-			copy(roiE, rv[r:])
-		case 2 * len(axes):
-			for i, a := range axes {
-				roiS[a], roiE[a] = rv[i], rv[len(axes)+i]
-			}
-		default:
-			return c.shapeErr("roi %v for rank %d", rv, r)
-		}
-	}
-	y, err := c.define(0, x.dtype, out)
-	if err != nil || prod(out) == 0 {
-		return err
-	}
-	type step struct {
-		axis int
-		idx  [][]int64
-		w    [][]float64
-		ext  []bool
-	}
-	var steps []step
-	for d := r - 1; d >= 0; d-- {
-		idx, w, ext, err := resizeTaps(c, x.shape[d], out[d], scales[d], roiS[d], roiE[d], mode)
+	return roiS, roiE, nil
+}
+
+// steps computes the taps of every axis, last axis first, leaving out the
+// axes whose resize is the identity.
+func (rz *resize) steps(c *nodeCtx) ([]resizeStep, error) {
+	x := c.in[0]
+	var steps []resizeStep
+	for d := len(x.shape) - 1; d >= 0; d-- {
+		idx, w, ext, err := resizeTaps(c, x.shape[d], rz.out[d], rz.scales[d], rz.roiS[d], rz.roiE[d], rz.mode)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		trivial := out[d] == x.shape[d]
-		for o := 0; o < out[d] && trivial; o++ {
+		trivial := rz.out[d] == x.shape[d]
+		for o := 0; o < rz.out[d] && trivial; o++ {
 			for k := range idx {
 				if ext[o] || (w[k][o] != 0 && (idx[k][o] != int64(o) || w[k][o] != 1)) {
 					trivial = false
@@ -246,55 +312,48 @@ func lowerResize(c *nodeCtx) error {
 			}
 		}
 		if !trivial {
-			steps = append(steps, step{d, idx, w, ext})
+			steps = append(steps, resizeStep{d, idx, w, ext})
 		}
 	}
-	if len(steps) == 0 {
-		c.copyInto(c.ref(y), c.ref(x))
-		return nil
+	return steps, nil
+}
+
+// emitStep resizes cur along st.axis into next (of shape shape): one
+// Gather per tap, weighted and summed, then the extrapolation value where
+// the taps fall outside the input.
+func (rz *resize) emitStep(c *nodeCtx, st resizeStep, cur, next *tensor, shape []int) {
+	x := c.in[0]
+	d := st.axis
+	o, a, in := split3(cur.shape, d)
+	wshape := make([]int, len(shape))
+	for i := range wshape {
+		wshape[i] = 1
 	}
-	cur := x
-	shape := append([]int{}, x.shape...)
-	for si, st := range steps {
-		d := st.axis
-		shape[d] = out[d]
-		next := y
-		if si < len(steps)-1 {
-			next = c.temp(x.dtype, shape)
+	wshape[d] = rz.out[d]
+	for k := range st.idx {
+		dst := next
+		if k > 0 {
+			dst = c.temp(x.dtype, shape)
 		}
-		o, a, in := split3(cur.shape, d)
-		wshape := make([]int, r)
-		for i := range wshape {
-			wshape[i] = 1
+		c.emit(&rt.Gather{X: c.ref(cur), Idx: c.ref(c.i64Const(st.idx[k], rz.out[d])), Y: c.ref(dst), Outer: o, Axis: a, Inner: in})
+		if rz.mode != "nearest" {
+			wt := c.newConst(rt.FromFloat64(x.dtype, st.w[k], wshape...))
+			c.emit(&rt.Binary{Fn: rt.Mul, A: c.ref(dst), B: c.bcast(wt, shape), Y: c.ref(dst)})
 		}
-		wshape[d] = out[d]
-		for k := range st.idx {
-			dst := next
-			if k > 0 {
-				dst = c.temp(x.dtype, shape)
-			}
-			c.emit(&rt.Gather{X: c.ref(cur), Idx: c.ref(c.i64Const(st.idx[k], out[d])), Y: c.ref(dst), Outer: o, Axis: a, Inner: in})
-			if mode != "nearest" {
-				wt := c.newConst(rt.FromFloat64(x.dtype, st.w[k], wshape...))
-				c.emit(&rt.Binary{Fn: rt.Mul, A: c.ref(dst), B: c.bcast(wt, shape), Y: c.ref(dst)})
-			}
-			if k > 0 {
-				c.emit(&rt.Binary{Fn: rt.Add, A: c.ref(next), B: c.ref(dst), Y: c.ref(next)})
-			}
+		if k > 0 {
+			c.emit(&rt.Binary{Fn: rt.Add, A: c.ref(next), B: c.ref(dst), Y: c.ref(next)})
 		}
-		any := false
-		mv := make([]float64, out[d])
-		for i, e := range st.ext {
-			if e {
-				any, mv[i] = true, 1
-			}
-		}
-		if any {
-			m := c.newConst(rt.FromFloat64(rt.Bool, mv, wshape...))
-			ev := c.scalar(x.dtype, c.attrFloat("extrapolation_value", 0))
-			c.emit(&rt.Where{Cond: c.bcast(m, shape), A: c.bcast(ev, shape), B: c.ref(next), Y: c.ref(next)})
-		}
-		cur = next
 	}
-	return nil
+	any := false
+	mv := make([]float64, rz.out[d])
+	for i, e := range st.ext {
+		if e {
+			any, mv[i] = true, 1
+		}
+	}
+	if any {
+		m := c.newConst(rt.FromFloat64(rt.Bool, mv, wshape...))
+		ev := c.scalar(x.dtype, c.attrFloat("extrapolation_value", 0))
+		c.emit(&rt.Where{Cond: c.bcast(m, shape), A: c.bcast(ev, shape), B: c.ref(next), Y: c.ref(next)})
+	}
 }

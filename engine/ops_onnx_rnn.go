@@ -88,6 +88,8 @@ type rnnLower struct {
 	dt                    rt.DType
 	seq, batch, hid, dirs int
 	layout1               bool
+	reverse               bool  // direction "reverse"
+	stateShape            []int // of initial_h, initial_c, Y_h and Y_c
 	clip                  float64
 	acts                  [][]actChain // per direction: f, g, h
 	r                     *tensor      // recurrence weights [dirs, G*hid, hid]
@@ -95,11 +97,16 @@ type rnnLower struct {
 	recBias               *tensor      // GRU linear_before_reset: Rb as [dirs, 2*G*hid] (offset G*hid); else nil
 	peep                  *tensor      // LSTM P [dirs, 3*hid] or nil
 	inputForget           bool
+	lbr                   bool    // GRU linear_before_reset
+	masked                bool    // some steps are past a sequence's length
 	mask                  *tensor // Bool [seq, batch]: step t of batch b is valid; nil when all are
 	zero                  *tensor // scalar 0 of dt
 	tmp, tmp2             *tensor // [batch, hid] scratch
 	gates                 *tensor // [batch, G*hid] scratch
 	gates2                *tensor // GRU: [batch, hid] scratch for the candidate
+	pp                    [2]*tensor
+	cs, cn                *tensor // LSTM: the cell state, and its next value when masked
+	y, yh, yc             *tensor // the outputs (nil when absent or unread)
 }
 
 // lowerRecurrent lowers ONNX RNN, GRU and LSTM (latest opsets): inputs X,
@@ -108,19 +115,40 @@ type rnnLower struct {
 // Y_h and Y_c. sequence_lens may be a constant or a run-time input: steps
 // past a sequence's length leave its state unchanged and write zeros to Y.
 func lowerRecurrent(c *nodeCtx, kind cellKind) error {
+	l, err := parseRecurrent(c, kind)
+	if err != nil {
+		return err
+	}
+	if l.masked {
+		l.sequenceMask()
+	}
+	if err := l.defineOutputs(); err != nil {
+		return err
+	}
+	l.projectInputs(c.in[0], c.in[1], l.lbr)
+	l.scratch()
+	for d := range l.dirs {
+		l.direction(d)
+	}
+	return nil
+}
+
+// parseRecurrent reads the attributes of a recurrent node and checks its
+// inputs against each other.
+func parseRecurrent(c *nodeCtx, kind cellKind) (*rnnLower, error) {
 	x, w, r := c.in[0], c.in[1], c.in[2]
 	if err := needFloat(c, x, w, r); err != nil {
-		return err
+		return nil, err
 	}
 	for _, i := range []int{3, 5, 6, 7} {
 		if c.has(i) {
 			if err := needFloat(c, x, c.in[i]); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	if len(x.shape) != 3 || len(w.shape) != 3 || len(r.shape) != 3 {
-		return c.shapeErr("X %v, W %v and R %v must be 3-D", x.shape, w.shape, r.shape)
+		return nil, c.shapeErr("X %v, W %v and R %v must be 3-D", x.shape, w.shape, r.shape)
 	}
 	l := &rnnLower{c: c, kind: kind, dt: x.dtype, r: r}
 	switch lay := c.attrInt("layout", 0); lay {
@@ -129,17 +157,39 @@ func lowerRecurrent(c *nodeCtx, kind cellKind) error {
 	case 1:
 		l.seq, l.batch, l.layout1 = x.shape[1], x.shape[0], true
 	default:
-		return c.unsupported("layout %d", lay)
+		return nil, c.unsupported("layout %d", lay)
 	}
 	switch dir := c.attrString("direction", "forward"); dir {
 	case "forward", "reverse":
-		l.dirs = 1
+		l.dirs, l.reverse = 1, dir == "reverse"
 	case "bidirectional":
 		l.dirs = 2
 	default:
-		return c.unsupported("direction %q", dir)
+		return nil, c.unsupported("direction %q", dir)
 	}
-	g, in := kind.gates(), x.shape[2]
+	if err := l.checkShapes(); err != nil {
+		return nil, err
+	}
+	if kind == cellLSTM && c.has(7) {
+		l.peep = c.in[7]
+	}
+	l.clip = c.attrFloat("clip", 0)
+	l.inputForget = kind == cellLSTM && c.attrInt("input_forget", 0) != 0
+	l.lbr = kind == cellGRU && c.attrInt("linear_before_reset", 0) != 0
+	if err := l.parseActs(); err != nil {
+		return nil, err
+	}
+	var err error
+	l.masked, err = l.checkSequenceLens()
+	return l, err
+}
+
+// checkShapes checks W, R, B, the initial states and P against X, the
+// direction count and hidden_size.
+func (l *rnnLower) checkShapes() error {
+	c := l.c
+	x, w, r := c.in[0], c.in[1], c.in[2]
+	g, in := l.kind.gates(), x.shape[2]
 	l.hid = r.shape[2]
 	if hs := c.attrInt("hidden_size", 0); hs > 0 && int(hs) != l.hid {
 		return c.shapeErr("hidden_size %d but R has shape %v", hs, r.shape)
@@ -148,140 +198,144 @@ func lowerRecurrent(c *nodeCtx, kind cellKind) error {
 	if !sameShape(r.shape, []int{l.dirs, gh, l.hid}) || !sameShape(w.shape, []int{l.dirs, gh, in}) {
 		return c.shapeErr("W %v and R %v do not match X %v with %d direction(s) of %d gates", w.shape, r.shape, x.shape, l.dirs, g)
 	}
-	stateShape := []int{l.dirs, l.batch, l.hid}
+	l.stateShape = []int{l.dirs, l.batch, l.hid}
 	if l.layout1 {
-		stateShape = []int{l.batch, l.dirs, l.hid}
+		l.stateShape = []int{l.batch, l.dirs, l.hid}
 	}
 	if c.has(3) && !sameShape(c.in[3].shape, []int{l.dirs, 2 * gh}) {
 		return c.shapeErr("B has shape %v, want [%d %d]", c.in[3].shape, l.dirs, 2*gh)
 	}
 	for _, i := range []int{5, 6} {
-		if c.has(i) && (i == 5 || kind == cellLSTM) && !sameShape(c.in[i].shape, stateShape) {
-			return c.shapeErr("initial state %q has shape %v, want %v", c.in[i].name, c.in[i].shape, stateShape)
+		if c.has(i) && (i == 5 || l.kind == cellLSTM) && !sameShape(c.in[i].shape, l.stateShape) {
+			return c.shapeErr("initial state %q has shape %v, want %v", c.in[i].name, c.in[i].shape, l.stateShape)
 		}
 	}
-	if kind == cellLSTM && c.has(7) {
-		if !sameShape(c.in[7].shape, []int{l.dirs, 3 * l.hid}) {
-			return c.shapeErr("P has shape %v, want [%d %d]", c.in[7].shape, l.dirs, 3*l.hid)
-		}
-		l.peep = c.in[7]
+	if l.kind == cellLSTM && c.has(7) && !sameShape(c.in[7].shape, []int{l.dirs, 3 * l.hid}) {
+		return c.shapeErr("P has shape %v, want [%d %d]", c.in[7].shape, l.dirs, 3*l.hid)
 	}
-	l.clip = c.attrFloat("clip", 0)
-	l.inputForget = kind == cellLSTM && c.attrInt("input_forget", 0) != 0
-	lbr := kind == cellGRU && c.attrInt("linear_before_reset", 0) != 0
-	if err := l.parseActs(); err != nil {
-		return err
-	}
-	if err := l.sequenceMask(); err != nil {
-		return err
-	}
+	return nil
+}
 
+// defineOutputs defines Y, Y_h and (LSTM) Y_c. A Y that no node reads
+// stays defined but unwritten (l.y nil).
+func (l *rnnLower) defineOutputs() error {
+	c := l.c
 	yShape := []int{l.seq, l.dirs, l.batch, l.hid}
 	if l.layout1 {
 		yShape = []int{l.batch, l.seq, l.dirs, l.hid}
 	}
-	y, err := c.define(0, l.dt, yShape)
-	if err != nil {
+	var err error
+	if l.y, err = c.define(0, l.dt, yShape); err != nil {
 		return err
 	}
-	if y != nil && !y.output && y.lastUse <= c.step {
-		// No node reads Y (exporters keep it as a dangling output): it
-		// stays defined but unwritten.
-		y = nil
+	if l.y != nil && !l.y.output && l.y.lastUse <= c.step {
+		// No node reads Y (exporters keep it as a dangling output).
+		l.y = nil
 	}
-	yh, err := c.define(1, l.dt, stateShape)
-	if err != nil {
+	if l.yh, err = c.define(1, l.dt, l.stateShape); err != nil {
 		return err
 	}
-	var yc *tensor
-	if kind == cellLSTM {
-		if yc, err = c.define(2, l.dt, stateShape); err != nil {
+	if l.kind == cellLSTM {
+		if l.yc, err = c.define(2, l.dt, l.stateShape); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
-	l.projectInputs(x, w, lbr)
+// scratch allocates the temporaries the steps share: the zero scalar, the
+// gate buffers, the ping-pong hidden states and the LSTM cell state.
+func (l *rnnLower) scratch() {
+	c := l.c
 	l.zero = c.scalar(l.dt, 0)
 	l.tmp = c.temp(l.dt, []int{l.batch, l.hid})
 	if l.peep != nil {
 		l.tmp2 = c.temp(l.dt, []int{l.batch, 2, l.hid})
 	}
-	l.gates = c.temp(l.dt, []int{l.batch, gh})
-	if kind == cellGRU {
+	l.gates = c.temp(l.dt, []int{l.batch, l.kind.gates() * l.hid})
+	if l.kind == cellGRU {
 		l.gates2 = c.temp(l.dt, []int{l.batch, l.hid})
 	}
-	pp := [2]*tensor{c.temp(l.dt, []int{l.batch, l.hid}), c.temp(l.dt, []int{l.batch, l.hid})}
-	var cs, cn *tensor
-	if kind == cellLSTM {
-		cs = c.temp(l.dt, []int{l.batch, l.hid})
+	l.pp = [2]*tensor{c.temp(l.dt, []int{l.batch, l.hid}), c.temp(l.dt, []int{l.batch, l.hid})}
+	if l.kind == cellLSTM {
+		l.cs = c.temp(l.dt, []int{l.batch, l.hid})
 		if l.mask != nil {
-			cn = c.temp(l.dt, []int{l.batch, l.hid})
+			l.cn = c.temp(l.dt, []int{l.batch, l.hid})
 		}
 	}
-	reverse := c.attrString("direction", "forward") == "reverse"
-	for d := range l.dirs {
-		// The hidden state: hPrev is read by the step, which writes hNext.
-		// Without a mask, pp[0] holds a copied initial state and the
-		// steps alternate between the ping-pong buffers (or write Y's
-		// slices directly); with a mask, pp[0] is the state, updated in
-		// place from the new state in pp[1].
-		hPrev := l.initState(5, d, pp[0], l.mask != nil)
-		if kind == cellLSTM {
-			l.initState(6, d, cs, true)
-		}
-		next := 1
-		direct := l.mask == nil && y != nil && !l.layout1
-		for k := range l.seq {
-			t := k
-			if reverse || d == 1 {
-				t = l.seq - 1 - k
-			}
-			var hNext rt.Ref
-			switch {
-			case direct:
-				hNext = l.stateView(y, d, t)
-			case l.mask != nil:
-				hNext = c.ref(pp[1])
-			default:
-				hNext = c.ref(pp[next])
-				next = 1 - next
-			}
-			switch kind {
-			case cellRNN:
-				l.rnnStep(d, t, hPrev, hNext)
-			case cellGRU:
-				l.gruStep(d, t, lbr, hPrev, hNext)
-			case cellLSTM:
-				cOut := c.ref(cs)
-				if cn != nil {
-					cOut = c.ref(cn)
-				}
-				l.lstmStep(d, t, hPrev, hNext, c.ref(cs), cOut)
-			}
-			if l.mask != nil {
-				m := c.view(l.mask, []int{l.batch, l.hid}, []int{1, 0}, t*l.batch)
-				if y != nil {
-					c.emit(&rt.Where{Cond: m, A: hNext, B: c.view(l.zero, []int{l.batch, l.hid}, []int{0, 0}, 0), Y: l.stateView(y, d, t)})
-				}
-				c.emit(&rt.Where{Cond: m, A: hNext, B: c.ref(pp[0]), Y: c.ref(pp[0])})
-				if cn != nil {
-					c.emit(&rt.Where{Cond: m, A: c.ref(cn), B: c.ref(cs), Y: c.ref(cs)})
-				}
-				continue
-			}
-			if y != nil && !direct {
-				c.copyInto(l.stateView(y, d, t), hNext)
-			}
-			hPrev = hNext
-		}
-		if yh != nil {
-			c.copyInto(l.stateOut(yh, d), hPrev)
-		}
-		if yc != nil {
-			c.copyInto(l.stateOut(yc, d), c.ref(cs))
-		}
+}
+
+// direction unrolls direction d over the sequence and writes its final
+// states to Y_h and Y_c.
+func (l *rnnLower) direction(d int) {
+	c, pp, cs, cn, y := l.c, l.pp, l.cs, l.cn, l.y
+	// The hidden state: hPrev is read by the step, which writes hNext.
+	// Without a mask, pp[0] holds a copied initial state and the steps
+	// alternate between the ping-pong buffers (or write Y's slices
+	// directly); with a mask, pp[0] is the state, updated in place from
+	// the new state in pp[1].
+	hPrev := l.initState(5, d, pp[0], l.mask != nil)
+	if l.kind == cellLSTM {
+		l.initState(6, d, cs, true)
 	}
-	return nil
+	next := 1
+	direct := l.mask == nil && y != nil && !l.layout1
+	for k := range l.seq {
+		t := k
+		if l.reverse || d == 1 {
+			t = l.seq - 1 - k
+		}
+		var hNext rt.Ref
+		switch {
+		case direct:
+			hNext = l.stateView(y, d, t)
+		case l.mask != nil:
+			hNext = c.ref(pp[1])
+		default:
+			hNext = c.ref(pp[next])
+			next = 1 - next
+		}
+		switch l.kind {
+		case cellRNN:
+			l.rnnStep(d, t, hPrev, hNext)
+		case cellGRU:
+			l.gruStep(d, t, l.lbr, hPrev, hNext)
+		case cellLSTM:
+			cOut := c.ref(cs)
+			if cn != nil {
+				cOut = c.ref(cn)
+			}
+			l.lstmStep(d, t, hPrev, hNext, c.ref(cs), cOut)
+		}
+		if l.mask != nil {
+			l.maskStep(d, t, hNext)
+			continue
+		}
+		if y != nil && !direct {
+			c.copyInto(l.stateView(y, d, t), hNext)
+		}
+		hPrev = hNext
+	}
+	if l.yh != nil {
+		c.copyInto(l.stateOut(l.yh, d), hPrev)
+	}
+	if l.yc != nil {
+		c.copyInto(l.stateOut(l.yc, d), c.ref(cs))
+	}
+}
+
+// maskStep keeps the state of the sequences that step t is past the end
+// of, and writes the step's Y slice (zeros for those sequences).
+func (l *rnnLower) maskStep(d, t int, hNext rt.Ref) {
+	c, pp := l.c, l.pp
+	m := c.view(l.mask, []int{l.batch, l.hid}, []int{1, 0}, t*l.batch)
+	if l.y != nil {
+		c.emit(&rt.Where{Cond: m, A: hNext, B: c.view(l.zero, []int{l.batch, l.hid}, []int{0, 0}, 0), Y: l.stateView(l.y, d, t)})
+	}
+	c.emit(&rt.Where{Cond: m, A: hNext, B: c.ref(pp[0]), Y: c.ref(pp[0])})
+	if l.cn != nil {
+		c.emit(&rt.Where{Cond: m, A: c.ref(l.cn), B: c.ref(l.cs), Y: c.ref(l.cs)})
+	}
 }
 
 // parseActs reads activations, activation_alpha and activation_beta.
@@ -316,29 +370,35 @@ func (l *rnnLower) parseActs() error {
 	return nil
 }
 
-// sequenceMask builds l.mask from sequence_lens unless it is absent or a
-// constant equal to the sequence length everywhere.
-func (l *rnnLower) sequenceMask() error {
+// checkSequenceLens checks sequence_lens and reports whether steps need a
+// mask: not when it is absent or a constant equal to the sequence length
+// everywhere.
+func (l *rnnLower) checkSequenceLens() (bool, error) {
 	c := l.c
 	if !c.has(4) {
-		return nil
+		return false, nil
 	}
 	sl := c.in[4]
 	if !sl.dtype.IsInt() || prod(sl.shape) != l.batch || len(sl.shape) != 1 {
-		return c.shapeErr("sequence_lens is %s%v, want %d integers", sl.dtype, sl.shape, l.batch)
+		return false, c.shapeErr("sequence_lens is %s%v, want %d integers", sl.dtype, sl.shape, l.batch)
 	}
-	if sl.value != nil {
-		full := true
-		for _, v := range intValues(sl.value) {
-			if v < 0 || v > int64(l.seq) {
-				return c.shapeErr("sequence_lens value %d outside [0, %d]", v, l.seq)
-			}
-			full = full && v == int64(l.seq)
-		}
-		if full {
-			return nil
-		}
+	if sl.value == nil {
+		return true, nil
 	}
+	full := true
+	for _, v := range intValues(sl.value) {
+		if v < 0 || v > int64(l.seq) {
+			return false, c.shapeErr("sequence_lens value %d outside [0, %d]", v, l.seq)
+		}
+		full = full && v == int64(l.seq)
+	}
+	return !full, nil
+}
+
+// sequenceMask computes l.mask from sequence_lens.
+func (l *rnnLower) sequenceMask() {
+	c := l.c
+	sl := c.in[4]
 	lens := c.temp(rt.I64, []int{1, l.batch})
 	c.copyInto(c.ref(lens), c.view(sl, []int{1, l.batch}, nil, 0))
 	ts := make([]int64, l.seq)
@@ -348,7 +408,6 @@ func (l *rnnLower) sequenceMask() error {
 	shape := []int{l.seq, l.batch}
 	l.mask = c.temp(rt.Bool, shape)
 	c.emit(&rt.Binary{Fn: rt.Less, A: c.bcast(c.i64Const(ts, l.seq, 1), shape), B: c.bcast(lens, shape), Y: c.ref(l.mask)})
-	return nil
 }
 
 // projectInputs computes l.xw = X @ W^T + bias for every time step and
