@@ -10,12 +10,20 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// reduceAxesOpset is the opset in which each Reduce* operator moved axes
-// from an attribute to an input.
-var reduceAxesOpset = map[string]int64{
-	"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18,
-	"ReduceProd": 18, "ReduceL1": 18, "ReduceL2": 18, "ReduceLogSum": 18,
-	"ReduceLogSumExp": 18, "ReduceSumSquare": 18,
+// attrInputs lists the integer attributes that later opsets turned into
+// inputs: before opset since, attribute names[k] of the operator becomes
+// its input k+1 (an I64 constant).
+var attrInputs = map[string]struct {
+	since int64
+	names []string
+}{
+	"Split": {13, []string{"split"}}, "Squeeze": {13, []string{"axes"}}, "Unsqueeze": {13, []string{"axes"}},
+	"Reshape": {5, []string{"shape"}}, "Slice": {10, []string{"starts", "ends", "axes"}}, "TopK": {10, []string{"k"}},
+	// The Reduce* operators moved axes in opset 13 (ReduceSum) or 18.
+	"ReduceSum": {13, []string{"axes"}}, "ReduceMean": {18, []string{"axes"}}, "ReduceMax": {18, []string{"axes"}},
+	"ReduceMin": {18, []string{"axes"}}, "ReduceProd": {18, []string{"axes"}}, "ReduceL1": {18, []string{"axes"}},
+	"ReduceL2": {18, []string{"axes"}}, "ReduceLogSum": {18, []string{"axes"}},
+	"ReduceLogSumExp": {18, []string{"axes"}}, "ReduceSumSquare": {18, []string{"axes"}},
 }
 
 // legacyBroadcast lists the operators that had the broadcast/axis
@@ -176,6 +184,42 @@ func i64Tensor(v []int64, scalar bool) *rt.Tensor {
 // so that the graph stays connected for the structural checks); the error
 // return is for malformed nodes.
 func (im *importer) lower(i int, np *onnxpb.NodeProto, consumed map[string]int) error {
+	n, err := newINode(i, np)
+	if err != nil {
+		return err
+	}
+	if n.domain != "" {
+		return im.foreignNode(n)
+	}
+	tensorAttrs, err := im.convertAttrs(n, np)
+	if err != nil {
+		return err
+	}
+	if needsX[n.op] && (len(n.in) == 0 || n.in[0] == "") {
+		return invalidf("node %q (%s) has no first input", n.name, n.op)
+	}
+	if im.opset < 6 {
+		n.drop("consumed_inputs")
+	}
+	if im.opset < 7 && legacyBroadcast[n.op] {
+		im.legacyBroadcast(n)
+	}
+	if n.op == "Constant" {
+		return im.lowerConstant(n, tensorAttrs)
+	}
+	if err := im.normalise(n, tensorAttrs, consumed); err != nil {
+		return err
+	}
+	for name := range tensorAttrs {
+		im.problem(n, "tensor attribute %q is not supported", name)
+	}
+	im.nodes = append(im.nodes, n)
+	return nil
+}
+
+// newINode reads node i's name, op, domain, inputs and outputs, naming an
+// unnamed node after its op and index.
+func newINode(i int, np *onnxpb.NodeProto) (*inode, error) {
 	n := &inode{
 		name:   np.GetName(),
 		op:     np.GetOpType(),
@@ -187,37 +231,46 @@ func (im *importer) lower(i int, np *onnxpb.NodeProto, consumed map[string]int) 
 		n.domain = ""
 	}
 	if n.op == "" {
-		return invalidf("node %d %q has no op_type", i, n.name)
+		return nil, invalidf("node %d %q has no op_type", i, n.name)
 	}
 	if n.name == "" {
 		n.name = fmt.Sprintf("%s_%d", n.op, i)
 	}
-	if n.domain != "" {
-		if _, ok := im.opsets[n.domain]; !ok {
-			return invalidf("node %q (%s) uses domain %q, which opset_import does not list", n.name, n.op, n.domain)
-		}
-		if im.funcs[n.domain+"/"+n.op] {
-			im.problem(n, "model-local functions are not supported (no inlining)")
-		} else {
-			im.problem(n, "operator domain %q is not supported", n.domain)
-		}
-		im.nodes = append(im.nodes, n)
-		return nil
-	}
+	return n, nil
+}
 
+// foreignNode adds a node of another domain than the default one, which
+// vrun does not support (a model-local function or an operator set).
+func (im *importer) foreignNode(n *inode) error {
+	if _, ok := im.opsets[n.domain]; !ok {
+		return invalidf("node %q (%s) uses domain %q, which opset_import does not list", n.name, n.op, n.domain)
+	}
+	if im.funcs[n.domain+"/"+n.op] {
+		im.problem(n, "model-local functions are not supported (no inlining)")
+	} else {
+		im.problem(n, "operator domain %q is not supported", n.domain)
+	}
+	im.nodes = append(im.nodes, n)
+	return nil
+}
+
+// convertAttrs converts the node's attributes into n.attrs and returns its
+// tensor attributes by name. Subgraphs and other kinds vrun cannot hold are
+// recorded as problems.
+func (im *importer) convertAttrs(n *inode, np *onnxpb.NodeProto) (map[string]*onnxpb.TensorProto, error) {
 	tensorAttrs := map[string]*onnxpb.TensorProto{}
 	seen := map[string]bool{}
 	subgraph := false
 	for _, a := range np.Attribute {
 		if a.GetName() == "" {
-			return invalidf("node %q (%s) has an attribute with no name", n.name, n.op)
+			return nil, invalidf("node %q (%s) has an attribute with no name", n.name, n.op)
 		}
 		if seen[a.GetName()] {
-			return invalidf("node %q (%s) has attribute %q twice", n.name, n.op, a.GetName())
+			return nil, invalidf("node %q (%s) has attribute %q twice", n.name, n.op, a.GetName())
 		}
 		seen[a.GetName()] = true
 		if a.GetRefAttrName() != "" {
-			return invalidf("node %q (%s): attribute %q refers to a function attribute outside a function", n.name, n.op, a.GetName())
+			return nil, invalidf("node %q (%s): attribute %q refers to a function attribute outside a function", n.name, n.op, a.GetName())
 		}
 		if at, ok := convertAttr(a); ok {
 			n.attrs = append(n.attrs, at)
@@ -226,7 +279,7 @@ func (im *importer) lower(i int, np *onnxpb.NodeProto, consumed map[string]int) 
 		switch attrTypeOf(a) {
 		case onnxpb.AttributeProto_TENSOR:
 			if a.T == nil {
-				return invalidf("node %q (%s): tensor attribute %q has no value", n.name, n.op, a.GetName())
+				return nil, invalidf("node %q (%s): tensor attribute %q has no value", n.name, n.op, a.GetName())
 			}
 			tensorAttrs[a.GetName()] = a.T
 		case onnxpb.AttributeProto_GRAPH, onnxpb.AttributeProto_GRAPHS:
@@ -238,123 +291,43 @@ func (im *importer) lower(i int, np *onnxpb.NodeProto, consumed map[string]int) 
 			im.problem(n, "attribute %q of type %s is not supported", a.GetName(), attrTypeOf(a))
 		}
 	}
+	return tensorAttrs, nil
+}
 
+// normalise rewrites a node of the default domain into vrun's
+// latest-opset form: attributes that became inputs, renamed operators,
+// legacy attribute forms, and inference-only simplifications.
+func (im *importer) normalise(n *inode, tensorAttrs map[string]*onnxpb.TensorProto, consumed map[string]int) error {
 	v := im.opset
-	if needsX[n.op] && (len(n.in) == 0 || n.in[0] == "") {
-		return invalidf("node %q (%s) has no first input", n.name, n.op)
+	if ai, ok := attrInputs[n.op]; ok && v < ai.since {
+		for k, name := range ai.names {
+			if a, ok := n.take(name); ok {
+				vals := a.Ints
+				if a.Kind == model.AttrInt {
+					vals = []int64{a.Int}
+				}
+				n.setInput(k+1, im.constant(n.name+"_"+name, i64Tensor(vals, false)))
+			}
+		}
 	}
-	if v < 6 {
-		n.drop("consumed_inputs")
-	}
-	if v < 7 && legacyBroadcast[n.op] {
-		im.legacyBroadcast(n)
-	}
-
 	switch n.op {
-	case "Constant":
-		return im.lowerConstant(n, tensorAttrs)
 	case "ConstantOfShape":
-		val := rt.FromFloat32([]float32{0}, 1)
-		if tp, ok := tensorAttrs["value"]; ok {
-			t, err := DecodeTensor(tp, im.opts.BaseDir)
-			if err != nil {
-				return fmt.Errorf("node %q (%s) value: %w", n.name, n.op, err)
-			}
-			if t.Len() != 1 {
-				return invalidf("node %q (%s): value has %d elements, want 1", n.name, n.op, t.Len())
-			}
-			val = t
-			val.Shape = []int{1}
-			delete(tensorAttrs, "value")
-		}
-		n.in = n.in[:min(len(n.in), 1)]
-		n.setInput(1, im.constant(n.name+"_value", val))
+		return im.constantOfShape(n, tensorAttrs)
 	case "Dropout":
-		// Inference: y = x. The ratio and training_mode are dropped; a
-		// Dropout whose mask is used stays (mask all true).
-		n.drop("ratio", "is_test", "seed")
-		if len(n.in) > 2 && n.in[2] != "" {
-			im.problem(n, "Dropout with a training_mode input is not supported")
-		}
-		n.in = n.in[:min(len(n.in), 1)]
-		if len(n.out) > 1 && consumed[n.out[1]] == 0 {
-			n.out = n.out[:1]
-		}
+		im.dropout(n, consumed)
 	case "BatchNormalization":
-		if a, ok := n.take("spatial"); ok && a.Int == 0 {
-			im.problem(n, "BatchNormalization with spatial=0 is not supported")
-		}
-		n.drop("is_test")
-		if a, ok := n.attr("training_mode"); ok && a.Int != 0 {
-			im.problem(n, "BatchNormalization in training mode is not supported")
-		}
-		used := false
-		for k := 1; k < len(n.out); k++ {
-			used = used || n.out[k] != "" && consumed[n.out[k]] > 0
-		}
-		if used {
-			im.problem(n, "BatchNormalization training outputs (running or saved mean and var) are not supported")
-		} else {
-			n.out = n.out[:min(len(n.out), 1)]
-		}
+		im.batchNorm(n, consumed)
 	case "Split":
-		if v < 13 {
-			if a, ok := n.take("split"); ok {
-				n.setInput(1, im.constant(n.name+"_split", i64Tensor(a.Ints, false)))
-			}
-		}
 		if v < 18 && (len(n.in) < 2 || n.in[1] == "") {
 			n.set(model.Attr{Name: "num_outputs", Kind: model.AttrInt, Int: int64(len(n.out))})
 		}
-	case "Squeeze", "Unsqueeze":
-		if v < 13 {
-			if a, ok := n.take("axes"); ok {
-				n.setInput(1, im.constant(n.name+"_axes", i64Tensor(a.Ints, false)))
-			}
-		}
-	case "Reshape":
-		if v < 5 {
-			if a, ok := n.take("shape"); ok {
-				n.setInput(1, im.constant(n.name+"_shape", i64Tensor(a.Ints, false)))
-			}
-		}
-	case "Slice":
-		if v < 10 {
-			for k, name := range []string{"starts", "ends", "axes"} {
-				if a, ok := n.take(name); ok {
-					n.setInput(k+1, im.constant(n.name+"_"+name, i64Tensor(a.Ints, false)))
-				}
-			}
-		}
-	case "TopK":
-		if v < 10 {
-			if a, ok := n.take("k"); ok {
-				n.setInput(1, im.constant(n.name+"_k", i64Tensor([]int64{a.Int}, false)))
-			}
-		}
 	case "Clip":
 		if v < 11 {
-			mn, hasMin := n.take("min")
-			mx, hasMax := n.take("max")
-			if hasMin {
-				n.setInput(1, im.likeInput(n, n.name+"_min", mn.Float))
-			}
-			if hasMax {
-				n.setInput(2, im.likeInput(n, n.name+"_max", mx.Float))
-			}
+			im.legacyClip(n)
 		}
 	case "Pad":
 		if v < 11 {
-			a, ok := n.take("pads")
-			if !ok {
-				a, ok = n.take("paddings") // Pad-1
-			}
-			if ok {
-				n.setInput(1, im.constant(n.name+"_pads", i64Tensor(a.Ints, false)))
-			}
-			if val, ok := n.take("value"); ok && val.Float != 0 {
-				n.setInput(2, im.likeInput(n, n.name+"_value", val.Float))
-			}
+			im.legacyPad(n)
 		}
 	case "Concat":
 		if _, ok := n.attr("axis"); !ok && v < 4 {
@@ -392,18 +365,90 @@ func (im *importer) lower(i int, np *onnxpb.NodeProto, consumed map[string]int) 
 		if v < 21 {
 			im.problem(n, "GroupNormalization before opset 21 (per-group scale and bias) is not supported")
 		}
-	default:
-		if ov, ok := reduceAxesOpset[n.op]; ok && v < ov {
-			if a, ok := n.take("axes"); ok {
-				n.setInput(1, im.constant(n.name+"_axes", i64Tensor(a.Ints, false)))
-			}
-		}
 	}
-	for name := range tensorAttrs {
-		im.problem(n, "tensor attribute %q is not supported", name)
-	}
-	im.nodes = append(im.nodes, n)
 	return nil
+}
+
+// constantOfShape makes the value attribute (default: f32 zero) the
+// node's second input.
+func (im *importer) constantOfShape(n *inode, tensorAttrs map[string]*onnxpb.TensorProto) error {
+	val := rt.FromFloat32([]float32{0}, 1)
+	if tp, ok := tensorAttrs["value"]; ok {
+		t, err := DecodeTensor(tp, im.opts.BaseDir)
+		if err != nil {
+			return fmt.Errorf("node %q (%s) value: %w", n.name, n.op, err)
+		}
+		if t.Len() != 1 {
+			return invalidf("node %q (%s): value has %d elements, want 1", n.name, n.op, t.Len())
+		}
+		val = t
+		val.Shape = []int{1}
+		delete(tensorAttrs, "value")
+	}
+	n.in = n.in[:min(len(n.in), 1)]
+	n.setInput(1, im.constant(n.name+"_value", val))
+	return nil
+}
+
+// dropout keeps an inference Dropout: y = x. The ratio and training_mode
+// are dropped; a Dropout whose mask is used stays (mask all true).
+func (im *importer) dropout(n *inode, consumed map[string]int) {
+	n.drop("ratio", "is_test", "seed")
+	if len(n.in) > 2 && n.in[2] != "" {
+		im.problem(n, "Dropout with a training_mode input is not supported")
+	}
+	n.in = n.in[:min(len(n.in), 1)]
+	if len(n.out) > 1 && consumed[n.out[1]] == 0 {
+		n.out = n.out[:1]
+	}
+}
+
+// batchNorm keeps an inference BatchNormalization, dropping its unused
+// training outputs.
+func (im *importer) batchNorm(n *inode, consumed map[string]int) {
+	if a, ok := n.take("spatial"); ok && a.Int == 0 {
+		im.problem(n, "BatchNormalization with spatial=0 is not supported")
+	}
+	n.drop("is_test")
+	if a, ok := n.attr("training_mode"); ok && a.Int != 0 {
+		im.problem(n, "BatchNormalization in training mode is not supported")
+	}
+	used := false
+	for k := 1; k < len(n.out); k++ {
+		used = used || n.out[k] != "" && consumed[n.out[k]] > 0
+	}
+	if used {
+		im.problem(n, "BatchNormalization training outputs (running or saved mean and var) are not supported")
+	} else {
+		n.out = n.out[:min(len(n.out), 1)]
+	}
+}
+
+// legacyClip turns Clip-6's min and max attributes into inputs.
+func (im *importer) legacyClip(n *inode) {
+	mn, hasMin := n.take("min")
+	mx, hasMax := n.take("max")
+	if hasMin {
+		n.setInput(1, im.likeInput(n, n.name+"_min", mn.Float))
+	}
+	if hasMax {
+		n.setInput(2, im.likeInput(n, n.name+"_max", mx.Float))
+	}
+}
+
+// legacyPad turns the pads (Pad-1: paddings) and value attributes of
+// Pad-2 into inputs.
+func (im *importer) legacyPad(n *inode) {
+	a, ok := n.take("pads")
+	if !ok {
+		a, ok = n.take("paddings") // Pad-1
+	}
+	if ok {
+		n.setInput(1, im.constant(n.name+"_pads", i64Tensor(a.Ints, false)))
+	}
+	if val, ok := n.take("value"); ok && val.Float != 0 {
+		n.setInput(2, im.likeInput(n, n.name+"_value", val.Float))
+	}
 }
 
 // likeInput returns the name of a scalar constant with value v and the
