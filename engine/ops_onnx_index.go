@@ -125,12 +125,19 @@ func scatterFn(c *nodeCtx) (rt.ScatterFn, error) {
 	}
 }
 
-func lowerScatterElements(c *nodeCtx) error {
-	x, idx, upd := c.in[0], c.in[1], c.in[2]
+// scatterInputs returns the data, indices and updates of a scatter node
+// and its reduction, checking the indices' dtype.
+func scatterInputs(c *nodeCtx) (x, idx, upd *tensor, fn rt.ScatterFn, err error) {
+	x, idx, upd = c.in[0], c.in[1], c.in[2]
 	if err := needIndex(c, idx); err != nil {
-		return err
+		return nil, nil, nil, 0, err
 	}
-	fn, err := scatterFn(c)
+	fn, err = scatterFn(c)
+	return x, idx, upd, fn, err
+}
+
+func lowerScatterElements(c *nodeCtx) error {
+	x, idx, upd, fn, err := scatterInputs(c)
 	if err != nil {
 		return err
 	}
@@ -175,11 +182,7 @@ func (c *nodeCtx) flatIndex(idx *tensor, k, q int, dims []int) *tensor {
 }
 
 func lowerScatterND(c *nodeCtx) error {
-	x, idx, upd := c.in[0], c.in[1], c.in[2]
-	if err := needIndex(c, idx); err != nil {
-		return err
-	}
-	fn, err := scatterFn(c)
+	x, idx, upd, fn, err := scatterInputs(c)
 	if err != nil {
 		return err
 	}

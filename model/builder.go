@@ -301,6 +301,15 @@ func (b *Builder) nodeOutput(verb, name string) *Tensor {
 	return t
 }
 
+// convertSlice converts each element of v to U.
+func convertSlice[U, T int | int32 | int64 | float32 | float64](v []T) []U {
+	out := make([]U, len(v))
+	for i, x := range v {
+		out[i] = U(x)
+	}
+	return out
+}
+
 func (b *Builder) nodeName(op string) string {
 	for {
 		name := op + "_" + strconv.Itoa(b.auto)
@@ -362,22 +371,13 @@ func toAttr(name string, v any) (Attr, error) {
 	case string:
 		a.Kind, a.Str = AttrString, v
 	case []int:
-		a.Kind, a.Ints = AttrInts, make([]int64, len(v))
-		for i, x := range v {
-			a.Ints[i] = int64(x)
-		}
+		a.Kind, a.Ints = AttrInts, convertSlice[int64](v)
 	case []int32:
-		a.Kind, a.Ints = AttrInts, make([]int64, len(v))
-		for i, x := range v {
-			a.Ints[i] = int64(x)
-		}
+		a.Kind, a.Ints = AttrInts, convertSlice[int64](v)
 	case []int64:
 		a.Kind, a.Ints = AttrInts, slices.Clone(v)
 	case []float32:
-		a.Kind, a.Floats = AttrFloats, make([]float64, len(v))
-		for i, x := range v {
-			a.Floats[i] = float64(x)
-		}
+		a.Kind, a.Floats = AttrFloats, convertSlice[float64](v)
 	case []float64:
 		a.Kind, a.Floats = AttrFloats, slices.Clone(v)
 	case []string:

@@ -497,12 +497,18 @@ func Write(w io.Writer, t *rt.Tensor) error {
 
 // WriteFile writes t to the file at path, creating or truncating it.
 func WriteFile(path string, t *rt.Tensor) error {
+	return writeFile(path, func(w io.Writer) error { return Write(w, t) })
+}
+
+// writeFile creates or truncates the file at path and writes it through a
+// buffer with write.
+func writeFile(path string, write func(w io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	bw := bufio.NewWriterSize(f, 1<<16)
-	if err := Write(bw, t); err != nil {
+	if err := write(bw); err != nil {
 		f.Close()
 		return err
 	}

@@ -2,7 +2,6 @@ package npy
 
 import (
 	"archive/zip"
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -114,18 +113,5 @@ func WriteNPZ(w io.Writer, arrays map[string]*rt.Tensor, compress bool) error {
 
 // WriteNPZFile writes arrays to the file at path; see WriteNPZ.
 func WriteNPZFile(path string, arrays map[string]*rt.Tensor, compress bool) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriterSize(f, 1<<16)
-	if err := WriteNPZ(bw, arrays, compress); err != nil {
-		f.Close()
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeFile(path, func(w io.Writer) error { return WriteNPZ(w, arrays, compress) })
 }
