@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sort"
 	"testing"
 
 	_ "github.com/vrun-go/vrun/clshim"
@@ -69,7 +70,7 @@ func BenchmarkMLPBackprop(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					opts := engine.TrainOptions{Loss: "loss"}
+					opts := engine.TrainOptions{Loss: "loss", Profile: os.Getenv("VRUN_BENCH_PROFILE") != ""}
 					if mode == "sgd" {
 						opts.Optimizer = &engine.Optimizer{Kind: engine.SGD, LR: 1e-4}
 					}
@@ -99,6 +100,9 @@ func BenchmarkMLPBackprop(b *testing.B) {
 						}
 					}
 					b.StopTimer()
+					if opts.Profile {
+						logProfile(b, tr.Profile())
+					}
 					// Forward 2·B·(in·hid + hid·out), backward twice that
 					// less the input gradient (B·in·hid·2).
 					bs, i, h, o := float64(s[0]), float64(s[1]), float64(s[2]), float64(s[3])
@@ -107,5 +111,19 @@ func BenchmarkMLPBackprop(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// logProfile logs the slowest ops of a profiled step
+// ($VRUN_BENCH_PROFILE=1).
+func logProfile(b *testing.B, prof []engine.OpTime) {
+	sort.Slice(prof, func(i, j int) bool { return prof[i].Time > prof[j].Time })
+	var total float64
+	for _, p := range prof {
+		total += p.Time.Seconds()
+	}
+	b.Logf("profile: %d ops, %.3f ms of device time", len(prof), total*1e3)
+	for _, p := range prof[:min(12, len(prof))] {
+		b.Logf("  %8.3f ms  %-28s %s", p.Time.Seconds()*1e3, p.Op, p.Node)
 	}
 }
