@@ -163,6 +163,8 @@ var names = []string{
 	"normalize_f16",         // normalize.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"normalize_f32",         // normalize.comp X_DT=1 Y_DT=1
 	"normalize_f64",         // normalize.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"optim_f32",             // optim.comp X_DT=1 Y_DT=1
+	"optim_f64",             // optim.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"pool_f16",              // pool.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"pool_f32",              // pool.comp X_DT=1 Y_DT=1
 	"pool_f64",              // pool.comp X_DT=3 Y_DT=3 CT_DOUBLE=1

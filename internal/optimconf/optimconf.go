@@ -115,12 +115,26 @@ func Tol(dt rt.DType) (rtol, atol float64) {
 
 // Run checks d's OptimStep on every case, size and dtype. A dtype the
 // device does not support (an *rt.UnsupportedError from Supports) is
-// skipped with the reason.
+// skipped with the reason. f16, which no backend implements, must be
+// reported unsupported.
 func Run(t *testing.T, d rt.Device) {
 	m, err := Load()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("f16", func(t *testing.T) {
+		buf, err := d.Alloc(256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer buf.Free()
+		v := func(n int) rt.Ref { return rt.Ref{Buf: buf, DType: rt.F16, Shape: []int{n}} }
+		op := &rt.OptimStep{Fn: rt.OptimSGD, P: v(4), G: v(4), H: v(rt.OptimHyperLen), N: 4}
+		var ue *rt.UnsupportedError
+		if err := d.Supports(op); !errors.As(err, &ue) {
+			t.Errorf("Supports(f16 OptimStep) = %v, want an *rt.UnsupportedError", err)
+		}
+	})
 	for _, dt := range []rt.DType{rt.F32, rt.F64} {
 		t.Run(dt.String(), func(t *testing.T) {
 			arr, err := LoadArrays(dt)

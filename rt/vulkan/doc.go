@@ -76,8 +76,8 @@
 //  2. Add its variants to variants() in shaders/gen/main.go and run
 //     `go generate ./shaders` (needs glslc).
 //  3. Lower the op in its family's file (elementwise.go, reduce.go,
-//     matmul.go, conv.go, pool.go or indexed.go) and add it to lowerOp in
-//     lower.go: check dtypes (needDType), bind operands with
+//     matmul.go, conv.go, pool.go, indexed.go or optim.go) and add it to
+//     lowerOp in lower.go: check dtypes (needDType), bind operands with
 //     bindElems/bindRef (which also give the byte spans used for barrier
 //     tracking), pack the push words in the shader's order and append a
 //     dispatch.

@@ -12,8 +12,8 @@ import (
 
 // This file lowers rt ops to dispatches: lower hands each op to its
 // family's file (elementwise.go, reduce.go, matmul.go, conv.go, pool.go,
-// indexed.go), which picks the shader variant, binds each operand's byte
-// range, and packs push constants.
+// indexed.go, optim.go), which picks the shader variant, binds each
+// operand's byte range, and packs push constants.
 
 const wgSize = 256 // workgroup size of 1-D kernels (spec constant 0)
 
@@ -262,6 +262,8 @@ func (d *device) lowerOp(op rt.Op, probe bool) ([]dispatch, error) {
 		l.scatterElements(o)
 	case *rt.TopK:
 		l.topK(o)
+	case *rt.OptimStep:
+		l.optim(o)
 	default:
 		return nil, &rt.UnsupportedError{Backend: backendName, Op: op.OpName(), DType: rt.OpDType(op), Reason: fmt.Sprintf("unknown op type %T", op)}
 	}

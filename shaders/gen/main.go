@@ -175,6 +175,10 @@ func variants() []variant {
 		add("convt_"+n, "convt.comp", base...)
 		add("pool_"+n, "pool.comp", base...)
 	}
+	for _, n := range []string{"f32", "f64"} { // rt.OptimStep: no f16
+		x := dt(n)
+		add("optim_"+n, "optim.comp", slot("X", x), slot("Y", x), needs(x), floatCT(x))
+	}
 	for _, x := range dtypes {
 		add("scatter_"+x.name, "scatter.comp", slot("X", x), slot("Y", x), needs(x))
 	}
