@@ -268,8 +268,9 @@ func (d *device) Close() error {
 
 // ---- programs ----
 
-// enumHeader defines the U_*, B_*, R_* and S_* constants from rt's enums, so
-// the kernels' function codes always match.
+// enumHeader defines the U_*, B_*, R_* and S_* constants from rt's enums,
+// and OptimStep's OPT_* rules, H slots and flag bits, so the kernels'
+// codes always match.
 var enumHeader = func() string {
 	var b strings.Builder
 	for i := 0; i < rt.NumUnaryFns; i++ {
@@ -283,6 +284,17 @@ var enumHeader = func() string {
 	}
 	for f := rt.ScatterSet; f <= rt.ScatterMin; f++ {
 		fmt.Fprintf(&b, "#define S_%s %d\n", f, f)
+	}
+	for i := 0; i < rt.NumOptimFns; i++ {
+		fmt.Fprintf(&b, "#define OPT_%s %d\n", rt.OptimFn(i), i)
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"H_LR", rt.OptimLR}, {"H_FIRST", rt.OptimFirst}, {"H_STEPSIZE", rt.OptimStepSize}, {"H_BC2SQRT", rt.OptimBC2Sqrt},
+		{"H_DECAY", rt.OptimDecay}, {"F_SCALE", rt.OptimFlagScale}, {"F_WD", rt.OptimFlagWD}, {"F_MOMENTUM", rt.OptimFlagMomentum},
+		{"F_NESTEROV", rt.OptimFlagNesterov}, {"F_DECOUPLED", rt.OptimFlagDecoupled}, {"F_CENTERED", rt.OptimFlagCentered}} {
+		fmt.Fprintf(&b, "#define OPT_%s %d\n", c.name, c.v)
 	}
 	return b.String()
 }()

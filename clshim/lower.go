@@ -171,7 +171,7 @@ func (d *device) finishND(a *args, gws, lws [3]int) (*launchSpec, error) {
 
 // lower validates op and turns it into its kernel with its arguments set:
 // it hands the op to its family's file (elementwise.go, reduce.go,
-// matmul.go, conv.go, pool.go, indexed.go).
+// matmul.go, conv.go, pool.go, indexed.go, optim.go).
 func (d *device) lower(op rt.Op) (*launchSpec, error) {
 	if err := d.validate(op); err != nil {
 		return nil, err
@@ -207,6 +207,8 @@ func (d *device) lower(op rt.Op) (*launchSpec, error) {
 		return d.lowerScatterElements(o)
 	case *rt.TopK:
 		return d.lowerTopK(o)
+	case *rt.OptimStep:
+		return d.lowerOptim(o)
 	}
 	return nil, unsupported(op, rt.OpDType(op), "unknown op")
 }
