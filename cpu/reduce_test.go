@@ -223,36 +223,3 @@ func TestSoftmaxNormalize(t *testing.T) {
 		}
 	}
 }
-
-func TestGather(t *testing.T) {
-	e := newEnv(t)
-	rng := rand.New(rand.NewPCG(15, 16))
-	O, A, I := 3, 7, 5
-	idx := []float64{0, 6, -1, -7, 7, -8, 3, 3}
-	for _, dt := range allDTypes {
-		for _, it := range []rt.DType{rt.I32, rt.I64} {
-			xv := castVals(dt, randVals(rng, O*A*I, -9, 9))
-			xr, ir := e.region(dt, O*A*I, xv), e.region(it, len(idx), idx)
-			yr := e.region(dt, O*len(idx)*I, nil)
-			e.run(&rt.Gather{X: xr.ref(O, A, I), Idx: ir.ref(len(idx)), Y: yr.ref(O, len(idx), I), Outer: O, Axis: A, Inner: I})
-			got := e.values(yr)
-			for o := 0; o < O; o++ {
-				for j, k := range idx {
-					kk := int(k)
-					if kk < 0 {
-						kk += A
-					}
-					for i := 0; i < I; i++ {
-						w := 0.0
-						if kk >= 0 && kk < A {
-							w = xv[(o*A+kk)*I+i]
-						}
-						if g := got[(o*len(idx)+j)*I+i]; g != w {
-							t.Fatalf("%s/%s gather [%d,%d,%d] = %v, want %v", dt, it, o, j, i, g, w)
-						}
-					}
-				}
-			}
-		}
-	}
-}

@@ -174,3 +174,161 @@ func BenchmarkConv(b *testing.B) {
 		}
 	}
 }
+
+func convRef(x, w, bias []float64, N, C, H, W, K, OH, OW, KH, KW, sh, sw, pt, pl, dh, dw, G int) ([]float64, []float64) {
+	y := make([]float64, N*K*OH*OW)
+	ab := make([]float64, len(y))
+	cg, kg := C/G, K/G
+	for n := 0; n < N; n++ {
+		for k := 0; k < K; k++ {
+			g := k / kg
+			for oh := 0; oh < OH; oh++ {
+				for ow := 0; ow < OW; ow++ {
+					s, sa := 0.0, 0.0
+					if bias != nil {
+						s, sa = bias[k], math.Abs(bias[k])
+					}
+					for c := 0; c < cg; c++ {
+						for kh := 0; kh < KH; kh++ {
+							ih := oh*sh - pt + kh*dh
+							if ih < 0 || ih >= H {
+								continue
+							}
+							for kw := 0; kw < KW; kw++ {
+								iw := ow*sw - pl + kw*dw
+								if iw < 0 || iw >= W {
+									continue
+								}
+								p := x[((n*C+g*cg+c)*H+ih)*W+iw] * w[((k*cg+c)*KH+kh)*KW+kw]
+								s += p
+								sa += math.Abs(p)
+							}
+						}
+					}
+					i := ((n*K+k)*OH+oh)*OW + ow
+					y[i], ab[i] = s, sa
+				}
+			}
+		}
+	}
+	return y, ab
+}
+
+func convTol(dt rt.DType) float64 {
+	switch dt {
+	case rt.F16:
+		return 2e-3
+	case rt.F64:
+		return 1e-12
+	}
+	return 1e-4
+}
+
+func TestConv(t *testing.T) {
+	d := testDevice(t)
+	r := rand.New(rand.NewSource(10))
+	type cc struct{ N, C, H, W, K, KH, KW, sh, sw, pt, pl, pb, pr, dh, dw, G int }
+	cases := []cc{
+		{1, 3, 7, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+		{2, 4, 13, 11, 6, 3, 2, 2, 1, 0, 1, 2, 0, 2, 1, 2},
+		{1, 6, 9, 9, 6, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 6},  // depthwise
+		{1, 5, 1, 33, 7, 1, 5, 1, 3, 0, 2, 0, 2, 1, 1, 1}, // 1-D
+	}
+	for _, dt := range floatDTypes {
+		for _, c := range cases {
+			OH := (c.H+c.pt+c.pb-c.dh*(c.KH-1)-1)/c.sh + 1
+			OW := (c.W+c.pl+c.pr-c.dw*(c.KW-1)-1)/c.sw + 1
+			x := randVals(r, dt, c.N*c.C*c.H*c.W, -1, 1)
+			w := randVals(r, dt, c.K*(c.C/c.G)*c.KH*c.KW, -1, 1)
+			bias := randVals(r, dt, c.K, -1, 1)
+			yb := newBuf(t, d, dt, c.N*c.K*OH*OW, nil)
+			op := &rt.Conv{X: newBuf(t, d, dt, len(x), x).ref([]int{len(x)}, nil), W: newBuf(t, d, dt, len(w), w).ref([]int{len(w)}, nil),
+				Bias: newBuf(t, d, dt, c.K, bias).ref([]int{c.K}, nil), Y: yb.ref([]int{c.N * c.K * OH * OW}, nil),
+				N: c.N, C: c.C, H: c.H, Width: c.W, K: c.K, OH: OH, OW: OW, KH: c.KH, KW: c.KW, StrideH: c.sh, StrideW: c.sw,
+				PadT: c.pt, PadL: c.pl, DilH: c.dh, DilW: c.dw, Groups: c.G, Act: rt.Activation{Fn: rt.LeakyRelu, Alpha: 0.1}}
+			if !supported(t, d, op) {
+				continue
+			}
+			backendtest.Run(t, d, op)
+			got := yb.read(t, d)
+			want, ab := convRef(x, w, bias, c.N, c.C, c.H, c.W, c.K, OH, OW, c.KH, c.KW, c.sh, c.sw, c.pt, c.pl, c.dh, c.dw, c.G)
+			for i := range want {
+				want[i] = rt.LeakyRelu.Apply(want[i], 0.1, 0)
+				if math.Abs(got[i]-want[i]) > convTol(dt)*(ab[i]+1) {
+					t.Fatalf("conv %s %+v: [%d] = %v, want %v", dt, c, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+func TestConvTranspose(t *testing.T) {
+	d := testDevice(t)
+	r := rand.New(rand.NewSource(11))
+	type cc struct{ N, C, H, W, K, KH, KW, sh, sw, pt, pl, dh, dw, G, oph, opw int }
+	cases := []cc{
+		{1, 3, 5, 7, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},
+		{2, 4, 3, 3, 6, 2, 3, 1, 2, 0, 1, 2, 1, 2, 0, 1},
+	}
+	for _, dt := range floatDTypes {
+		for _, c := range cases {
+			OH := (c.H-1)*c.sh - 2*c.pt + c.dh*(c.KH-1) + c.oph + 1
+			OW := (c.W-1)*c.sw - 2*c.pl + c.dw*(c.KW-1) + c.opw + 1
+			x := randVals(r, dt, c.N*c.C*c.H*c.W, -1, 1)
+			w := randVals(r, dt, c.C*(c.K/c.G)*c.KH*c.KW, -1, 1)
+			bias := randVals(r, dt, c.K, -1, 1)
+			yb := newBuf(t, d, dt, c.N*c.K*OH*OW, nil)
+			op := &rt.ConvTranspose{X: newBuf(t, d, dt, len(x), x).ref([]int{len(x)}, nil), W: newBuf(t, d, dt, len(w), w).ref([]int{len(w)}, nil),
+				Bias: newBuf(t, d, dt, c.K, bias).ref([]int{c.K}, nil), Y: yb.ref([]int{c.N * c.K * OH * OW}, nil),
+				N: c.N, C: c.C, H: c.H, Width: c.W, K: c.K, OH: OH, OW: OW, KH: c.KH, KW: c.KW, StrideH: c.sh, StrideW: c.sw,
+				PadT: c.pt, PadL: c.pl, DilH: c.dh, DilW: c.dw, Groups: c.G}
+			if !supported(t, d, op) {
+				continue
+			}
+			backendtest.Run(t, d, op)
+			got := yb.read(t, d)
+			// scatter reference
+			want := make([]float64, len(got))
+			ab := make([]float64, len(got))
+			cg, kg := c.C/c.G, c.K/c.G
+			for n := 0; n < c.N; n++ {
+				for k := 0; k < c.K; k++ {
+					for i := 0; i < OH*OW; i++ {
+						want[(n*c.K+k)*OH*OW+i] = bias[k]
+						ab[(n*c.K+k)*OH*OW+i] = math.Abs(bias[k])
+					}
+				}
+				for ci := 0; ci < c.C; ci++ {
+					g := ci / cg
+					for kk := 0; kk < kg; kk++ {
+						k := g*kg + kk
+						for ih := 0; ih < c.H; ih++ {
+							for iw := 0; iw < c.W; iw++ {
+								for kh := 0; kh < c.KH; kh++ {
+									oh := ih*c.sh - c.pt + kh*c.dh
+									if oh < 0 || oh >= OH {
+										continue
+									}
+									for kw := 0; kw < c.KW; kw++ {
+										ow := iw*c.sw - c.pl + kw*c.dw
+										if ow < 0 || ow >= OW {
+											continue
+										}
+										p := x[((n*c.C+ci)*c.H+ih)*c.W+iw] * w[((ci*kg+kk)*c.KH+kh)*c.KW+kw]
+										want[((n*c.K+k)*OH+oh)*OW+ow] += p
+										ab[((n*c.K+k)*OH+oh)*OW+ow] += math.Abs(p)
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+			for i := range want {
+				if math.Abs(got[i]-want[i]) > convTol(dt)*(ab[i]+1) {
+					t.Fatalf("convT %s %+v: [%d] = %v, want %v", dt, c, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

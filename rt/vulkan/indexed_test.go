@@ -238,3 +238,39 @@ func TestTopK(t *testing.T) {
 		}
 	}
 }
+
+func TestGather(t *testing.T) {
+	d := testDevice(t)
+	r := rand.New(rand.NewSource(8))
+	for _, dt := range allDTypes {
+		for _, it := range []rt.DType{rt.I32, rt.I64} {
+			outer, axis, inner := 3, 7, 5
+			xs := randVals(r, dt, outer*axis*inner, -9, 9)
+			idx := []float64{0, 6, -1, 3, -7, 2, 7, -8, 1}
+			xb := newBuf(t, d, dt, len(xs), xs)
+			ib := newBuf(t, d, it, len(idx), idx)
+			yb := newBuf(t, d, dt, outer*len(idx)*inner, nil)
+			op := &rt.Gather{X: xb.ref([]int{len(xs)}, nil), Idx: ib.ref([]int{len(idx)}, nil), Y: yb.ref([]int{outer * len(idx) * inner}, nil), Outer: outer, Axis: axis, Inner: inner}
+			if !supported(t, d, op) {
+				continue
+			}
+			backendtest.Run(t, d, op)
+			got := yb.read(t, d)
+			want := make([]float64, len(got))
+			for o := 0; o < outer; o++ {
+				for j, k := range idx {
+					kk := int(k)
+					if kk < 0 {
+						kk += axis
+					}
+					for i := 0; i < inner; i++ {
+						if kk >= 0 && kk < axis {
+							want[(o*len(idx)+j)*inner+i] = xs[(o*axis+kk)*inner+i]
+						}
+					}
+				}
+			}
+			compare(t, "gather "+dt.String()+" idx "+it.String(), got, want, 0)
+		}
+	}
+}

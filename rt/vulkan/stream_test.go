@@ -250,3 +250,15 @@ func benchOp(b *testing.B, d rt.Device, op rt.Op, flop, bytes float64) {
 func itoa(n int) string {
 	return string(rune('0'+n/1000%10)) + string(rune('0'+n/100%10)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
 }
+
+func TestDevices(t *testing.T) {
+	d := testDevice(t)
+	info := d.Info()
+	if info.Backend != "vulkan" || info.Name == "" || info.Memory <= 0 || len(info.Details) == 0 {
+		t.Fatalf("bad info %+v", info)
+	}
+	t.Logf("%s (%s) %s mem=%d fp16=%v fp64=%v unified=%v", info.Spec(), info.Kind, info.Name, info.Memory, info.FP16, info.FP64, info.Unified)
+	for _, kv := range info.Details {
+		t.Logf("  %s: %s", kv[0], kv[1])
+	}
+}

@@ -265,3 +265,97 @@ func TestPickCoopN(t *testing.T) {
 		}
 	}
 }
+
+type mmCase struct {
+	b, m, n, k     int
+	ta, tb, bias   bool
+	act            rt.UnaryFn
+	strideA, bcast bool
+}
+
+func TestMatMul(t *testing.T) {
+	d := testDevice(t)
+	r := rand.New(rand.NewSource(9))
+	cases := []mmCase{
+		{1, 1, 1, 1, false, false, false, 0, false, false},
+		{1, 7, 33, 65, false, false, true, rt.Relu, false, false},
+		{2, 65, 127, 33, true, false, false, 0, false, false},
+		{3, 33, 65, 7, false, true, true, rt.Gelu, false, true},
+		{1, 130, 129, 70, true, true, true, rt.Tanh, false, false},
+		{1, 1, 127, 300, false, false, false, 0, false, false}, // gemv M=1
+		{2, 129, 1, 257, false, true, true, 0, false, false},   // gemv N=1
+		{1, 200, 150, 1, false, false, false, 0, false, false},
+	}
+	for _, dt := range floatDTypes {
+		for _, c := range cases {
+			sa, sb, sy := c.m*c.k, c.k*c.n, c.m*c.n
+			if c.bcast {
+				sb = 0
+			}
+			na, nb, ny := (c.b-1)*sa+c.m*c.k, (c.b-1)*sb+c.k*c.n, (c.b-1)*sy+c.m*c.n
+			a := randVals(r, dt, na, -1, 1)
+			bv := randVals(r, dt, nb, -1, 1)
+			bias := randVals(r, dt, c.n, -1, 1)
+			ab, bb, yb := newBuf(t, d, dt, na, a), newBuf(t, d, dt, nb, bv), newBuf(t, d, dt, ny, nil)
+			op := &rt.MatMul{A: ab.ref([]int{na}, nil), B: bb.ref([]int{nb}, nil), Y: yb.ref([]int{ny}, nil),
+				Batch: c.b, M: c.m, N: c.n, K: c.k, TransA: c.ta, TransB: c.tb, StrideA: sa, StrideB: sb, StrideY: sy,
+				Alpha: 0.75, Beta: 1.5, Act: rt.Activation{Fn: c.act}}
+			if c.bias {
+				op.Bias = newBuf(t, d, dt, c.n, bias).ref([]int{c.m, c.n}, []int{0, 1})
+			}
+			if !supported(t, d, op) {
+				continue
+			}
+			backendtest.Run(t, d, op)
+			got := yb.read(t, d)
+			want := make([]float64, ny)
+			tols := make([]float64, ny)
+			for b := 0; b < c.b; b++ {
+				for i := 0; i < c.m; i++ {
+					for j := 0; j < c.n; j++ {
+						s, sabs := 0.0, 0.0
+						for k := 0; k < c.k; k++ {
+							var x, y float64
+							if c.ta {
+								x = a[b*sa+k*c.m+i]
+							} else {
+								x = a[b*sa+i*c.k+k]
+							}
+							if c.tb {
+								y = bv[b*sb+j*c.k+k]
+							} else {
+								y = bv[b*sb+k*c.n+j]
+							}
+							s += x * y
+							sabs += math.Abs(x * y)
+						}
+						v := 0.75 * s
+						if c.bias {
+							v += 1.5 * bias[j]
+							sabs += 1.5 * math.Abs(bias[j])
+						}
+						v = c.act.Apply(v, 0, 0)
+						want[b*sy+i*c.n+j] = v
+						tols[b*sy+i*c.n+j] = sabs + 1
+					}
+				}
+			}
+			tol := 1e-4
+			switch dt {
+			case rt.F16:
+				tol = 2e-3
+			case rt.F64:
+				tol = 1e-12
+			}
+			bad := 0
+			for i := range want {
+				if math.Abs(got[i]-want[i]) > tol*tols[i] {
+					if bad < 3 {
+						t.Errorf("matmul %s %+v: [%d] = %v, want %v", dt, c, i, got[i], want[i])
+					}
+					bad++
+				}
+			}
+		}
+	}
+}

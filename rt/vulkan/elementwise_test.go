@@ -11,18 +11,6 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-func TestDevices(t *testing.T) {
-	d := testDevice(t)
-	info := d.Info()
-	if info.Backend != "vulkan" || info.Name == "" || info.Memory <= 0 || len(info.Details) == 0 {
-		t.Fatalf("bad info %+v", info)
-	}
-	t.Logf("%s (%s) %s mem=%d fp16=%v fp64=%v unified=%v", info.Spec(), info.Kind, info.Name, info.Memory, info.FP16, info.FP64, info.Unified)
-	for _, kv := range info.Details {
-		t.Logf("  %s: %s", kv[0], kv[1])
-	}
-}
-
 var allDTypes = []rt.DType{rt.F32, rt.F16, rt.F64, rt.I32, rt.I64, rt.U8, rt.Bool, rt.I8}
 var floatDTypes = []rt.DType{rt.F32, rt.F16, rt.F64}
 

@@ -1,0 +1,147 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+type convCase struct {
+	n, c, h, w, k, kh, kw  int
+	sh, sw, pt, pl, pb, pr int
+	dh, dw, g              int
+	bias                   bool
+	act                    rt.Activation
+}
+
+func (c convCase) out() (int, int) {
+	oh := (c.h+c.pt+c.pb-c.dh*(c.kh-1)-1)/c.sh + 1
+	ow := (c.w+c.pl+c.pr-c.dw*(c.kw-1)-1)/c.sw + 1
+	return oh, ow
+}
+
+var convCases = []convCase{
+	{n: 1, c: 3, h: 7, w: 9, k: 4, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true},
+	{n: 2, c: 4, h: 11, w: 8, k: 6, kh: 3, kw: 2, sh: 2, sw: 1, pt: 2, pl: 0, pb: 1, pr: 1, dh: 1, dw: 2, g: 2, act: rt.Activation{Fn: rt.Relu}},
+	{n: 1, c: 6, h: 9, w: 10, k: 6, kh: 3, kw: 3, sh: 2, sw: 2, pt: 1, pl: 1, pb: 0, pr: 1, dh: 1, dw: 1, g: 6, bias: true},                             // depthwise
+	{n: 2, c: 4, h: 8, w: 7, k: 8, kh: 5, kw: 3, sh: 1, sw: 3, pt: 3, pl: 2, pb: 2, pr: 0, dh: 2, dw: 1, g: 4, act: rt.Activation{Fn: rt.Silu}},         // depthwise x2
+	{n: 2, c: 8, h: 5, w: 6, k: 5, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Clip, Alpha: -0.5, Beta: 0.5}}, // 1x1
+	{n: 1, c: 6, h: 5, w: 6, k: 4, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 2},                                                                      // 1x1 grouped
+	{n: 1, c: 2, h: 1, w: 30, k: 3, kh: 1, kw: 5, sh: 1, sw: 2, pl: 2, pr: 2, dh: 1, dw: 3, g: 1, bias: true},                                           // 1-D
+	{n: 1, c: 16, h: 12, w: 12, k: 33, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true},
+	// Depthwise with KW == 3, StrideW == 1 (the fused-tap path).
+	{n: 2, c: 4, h: 7, w: 9, k: 8, kh: 2, kw: 3, sh: 2, sw: 1, pt: 1, pl: 2, pb: 0, pr: 1, dh: 2, dw: 2, g: 4, bias: true, act: rt.Activation{Fn: rt.Relu}},
+	{n: 1, c: 3, h: 5, w: 4, k: 3, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 3, bias: true},
+	{n: 1, c: 2, h: 3, w: 2, k: 2, kh: 3, kw: 3, sh: 1, sw: 1, pt: 2, pl: 3, pb: 2, pr: 3, dh: 1, dw: 2, g: 2}, // no interior
+	// im2col packed into GEMM panels: padding wider than the input, K
+	// beyond one block, and N-split small-M GEMMs.
+	{n: 1, c: 48, h: 9, w: 5, k: 13, kh: 3, kw: 3, sh: 1, sw: 1, pt: 4, pl: 6, pb: 2, pr: 5, dh: 2, dw: 3, g: 1, bias: true},
+	{n: 2, c: 6, h: 30, w: 20, k: 9, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 0, pb: 2, pr: 3, dh: 1, dw: 2, g: 1, bias: true, act: rt.Activation{Fn: rt.Gelu}},
+	{n: 1, c: 4, h: 40, w: 40, k: 5, kh: 3, kw: 3, sh: 2, sw: 2, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1},
+	{n: 1, c: 6, h: 23, w: 21, k: 4, kh: 2, kw: 3, sh: 1, sw: 3, pt: 0, pl: 4, pb: 1, pr: 0, dh: 2, dw: 1, g: 2, act: rt.Activation{Fn: rt.Relu}},
+}
+
+func TestConv(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(25, 26))
+	for _, dt := range []rt.DType{rt.F32, rt.F64, rt.F16} {
+		for ci, c := range convCases {
+			oh, ow := c.out()
+			cg, kg := c.c/c.g, c.k/c.g
+			nx, nw, ny := c.n*c.c*c.h*c.w, c.k*cg*c.kh*c.kw, c.n*c.k*oh*ow
+			xv, wv := stored(dt, randVals(rng, nx, -1, 1)), stored(dt, randVals(rng, nw, -1, 1))
+			bv := stored(dt, randVals(rng, c.k, -1, 1))
+			xr, wr, yr := e.region(dt, nx, xv), e.region(dt, nw, wv), e.region(dt, ny, nil)
+			op := &rt.Conv{X: xr.ref(nx), W: wr.ref(nw), Y: yr.ref(ny), N: c.n, C: c.c, H: c.h, Width: c.w, K: c.k, OH: oh, OW: ow,
+				KH: c.kh, KW: c.kw, StrideH: c.sh, StrideW: c.sw, PadT: c.pt, PadL: c.pl, DilH: c.dh, DilW: c.dw, Groups: c.g, Act: c.act}
+			if c.bias {
+				op.Bias = e.region(dt, c.k, bv).ref(c.k)
+			}
+			e.run(op)
+			want, scale := make([]float64, ny), make([]float64, ny)
+			for n := 0; n < c.n; n++ {
+				for k := 0; k < c.k; k++ {
+					g := k / kg
+					for y := 0; y < oh; y++ {
+						for x := 0; x < ow; x++ {
+							s, sc := 0.0, 0.0
+							if c.bias {
+								s, sc = bv[k], math.Abs(bv[k])
+							}
+							for ch := 0; ch < cg; ch++ {
+								for i := 0; i < c.kh; i++ {
+									for j := 0; j < c.kw; j++ {
+										ih, iw := y*c.sh-c.pt+i*c.dh, x*c.sw-c.pl+j*c.dw
+										if ih < 0 || ih >= c.h || iw < 0 || iw >= c.w {
+											continue
+										}
+										p := xv[((n*c.c+g*cg+ch)*c.h+ih)*c.w+iw] * wv[((k*cg+ch)*c.kh+i)*c.kw+j]
+										s += p
+										sc += math.Abs(p)
+									}
+								}
+							}
+							q := ((n*c.k+k)*oh+y)*ow + x
+							want[q] = c.act.Fn.Apply(s, c.act.Alpha, c.act.Beta)
+							scale[q] = math.Max(sc, 1e-3)
+						}
+					}
+				}
+			}
+			tol := map[rt.DType]float64{rt.F32: 1e-4, rt.F64: 1e-12, rt.F16: 2e-3}[dt]
+			checkVals(t, fmt.Sprintf("conv %s #%d", dt, ci), e.values(yr), stored(dt, want), tol, func(i int) float64 { return scale[i] })
+			if dt == rt.F32 && ci < 4 {
+				testConvTranspose(t, e, c, rng)
+			}
+		}
+	}
+}
+
+func testConvTranspose(t *testing.T, e *env, c convCase, rng *rand.Rand) {
+	// The transpose of the forward conv c: input has c's output shape.
+	dt := rt.F32
+	H, W := c.out()
+	C, K := c.k, c.c // X channels, Y channels
+	OH, OW := c.h, c.w
+	cg, kg := C/c.g, K/c.g
+	nx, nw, ny := c.n*C*H*W, C*kg*c.kh*c.kw, c.n*K*OH*OW
+	xv, wv, bv := stored(dt, randVals(rng, nx, -1, 1)), stored(dt, randVals(rng, nw, -1, 1)), stored(dt, randVals(rng, K, -1, 1))
+	xr, wr, yr := e.region(dt, nx, xv), e.region(dt, nw, wv), e.region(dt, ny, nil)
+	op := &rt.ConvTranspose{X: xr.ref(nx), W: wr.ref(nw), Y: yr.ref(ny), N: c.n, C: C, H: H, Width: W, K: K, OH: OH, OW: OW,
+		KH: c.kh, KW: c.kw, StrideH: c.sh, StrideW: c.sw, PadT: c.pt, PadL: c.pl, DilH: c.dh, DilW: c.dw, Groups: c.g, Bias: e.region(dt, K, bv).ref(K)}
+	e.run(op)
+	want, scale := make([]float64, ny), make([]float64, ny)
+	for n := 0; n < c.n; n++ {
+		for k := 0; k < K; k++ {
+			for p := 0; p < OH*OW; p++ {
+				want[(n*K+k)*OH*OW+p] = bv[k]
+				scale[(n*K+k)*OH*OW+p] = math.Abs(bv[k]) + 1e-3
+			}
+		}
+		for ch := 0; ch < C; ch++ {
+			g := ch / cg
+			for ih := 0; ih < H; ih++ {
+				for iw := 0; iw < W; iw++ {
+					for kk := 0; kk < kg; kk++ {
+						for i := 0; i < c.kh; i++ {
+							for j := 0; j < c.kw; j++ {
+								oh, ow := ih*c.sh-c.pt+i*c.dh, iw*c.sw-c.pl+j*c.dw
+								if oh < 0 || oh >= OH || ow < 0 || ow >= OW {
+									continue
+								}
+								pr := xv[((n*C+ch)*H+ih)*W+iw] * wv[((ch*kg+kk)*c.kh+i)*c.kw+j]
+								q := ((n*K+g*kg+kk)*OH+oh)*OW + ow
+								want[q] += pr
+								scale[q] += math.Abs(pr)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	checkVals(t, fmt.Sprintf("convT %+v", c), e.values(yr), stored(dt, want), 1e-4, func(i int) float64 { return scale[i] })
+}
