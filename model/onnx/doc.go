@@ -1,4 +1,5 @@
-// Package onnx imports ONNX models into vrun's graph IR ([model.Model]).
+// Package onnx imports ONNX models into vrun's graph IR ([model.Model]),
+// and exports that IR to ONNX opset 17.
 //
 // [Import] (bytes), [ImportFile] (a path; external data next to it) and
 // [ImportProto] (a decoded [onnxpb.ModelProto]) produce a model whose node
@@ -131,4 +132,59 @@
 // element types, training (Dropout with training_mode, BatchNormalization
 // training outputs), segmented tensors, graph outputs that are also graph
 // inputs (a vrun tensor has one role).
+//
+// # Export
+//
+// [Export] (a ModelProto), [ExportBytes] and [ExportFile] (atomic: a
+// temporary file renamed into place) write a model as ONNX opset
+// [ExportOpset] (17) with IR version [ExportIRVersion] (8, ONNX 1.12):
+// weights become initializers (raw data), inputs and outputs the graph's
+// (dynamic dims as dim_param when named), nodes keep their names and
+// attributes. A zero int or float attribute and an empty string are
+// written explicitly, for proto2 readers that test presence. Graph outputs
+// need their element type and shape, which the IR does not record:
+// ExportOptions.Outputs gives them (package export asks the engine).
+//
+// vrun's IR has the latest opset's semantics; Export writes the opset-17
+// forms:
+//
+//	Operator                  Conversion to opset 17
+//	ReduceMean ReduceMax      axes input (a weight) -> axes attribute;
+//	 ReduceMin ReduceProd     noop_with_empty_axes=1 without axes ->
+//	 ReduceL1 ReduceL2         Identity, otherwise dropped; axes computed
+//	 ReduceLogSum              at run time: unsupported
+//	 ReduceLogSumExp
+//	 ReduceSumSquare
+//	ReduceMax ReduceMin bool  Cast to int64, ReduceSum, Greater (max) or
+//	                          Not first and Equal (min) against 0
+//	Split                     num_outputs -> split input: ceil(d/n) chunks
+//	                          and the rest (constants when d is declared,
+//	                          else computed from Shape)
+//	ConstantOfShape           value input (a weight) -> value attribute
+//	Pad                       axes input -> full-rank pads (constant pads
+//	                          and axes, input of declared rank; else
+//	                          unsupported); mode wrap: unsupported
+//	Resize                    antialias=0, keep_aspect_ratio_policy=stretch
+//	                          dropped; other values, axes and
+//	                          half_pixel_symmetric: unsupported
+//	AveragePool LpPool        dilations of 1 and LpPool ceil_mode=0
+//	                          dropped; others unsupported
+//	Cast CastLike             saturate dropped (float8 only)
+//	SpaceToDepth              mode DCR dropped; CRD unsupported
+//	Gelu                      0.5·x·(1+Erf(x/√2)); tanh approximation
+//	                          0.5·x·(1+Tanh(√(2/π)·(x+0.044715·x³)))
+//	Mish Silu Swish           x·Tanh(Softplus(x)), x·Sigmoid(x),
+//	                          x·Sigmoid(alpha·x)
+//	Celu (not float)          Max(0,x) + Min(0, α·(Exp(x/α)-1))
+//	IsInf (float16)           Cast to float first
+//	ScatterElements ScatterND reduction max/min: unsupported
+//	Range (float16)           unsupported
+//	GroupNormalization        unsupported (not in opset 17 with vrun's
+//	 RMSNormalization          semantics)
+//	 Attention
+//
+// Unsupported items are returned together in an *[UnsupportedError].
+// Tests export the vendored ONNX node-test cases, import them back and
+// check their expected outputs, run the ONNX checker on every file and
+// onnxruntime on every file (internal/onnxcorpus).
 package onnx
