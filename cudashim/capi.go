@@ -356,6 +356,26 @@ func indexedPTX() (string, string, error) {
 	return embeddedIndexedPTX, "embedded", nil
 }
 
+// optimPTXOverride is the environment variable naming a PTX file that
+// replaces the embedded optim.ptx (kernel development).
+const optimPTXOverride = "VRUN_CUDA_OPTIM_PTX"
+
+// optimPTX returns the PTX of the optim module and where it came from, or
+// "" while the embedded optim.ptx is the placeholder.
+func optimPTX() (string, string, error) {
+	if p := os.Getenv(optimPTXOverride); p != "" {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "", "", fmt.Errorf("cuda: %s: %w", optimPTXOverride, err)
+		}
+		return string(b), p, nil
+	}
+	if OptimPTXIsPlaceholder() {
+		return "", "placeholder", nil
+	}
+	return embeddedOptimPTX, "embedded", nil
+}
+
 // moduleLoad JIT-compiles ptx in the current context.
 func moduleLoad(ptx string) (C.CUmodule, error) {
 	cs := C.CString(ptx)

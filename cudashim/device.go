@@ -122,6 +122,11 @@ func describe(i int, d C.CUdevice) rt.DeviceInfo {
 		ver, target := PTXVersion(embeddedIndexedPTX)
 		indexed = fmt.Sprintf("ISA %s, target %s", ver, target)
 	}
+	optim := "placeholder: OptimStep unsupported (run cudashim/kernels/build.sh --optim)"
+	if !OptimPTXIsPlaceholder() {
+		ver, target := PTXVersion(embeddedOptimPTX)
+		optim = fmt.Sprintf("ISA %s, target %s", ver, target)
+	}
 	return rt.DeviceInfo{
 		Backend: BackendName,
 		Index:   i,
@@ -140,6 +145,7 @@ func describe(i int, d C.CUdevice) rt.DeviceInfo {
 			{"tf32", tf32},
 			{"ptx", ptx},
 			{"indexed ptx", indexed},
+			{"optim ptx", optim},
 			{"cudnn", dnnDetail()},
 			{"conv", convDetail()},
 		},
@@ -215,23 +221,36 @@ const (
 	kGatherElements = numKernels + iota
 	kScatterElements
 	kTopK
+	numIndexedEnd
+)
+
+// indices of the kernels of optim.ptx, after those of indexed.ptx.
+const (
+	kOptimF = numIndexedEnd + iota
+	kOptimD
 	numAllKernels
 )
 
 // kernelNames holds the PTX entry names in kernel-index order: those of
-// kernels.ptx, then those of indexed.ptx.
+// kernels.ptx, then those of indexed.ptx, then those of optim.ptx.
 var kernelNames = func() (n [numAllKernels]string) {
-	if len(kernelEntryNames) != int(numKernels) || len(indexedEntryNames) != int(numAllKernels-numKernels) {
+	if len(kernelEntryNames) != int(numKernels) || len(indexedEntryNames) != int(numIndexedEnd-numKernels) ||
+		len(optimEntryNames) != int(numAllKernels-numIndexedEnd) {
 		panic("cudashim: kernel tables out of sync")
 	}
 	copy(n[:], kernelEntryNames)
 	copy(n[numKernels:], indexedEntryNames)
+	copy(n[numIndexedEnd:], optimEntryNames)
 	return n
 }()
 
 // indexedNotBuilt is the reason the ops of indexed.ptx are unsupported while
 // it is the placeholder.
 const indexedNotBuilt = "indexed.ptx not built; run cudashim/kernels/build.sh on a machine with nvcc"
+
+// optimNotBuilt is the reason OptimStep is unsupported while optim.ptx is
+// the placeholder.
+const optimNotBuilt = "optim.ptx not built; run cudashim/kernels/build.sh --optim on a machine with nvcc"
 
 // Device is an opened CUDA device. It implements [rt.Device].
 type Device struct {
@@ -240,11 +259,14 @@ type Device struct {
 	ctx     C.CUcontext
 	mod     C.CUmodule
 	indexed C.CUmodule // nil while indexed.ptx is the placeholder
+	optim   C.CUmodule // nil while optim.ptx is the placeholder
 	fns     [numAllKernels]C.CUfunction
 	// noIndexed, when set, is why the ops of indexed.ptx are unsupported.
 	noIndexed string
-	cublas    bool // MatMul uses cuBLAS
-	tf32      bool
+	// noOptim, when set, is why OptimStep is unsupported.
+	noOptim string
+	cublas  bool // MatMul uses cuBLAS
+	tf32    bool
 
 	mu      sync.Mutex
 	closed  bool
@@ -318,9 +340,25 @@ func openDevice(index int, cublas bool) (*Device, error) {
 		if d.indexed, err = moduleLoad(indexed); err != nil {
 			return fail(fmt.Errorf("cuda: loading indexed.ptx (%s): %w", d.info.Driver, err))
 		}
-		for i := numKernels; i < numAllKernels; i++ {
+		for i := numKernels; i < numIndexedEnd; i++ {
 			if d.fns[i], err = moduleFunction(d.indexed, kernelNames[i]); err != nil {
 				return fail(fmt.Errorf("%w (indexed.ptx is stale: rebuild it with cudashim/kernels/build.sh)", err))
+			}
+		}
+	}
+	optim, _, err := optimPTX()
+	if err != nil {
+		return fail(err)
+	}
+	if optim == "" {
+		d.noOptim = optimNotBuilt
+	} else {
+		if d.optim, err = moduleLoad(optim); err != nil {
+			return fail(fmt.Errorf("cuda: loading optim.ptx (%s): %w", d.info.Driver, err))
+		}
+		for i := numIndexedEnd; i < numAllKernels; i++ {
+			if d.fns[i], err = moduleFunction(d.optim, kernelNames[i]); err != nil {
+				return fail(fmt.Errorf("%w (optim.ptx is stale: rebuild it with cudashim/kernels/build.sh --optim)", err))
 			}
 		}
 	}
@@ -350,6 +388,10 @@ func (d *Device) release() {
 	if d.indexed != nil {
 		C.vr_cuModuleUnload(d.indexed)
 		d.indexed = nil
+	}
+	if d.optim != nil {
+		C.vr_cuModuleUnload(d.optim)
+		d.optim = nil
 	}
 	if d.mod != nil {
 		C.vr_cuModuleUnload(d.mod)

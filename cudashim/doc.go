@@ -53,6 +53,15 @@
 // CPU backend (the last Set wins) and results are deterministic; TopK
 // ranks each element against its column, stopping once the rank reaches K.
 //
+// OptimStep lives in a third module the same way: kernels/optim.cu compiles
+// to kernels/optim.ptx with its own kernels/optim.ptx.sha256 ("build.sh
+// --optim" builds only it, "build.sh --optim-placeholder" writes the
+// placeholder). While optim.ptx is the placeholder, devices open and
+// report OptimStep as *rt.UnsupportedError ("optim.ptx not built; run
+// cudashim/kernels/build.sh --optim on a machine with nvcc"), so training
+// with an optimizer fails at planning. VRUN_CUDA_OPTIM_PTX=/path/to.ptx
+// loads that file instead of the embedded optim.ptx.
+//
 // PTX emitted by nvcc 13.0 declares PTX ISA 9.0 (".version 9.0" in its
 // header; DeviceInfo.Details shows it), which the driver accepts from the
 // CUDA 13.0 driver branch (r580) on: an older driver fails to load the

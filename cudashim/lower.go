@@ -27,6 +27,9 @@ func (d *Device) Supports(op rt.Op) error {
 	if err := supports(op); err != nil {
 		return err
 	}
+	if err := d.optimSupported(op); err != nil {
+		return err
+	}
 	return d.indexedSupported(op)
 }
 
@@ -53,6 +56,9 @@ func (d *Device) validate(op rt.Op) error {
 		return err
 	}
 	if err := d.indexedSupported(op); err != nil {
+		return err
+	}
+	if err := d.optimSupported(op); err != nil {
 		return err
 	}
 	if err := rt.CheckOp(op); err != nil {
@@ -124,7 +130,7 @@ const rowsMin = 32
 
 // lower turns a validated op into launches: it hands the op to its
 // family's file (elementwise.go, reduce.go, matmul.go, conv.go, pool.go,
-// indexed.go).
+// indexed.go, optim.go).
 func (d *Device) lower(op rt.Op) ([]launch, []*Buffer, error) {
 	l := &lowering{d: d}
 	switch o := op.(type) {
@@ -158,6 +164,8 @@ func (d *Device) lower(op rt.Op) ([]launch, []*Buffer, error) {
 		l.scatterElements(o)
 	case *rt.TopK:
 		l.topK(o)
+	case *rt.OptimStep:
+		l.optim(o)
 	default:
 		return nil, nil, unsupported(op, rt.OpDType(op), "unknown op")
 	}

@@ -17,9 +17,15 @@ var embeddedPTX string
 //go:embed kernels/indexed.ptx
 var embeddedIndexedPTX string
 
-// placeholderPrefix starts the placeholder kernels.ptx or indexed.ptx that
-// build.sh --placeholder (or --indexed-placeholder) writes where nvcc is not
-// available.
+// embeddedOptimPTX is the PTX of kernels/optim.cu (OptimStep), a third
+// module built by kernels/build.sh.
+//
+//go:embed kernels/optim.ptx
+var embeddedOptimPTX string
+
+// placeholderPrefix starts the placeholder kernels.ptx, indexed.ptx or
+// optim.ptx that build.sh --placeholder (or --indexed-placeholder,
+// --optim-placeholder) writes where nvcc is not available.
 const placeholderPrefix = "// vrun placeholder"
 
 // PTXIsPlaceholder reports whether the embedded PTX is the placeholder
@@ -30,6 +36,10 @@ func PTXIsPlaceholder() bool { return strings.HasPrefix(embeddedPTX, placeholder
 // placeholder; devices then open, but report GatherElements,
 // ScatterElements and TopK as unsupported.
 func IndexedPTXIsPlaceholder() bool { return strings.HasPrefix(embeddedIndexedPTX, placeholderPrefix) }
+
+// OptimPTXIsPlaceholder reports whether the embedded optim.ptx is the
+// placeholder; devices then open, but report OptimStep as unsupported.
+func OptimPTXIsPlaceholder() bool { return strings.HasPrefix(embeddedOptimPTX, placeholderPrefix) }
 
 var ptxVersionRE = regexp.MustCompile(`(?m)^\.version\s+(\S+)`)
 var ptxTargetRE = regexp.MustCompile(`(?m)^\.target\s+(\S+)`)
@@ -60,3 +70,6 @@ var kernelEntryNames = []string{
 
 // indexedEntryNames are the entry points of indexed.ptx.
 var indexedEntryNames = []string{"gather_elements", "scatter_elements", "topk"}
+
+// optimEntryNames are the entry points of optim.ptx.
+var optimEntryNames = []string{"optim_f", "optim_d"}

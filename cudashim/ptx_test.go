@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,11 +25,16 @@ func kernelsDir() string {
 	return filepath.Join("cudashim", "kernels")
 }
 
+// ownModules are the .cu files that compile to a PTX module of their own
+// (indexed.ptx, optim.ptx); kernels.ptx is every other .cu file.
+var ownModules = []string{"indexed.cu", "optim.cu"}
+
 // sourcesHash is build.sh's hash of a module's sources: for each source
 // in byte order of their names, the name, "\n" and the bytes. The
-// sources of kernels.ptx are kernels/*.cu except indexed.cu, *.cuh and
-// build.sh; those of indexed.ptx are indexed.cu, *.cuh and build.sh.
-func sourcesHash(t *testing.T, indexed bool) string {
+// sources of kernels.ptx (cu "") are kernels/*.cu except those of
+// ownModules, *.cuh and build.sh; those of indexed.ptx (cu "indexed.cu")
+// are indexed.cu, *.cuh and build.sh, and so on.
+func sourcesHash(t *testing.T, cu string) string {
 	t.Helper()
 	var names []string
 	for _, pat := range []string{"*.cu", "*.cuh", "build.sh"} {
@@ -38,7 +44,7 @@ func sourcesHash(t *testing.T, indexed bool) string {
 		}
 		for _, f := range m {
 			n := filepath.Base(f)
-			if strings.HasSuffix(n, ".cu") && (n == "indexed.cu") != indexed {
+			if strings.HasSuffix(n, ".cu") && ((cu == "" && slices.Contains(ownModules, n)) || (cu != "" && n != cu)) {
 				continue
 			}
 			names = append(names, n)
@@ -60,18 +66,19 @@ func sourcesHash(t *testing.T, indexed bool) string {
 // TestPTXMatchesSources checks, for each PTX module, that its .sha256
 // file records the hash of the module's current sources and of the
 // embedded PTX, so the PTX cannot drift from the .cu files. It needs no
-// GPU. A placeholder module (build.sh --placeholder or
-// --indexed-placeholder, where nvcc is unavailable) skips the PTX check.
+// GPU. A placeholder module (build.sh --placeholder, --indexed-placeholder
+// or --optim-placeholder, where nvcc is unavailable) skips the PTX check.
 func TestPTXMatchesSources(t *testing.T) {
 	for _, m := range []struct {
 		file        string
-		indexed     bool
+		cu          string
 		ptx         string
 		placeholder bool
 		entries     []string
 	}{
-		{"kernels.ptx", false, embeddedPTX, PTXIsPlaceholder(), kernelEntryNames},
-		{"indexed.ptx", true, embeddedIndexedPTX, IndexedPTXIsPlaceholder(), indexedEntryNames},
+		{"kernels.ptx", "", embeddedPTX, PTXIsPlaceholder(), kernelEntryNames},
+		{"indexed.ptx", "indexed.cu", embeddedIndexedPTX, IndexedPTXIsPlaceholder(), indexedEntryNames},
+		{"optim.ptx", "optim.cu", embeddedOptimPTX, OptimPTXIsPlaceholder(), optimEntryNames},
 	} {
 		t.Run(m.file, func(t *testing.T) {
 			rec, err := os.ReadFile(filepath.Join(kernelsDir(), m.file+".sha256"))
@@ -82,7 +89,7 @@ func TestPTXMatchesSources(t *testing.T) {
 			if len(lines) != 2 {
 				t.Fatalf("%s.sha256: want 2 lines, got %q", m.file, rec)
 			}
-			got := sourcesHash(t, m.indexed)
+			got := sourcesHash(t, m.cu)
 			if want := strings.TrimPrefix(lines[0], "sources "); want != got {
 				t.Fatalf("kernel sources changed since %s was built (recorded %s, now %s): run cudashim/kernels/build.sh", m.file, want, got)
 			}

@@ -3,28 +3,34 @@
 # their sources, so the embedded PTX and the sources cannot drift apart
 # (TestPTXMatchesSources checks it).
 #
-#   cudashim/kernels/build.sh                        # needs nvcc (CUDA 13.0): both modules
+#   cudashim/kernels/build.sh                        # needs nvcc (CUDA 13.0): all three modules
 #   cudashim/kernels/build.sh --indexed              # needs nvcc: indexed.ptx only
-#   cudashim/kernels/build.sh --placeholder          # no nvcc: placeholders for both
+#   cudashim/kernels/build.sh --optim                # needs nvcc: optim.ptx only
+#   cudashim/kernels/build.sh --placeholder          # no nvcc: placeholders for all three
 #   cudashim/kernels/build.sh --indexed-placeholder  # no nvcc: placeholder indexed.ptx only
+#   cudashim/kernels/build.sh --optim-placeholder    # no nvcc: placeholder optim.ptx only
 #
-# There are two PTX modules:
+# There are three PTX modules:
 #
 #   kernels.ptx  from kernels.cu, which includes every part except indexed.cu
+#                and optim.cu
 #   indexed.ptx  from indexed.cu (GatherElements, ScatterElements, TopK)
+#   optim.ptx    from optim.cu (OptimStep)
 #
-# each with a hash file (kernels.ptx.sha256, indexed.ptx.sha256):
+# each with a hash file (kernels.ptx.sha256, indexed.ptx.sha256,
+# optim.ptx.sha256):
 #
 #   sources <sha256 of the module's sources>
 #   ptx <sha256 of the PTX>         (or the line "placeholder")
 #
 # A module's sources hash is the sha256 of, for each of its sources in
 # byte order of their names, the name, a newline and the file's bytes.
-# The sources of kernels.ptx are *.cu except indexed.cu, *.cuh and build.sh;
-# those of indexed.ptx are indexed.cu, *.cuh and build.sh.
+# The sources of kernels.ptx are *.cu except indexed.cu and optim.cu, *.cuh
+# and build.sh; those of indexed.ptx are indexed.cu, *.cuh and build.sh;
+# those of optim.ptx are optim.cu, *.cuh and build.sh.
 #
-# The device opens with a placeholder indexed.ptx (reporting the three ops
-# as unsupported), but not with a placeholder kernels.ptx.
+# The device opens with a placeholder indexed.ptx or optim.ptx (reporting
+# their ops as unsupported), but not with a placeholder kernels.ptx.
 #
 # The PTX targets the virtual architecture compute_75, so the driver JITs
 # it for any GPU from sm_75 (Turing) up. PTX from nvcc 13.0 declares PTX
@@ -34,12 +40,15 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 hash_of() { for f in "$@"; do printf '%s\n' "$f"; cat -- "$f"; done | sha256sum | cut -d' ' -f1; }
-main_srcs=$(ls -1 -- *.cu *.cuh build.sh | grep -vx 'indexed.cu' | LC_ALL=C sort)
+main_srcs=$(ls -1 -- *.cu *.cuh build.sh | grep -vx -e 'indexed.cu' -e 'optim.cu' | LC_ALL=C sort)
 indexed_srcs=$(ls -1 -- indexed.cu *.cuh build.sh | LC_ALL=C sort)
+optim_srcs=$(ls -1 -- optim.cu *.cuh build.sh | LC_ALL=C sort)
 # shellcheck disable=SC2086
 src_hash=$(hash_of $main_srcs)
 # shellcheck disable=SC2086
 indexed_hash=$(hash_of $indexed_srcs)
+# shellcheck disable=SC2086
+optim_hash=$(hash_of $optim_srcs)
 
 placeholder() { # module.ptx sources-hash
   printf '%s\n' "// vrun placeholder: no PTX was built. Run cudashim/kernels/build.sh on a machine with nvcc." >"$1"
@@ -49,16 +58,21 @@ placeholder() { # module.ptx sources-hash
 
 mode=${1:-}
 case "$mode" in
-  "" | --indexed | --placeholder | --indexed-placeholder) ;;
+  "" | --indexed | --optim | --placeholder | --indexed-placeholder | --optim-placeholder) ;;
   *) echo "build.sh: unknown option $mode" >&2; exit 2 ;;
 esac
 if [ "$mode" = "--placeholder" ]; then
   placeholder kernels.ptx "$src_hash"
   placeholder indexed.ptx "$indexed_hash"
+  placeholder optim.ptx "$optim_hash"
   exit 0
 fi
 if [ "$mode" = "--indexed-placeholder" ]; then
   placeholder indexed.ptx "$indexed_hash"
+  exit 0
+fi
+if [ "$mode" = "--optim-placeholder" ]; then
+  placeholder optim.ptx "$optim_hash"
   exit 0
 fi
 
@@ -83,7 +97,12 @@ compile() { # source.cu module.ptx sources-hash
   echo "build.sh: wrote $2 ($(grep -m1 '^\.version' "$2"), $(wc -c <"$2") bytes) and $2.sha256"
 }
 
-if [ "$mode" != "--indexed" ]; then
+if [ -z "$mode" ]; then
   compile kernels.cu kernels.ptx "$src_hash"
 fi
-compile indexed.cu indexed.ptx "$indexed_hash"
+if [ "$mode" != "--optim" ]; then
+  compile indexed.cu indexed.ptx "$indexed_hash"
+fi
+if [ "$mode" != "--indexed" ]; then
+  compile optim.cu optim.ptx "$optim_hash"
+fi
