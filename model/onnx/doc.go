@@ -144,6 +144,8 @@
 // written explicitly, for proto2 readers that test presence. Graph outputs
 // need their element type and shape, which the IR does not record:
 // ExportOptions.Outputs gives them (package export asks the engine).
+// No external data is written: ExportBytes refuses models of 2 GiB or
+// more.
 //
 // vrun's IR has the latest opset's semantics; Export writes the opset-17
 // forms:

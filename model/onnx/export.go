@@ -35,6 +35,9 @@ type ValueType struct {
 	DimNames []string
 }
 
+// maxProto is the protobuf size limit (2 GiB).
+const maxProto = 1<<31 - 1
+
 // ExportOptions controls [Export].
 type ExportOptions struct {
 	// Outputs gives the element type and shape of graph outputs, which
@@ -89,6 +92,9 @@ func ExportBytes(m *model.Model, opts ExportOptions) ([]byte, error) {
 	mp, err := Export(m, opts)
 	if err != nil {
 		return nil, err
+	}
+	if n := proto.Size(mp); n >= maxProto {
+		return nil, fmt.Errorf("onnx: %w: the model is %d bytes; a protobuf file holds under 2 GiB, and Export writes no external data", ErrUnsupported, n)
 	}
 	b, err := proto.Marshal(mp)
 	if err != nil {
