@@ -31,6 +31,11 @@ func main() {
 	if err == nil {
 		return
 	}
+	var ie interrupted
+	if errors.As(err, &ie) {
+		fmt.Fprintf(os.Stderr, "vrun: %v\n", err)
+		os.Exit(130)
+	}
 	var ue usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(os.Stderr, "vrun: %v\nRun 'vrun -h' for usage.\n", err)
@@ -48,6 +53,7 @@ Usage:
   vrun [flags] MODEL         run MODEL (model.bin or model.onnx) on random or given inputs
   vrun info [flags] MODEL    show metadata, ops, parameter count and planned arena
   vrun convert M.onnx -o M.bin  convert an ONNX model to vrun's model.bin
+  vrun train MODEL -data mnist: [flags]  train a model (vrun train -h for its flags)
   vrun devices               list backends and devices, and why any is unavailable
 
 Flags:
@@ -107,6 +113,9 @@ func (f *runFlags) parse(args []string) ([]string, error) {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	cmd := ""
+	if len(args) > 0 && args[0] == "train" {
+		return trainCmd(args[1:], stdout, stderr)
+	}
 	if len(args) > 0 {
 		switch args[0] {
 		case "devices", "info", "demo", "run", "convert":
