@@ -38,7 +38,11 @@ func main() {
 	}
 	var ue usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(os.Stderr, "vrun: %v\nRun 'vrun -h' for usage.\n", err)
+		help := "vrun -h"
+		if len(os.Args) > 1 && os.Args[1] == "train" {
+			help = "vrun train -h"
+		}
+		fmt.Fprintf(os.Stderr, "vrun: %v\nRun '%s' for usage.\n", err, help)
 		os.Exit(2)
 	}
 	fmt.Fprintf(os.Stderr, "vrun: %v\n", err)

@@ -51,7 +51,7 @@ type trainFlags struct {
 	out, log           string
 	ckpt, resume       string
 	freeze             string
-	val                float64
+	val                optFloat
 	detectNaN, profile bool
 	ckptEvery          int
 	limit              int
@@ -82,12 +82,34 @@ func newTrainFlags() *trainFlags {
 	fs.IntVar(&f.ckptEvery, "checkpoint-every", 0, "also write the checkpoint every `N` steps")
 	fs.StringVar(&f.resume, "resume", "", "resume from the checkpoint in `DIR` (or a checkpoint file)")
 	fs.StringVar(&f.freeze, "freeze", "", "do not train these weights: `names` or name prefixes, comma-separated")
-	fs.Float64Var(&f.val, "val", -1, "hold out this fraction of the training set for validation (default: the dataset's test set for mnist and cifar10, 0.1 for -x/-y; 0: none)")
+	fs.Var(&f.val, "val", "hold out this `fraction` of the training set for validation (default: the test set of mnist and cifar10, 0.1 of -x/-y; 0: none)")
 	fs.BoolVar(&f.detectNaN, "detect-nan", false, "check every step for NaNs and name the first op that produced one (slower)")
 	fs.BoolVar(&f.profile, "profile", false, "print the slowest ops of the last training step")
 	fs.IntVar(&f.limit, "limit", 0, "use only the first `N` samples of the training set (and of the test set), for a quick try")
 	fs.BoolVar(&f.verbose, "v", false, "verbose output")
 	return f
+}
+
+// optFloat is a float flag that knows whether it was given.
+type optFloat struct {
+	v   float64
+	set bool
+}
+
+func (o *optFloat) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return strconv.FormatFloat(o.v, 'g', -1, 64)
+}
+
+func (o *optFloat) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return errors.New("not a number")
+	}
+	o.v, o.set = v, true
+	return nil
 }
 
 // trainCmd runs `vrun train`.
@@ -173,8 +195,8 @@ func (f *trainFlags) config(set map[string]bool) (engine.Optimizer, error) {
 		return o, usageError{fmt.Sprintf("train: -checkpoint-every %d: want >= 0", f.ckptEvery)}
 	case f.limit < 0:
 		return o, usageError{fmt.Sprintf("train: -limit %d: want >= 0", f.limit)}
-	case set["val"] && !(f.val >= 0 && f.val < 1):
-		return o, usageError{fmt.Sprintf("train: -val %g: want a fraction in [0, 1)", f.val)}
+	case f.val.set && !(f.val.v >= 0 && f.val.v < 1):
+		return o, usageError{fmt.Sprintf("train: -val %g: want a fraction in [0, 1)", f.val.v)}
 	}
 	hasXY := f.x != "" || f.y != ""
 	switch {
@@ -193,7 +215,38 @@ type dataset struct {
 	train, val *data.Dataset
 	valName    string // where the validation set comes from
 	mean, std  []float64
-	classes    int // known number of classes (0: unknown)
+	classes    int           // known number of classes (0: unknown)
+	test       *data.Dataset // the dataset's own test set, if any
+}
+
+// split picks the validation set: a fraction of the training set (-val),
+// the dataset's test set, or 10% of -x/-y.
+func (f *trainFlags) split(d *dataset) error {
+	var err error
+	switch {
+	case f.val.set && f.val.v > 0:
+		n := d.train.Len()
+		d.train, d.val, err = d.train.Split(f.val.v, f.seed)
+		if err != nil {
+			return err
+		}
+		d.valName = fmt.Sprintf("%.0f%% of the training set", 100*f.val.v)
+		if d.val.Len() == 0 || d.train.Len() == 0 {
+			return fmt.Errorf("train: -val %g of %d samples leaves an empty set", f.val.v, n)
+		}
+	case f.val.set:
+	case d.test != nil:
+		d.val, d.valName = d.test, "the test set"
+	default:
+		tr, val, err := d.train.Split(0.1, f.seed)
+		if err != nil {
+			return err
+		}
+		if val.Len() > 0 && tr.Len() > 0 {
+			d.train, d.val, d.valName = tr, val, "10% of the training set"
+		}
+	}
+	return nil
 }
 
 func (f *trainFlags) loadData() (*dataset, error) {
@@ -254,28 +307,7 @@ func (f *trainFlags) loadData() (*dataset, error) {
 			}
 		}
 	}
-	switch {
-	case f.val > 0:
-		d.train, d.val, err = d.train.Split(f.val, f.seed)
-		if err != nil {
-			return nil, err
-		}
-		d.valName = fmt.Sprintf("%.0f%% of the training set", 100*f.val)
-		if d.val.Len() == 0 || d.train.Len() == 0 {
-			return nil, fmt.Errorf("train: -val %g of %d samples leaves an empty set", f.val, d.train.Len()+d.val.Len())
-		}
-	case f.val == 0:
-	case test != nil:
-		d.val, d.valName = test, "the test set"
-	default:
-		tr, val, err := d.train.Split(0.1, f.seed)
-		if err != nil {
-			return nil, err
-		}
-		if val.Len() > 0 && tr.Len() > 0 {
-			d.train, d.val, d.valName = tr, val, "10% of the training set"
-		}
-	}
+	d.test = test
 	return d, nil
 }
 
@@ -305,7 +337,7 @@ func (f *trainFlags) buildModel(arg string, d *dataset, loss train.Loss) (*model
 				return nil, "", fmt.Errorf("train: %s takes int64 class indices in y; y has dtype %s", loss, d.train.Y.DType)
 			}
 			hi := int64(0)
-			for _, s := range []*data.Dataset{d.train, d.val} {
+			for _, s := range []*data.Dataset{d.train, d.test} {
 				if s == nil {
 					continue
 				}
@@ -479,6 +511,19 @@ func (f *trainFlags) run(ctx context.Context, arg string, opt engine.Optimizer, 
 	if err != nil {
 		return err
 	}
+	if loss.Classes() && len(net.OutSample) > 0 {
+		// Before the split, so that errors name the samples of the files.
+		for _, s := range []*data.Dataset{d.train, d.test} {
+			if s != nil && s.Y.DType.IsInt() {
+				if err := s.CheckLabels(net.OutSample[0]); err != nil {
+					return fmt.Errorf("train: %w (the model has %d classes)", err, net.OutSample[0])
+				}
+			}
+		}
+	}
+	if err := f.split(d); err != nil {
+		return err
+	}
 	var logf func(string, ...any)
 	if f.verbose {
 		logf = func(format string, args ...any) { fmt.Fprintf(stderr, "vrun: "+format+"\n", args...) }
@@ -504,7 +549,7 @@ func (f *trainFlags) run(ctx context.Context, arg string, opt engine.Optimizer, 
 	if opt.WeightDecay != 0 {
 		fmt.Fprintf(stdout, ", weight decay %g", opt.WeightDecay)
 	}
-	fmt.Fprintf(stdout, "), batch %d, %d epochs\n", f.batch, f.epochs)
+	fmt.Fprintf(stdout, "), batch %d, %d epoch%s\n", f.batch, f.epochs, plural(f.epochs))
 	if resume != nil {
 		fmt.Fprintf(stdout, "resume   %s: step %d, epoch %d\n", f.resume, resume.Train.Steps, resume.Epoch+1)
 	}
@@ -597,6 +642,13 @@ func (f *trainFlags) run(ctx context.Context, arg string, opt engine.Optimizer, 
 		fmt.Fprintf(stdout, "wrote    %s, %s\n", f.out, pp)
 	}
 	return nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 func stepsPerEpoch(n, batch int) int { return (n + batch - 1) / batch }
