@@ -418,19 +418,12 @@ func (n *Net) TrainOptions() engine.TrainOptions {
 
 // Export returns the inference model with the given weights (a
 // Trainer's Weights: trained parameters and running statistics) in place
-// of Base's. Weights that Base lacks are an error; Base is not modified.
+// of Base's: model.Model.WithWeights. Base is not modified. Write it with
+// model.WriteFile (model.bin) or export.ONNX.
 func (n *Net) Export(weights map[string]*rt.Tensor) (*model.Model, error) {
-	m := &model.Model{Meta: slices.Clone(n.Base.Meta), Tensors: slices.Clone(n.Base.Tensors), Nodes: n.Base.Nodes}
-	for name, w := range weights {
-		i := m.TensorIndex(name)
-		if i < 0 || m.Tensors[i].Role != model.Weight {
-			return nil, fmt.Errorf("train: export: %q is not a weight of the model", name)
-		}
-		t := &m.Tensors[i]
-		if w.DType != t.DType || len(w.Data) != len(t.Data) {
-			return nil, fmt.Errorf("train: export: weight %q is %s%v, the model's is %s%v", name, w.DType, w.Shape, t.DType, t.Shape)
-		}
-		t.Data = slices.Clone(w.Data)
+	m, err := n.Base.WithWeights(weights)
+	if err != nil {
+		return nil, fmt.Errorf("train: export: %w", err)
 	}
 	return m, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/vrun-go/vrun/checkpoint"
 	"github.com/vrun-go/vrun/data"
 	"github.com/vrun-go/vrun/engine"
+	"github.com/vrun-go/vrun/export"
 	"github.com/vrun-go/vrun/internal/gomnist"
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
@@ -76,7 +77,7 @@ func newTrainFlags() *trainFlags {
 	fs.BoolVar(&f.shuffle, "shuffle", true, "shuffle the training set each epoch")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the initial weights of a built-in architecture, the shuffling, the validation split and Dropout")
 	fs.StringVar(&f.device, "device", "auto", "device: auto, cpu, vulkan, vulkan:N, cuda:N, opencl:N")
-	fs.StringVar(&f.out, "o", "", "write the trained model to `OUT.bin` (and the loss and accuracy curves to OUT.png)")
+	fs.StringVar(&f.out, "o", "", "write the trained model to `OUT.bin` (OUT.onnx: as ONNX), and the loss and accuracy curves to OUT.png")
 	fs.StringVar(&f.log, "log", "", "write step,epoch,loss,lr per step to a CSV `file`")
 	fs.StringVar(&f.ckpt, "checkpoint", "", "write a checkpoint to `DIR`/last.ckpt after every epoch")
 	fs.IntVar(&f.ckptEvery, "checkpoint-every", 0, "also write the checkpoint every `N` steps")
@@ -631,7 +632,11 @@ func (f *trainFlags) run(ctx context.Context, arg string, opt engine.Optimizer, 
 		fmt.Fprintf(stdout, "wrote    %s\n", f.log)
 	}
 	if f.out != "" {
-		if err := model.WriteFile(f.out, outModel); err != nil {
+		write := model.WriteFile
+		if strings.EqualFold(filepath.Ext(f.out), ".onnx") {
+			write = export.ONNX
+		}
+		if err := write(f.out, outModel); err != nil {
 			return fmt.Errorf("train: %w", err)
 		}
 		pp := plotPath(f.out)

@@ -414,6 +414,14 @@ func TestTrainONNX(t *testing.T) {
 	if len(files) != 3 {
 		t.Errorf("the output folder holds %d files, want tiny.onnx, tiny.bin, tiny.png", len(files))
 	}
+	// -o OUT.onnx exports ONNX, which vrun imports and runs.
+	onnxOut := filepath.Join(t.TempDir(), "trained.onnx")
+	mustTrain(t, append(f.xy("y.npy"), src, "-epochs", "1", "-o", onnxOut)...)
+	r, err = runCLI(t, onnxOut, "-i", "x="+f.path("x.npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	contains(t, r, "output   logits")
 }
 
 func loadWeights(path string) (map[string][]byte, error) {
