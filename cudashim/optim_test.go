@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/vrun-go/vrun/internal/optimconf"
+	"github.com/vrun-go/vrun/internal/optimref"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -24,6 +25,15 @@ import (
 func TestOptimStep(t *testing.T) {
 	d := openTest(t, true)
 	optimconf.Run(t, d)
+}
+
+// TestOptimizers trains every optimizer configuration of testdata/optim
+// for 20 steps on the CUDA device and compares the weights after each
+// step with torch.optim's. While optim.ptx is the placeholder every case
+// skips with the reason.
+func TestOptimizers(t *testing.T) {
+	d := openTest(t, true)
+	optimref.Check(t, d)
 }
 
 // TestOptimPlaceholder checks that while optim.ptx is the placeholder a

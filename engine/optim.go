@@ -42,10 +42,12 @@ type Optimizer struct {
 	ClipNorm float64
 }
 
-// optimSpec is a validated Optimizer with its defaults applied.
+// optimSpec is a validated Optimizer with its defaults applied, and the
+// fused update (rt.OptimStep) it plans.
 type optimSpec struct {
 	Optimizer
-	state []string // names of the persistent state buffers
+	state []string     // names of the persistent state buffers, in the order of S1, S2, S3
+	step  rt.OptimStep // the update's rule and coefficients; operands unset
 }
 
 func newOptimSpec(o Optimizer) (*optimSpec, error) {
@@ -53,19 +55,27 @@ func newOptimSpec(o Optimizer) (*optimSpec, error) {
 	if o.LR < 0 || math.IsNaN(o.LR) {
 		return nil, fmt.Errorf("engine: optimizer: learning rate %g", o.LR)
 	}
-	if o.ClipNorm < 0 || o.WeightDecay < 0 || o.Momentum < 0 {
-		return nil, fmt.Errorf("engine: optimizer: negative ClipNorm, WeightDecay or Momentum")
+	for _, v := range []float64{o.Momentum, o.Dampening, o.WeightDecay, o.Beta1, o.Beta2, o.Eps, o.Alpha, o.LRDecay, o.InitAccum, o.ClipNorm} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("engine: optimizer: non-finite parameter in %+v", o)
+		}
+	}
+	if o.ClipNorm < 0 || o.WeightDecay < 0 || o.Momentum < 0 || o.Eps < 0 || o.Alpha < 0 {
+		return nil, fmt.Errorf("engine: optimizer: negative ClipNorm, WeightDecay, Momentum, Eps or Alpha")
 	}
 	def := func(v *float64, d float64) {
 		if *v == 0 {
 			*v = d
 		}
 	}
+	st := &s.step
+	st.WeightDecay = o.WeightDecay
 	switch o.Kind {
 	case SGD:
 		if o.Nesterov && (o.Momentum <= 0 || o.Dampening != 0) {
 			return nil, fmt.Errorf("engine: optimizer: Nesterov momentum requires a momentum and zero dampening")
 		}
+		st.Fn, st.Momentum, st.Dampening, st.Nesterov = rt.OptimSGD, o.Momentum, o.Dampening, o.Nesterov
 		if o.Momentum > 0 {
 			s.state = []string{"momentum"}
 		}
@@ -73,16 +83,19 @@ func newOptimSpec(o Optimizer) (*optimSpec, error) {
 		def(&s.Beta1, 0.9)
 		def(&s.Beta2, 0.999)
 		def(&s.Eps, 1e-8)
-		if s.Beta1 >= 1 || s.Beta2 >= 1 {
-			return nil, fmt.Errorf("engine: optimizer: betas (%g, %g) must be below 1", s.Beta1, s.Beta2)
+		if s.Beta1 < 0 || s.Beta1 >= 1 || s.Beta2 < 0 || s.Beta2 >= 1 {
+			return nil, fmt.Errorf("engine: optimizer: betas (%g, %g) must be in [0, 1)", s.Beta1, s.Beta2)
 		}
+		st.Fn, st.Beta1, st.Beta2, st.Eps, st.Decoupled = rt.OptimAdam, s.Beta1, s.Beta2, s.Eps, o.Kind == AdamW
 		s.state = []string{"exp_avg", "exp_avg_sq"}
 	case AdaGrad:
 		def(&s.Eps, 1e-10)
+		st.Fn, st.Eps = rt.OptimAdaGrad, s.Eps
 		s.state = []string{"sum"}
 	case RMSProp:
 		def(&s.Alpha, 0.99)
 		def(&s.Eps, 1e-8)
+		st.Fn, st.Alpha, st.Eps, st.Momentum, st.Centered = rt.OptimRMSProp, s.Alpha, s.Eps, o.Momentum, o.Centered
 		s.state = []string{"square_avg"}
 		if s.Centered {
 			s.state = append(s.state, "grad_avg")
@@ -96,168 +109,57 @@ func newOptimSpec(o Optimizer) (*optimSpec, error) {
 	return s, nil
 }
 
-// Hyper-parameter slots fed per step (they change with the step count or
-// the learning rate).
-const (
-	hLR    = iota // learning rate (AdaGrad: decayed)
-	hA            // SGD: momentum coefficient (0 on step 1); Adam: lr/bc1
-	hB            // SGD: gradient coefficient (1 on step 1); Adam: 1/sqrt(bc2)
-	hDecay        // AdamW: 1 - lr*wd
-	numHyper
-)
+// hyper computes the per-step values of the update (rt.OptimStep's H)
+// for step t (1-based) at learning rate lr.
+func (s *optimSpec) hyper(t int, lr float64) []float64 { return s.step.Hyper(t, lr, s.LRDecay) }
 
-// hyper computes the per-step values for step t (1-based) at learning
-// rate lr.
-func (s *optimSpec) hyper(t int, lr float64) []float64 {
-	h := make([]float64, numHyper)
-	h[hLR] = lr
-	switch s.Kind {
-	case SGD:
-		h[hA], h[hB] = s.Momentum, 1-s.Dampening
-		if t == 1 {
-			h[hA], h[hB] = 0, 1
-		}
-	case Adam, AdamW:
-		bc1 := 1 - math.Pow(s.Beta1, float64(t))
-		bc2 := 1 - math.Pow(s.Beta2, float64(t))
-		h[hA], h[hB] = lr/bc1, 1/math.Sqrt(bc2)
-		h[hDecay] = 1 - lr*s.WeightDecay
-	case AdaGrad:
-		h[hLR] = lr / (1 + float64(t-1)*s.LRDecay)
-	}
-	return h
-}
-
-// optimize appends the update: a few elementwise ops over the flat
-// parameter, gradient and state buffers.
+// optimize appends the update: one rt.OptimStep over the flat parameter,
+// gradient and state buffers, after, with ClipNorm, four ops that compute
+// the clipping coefficient min(ClipNorm / (‖g‖ + 1e-6), 1) of
+// torch.nn.utils.clip_grad_norm_ into a one-element scale.
 func (g *gctx) optimize(s *optimSpec) error {
 	p := g.p
 	if g.block == nil {
 		return fmt.Errorf("engine: optimizer given but no parameters are trained")
 	}
 	dt, n := g.block.dtype, g.block.shape[0]
-	hyper := p.addTensor(&tensor{name: "hyper", dtype: dt, shape: []int{numHyper}, input: true, defined: true})
+	hyper := p.addTensor(&tensor{name: "hyper", dtype: dt, shape: []int{rt.OptimHyperLen}, input: true, defined: true})
 	p.inputs = append(p.inputs, hyper)
 	p.hyper = hyper
 	g.begin(len(p.steps)+1, stepNode("optimizer", string(s.Kind)))
 	sh := []int{n}
-	h := func(i int) rt.Ref {
-		r := p.ref(hyper)
-		r.Off = int64(i * dt.Size())
-		r.Shape, r.Strides = sh, []int{0}
-		g.use(r)
-		return r
-	}
-	state := map[string]rt.Ref{}
+	op := s.step // a copy: the plan's own op
+	op.P, op.G, op.H, op.N = p.ref(g.block), p.ref(g.paramsG), p.ref(hyper), n
+	slots := []*rt.Ref{&op.S1, &op.S2, &op.S3}
+	use := op.States()
+	k := 0
 	for _, name := range s.state {
+		for !use[k] {
+			k++
+		}
 		init := 0.0
 		if name == "sum" {
 			init = s.InitAccum
 		}
 		vals := make([]float64, n)
-		for i := range vals {
-			vals[i] = init
+		for j := range vals {
+			vals[j] = init
 		}
 		t := p.addTensor(&tensor{name: "optim." + name, dtype: dt, shape: sh, where: inWeights,
 			init: rt.FromFloat64(dt, vals, n), persist: "optim." + name, defined: true})
-		state[name] = p.ref(t)
+		*slots[k] = p.ref(t)
 		p.optState = append(p.optState, t)
+		k++
 	}
-	P, G := p.ref(g.block), g.use(p.ref(g.paramsG))
-	emit := func(op rt.Op) { g.emit(op) }
-	bin := func(fn rt.BinaryFn, a, b, y rt.Ref) { emit(&rt.Binary{Fn: fn, A: a, B: b, Y: y}) }
-	un := func(fn rt.UnaryFn, x, y rt.Ref, a, b float64) { emit(&rt.Unary{Fn: fn, X: x, Y: y, Alpha: a, Beta: b}) }
-
 	if s.ClipNorm > 0 {
-		tot := g.tmp(dt, []int{1})
-		emit(&rt.Reduce{Fn: rt.SumSquare, X: G, Y: tot, Outer: 1, N: n, Inner: 1})
-		un(rt.Sqrt, tot, tot, 0, 0)
-		un(rt.Affine, tot, tot, 1, 1e-6)
-		un(rt.Reciprocal, tot, tot, 0, 0)
-		un(rt.Affine, tot, tot, s.ClipNorm, 0)
-		un(rt.Clip, tot, tot, math.Inf(-1), 1)
-		bin(rt.Mul, G, strided(tot, sh, []int{0}), G)
+		c := g.tmp(dt, []int{1})
+		g.emit(&rt.Reduce{Fn: rt.L2, X: op.G, Y: c, Outer: 1, N: n, Inner: 1})
+		g.emit(&rt.Unary{Fn: rt.Affine, X: c, Y: c, Alpha: 1, Beta: 1e-6})
+		g.emit(&rt.Binary{Fn: rt.Div, A: g.scalar(s.ClipNorm, dt, []int{1}), B: c, Y: c})
+		g.emit(&rt.Unary{Fn: rt.Clip, X: c, Y: c, Alpha: math.Inf(-1), Beta: 1})
+		op.Scale = c
 	}
-	if s.WeightDecay > 0 && s.Kind != AdamW {
-		t := g.tmp(dt, sh)
-		un(rt.Affine, P, t, s.WeightDecay, 0)
-		bin(rt.Add, G, t, G)
-	}
-	t := g.tmp(dt, sh)
-	switch s.Kind {
-	case SGD:
-		if s.Momentum > 0 {
-			buf := state["momentum"]
-			bin(rt.Mul, buf, h(hA), buf)
-			bin(rt.Mul, G, h(hB), t)
-			bin(rt.Add, buf, t, buf)
-			if s.Nesterov {
-				un(rt.Affine, buf, t, s.Momentum, 0)
-				bin(rt.Add, G, t, G)
-			} else {
-				G = buf
-			}
-		}
-		bin(rt.Mul, G, h(hLR), t)
-		bin(rt.Sub, P, t, P)
-	case Adam, AdamW:
-		m, v := state["exp_avg"], state["exp_avg_sq"]
-		if s.Kind == AdamW && s.WeightDecay > 0 {
-			bin(rt.Mul, P, h(hDecay), P)
-		}
-		un(rt.Affine, m, m, s.Beta1, 0)
-		un(rt.Affine, G, t, 1-s.Beta1, 0)
-		bin(rt.Add, m, t, m)
-		un(rt.Square, G, t, 0, 0)
-		un(rt.Affine, t, t, 1-s.Beta2, 0)
-		un(rt.Affine, v, v, s.Beta2, 0)
-		bin(rt.Add, v, t, v)
-		un(rt.Sqrt, v, t, 0, 0)
-		bin(rt.Mul, t, h(hB), t)
-		un(rt.Affine, t, t, 1, s.Eps)
-		bin(rt.Div, m, t, t)
-		bin(rt.Mul, t, h(hA), t)
-		bin(rt.Sub, P, t, P)
-	case AdaGrad:
-		sum := state["sum"]
-		un(rt.Square, G, t, 0, 0)
-		bin(rt.Add, sum, t, sum)
-		un(rt.Sqrt, sum, t, 0, 0)
-		un(rt.Affine, t, t, 1, s.Eps)
-		bin(rt.Div, G, t, t)
-		bin(rt.Mul, t, h(hLR), t)
-		bin(rt.Sub, P, t, P)
-	case RMSProp:
-		sq := state["square_avg"]
-		un(rt.Square, G, t, 0, 0)
-		un(rt.Affine, t, t, 1-s.Alpha, 0)
-		un(rt.Affine, sq, sq, s.Alpha, 0)
-		bin(rt.Add, sq, t, sq)
-		avg := g.tmp(dt, sh)
-		if s.Centered {
-			ga := state["grad_avg"]
-			un(rt.Affine, G, t, 1-s.Alpha, 0)
-			un(rt.Affine, ga, ga, s.Alpha, 0)
-			bin(rt.Add, ga, t, ga)
-			un(rt.Square, ga, t, 0, 0)
-			bin(rt.Sub, sq, t, avg)
-			un(rt.Sqrt, avg, avg, 0, 0)
-		} else {
-			un(rt.Sqrt, sq, avg, 0, 0)
-		}
-		un(rt.Affine, avg, avg, 1, s.Eps)
-		if s.Momentum > 0 {
-			buf := state["momentum"]
-			bin(rt.Div, G, avg, t)
-			un(rt.Affine, buf, buf, s.Momentum, 0)
-			bin(rt.Add, buf, t, buf)
-			bin(rt.Mul, buf, h(hLR), t)
-		} else {
-			bin(rt.Div, G, avg, t)
-			bin(rt.Mul, t, h(hLR), t)
-		}
-		bin(rt.Sub, P, t, P)
-	}
+	g.emit(&op)
 	g.end()
 	return nil
 }

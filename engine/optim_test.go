@@ -1,6 +1,9 @@
 package engine_test
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/vrun-go/vrun/cpu"
@@ -116,5 +119,80 @@ func TestOptimizerAcrossPlans(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestOptimizerOpCount checks that the optimizer adds one primitive to a
+// training step, the fused rt.OptimStep over the flat parameters, and,
+// with ClipNorm, the four ops of the clipping coefficient: a trainer with
+// the optimizer plans exactly those ops more than one without.
+func TestOptimizerOpCount(t *testing.T) {
+	m, err := optimref.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := m.LoadData(rt.F32, "sgd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := optimref.Model(d.W0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	in := map[string]*rt.Tensor{}
+	for i, c := range d.C {
+		n := len(c.Data) / c.Shape[0]
+		in[fmt.Sprintf("c%d", i)] = &rt.Tensor{DType: c.DType, Shape: c.Shape[1:], Data: c.Data[:n]}
+	}
+	counts := func(o *engine.Optimizer) engine.Info {
+		t.Helper()
+		tr, err := engine.NewTrainer(mod, dev, engine.TrainOptions{Loss: "loss", Optimizer: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if _, err := tr.Step(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		return tr.Info()
+	}
+	base := counts(nil)
+	clip := map[string]int{"Reduce.L2": 1, "Unary.Affine": 1, "Binary.Div": 1, "Unary.Clip": 1}
+	for _, tc := range []struct {
+		case_ string
+		opt   engine.Optimizer
+		name  string // the OptimStep's op name
+	}{
+		{"sgd", engine.Optimizer{Kind: engine.SGD, LR: 0.1}, "OptimStep.SGD"},
+		{"sgd_nesterov_wd", engine.Optimizer{Kind: engine.SGD, LR: 0.1, Momentum: 0.9, Nesterov: true, WeightDecay: 0.01}, "OptimStep.SGD"},
+		{"adam_wd", engine.Optimizer{Kind: engine.Adam, LR: 0.01, WeightDecay: 0.1}, "OptimStep.Adam"},
+		{"adamw_clip", engine.Optimizer{Kind: engine.AdamW, LR: 0.01, WeightDecay: 0.1, ClipNorm: 1}, "OptimStep.Adam"},
+		{"adagrad", engine.Optimizer{Kind: engine.AdaGrad, LR: 0.1, LRDecay: 0.1, InitAccum: 0.5}, "OptimStep.AdaGrad"},
+		{"rmsprop_all_clip", engine.Optimizer{Kind: engine.RMSProp, LR: 0.01, Centered: true, Momentum: 0.5, WeightDecay: 0.1, ClipNorm: 2}, "OptimStep.RMSProp"},
+	} {
+		o := tc.opt
+		t.Run(tc.case_, func(t *testing.T) {
+			got := counts(&o)
+			want := map[string]int{tc.name: 1}
+			if o.ClipNorm > 0 {
+				maps.Copy(want, clip)
+			}
+			added := 0
+			for _, v := range want {
+				added += v
+			}
+			if got.Ops-base.Ops != added {
+				t.Errorf("the optimizer adds %d ops, want %d", got.Ops-base.Ops, added)
+			}
+			keys := maps.Clone(got.OpCounts)
+			maps.Copy(keys, want)
+			for k := range keys {
+				if d := got.OpCounts[k] - base.OpCounts[k]; d != want[k] {
+					t.Errorf("the optimizer adds %d ops %s, want %d", d, k, want[k])
+				}
+			}
+		})
 	}
 }

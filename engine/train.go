@@ -268,8 +268,9 @@ func (t *Trainer) Step(ctx context.Context, inputs map[string]*rt.Tensor) (StepR
 
 // Grads returns the gradients computed by the last Step: of every
 // trained parameter and of each input named in InputGrads. With an
-// optimizer, parameter gradients are as the update saw them (after
-// clipping and weight decay).
+// optimizer, parameter gradients are after clipping (ClipNorm scales them
+// in place, as torch.nn.utils.clip_grad_norm_ does) and without weight
+// decay (which the update adds on the fly, as torch.optim does).
 func (t *Trainer) Grads() (map[string]*rt.Tensor, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

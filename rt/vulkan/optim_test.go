@@ -10,12 +10,18 @@ import (
 	"testing"
 
 	"github.com/vrun-go/vrun/internal/optimconf"
+	"github.com/vrun-go/vrun/internal/optimref"
 	"github.com/vrun-go/vrun/rt"
 )
 
 // TestOptimStep checks OptimStep against torch.optim (testdata/optimstep)
 // on the Vulkan device.
 func TestOptimStep(t *testing.T) { optimconf.Run(t, testDevice(t)) }
+
+// TestOptimizers trains every optimizer configuration of testdata/optim
+// for 20 steps on the Vulkan device and compares the weights after each
+// step with torch.optim's.
+func TestOptimizers(t *testing.T) { optimref.Check(t, testDevice(t)) }
 
 // TestOptimShaderConstants checks the update rules, H slots and flag bits
 // that shaders/optim.comp defines against package rt.
