@@ -2,8 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/vrun-go/vrun/cpu"
@@ -194,5 +196,22 @@ func TestOptimizerOpCount(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOptimizerF16 checks that an optimizer over f16 parameters, which
+// rt.OptimStep does not implement, fails planning with ErrUnsupported
+// naming the op.
+func TestOptimizerF16(t *testing.T) {
+	w := rt.FromFloat64(rt.F16, []float64{1, 2, 3}, 3)
+	mod, err := optimref.Model([]*rt.Tensor{w}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	_, err = engine.NewTrainer(mod, dev, engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: engine.Adam, LR: 0.1}})
+	if !errors.Is(err, rt.ErrUnsupported) || !strings.Contains(err.Error(), "OptimStep.Adam") {
+		t.Fatalf("NewTrainer with f16 parameters: %v, want ErrUnsupported naming OptimStep.Adam", err)
 	}
 }
