@@ -9,6 +9,9 @@
 //	vrun convert m.onnx -o m.bin  convert an ONNX model to model.bin
 //	vrun devices               list backends and devices, and why any is unavailable
 //	vrun info model.bin        show metadata, ops, parameters and the planned arena
+//	vrun train MODEL (-x X.npy -y Y.npy | -data mnist:DIR | -data cifar10:DIR) [train flags]
+//	                           train an ONNX model, a model.bin or a built-in
+//	                           architecture (mlp, lenet, cifar-cnn)
 //
 // Run flags:
 //
@@ -21,5 +24,14 @@
 //	-seed N          seed of the random inputs (default 1)
 //	-v               verbose: why "auto" skipped a backend, planning details
 //
-// Exit status: 0 on success, 1 on failure, 2 on a usage error.
+// Train flags (vrun train -h lists them all; docs/training.md describes them):
+//
+//	-loss cross_entropy|mse|bce|huber|nll   -optim sgd|adam|adamw|adagrad|rmsprop
+//	-lr F -momentum F -weight-decay F       (PyTorch's defaults when not given)
+//	-batch N -epochs N -shuffle=true|false -seed N -device D
+//	-o OUT.bin (or OUT.onnx; the curves go to OUT.png) -log STEPS.csv
+//	-checkpoint DIR -resume DIR -freeze a,b -val F -limit N -detect-nan -profile
+//
+// Exit status: 0 on success, 1 on failure, 2 on a usage error; vrun train
+// stopped by Ctrl-C (after writing a checkpoint) exits with 130.
 package main

@@ -82,5 +82,5 @@ func TestTrainInterrupt(t *testing.T) {
 	t.Logf("interrupted after step %d", len(loss))
 	o := mustTrain(t, append(base, "-log", part+"/log.csv", "-o", part+"/m.bin", "-resume", ck)...)
 	contains(t, o, "resume   "+ck)
-	sameFiles(t, full, part, "log.csv", "m.bin")
+	sameFiles(t, full, part, "log.csv", "m.bin", "m.png")
 }

@@ -604,7 +604,7 @@ func TestTrainResume(t *testing.T) {
 	mustTrain(t, append(base, "-epochs", "1", "-log", part+"/log.csv", "-checkpoint", ck)...)
 	o := mustTrain(t, append(base, "-epochs", "3", "-log", part+"/log.csv", "-o", part+"/m.bin", "-resume", ck)...)
 	contains(t, o, "resume   "+ck+": step 14, epoch 2", "epoch    1:", "epoch    3:")
-	sameFiles(t, full, part, "log.csv", "m.bin")
+	sameFiles(t, full, part, "log.csv", "m.bin", "m.png")
 }
 
 // sameFiles fails unless the named files of two folders are identical.

