@@ -12,6 +12,7 @@ import (
 	"github.com/vrun-go/vrun/internal/conformance"
 	"github.com/vrun-go/vrun/internal/e2e"
 	"github.com/vrun-go/vrun/internal/gradconf"
+	"github.com/vrun-go/vrun/internal/onnxcorpus"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -92,6 +93,14 @@ func TestConformance(t *testing.T) {
 // (PyTorch references) on every OpenCL device.
 func TestGradients(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, d *device) { gradconf.Run(t, d) })
+}
+
+// TestONNXCorpus runs the ONNX backend node tests on every OpenCL device:
+// the whole corpus when it is present (../shared/onnx-node-tests.tgz or
+// $VRUN_ONNX_CORPUS), else the vendored cases, with the floor of passes
+// that internal/floors records for the device.
+func TestONNXCorpus(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, d *device) { onnxcorpus.RunTest(t, d) })
 }
 
 func TestE2E(t *testing.T) {

@@ -10,24 +10,35 @@ import (
 	"testing"
 
 	"github.com/vrun-go/vrun/engine"
+	"github.com/vrun-go/vrun/internal/floors"
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
 )
 
 // Run runs every case of the table in [DefaultDir] on dev, one subtest per
 // case (t.Run(case name)), and logs a summary. See the package
-// documentation for what is skipped and what fails.
+// documentation for what is skipped and what fails. It also fails when
+// fewer cases pass than the floor recorded for the device in
+// internal/floors, so that cases which start to skip are noticed.
 func Run(t *testing.T, dev rt.Device) {
 	t.Helper()
 	dir, err := DefaultDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	RunDir(t, dev, dir)
+	pass := runDir(t, dev, dir)
+	floors.Check(t, floors.Conformance, dev.Info(), pass)
 }
 
-// RunDir is [Run] with the cases in dir.
+// RunDir is [Run] with the cases in dir, without a floor.
 func RunDir(t *testing.T, dev rt.Device, dir string) {
+	t.Helper()
+	runDir(t, dev, dir)
+}
+
+// runDir runs the cases in dir and returns how many passed (a case that
+// -run filters out counts as passed).
+func runDir(t *testing.T, dev rt.Device, dir string) int {
 	t.Helper()
 	cases, err := Cases(dir)
 	if err != nil {
@@ -76,6 +87,7 @@ func RunDir(t *testing.T, dev rt.Device, dir string) {
 	sort.Strings(reasons)
 	t.Logf("conformance on %s (%s): %d cases: %d passed, %d failed, %d skipped\n%s",
 		info.Spec(), info.Name, len(cases), pass, fail, nskip, strings.Join(reasons, "\n"))
+	return pass
 }
 
 // CapabilitySkip returns why the device cannot run c at all, from its

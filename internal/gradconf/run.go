@@ -14,6 +14,7 @@ import (
 
 	"github.com/vrun-go/vrun/engine"
 	"github.com/vrun-go/vrun/internal/conformance"
+	"github.com/vrun-go/vrun/internal/floors"
 	"github.com/vrun-go/vrun/internal/repo"
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/npy"
@@ -245,18 +246,28 @@ func Check(ctx context.Context, c *Case, dev rt.Device) ([]error, error) {
 }
 
 // Run checks the gradients of every case in [DefaultDir] on dev, one
-// subtest per case, and logs a summary: N passed, M failed, K skipped.
+// subtest per case, and logs a summary: N passed, M failed, K skipped. It
+// also fails when fewer cases pass than the floor recorded for the device
+// in internal/floors, so that cases which start to skip are noticed.
 func Run(t *testing.T, dev rt.Device) {
 	t.Helper()
 	dir, err := DefaultDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	RunDir(t, dev, dir)
+	pass := runDir(t, dev, dir)
+	floors.Check(t, floors.Gradients, dev.Info(), pass)
 }
 
-// RunDir is [Run] with the cases in dir.
+// RunDir is [Run] with the cases in dir, without a floor.
 func RunDir(t *testing.T, dev rt.Device, dir string) {
+	t.Helper()
+	runDir(t, dev, dir)
+}
+
+// runDir runs the cases in dir and returns how many passed (a case that
+// -run filters out counts as passed).
+func runDir(t *testing.T, dev rt.Device, dir string) int {
 	t.Helper()
 	cases, err := Cases(dir)
 	if err != nil {
@@ -301,6 +312,7 @@ func RunDir(t *testing.T, dev rt.Device, dir string) {
 		sum.add(c, skipped, ok)
 	}
 	t.Logf("gradients on %s (%s): %s", info.Spec(), info.Name, sum.String(len(cases)))
+	return sum.pass
 }
 
 // RunForward runs every gradient case forward only through the inference

@@ -6,33 +6,13 @@ import (
 	"testing"
 
 	"github.com/vrun-go/vrun/cpu"
+	"github.com/vrun-go/vrun/internal/floors"
 	"github.com/vrun-go/vrun/internal/onnxcorpus"
 )
 
 // vendoredDir holds the corpus cases copied into the repository by
 // testdata/onnx/vendor.sh, so that a fresh clone runs them.
 var vendoredDir = filepath.Join("..", "..", "testdata", "onnx", "node")
-
-// minCorpusPasses is a floor on the number of corpus cases that pass on
-// the CPU: a change that makes passing cases skip (an op no longer
-// claimed, a feature now refused) trips it. Raise it as coverage grows.
-const minCorpusPasses = 1246
-
-// checkReport fails the test for every failure that is not a known one and
-// for every known failure that now passes, and logs the report.
-func checkReport(t *testing.T, rep *onnxcorpus.Report) {
-	t.Helper()
-	for _, r := range rep.Results {
-		why, known := onnxcorpus.KnownFailures[r.Case]
-		switch {
-		case r.Status == onnxcorpus.Fail && !known:
-			t.Errorf("%s: %s (ops %v)", r.Case, r.Reason, r.Ops)
-		case r.Status == onnxcorpus.Pass && known:
-			t.Errorf("%s passes but is listed in KnownFailures (%s): remove it", r.Case, why)
-		}
-	}
-	t.Log(rep.String())
-}
 
 // TestConformanceVendored runs the vendored cases on the CPU: all pass.
 func TestConformanceVendored(t *testing.T) {
@@ -49,7 +29,9 @@ func TestConformanceVendored(t *testing.T) {
 	dev := cpu.NewDevice()
 	defer dev.Close()
 	rep := onnxcorpus.Run(c, dev, nil)
-	checkReport(t, rep)
+	onnxcorpus.CheckReport(t, rep)
+	t.Log(rep.String())
+	floors.Check(t, floors.Vendored, dev.Info(), rep.Count(onnxcorpus.Pass))
 	for _, r := range rep.Results {
 		if r.Status == onnxcorpus.Skip {
 			t.Errorf("vendored case %s is skipped: %s", r.Case, r.Reason)
@@ -60,7 +42,8 @@ func TestConformanceVendored(t *testing.T) {
 // TestConformanceCorpus runs the whole ONNX node-test corpus on the CPU
 // when it is present (../shared/onnx-node-tests.tgz or $VRUN_ONNX_CORPUS).
 // Every case whose operators are all claimed (engine.SupportedOps) must
-// pass, unless onnxcorpus.KnownFailures lists it.
+// pass, unless onnxcorpus.KnownFailures lists it, and at least the floor
+// that internal/floors records must pass.
 func TestConformanceCorpus(t *testing.T) {
 	p, ok := onnxcorpus.Find()
 	if !ok {
@@ -76,8 +59,7 @@ func TestConformanceCorpus(t *testing.T) {
 	dev := cpu.NewDevice()
 	defer dev.Close()
 	rep := onnxcorpus.Run(c, dev, nil)
-	checkReport(t, rep)
-	if n := rep.Count(onnxcorpus.Pass); n < minCorpusPasses {
-		t.Errorf("%d corpus cases pass, fewer than the %d that did (minCorpusPasses)", n, minCorpusPasses)
-	}
+	onnxcorpus.CheckReport(t, rep)
+	t.Log(rep.String())
+	floors.Check(t, floors.Corpus, dev.Info(), rep.Count(onnxcorpus.Pass))
 }

@@ -1,0 +1,79 @@
+package floors
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// Suite names a shared test suite.
+type Suite string
+
+// The suites with floors.
+const (
+	// Conformance is the op conformance table (internal/conformance,
+	// testdata/conformance, NumPy references).
+	Conformance Suite = "conformance"
+	// Gradients is the gradient table (internal/gradconf, PyTorch
+	// references).
+	Gradients Suite = "gradients"
+	// Corpus is the whole ONNX backend node-test corpus, read from its
+	// .tgz (internal/onnxcorpus.Find).
+	Corpus Suite = "onnx corpus"
+	// Vendored is the corpus cases copied into testdata/onnx/node, which a
+	// fresh clone (and CI) runs when the .tgz is absent.
+	Vendored Suite = "onnx vendored"
+)
+
+// Device classes of the table.
+const (
+	CPU      = "cpu"             // the pure-Go CPU backend
+	Lavapipe = "vulkan/lavapipe" // Mesa's llvmpipe Vulkan driver
+	Pocl     = "opencl/pocl"     // the Portable Computing Language CPU driver
+)
+
+// table holds the floors by suite and device class. The counts were
+// measured on Debian 12 (Mesa 22.3.6, pocl 3.1) with the corpus of
+// ../shared/onnx-node-tests.tgz (1884 cases).
+var table = map[Suite]map[string]int{
+	Conformance: {CPU: 207, Lavapipe: 207, Pocl: 207},
+	Gradients:   {CPU: 410, Lavapipe: 410, Pocl: 410},
+	Corpus:      {CPU: 1246, Lavapipe: 1249, Pocl: 1246},
+	Vendored:    {CPU: 1231, Lavapipe: 1229, Pocl: 1231},
+}
+
+// Class returns the device class of info: [CPU], [Lavapipe], [Pocl], or
+// "backend/name" for any other device.
+func Class(info rt.DeviceInfo) string {
+	switch {
+	case info.Backend == "cpu":
+		return CPU
+	case info.Backend == "vulkan" && strings.HasPrefix(info.Name, "llvmpipe"):
+		return Lavapipe
+	case info.Backend == "opencl" && strings.Contains(info.Driver, "Portable Computing Language"):
+		return Pocl
+	}
+	return info.Backend + "/" + info.Name
+}
+
+// Min returns the floor of suite on the device, and whether one is
+// recorded.
+func Min(suite Suite, info rt.DeviceInfo) (int, bool) {
+	n, ok := table[suite][Class(info)]
+	return n, ok
+}
+
+// Check fails t when fewer than the floor of suite pass on the device
+// (pass is the number of cases that passed), and logs the count when the
+// device has no recorded floor.
+func Check(t testing.TB, suite Suite, info rt.DeviceInfo, pass int) {
+	t.Helper()
+	min, ok := Min(suite, info)
+	switch {
+	case !ok:
+		t.Logf("%s on %s: %d cases pass; no floor is recorded for %q (add it to internal/floors)", suite, info.Spec(), pass, Class(info))
+	case pass < min:
+		t.Errorf("%s on %s (%s): %d cases pass, fewer than the floor of %d: cases that passed now skip or fail", suite, info.Spec(), Class(info), pass, min)
+	}
+}
