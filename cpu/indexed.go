@@ -195,6 +195,33 @@ func topKOp(o *rt.TopK) {
 	xbase := int(o.X.Off) / es
 	vb := data(o.Values)[o.Values.Off:]
 	ib := data(o.Indices)[o.Indices.Off:]
+	// greater orders values for Largest: NaN above everything.
+	greater := func(a, b float64) bool {
+		if math.IsNaN(a) || math.IsNaN(b) {
+			return math.IsNaN(a) && !math.IsNaN(b)
+		}
+		return a > b
+	}
+	if K == 1 {
+		// One linear scan: the first element that nothing ranks before,
+		// which is what the stable sort below puts first (the argmax of
+		// MaxPool's gradient takes this path for every window).
+		parallelFor(O*I, 256, func(lo, hi int) {
+			for q := lo; q < hi; q++ {
+				oo, i := q/I, q%I
+				bj, bv := 0, getF(xb, dt, xbase+oo*N*I+i)
+				for j := 1; j < N; j++ {
+					v := getF(xb, dt, xbase+(oo*N+j)*I+i)
+					if (o.Largest && greater(v, bv)) || (!o.Largest && greater(bv, v)) {
+						bj, bv = j, v
+					}
+				}
+				copy(vb[q*es:(q+1)*es], xb[(xbase+(oo*N+bj)*I+i)*es:])
+				binary.LittleEndian.PutUint64(ib[8*q:], uint64(bj))
+			}
+		})
+		return
+	}
 	parallelFor(O*I, 1, func(lo, hi int) {
 		vals := make([]float64, N)
 		order := make([]int, N)
@@ -203,13 +230,6 @@ func topKOp(o *rt.TopK) {
 			for j := 0; j < N; j++ {
 				vals[j] = getF(xb, dt, xbase+(oo*N+j)*I+i)
 				order[j] = j
-			}
-			// greater reports whether a ranks before b.
-			greater := func(a, b float64) bool {
-				if math.IsNaN(a) || math.IsNaN(b) {
-					return math.IsNaN(a) && !math.IsNaN(b)
-				}
-				return a > b
 			}
 			sort.SliceStable(order, func(p, r int) bool {
 				a, b := vals[order[p]], vals[order[r]]

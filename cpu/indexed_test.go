@@ -85,6 +85,11 @@ func TestTopK(t *testing.T) {
 		{[]float64{3, 1, 4, 1, 5}, 3, true, []float64{5, 4, 3}, []float64{4, 2, 0}},
 		{[]float64{3, 1, 4, 1, 5}, 2, false, []float64{1, 1}, []float64{1, 3}}, // ties: lower index first
 		{[]float64{3, nan, 4, 1, 5}, 2, true, []float64{nan, 5}, []float64{1, 4}},
+		// k = 1 takes a linear scan: the same first element as the sort.
+		{[]float64{3, 5, 4, 5, 1}, 1, true, []float64{5}, []float64{1}},
+		{[]float64{3, nan, 4, nan, 5}, 1, true, []float64{nan}, []float64{1}},
+		{[]float64{3, 1, nan, 1, 5}, 1, false, []float64{1}, []float64{1}},
+		{[]float64{nan, nan, 2, 2, nan}, 1, false, []float64{2}, []float64{2}},
 		{[]float64{3, 1, 4, 1, 5}, 0, true, nil, nil},
 	} {
 		x := e.region(rt.F32, 5, tc.x)
