@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""LeNet-5 on MNIST on a GPU machine (issue 10, item 6): time per training
+epoch of vrun on each GPU backend and of PyTorch CUDA, side by side in one
+run. The network, data and settings are bench/lenet_mnist.py's (Adam lr
+1e-3, batch 64, cross-entropy, 938 steps an epoch).
+
+The machine has no Go toolchain: build the binary elsewhere
+(`go build -o .gpu/lenet ./bench/lenet`), carry the MNIST files of the
+GoMNIST module, and run
+
+    python3 bench/lenet_gpu.py .gpu/lenet MNIST_DIR [-epochs N] [vulkan:0 cuda:0 opencl:1]
+
+PyTorch keeps the whole training set on the GPU and slices batches from
+it (no loader), eager mode. vrun's loader prepares batches on the host.
+"""
+import gzip
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        b = f.read()
+    ndim = b[3]
+    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(b, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def run_torch(d, epochs):
+    dev = torch.device("cuda")
+    torch.manual_seed(1)
+    norm = lambda a: torch.from_numpy((a.astype(np.float32) / 255 - 0.1307) / 0.3081).reshape(-1, 1, 28, 28).to(dev)
+    x = norm(read_idx(os.path.join(d, "train-images-idx3-ubyte.gz")))
+    y = torch.from_numpy(read_idx(os.path.join(d, "train-labels-idx1-ubyte.gz")).astype(np.int64)).to(dev)
+    tx = norm(read_idx(os.path.join(d, "t10k-images-idx3-ubyte.gz")))
+    ty = torch.from_numpy(read_idx(os.path.join(d, "t10k-labels-idx1-ubyte.gz")).astype(np.int64)).to(dev)
+    net = nn.Sequential(
+        nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10)).to(dev)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    times = []
+    for _ in range(epochs):
+        perm = torch.randperm(len(x), device=dev)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i in range(0, len(x), 64):
+            idx = perm[i:i + 64]
+            loss = F.cross_entropy(net(x[idx]), y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    with torch.no_grad():
+        acc = float((net(tx).argmax(1) == ty).float().mean())
+    return times, acc
+
+
+def run_vrun(binary, device, epochs):
+    out = subprocess.run([binary, "-device", device, "-epochs", str(epochs)], capture_output=True, text=True)
+    if out.returncode != 0:
+        return None, None, out.stdout[-1500:] + out.stderr[-1500:]
+    times, acc = [], None
+    for line in out.stdout.splitlines():
+        f = line.split()
+        if f[:1] == ["epoch"]:
+            times.append(float(f[3]))
+        elif f[:2] == ["test", "accuracy"]:
+            acc = float(f[2])
+    return times, acc, ""
+
+
+def main():
+    binary, d = sys.argv[1], sys.argv[2]
+    args = sys.argv[3:]
+    epochs = 2
+    if "-epochs" in args:
+        i = args.index("-epochs")
+        epochs = int(args[i + 1])
+        del args[i:i + 2]
+    devices = args or ["vulkan:0", "cuda:0"]
+    print(f"# torch {torch.__version__}, {torch.cuda.get_device_name()}; {epochs} epochs; seconds per epoch (best)")
+    pt, pacc = run_torch(d, epochs)
+    print(f"| PyTorch CUDA | {min(pt):.2f} s | acc {pacc:.4f} | 1.00 |")
+    for dev in devices:
+        t, acc, err = run_vrun(binary, dev, epochs)
+        if t is None:
+            print(f"| vrun {dev} | failed: {err} |")
+            continue
+        print(f"| vrun {dev} | {min(t):.2f} s | acc {acc:.4f} | {min(t) / min(pt):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
