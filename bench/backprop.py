@@ -17,9 +17,10 @@ gradients of both weights and both biases), and one full SGD step
 
 Run with Debian's Python:
 
-    /usr/bin/python3 bench/backprop.py [-benchtime 2s] [-small] [-threads N] [-rounds N]
+    /usr/bin/python3 bench/backprop.py [-benchtime 2s] [-small | -sizes 0,1,2] [-threads N] [-rounds N]
 
--small skips the batch-1024 size (about 95 GFLOP per step: seconds per
+-sizes picks sizes by index (0, 1, 2 in the order above); -small is
+-sizes 0,1 and skips the batch-1024 size (about 95 GFLOP per step: seconds per
 iteration on a 2-core machine). Times are the mean over at least
 -benchtime of iterations after warm-up, in ms; with -rounds N the Go and
 Python runs alternate N times and each time is the best of its N means
@@ -53,6 +54,8 @@ OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
 SIZES = [(64, 784, 256, 10), (256, 1024, 1024, 10), (1024, 4096, 4096, 1024)]
 if small:
     SIZES = SIZES[:2]
+if "-sizes" in args:  # e.g. -sizes 2: the large size alone
+    SIZES = [SIZES[int(i)] for i in args[args.index("-sizes") + 1].split(",")]
 
 
 def size_name(s):
@@ -60,13 +63,17 @@ def size_name(s):
 
 
 def seconds(s):
+    """-benchtime as (seconds, 0), or (0, iterations) for Go's Nx form."""
+    if re.fullmatch(r"\d+x", s):
+        return 0.0, int(s[:-1])
     m = re.fullmatch(r"([\d.]+)(ms|s|m)", s)
     if not m:
         sys.exit(f"bad -benchtime {s!r}")
-    return float(m.group(1)) * {"ms": 1e-3, "s": 1, "m": 60}[m.group(2)]
+    return float(m.group(1)) * {"ms": 1e-3, "s": 1, "m": 60}[m.group(2)], 0
 
 
-def timeit(fn, min_time):
+def timeit(fn, bt):
+    min_time, iters = bt
     fn()
     fn()  # warm up
     n, start = 0, time.perf_counter()
@@ -74,7 +81,7 @@ def timeit(fn, min_time):
         fn()
         n += 1
         el = time.perf_counter() - start
-        if el >= min_time and n >= 3:
+        if (iters and n >= iters) or (not iters and el >= min_time and n >= 3):
             return el / n
 
 
@@ -86,7 +93,7 @@ def worker():
     torch.set_num_threads(threads)
     libs = sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.rsplit("/", 1)[-1]})
     print(f"blas\t{', '.join(libs) or 'unknown'}\t0", flush=True)
-    min_time = seconds(benchtime)
+    bt = seconds(benchtime)
     lr = 1e-4
     for dt, tdt, tag in ((np.float32, torch.float32, "f32"), (np.float64, torch.float64, "f64")):
         for s in SIZES:
@@ -139,8 +146,8 @@ def worker():
 
             for mode, npf, tf in (("fwdbwd", np_fwdbwd, torch_fwdbwd), ("sgd", np_step, torch_step)):
                 name = f"{tag}/{size_name(s)}/{mode}"
-                print(f"numpy\t{name}\t{timeit(npf, min_time) * 1e3:.4f}", flush=True)
-                print(f"torch\t{name}\t{timeit(tf, min_time) * 1e3:.4f}", flush=True)
+                print(f"numpy\t{name}\t{timeit(npf, bt) * 1e3:.4f}", flush=True)
+                print(f"torch\t{name}\t{timeit(tf, bt) * 1e3:.4f}", flush=True)
 
 
 def run_go():
@@ -162,7 +169,8 @@ def run_python():
     if os.path.isdir(OPENBLAS):
         env["LD_LIBRARY_PATH"] = OPENBLAS + os.pathsep + env.get("LD_LIBRARY_PATH", "")
     py = subprocess.run([sys.executable, os.path.abspath(__file__), "-worker", "-benchtime", benchtime,
-                         "-threads", str(threads)] + (["-small"] if small else []),
+                         "-threads", str(threads)] + (["-small"] if small else []) +
+                        (["-sizes", args[args.index("-sizes") + 1]] if "-sizes" in args else []),
                         env=env, capture_output=True, text=True)
     if py.returncode != 0:
         sys.exit(py.stdout + py.stderr)
