@@ -138,6 +138,7 @@ func describe(i int, p clPlatform, d clDevice) devEntry {
 			{"extensions", strings.Join(interest, " ")},
 		},
 	}
+	info.MaxAlloc = c.maxAlloc
 	return devEntry{plat: p, dev: d, info: info, caps: c}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 
@@ -76,6 +77,9 @@ func (c *nodeCtx) define(i int, dt rt.DType, shape []int) (*tensor, error) {
 	}
 	if rt.NumElements(shape) < 0 {
 		return nil, c.shapeErr("output %q has invalid shape %v", t.name, shape)
+	}
+	if err := rt.CheckTensorSize(fmt.Sprintf("output %q", t.name), dt, shape, false); err != nil {
+		return nil, err
 	}
 	t.dtype, t.shape, t.defined = dt, append([]int{}, shape...), true
 	t.first = c.step
@@ -306,10 +310,30 @@ func (c *nodeCtx) normAxis(axis int64, rank int) (int, error) {
 // sameShape reports whether two shapes are equal.
 func sameShape(a, b []int) bool { return slices.Equal(a, b) }
 
+// prod is the product of s, saturated at ±math.MaxInt where it would
+// overflow (0 when any dim is 0).
 func prod(s []int) int {
-	n := 1
+	n, neg := 1, false
+	over := false
 	for _, v := range s {
-		n *= v
+		if v == 0 {
+			return 0
+		}
+		if v < 0 {
+			neg, v = !neg, -v
+		}
+		if !over && n > math.MaxInt/v {
+			over = true
+		}
+		if !over {
+			n *= v
+		}
+	}
+	if over {
+		n = math.MaxInt
+	}
+	if neg {
+		return -n
 	}
 	return n
 }

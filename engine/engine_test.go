@@ -205,8 +205,11 @@ func TestPlanErrors(t *testing.T) {
 			return b.Op("Gather", []string{b.Input("a", rt.F32, 4, 2), b.Weight("i", rt.I64, []int64{2}, []int64{1, 4})}, nil)
 		}, "index 4 out of range", engine.ErrShape},
 		{"dynamic", func(b *model.Builder) string {
-			return b.Op("Relu", []string{b.Input("a", rt.F32, -1, 2)}, nil)
-		}, "dim 0 (?) is dynamic", nil},
+			// New plans a dynamic dim as 1 (TestDynamicDims), which cannot
+			// reshape to [4 1]: the error says how to give the shapes.
+			x := b.Input("a", rt.F32, -1, 2)
+			return b.Op("Reshape", []string{x, b.Weight("s", rt.I64, []int64{2}, []int64{4, 2})}, nil)
+		}, "set to 1; give input shapes in Options.Shapes", engine.ErrShape},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := model.NewBuilder()

@@ -18,6 +18,13 @@ type Info struct {
 	InputShapes  map[string][]int
 	OutputShapes map[string][]int
 	OutputTypes  map[string]rt.DType
+	// ChunkRows, when not 0, says that the last run's batch (Rows rows
+	// along the leading dim) did not fit the device (ChunkReason says
+	// why) and runs in chunks of ChunkRows rows; the plan described is a
+	// chunk's, while InputShapes and OutputShapes are the whole batch's.
+	ChunkRows   int
+	Rows        int
+	ChunkReason string
 }
 
 // Info describes the most recently used plan.
@@ -37,6 +44,17 @@ func (s *Session) Info() Info {
 	for _, t := range p.outputs {
 		in.OutputShapes[t.name] = t.shape
 		in.OutputTypes[t.name] = t.dtype
+	}
+	if cp := s.lastCh; cp != nil {
+		in.ChunkRows, in.Rows, in.ChunkReason = cp.rows, cp.total, cp.reason
+		for i, t := range p.inputs {
+			if cp.split[i] {
+				in.InputShapes[t.name] = append([]int{cp.total}, t.shape[1:]...)
+			}
+		}
+		for i, t := range p.outputs {
+			in.OutputShapes[t.name] = cp.outShapes[i]
+		}
 	}
 	return in
 }

@@ -160,16 +160,8 @@ func newPlan(m *model.Model, shapes map[string][]int, mode planMode, foldDev rt.
 		case model.Input:
 			t.input = true
 			if s, ok := shapes[mt.Name]; ok {
-				if len(s) != len(mt.Shape) {
-					return nil, fmt.Errorf("engine: input %q: got rank %d %v, model wants rank %d %v", mt.Name, len(s), s, len(mt.Shape), mt.Shape)
-				}
-				for d := range s {
-					if mt.Shape[d] >= 0 && int64(s[d]) != mt.Shape[d] {
-						return nil, fmt.Errorf("engine: input %q: got shape %v, model wants %v", mt.Name, s, mt.Shape)
-					}
-					if s[d] < 0 {
-						return nil, fmt.Errorf("engine: input %q: bad shape %v", mt.Name, s)
-					}
+				if err := checkShape(mt, s, " in Options.Shapes"); err != nil {
+					return nil, err
 				}
 				t.shape = append([]int(nil), s...)
 			} else {
@@ -179,10 +171,13 @@ func newPlan(m *model.Model, shapes map[string][]int, mode planMode, foldDev rt.
 						if d < len(mt.DimNames) && mt.DimNames[d] != "" {
 							name = mt.DimNames[d]
 						}
-						return nil, fmt.Errorf("engine: input %q: dim %d (%s) is dynamic; give its shape", mt.Name, d, name)
+						return nil, inputErr(mt.Name, ErrShape, "input %q: dim %d (%s) is dynamic; give its shape in Options.Shapes", mt.Name, d, name)
 					}
 				}
 				t.shape = toInts(mt.Shape)
+				if err := checkShape(mt, t.shape, " in the model"); err != nil {
+					return nil, err
+				}
 			}
 			t.defined = true
 			p.inputs = append(p.inputs, t)

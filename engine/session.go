@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 
@@ -14,9 +15,13 @@ import (
 // Options configures a Session.
 type Options struct {
 	// Shapes binds input shapes, by input name, for inputs with dynamic
-	// dims. Inputs not named here use the model's static shape. Run
-	// re-plans when it is given inputs of other shapes.
+	// dims. Inputs not named here use the model's shape, with each dynamic
+	// dim taken from Dims by its name, or 1. Run re-plans when it is given
+	// inputs of other shapes.
 	Shapes map[string][]int
+	// Dims binds dynamic dims by name ("batch": 4) for the inputs that
+	// Shapes does not name. Every name must be a dim name of some input.
+	Dims map[string]int
 	// Parallel is the most runs that may execute at once, each with its
 	// own arena; 0 means 1 (runs are serialised).
 	Parallel int
@@ -40,8 +45,12 @@ type Session struct {
 
 	mu      sync.Mutex
 	plans   map[string]*planState // by input-shape key
+	chunks  map[string]*chunkPlan // by input-shape key: runs split into batch chunks
 	last    *planState
+	lastCh  *chunkPlan // the last run's chunking, if it was split
 	closed  bool
+	closing chan struct{}    // closed by Close: wakes runs waiting for a context
+	flight  sync.WaitGroup   // runs between acquire and release
 	weights *weightBuf       // shared by all plans
 	wOffs   map[string]int64 // weight-buffer offsets of shared tensors, by weightKey
 	wSize   int64
@@ -78,28 +87,189 @@ type execCtx struct {
 
 // New plans m on dev. The caller keeps ownership of m and dev, which must
 // outlive the session.
+//
+// The first plan is for the shapes in opts.Shapes; inputs not named there
+// get the model's shape, each dynamic dim taken from opts.Dims by name or
+// set to 1. Run plans again for other input shapes.
 func New(m *model.Model, dev rt.Device, opts Options) (*Session, error) {
+	s := newSession(m, dev, opts)
+	shapes, defaulted, err := initialShapes(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := s.prepare(shapes); err != nil {
+		s.Close()
+		if len(defaulted) > 0 {
+			return nil, fmt.Errorf("%w (planned with the dynamic dims %s set to 1; give input shapes in Options.Shapes or dims by name in Options.Dims)", err, strings.Join(defaulted, ", "))
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func newSession(m *model.Model, dev rt.Device, opts Options) *Session {
 	if opts.Parallel <= 0 {
 		opts.Parallel = 1
 	}
-	s := &Session{m: m, dev: dev, opts: opts, plans: map[string]*planState{}}
-	shapes := map[string][]int{}
+	return &Session{m: m, dev: dev, opts: opts, plans: map[string]*planState{}, chunks: map[string]*chunkPlan{},
+		closing: make(chan struct{})}
+}
+
+// initialShapes returns the shapes New plans for: opts.Shapes, then the
+// model's shapes with dynamic dims from opts.Dims or 1. defaulted lists the
+// dims set to 1, for error messages.
+func initialShapes(m *model.Model, opts Options) (shapes map[string][]int, defaulted []string, err error) {
+	names := map[string]bool{}
 	for _, i := range m.Inputs() {
-		t := m.Tensors[i]
-		if sh, ok := opts.Shapes[t.Name]; ok {
-			shapes[t.Name] = sh
+		for _, n := range m.Tensors[i].DimNames {
+			if n != "" {
+				names[n] = true
+			}
 		}
 	}
 	for name := range opts.Shapes {
 		if i := m.TensorIndex(name); i < 0 || m.Tensors[i].Role != model.Input {
-			return nil, fmt.Errorf("engine: shape given for %q, which is not a model input", name)
+			return nil, nil, inputErr(name, ErrUnknownInput, "shape given in Options.Shapes for %q, which is not a model input (inputs: %s)", name, inputList(m))
 		}
 	}
-	if _, err := s.planFor(shapes); err != nil {
-		s.Close()
-		return nil, err
+	for name, v := range opts.Dims {
+		if !names[name] {
+			return nil, nil, inputErr(name, ErrUnknownInput, "Options.Dims names the dim %q, which no input has (named dims: %s)", name, strings.Join(sortedKeys(names), ", "))
+		}
+		if v < 0 {
+			return nil, nil, inputErr(name, ErrShape, "Options.Dims sets the dim %q to %d", name, v)
+		}
 	}
-	return s, nil
+	shapes = map[string][]int{}
+	seen := map[string]bool{}
+	for _, i := range m.Inputs() {
+		mt := &m.Tensors[i]
+		if sh, ok := opts.Shapes[mt.Name]; ok {
+			if err := checkShape(mt, sh, " in Options.Shapes"); err != nil {
+				return nil, nil, err
+			}
+			shapes[mt.Name] = sh
+			continue
+		}
+		sh := make([]int, len(mt.Shape))
+		for d, v := range mt.Shape {
+			if v >= 0 {
+				sh[d] = int(v)
+				continue
+			}
+			dn := ""
+			if d < len(mt.DimNames) {
+				dn = mt.DimNames[d]
+			}
+			if x, ok := opts.Dims[dn]; ok && dn != "" {
+				sh[d] = x
+				continue
+			}
+			sh[d] = 1
+			label := fmt.Sprintf("%s[%d]", mt.Name, d)
+			if dn != "" {
+				label = fmt.Sprintf("%q (%s)", dn, label)
+			}
+			if !seen[label] {
+				seen[label] = true
+				defaulted = append(defaulted, label)
+			}
+		}
+		shapes[mt.Name] = sh
+	}
+	return shapes, defaulted, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func inputList(m *model.Model) string {
+	var names []string
+	for _, i := range m.Inputs() {
+		names = append(names, m.Tensors[i].Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// dimString renders a model tensor's declared shape: "[batch 37]", with
+// "?" for an unnamed dynamic dim.
+func dimString(mt *model.Tensor) string {
+	parts := make([]string, len(mt.Shape))
+	for i, d := range mt.Shape {
+		switch {
+		case d >= 0:
+			parts[i] = fmt.Sprint(d)
+		case i < len(mt.DimNames) && mt.DimNames[i] != "":
+			parts[i] = mt.DimNames[i]
+		default:
+			parts[i] = "?"
+		}
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// checkShape checks shape s, given for model input mt (where says where:
+// " in Options.Shapes", or "" for a run), against the model's rank and
+// static dims.
+func checkShape(mt *model.Tensor, s []int, where string) error {
+	bad := len(s) != len(mt.Shape)
+	for d := 0; d < len(s) && !bad; d++ {
+		bad = s[d] < 0 || (mt.Shape[d] >= 0 && int64(s[d]) != mt.Shape[d])
+	}
+	if bad {
+		return inputErr(mt.Name, ErrShape, "input %q: got shape %v%s, model wants %v%s", mt.Name, s, where, mt.Shape, named(mt))
+	}
+	if err := rt.CheckTensorSize("", mt.DType, s, false); err != nil {
+		return &InputError{Input: mt.Name, Err: err, Msg: fmt.Sprintf("input %q: shape %v%s: %v", mt.Name, s, where, err)}
+	}
+	return nil
+}
+
+// named returns " (batch 37)" for a tensor with named dims, or "".
+func named(mt *model.Tensor) string {
+	for _, n := range mt.DimNames {
+		if n != "" {
+			return " (" + strings.Trim(dimString(mt), "[]") + ")"
+		}
+	}
+	return ""
+}
+
+// checkInputs checks the inputs of a run against the model and returns
+// their shapes.
+func checkInputs(m *model.Model, inputs map[string]*rt.Tensor) (map[string][]int, error) {
+	shapes := map[string][]int{}
+	for _, i := range m.Inputs() {
+		mt := &m.Tensors[i]
+		t, ok := inputs[mt.Name]
+		if !ok || t == nil {
+			return nil, inputErr(mt.Name, ErrMissingInput, "missing input %q (the model's inputs: %s)", mt.Name, inputList(m))
+		}
+		if err := t.Check(); err != nil {
+			return nil, &InputError{Input: mt.Name, Err: err, Msg: fmt.Sprintf("input %q: %v", mt.Name, err)}
+		}
+		if t.DType != mt.DType {
+			return nil, inputErr(mt.Name, ErrDType, "input %q has dtype %s, model wants %s", mt.Name, t.DType, mt.DType)
+		}
+		if err := checkShape(mt, t.Shape, ""); err != nil {
+			return nil, err
+		}
+		shapes[mt.Name] = t.Shape
+	}
+	if len(inputs) > len(shapes) {
+		for _, name := range sortedKeys(inputs) {
+			if _, ok := shapes[name]; !ok {
+				return nil, inputErr(name, ErrUnknownInput, "%q is not a model input (inputs: %s)", name, inputList(m))
+			}
+		}
+	}
+	return shapes, nil
 }
 
 func shapeKey(shapes map[string][]int, m *model.Model) string {
@@ -131,6 +301,9 @@ func (s *Session) planMode(shapes map[string][]int, mode planMode, tag string) (
 	p, err := newPlan(s.m, shapes, mode, s.opts.FoldDevice)
 	if err != nil {
 		return nil, err
+	}
+	if fe := s.fits(p); fe != nil {
+		return nil, fe
 	}
 	for _, st := range p.steps {
 		for _, op := range st.ops {
@@ -331,31 +504,27 @@ func (s *Session) bind(op rt.Op, arena rt.Buffer, w *weightBuf) rt.Op {
 }
 
 // Run runs the model on inputs (by input name) and returns the outputs by
-// name. It is safe for concurrent use.
+// name. It is safe for concurrent use. Input problems are *InputError
+// values (errors.Is matches ErrShape, ErrDType, ErrMissingInput,
+// ErrUnknownInput). When ctx is cancelled or expires, Run returns
+// ctx.Err() without waiting for the device (the device finishes the
+// interrupted work in the background; Close waits for it).
+//
+// A batch too large for the device (its memory, its largest buffer or the
+// range one op may address) runs in chunks of rows along the leading dim,
+// replayed through one recording, when the model treats the rows of that
+// dim independently; see Info.ChunkRows.
 func (s *Session) Run(ctx context.Context, inputs map[string]*rt.Tensor) (map[string]*rt.Tensor, error) {
-	shapes := map[string][]int{}
-	for _, i := range s.m.Inputs() {
-		name := s.m.Tensors[i].Name
-		t, ok := inputs[name]
-		if !ok || t == nil {
-			return nil, fmt.Errorf("engine: missing input %q", name)
-		}
-		if err := t.Check(); err != nil {
-			return nil, fmt.Errorf("engine: input %q: %w", name, err)
-		}
-		if t.DType != s.m.Tensors[i].DType {
-			return nil, fmt.Errorf("engine: input %q has dtype %s, model wants %s", name, t.DType, s.m.Tensors[i].DType)
-		}
-		shapes[name] = t.Shape
-	}
-	for name := range inputs {
-		if i := s.m.TensorIndex(name); i < 0 || s.m.Tensors[i].Role != model.Input {
-			return nil, fmt.Errorf("engine: %q is not a model input", name)
-		}
-	}
-	ps, err := s.planFor(shapes)
+	shapes, err := checkInputs(s.m, inputs)
 	if err != nil {
 		return nil, err
+	}
+	ps, cp, err := s.prepare(shapes)
+	if err != nil {
+		return nil, err
+	}
+	if cp != nil {
+		return s.runChunked(ctx, cp, inputs)
 	}
 	out, _, err := s.exec(ctx, ps, func(i int, t *tensor, dst []byte) error {
 		copy(dst, inputs[t.name].Data)
@@ -365,15 +534,22 @@ func (s *Session) Run(ctx context.Context, inputs map[string]*rt.Tensor) (map[st
 }
 
 // exec runs plan ps once: feed fills each plan input's staging bytes
-// (model inputs, and a training plan's masks and optimizer values), and
-// after, when set, reads device state before the context is released.
+// (model inputs, and a training plan's masks and optimizer values). With
+// collect nil, exec returns the outputs; otherwise collect reads them (and
+// any device state) from the context before it is released, and the map is
+// nil.
 func (s *Session) exec(ctx context.Context, ps *planState, feed func(i int, t *tensor, dst []byte) error,
-	after func(c *execCtx) error) (map[string]*rt.Tensor, *execCtx, error) {
+	collect func(c *execCtx) error) (map[string]*rt.Tensor, *execCtx, error) {
 	c, err := s.acquire(ctx, ps)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer s.release(ps, c)
+	detached := false
+	defer func() {
+		if !detached {
+			s.release(ps, c)
+		}
+	}()
 	p := ps.p
 	for i, t := range p.inputs {
 		if err := feed(i, t, c.inBufs[i]); err != nil {
@@ -386,7 +562,29 @@ func (s *Session) exec(ctx context.Context, ps *planState, feed func(i int, t *t
 	if err := c.stream.Submit(); err != nil {
 		return nil, nil, fmt.Errorf("engine: submit: %w", err)
 	}
-	if err := c.stream.Wait(); err != nil {
+	if ctx.Done() == nil {
+		err = c.stream.Wait()
+	} else {
+		// Wait in a goroutine so that a cancelled context returns at once;
+		// the context goes back to the pool when the device is done.
+		done := make(chan error, 1)
+		go func() { done <- c.stream.Wait() }()
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			select {
+			case err = <-done:
+			default:
+				detached = true
+				go func() {
+					<-done
+					s.release(ps, c)
+				}()
+				return nil, nil, ctx.Err()
+			}
+		}
+	}
+	if err != nil {
 		return nil, nil, fmt.Errorf("engine: run: %w", err)
 	}
 	if s.opts.Profile {
@@ -395,54 +593,31 @@ func (s *Session) exec(ctx context.Context, ps *planState, feed func(i int, t *t
 		s.lastProf = prof
 		s.mu.Unlock()
 	}
+	if collect != nil {
+		return nil, c, collect(c)
+	}
 	out := make(map[string]*rt.Tensor, len(p.outputs))
 	for i, t := range p.outputs {
 		out[t.name] = &rt.Tensor{DType: t.dtype, Shape: append([]int{}, t.shape...), Data: append([]byte(nil), c.outBufs[i]...)}
-	}
-	if after != nil {
-		if err := after(c); err != nil {
-			return nil, nil, err
-		}
 	}
 	return out, c, nil
 }
 
 // acquire takes a free context of ps, creating one while fewer than
-// Parallel exist, or waits for one.
+// Parallel exist, or waits for one. The run counts as in flight (Close
+// waits for it) until release.
 func (s *Session) acquire(ctx context.Context, ps *planState) (*execCtx, error) {
-	var c *execCtx
-	select {
-	case c = <-ps.pool:
-	default:
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("engine: session %w", rt.ErrClosed)
-		}
-		grow := ps.made < s.opts.Parallel
-		if grow {
-			ps.made++
-		}
+	s.mu.Lock()
+	if s.closed {
 		s.mu.Unlock()
-		if !grow {
-			select {
-			case c = <-ps.pool:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			break
-		}
-		nc, err := s.newCtx(ps)
-		s.mu.Lock()
-		if err != nil {
-			ps.made--
-			s.mu.Unlock()
-			return nil, err
-		}
-		nc.stale = true // record on first use, below
-		ps.all = append(ps.all, nc)
-		s.mu.Unlock()
-		c = nc
+		return nil, fmt.Errorf("engine: session %w", rt.ErrClosed)
+	}
+	s.flight.Add(1)
+	s.mu.Unlock()
+	c, err := s.take(ctx, ps)
+	if err != nil {
+		s.flight.Done()
+		return nil, err
 	}
 	if err := s.ensureRecorded(ps, c); err != nil {
 		s.mu.Lock()
@@ -454,12 +629,49 @@ func (s *Session) acquire(ctx context.Context, ps *planState) (*execCtx, error) 
 	return c, nil
 }
 
+// take returns a free context of ps, or a new one while fewer than
+// Parallel exist, or waits for one.
+func (s *Session) take(ctx context.Context, ps *planState) (*execCtx, error) {
+	select {
+	case c := <-ps.pool:
+		return c, nil
+	default:
+	}
+	s.mu.Lock()
+	grow := ps.made < s.opts.Parallel
+	if grow {
+		ps.made++
+	}
+	s.mu.Unlock()
+	if !grow {
+		select {
+		case c := <-ps.pool:
+			return c, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.closing:
+			return nil, fmt.Errorf("engine: session %w", rt.ErrClosed)
+		}
+	}
+	nc, err := s.newCtx(ps)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		ps.made--
+		return nil, err
+	}
+	nc.stale = true // record on first use
+	ps.all = append(ps.all, nc)
+	return nc, nil
+}
+
 // release ends a run on c and returns c to its pool.
 func (s *Session) release(ps *planState, c *execCtx) {
 	s.mu.Lock()
 	s.unpin(c.w)
 	s.mu.Unlock()
 	ps.pool <- c
+	s.flight.Done()
 }
 
 // ensureRecorded re-records c if its stream was reset (weights moved),
@@ -481,15 +693,21 @@ func (s *Session) ensureRecorded(ps *planState, c *execCtx) error {
 	return nil
 }
 
-// Close frees the session's device memory. It waits for no runs: the
-// caller must not close a session while runs are in flight.
+// Close frees the session's device memory. Runs that have not started
+// fail with rt.ErrClosed; Close waits for the runs in flight (including
+// the device work of runs whose context was cancelled) before freeing.
 func (s *Session) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
+	close(s.closing)
+	s.mu.Unlock()
+	s.flight.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var errs []error
 	for _, ps := range s.plans {
 		for _, c := range ps.all {

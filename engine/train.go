@@ -117,8 +117,7 @@ func NewTrainer(m *model.Model, dev rt.Device, opts TrainOptions) (*Trainer, err
 		}
 		t.spec.optim, t.lr = t.optim, opts.Optimizer.LR
 	}
-	s := &Session{m: m, dev: dev, opts: Options{Shapes: opts.Shapes, Parallel: 1, Profile: opts.Profile},
-		plans: map[string]*planState{}}
+	s := newSession(m, dev, Options{Shapes: opts.Shapes, Parallel: 1, Profile: opts.Profile})
 	s.mode = planMode{mutable: t.names, params: params}
 	t.s = s
 	for name := range opts.Shapes {
@@ -194,28 +193,7 @@ func (t *Trainer) trainPlan(shapes map[string][]int) (*planState, error) {
 
 // inputShapes checks inputs against the model and returns their shapes.
 func (t *Trainer) inputShapes(inputs map[string]*rt.Tensor) (map[string][]int, error) {
-	m := t.s.m
-	shapes := map[string][]int{}
-	for _, i := range m.Inputs() {
-		name := m.Tensors[i].Name
-		x, ok := inputs[name]
-		if !ok || x == nil {
-			return nil, fmt.Errorf("engine: missing input %q", name)
-		}
-		if err := x.Check(); err != nil {
-			return nil, fmt.Errorf("engine: input %q: %w", name, err)
-		}
-		if x.DType != m.Tensors[i].DType {
-			return nil, fmt.Errorf("engine: input %q has dtype %s, model wants %s", name, x.DType, m.Tensors[i].DType)
-		}
-		shapes[name] = x.Shape
-	}
-	for name := range inputs {
-		if i := m.TensorIndex(name); i < 0 || m.Tensors[i].Role != model.Input {
-			return nil, fmt.Errorf("engine: %q is not a model input", name)
-		}
-	}
-	return shapes, nil
+	return checkInputs(t.s.m, inputs)
 }
 
 // Step runs one training step on inputs: forward, backward and, when the

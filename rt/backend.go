@@ -39,9 +39,17 @@ type DeviceInfo struct {
 	Kind    DeviceKind //
 	Driver  string     // driver name and version, if known
 	Memory  int64      // bytes of device memory (host RAM for the CPU)
-	FP16    bool       // f16 arithmetic or at least f16 storage is usable
-	FP64    bool       // f64 arithmetic is usable
-	Unified bool       // device memory is host-visible (UMA, ReBAR, CPU)
+	// MaxAlloc is the largest single buffer Alloc can make, in bytes
+	// (Vulkan's maxMemoryAllocationSize, OpenCL's CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+	// 0 when only Memory limits it.
+	MaxAlloc int64
+	// MaxRange is the most bytes one operand of an op may span (Vulkan's
+	// maxStorageBufferRange); 0 when only MaxAlloc limits it. The engine
+	// splits a batch into chunks that fit.
+	MaxRange int64
+	FP16     bool // f16 arithmetic or at least f16 storage is usable
+	FP64     bool // f64 arithmetic is usable
+	Unified  bool // device memory is host-visible (UMA, ReBAR, CPU)
 	// Details are extra capability lines for `vrun devices`, in display
 	// order: {"subgroup size", "32"}, {"max shared memory", "48 KiB"}, ...
 	Details [][2]string

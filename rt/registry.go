@@ -122,20 +122,20 @@ func Open(spec string, logf func(format string, args ...any)) (Device, error) {
 	}
 	ds, err := b.Devices()
 	if err != nil {
-		return nil, fmt.Errorf("rt: %s: %w", spec, err)
+		return nil, &deviceError{spec: spec, backend: name, err: err}
 	}
 	if len(ds) == 0 {
-		return nil, fmt.Errorf("rt: %s: no devices: %w", spec, ErrUnavailable)
+		return nil, fmt.Errorf("%s: no devices: %w", spec, ErrUnavailable)
 	}
 	if idx < 0 {
 		idx = bestDevice(ds)
 	}
 	if idx >= len(ds) {
-		return nil, fmt.Errorf("rt: %s: device index %d out of range (backend has %d devices)", spec, idx, len(ds))
+		return nil, fmt.Errorf("%s: device index %d out of range (backend has %d devices)", spec, idx, len(ds))
 	}
 	d, err := b.Open(idx)
 	if err != nil {
-		return nil, fmt.Errorf("rt: open %s: %w", ds[idx].Spec(), err)
+		return nil, &deviceError{spec: ds[idx].Spec(), backend: name, err: err}
 	}
 	return d, nil
 }
@@ -169,8 +169,9 @@ func openAuto(logf func(string, ...any)) (Device, error) {
 	for _, b := range Backends() {
 		ds, err := b.Devices()
 		if err != nil {
-			logf("auto: skipping %s: %v", b.Name(), err)
-			errs = append(errs, fmt.Errorf("%s: %w", b.Name(), err))
+			derr := &deviceError{spec: b.Name(), backend: b.Name(), err: err}
+			logf("auto: skipping %v", derr)
+			errs = append(errs, derr)
 			continue
 		}
 		if len(ds) == 0 {
@@ -184,8 +185,9 @@ func openAuto(logf func(string, ...any)) (Device, error) {
 		}
 		d, err := b.Open(i)
 		if err != nil {
-			logf("auto: skipping %s: %v", ds[i].Spec(), err)
-			errs = append(errs, fmt.Errorf("%s: %w", ds[i].Spec(), err))
+			derr := &deviceError{spec: ds[i].Spec(), backend: b.Name(), err: err}
+			logf("auto: skipping %v", derr)
+			errs = append(errs, derr)
 			continue
 		}
 		logf("auto: using %s (%s)", ds[i].Spec(), ds[i].Name)
@@ -193,3 +195,17 @@ func openAuto(logf func(string, ...any)) (Device, error) {
 	}
 	return nil, fmt.Errorf("rt: no usable device: %w", errors.Join(append(errs, ErrUnavailable)...))
 }
+
+// deviceError is a backend's error on opening a device, prefixed with the
+// device selector once: "cuda:0: no CUDA driver", not "rt: cuda:0: cuda:
+// no CUDA driver".
+type deviceError struct {
+	spec, backend string
+	err           error
+}
+
+func (e *deviceError) Error() string {
+	return e.spec + ": " + trimPrefixes(e.err.Error(), "rt", e.backend, e.spec)
+}
+
+func (e *deviceError) Unwrap() error { return e.err }

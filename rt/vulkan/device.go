@@ -133,6 +133,7 @@ func describe(in *instance, pd vk.PhysicalDevice, index int) *physInfo {
 		Unified: p.unifiedTyp >= 0,
 	}
 	p.info.Details = p.details()
+	p.info.MaxAlloc, p.info.MaxRange = max(int64(p.caps.maxAlloc), 0), int64(p.limits.MaxStorageBufferRange)
 	return p
 }
 
