@@ -28,8 +28,17 @@ type Options struct {
 	// Logf, if set, receives progress and the reasons "auto" skipped a
 	// backend.
 	Logf func(format string, args ...any)
-	// Shapes binds dynamic input dims by input name.
+	// Shapes binds input shapes by input name, for inputs with dynamic
+	// dims. Inputs not named here get the model's shape, with each dynamic
+	// dim from Dims, or 1. Run plans again for inputs of other shapes.
 	Shapes map[string][]int
+	// Dims binds dynamic dims by name, for every input that has them:
+	// {"batch": 32}. Every name must be a dim name of some input.
+	Dims map[string]int
+	// NoMmap reads a model.bin file into memory instead of mapping it.
+	// On Windows a mapped file cannot be replaced or deleted while the
+	// model is open.
+	NoMmap bool
 	// Parallel is the most concurrent runs, each with its own arena
 	// (default 1: runs are serialised).
 	Parallel int
@@ -37,7 +46,33 @@ type Options struct {
 	Profile bool
 }
 
-// Model is a loaded model planned on one device.
+// Errors of Load, New and Run that callers may match with errors.Is and
+// errors.As.
+var (
+	// ErrShape: an input's shape does not fit the model's (or shape
+	// inference failed).
+	ErrShape = engine.ErrShape
+	// ErrDType: an input's dtype is not the model's.
+	ErrDType = engine.ErrDType
+	// ErrMissingInput: a model input was not given to Run.
+	ErrMissingInput = engine.ErrMissingInput
+	// ErrUnknownInput: Run, Options.Shapes or Options.Dims names an input
+	// or dim the model does not have.
+	ErrUnknownInput = engine.ErrUnknownInput
+	// ErrTooLarge: a tensor or plan is larger than the device or the host
+	// can hold (an *rt.SizeError says what and how large).
+	ErrTooLarge = rt.ErrTooLarge
+)
+
+// InputError is the error of a bad input; see engine.InputError.
+type InputError = engine.InputError
+
+// TensorInfo describes a model input or output (Model.Inputs,
+// Model.Outputs); see engine.TensorInfo.
+type TensorInfo = engine.TensorInfo
+
+// Model is a loaded model planned on one device. Inputs and Outputs
+// describe its inputs and outputs; Info its plan.
 type Model struct {
 	*engine.Session
 	Graph  *model.Model
@@ -48,7 +83,7 @@ type Model struct {
 // memory; see LoadGraph) and plans it on the selected device. The caller
 // must Close the result.
 func Load(path string, opts Options) (*Model, error) {
-	g, err := LoadGraph(path)
+	g, err := loadGraph(path, !opts.NoMmap)
 	if err != nil {
 		return nil, err
 	}
@@ -63,11 +98,14 @@ func Load(path string, opts Options) (*Model, error) {
 // LoadGraph reads a model graph: a .onnx file is imported with
 // onnx.ImportFile (every operator the engine does not support is listed in
 // one error), anything else is read as model.bin with model.Load.
-func LoadGraph(path string) (*model.Model, error) {
+// A model.bin file is memory-mapped.
+func LoadGraph(path string) (*model.Model, error) { return loadGraph(path, true) }
+
+func loadGraph(path string, mmap bool) (*model.Model, error) {
 	if strings.EqualFold(filepath.Ext(path), ".onnx") {
 		return onnx.ImportFile(path, onnx.Options{Supported: engine.SupportedOps})
 	}
-	return model.Load(path)
+	return model.Load(path, model.UseMmap(mmap))
 }
 
 // New plans an in-memory model graph on the selected device. Close
@@ -77,7 +115,7 @@ func New(g *model.Model, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := engine.New(g, dev, engine.Options{Shapes: opts.Shapes, Parallel: opts.Parallel, Profile: opts.Profile})
+	s, err := engine.New(g, dev, engine.Options{Shapes: opts.Shapes, Dims: opts.Dims, Parallel: opts.Parallel, Profile: opts.Profile})
 	if err != nil {
 		dev.Close()
 		return nil, err
@@ -85,12 +123,16 @@ func New(g *model.Model, opts Options) (*Model, error) {
 	return &Model{Session: s, Graph: g, Device: dev}, nil
 }
 
-// Run runs the model once; see engine.Session.Run.
+// Run runs the model once; see engine.Session.Run. Input problems are
+// *InputError values matching ErrShape, ErrDType, ErrMissingInput or
+// ErrUnknownInput; a cancelled or expired ctx returns ctx.Err().
 func (m *Model) Run(ctx context.Context, inputs map[string]*rt.Tensor) (map[string]*rt.Tensor, error) {
 	return m.Session.Run(ctx, inputs)
 }
 
-// Close frees the session, the device and the model's memory map.
+// Close waits for the runs in flight, then frees the session, the device
+// and the model's memory map. Runs started after Close fail with
+// rt.ErrClosed.
 func (m *Model) Close() error {
 	return errors.Join(m.Session.Close(), m.Device.Close(), m.Graph.Close())
 }
@@ -122,15 +164,4 @@ func DescribeDevices() string {
 }
 
 // FormatBytes formats a byte count with a binary unit: "1.5 MiB".
-func FormatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for v := n / unit; v >= unit; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+func FormatBytes(n int64) string { return rt.FormatBytes(n) }

@@ -57,6 +57,10 @@ type Session struct {
 	mode    planMode // how plans are made (training sessions: mutable weights)
 
 	lastProf []OpTime
+
+	init    map[string][]int // the shapes New planned
+	outOnce sync.Once
+	outInfo []TensorInfo
 }
 
 type planState struct {
@@ -97,6 +101,7 @@ func New(m *model.Model, dev rt.Device, opts Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.init = shapes
 	if _, _, err := s.prepare(shapes); err != nil {
 		s.Close()
 		if len(defaulted) > 0 {
