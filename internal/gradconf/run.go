@@ -21,42 +21,6 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// knownMissing lists the cases that Run does not count as failures, each
-// with the reason; a key is a case name (every backend) or
-// "<backend>/<case>" (one backend). An entry states that the engine lacks
-// something today; it is not a tolerance. Listed cases still run: one that
-// fails is skipped with the reason, one that passes is an error, so that
-// the entry is removed as soon as the engine handles the case. Keep the map
-// small; a case not listed whose op the engine cannot differentiate fails
-// with the engine's error.
-var knownMissing = map[string]string{}
-
-// knownForward is knownMissing for RunForward: cases whose forward output
-// the inference engine does not compute as ONNX specifies.
-var knownForward = map[string]string{}
-
-// known returns the reason m gives for case name on backend, or "".
-func known(m map[string]string, backend, name string) string {
-	if r, ok := m[backend+"/"+name]; ok {
-		return r
-	}
-	return m[name]
-}
-
-// checkKnown reports entries of m that name no case.
-func checkKnown(t *testing.T, m map[string]string, cases []Case) {
-	t.Helper()
-	for key := range m {
-		name := key
-		if i := strings.IndexByte(key, '/'); i >= 0 {
-			name = key[i+1:]
-		}
-		if !slices.ContainsFunc(cases, func(c Case) bool { return c.Name == name }) {
-			t.Errorf("known-failure entry %q names no case", key)
-		}
-	}
-}
-
 // Names of the tensors the harness appends to a case's graph.
 const (
 	cotName  = "gradconf_cot"
@@ -269,111 +233,78 @@ func RunDir(t *testing.T, dev rt.Device, dir string) {
 // -run filters out counts as passed).
 func runDir(t *testing.T, dev rt.Device, dir string) int {
 	t.Helper()
-	cases, err := Cases(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkKnown(t, knownMissing, cases)
-	info := dev.Info()
-	var sum summary
-	for i := range cases {
-		c := &cases[i]
-		skipped := ""
-		ok := t.Run(c.Name, func(t *testing.T) {
-			if reason := conformance.CapabilitySkip(info, &c.Case); reason != "" {
-				skipped = reason
-				t.Skip(reason)
-			}
-			reason := known(knownMissing, info.Backend, c.Name)
-			ctx := context.Background()
-			errs, err := Check(ctx, c, dev)
-			if reason != "" {
-				if err == nil && len(errs) == 0 {
-					t.Fatalf("passes, but knownMissing lists it (%s): remove the entry", reason)
+	return eachCase(t, dev, dir, "gradients", func(t *testing.T, ctx context.Context, c *Case, skip func(string, ...any)) {
+		errs, err := Check(ctx, c, dev)
+		if err != nil {
+			// Skip only what the device cannot even run forward; a
+			// missing gradient rule is a failure.
+			if errors.Is(err, rt.ErrUnsupported) {
+				if _, ferr := conformance.Exec(ctx, &c.Case, dev); errors.Is(ferr, rt.ErrUnsupported) {
+					skip("unsupported forward: %v", ferr)
 				}
-				skipped = "known missing: " + reason
-				t.Skipf("%s\n  %v%v", skipped, err, errs)
 			}
-			if err != nil {
-				// Skip only what the device cannot even run forward;
-				// a missing gradient rule is a failure.
-				if errors.Is(err, rt.ErrUnsupported) {
-					if _, ferr := conformance.Exec(ctx, &c.Case, dev); errors.Is(ferr, rt.ErrUnsupported) {
-						skipped = "unsupported forward: " + ferr.Error()
-						t.Skipf("%s\n  %s", skipped, c.Describe())
-					}
-				}
-				t.Fatalf("%v\n  %s", err, c.Describe())
-			}
-			for _, e := range errs {
-				t.Errorf("%v\n  %s", e, c.Describe())
-			}
-		})
-		sum.add(c, skipped, ok)
-	}
-	t.Logf("gradients on %s (%s): %s", info.Spec(), info.Name, sum.String(len(cases)))
-	return sum.pass
+			t.Fatalf("%v\n  %s", err, c.Describe())
+		}
+		for _, e := range errs {
+			t.Errorf("%v\n  %s", e, c.Describe())
+		}
+	})
 }
 
 // RunForward runs every gradient case forward only through the inference
 // engine (conformance.Exec) and compares all outputs with the reference:
 // the check that gen.py's PyTorch formulations have the ONNX semantics the
-// engine implements. Cases listed in knownForward are handled as Run
-// handles knownMissing.
+// engine implements.
 func RunForward(t *testing.T, dev rt.Device) {
 	t.Helper()
 	dir, err := DefaultDir()
 	if err != nil {
 		t.Fatal(err)
 	}
+	eachCase(t, dev, dir, "gradient cases forward", func(t *testing.T, ctx context.Context, c *Case, skip func(string, ...any)) {
+		outs, err := conformance.Exec(ctx, &c.Case, dev)
+		if err != nil {
+			if errors.Is(err, rt.ErrUnsupported) {
+				skip("unsupported: %v", err)
+			}
+			t.Fatalf("%v\n  %s", err, c.Describe())
+		}
+		for _, o := range c.Outputs {
+			if err := conformance.Compare(outs[o.Name], o.Tensor, c.Tol); err != nil {
+				t.Errorf("output %q: %v\n  %s", o.Name, err, c.Describe())
+			}
+		}
+	})
+}
+
+// eachCase runs check on every case in dir, one subtest per case, skipping
+// what the device lacks the capability for, logs the summary under what
+// and returns how many passed.
+func eachCase(t *testing.T, dev rt.Device, dir, what string, check func(t *testing.T, ctx context.Context, c *Case, skip func(string, ...any))) int {
+	t.Helper()
 	cases, err := Cases(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkKnown(t, knownForward, cases)
 	info := dev.Info()
 	var sum summary
 	for i := range cases {
 		c := &cases[i]
 		skipped := ""
 		ok := t.Run(c.Name, func(t *testing.T) {
+			skip := func(format string, args ...any) {
+				skipped = fmt.Sprintf(format, args...)
+				t.Skipf("%s\n  %s", skipped, c.Describe())
+			}
 			if reason := conformance.CapabilitySkip(info, &c.Case); reason != "" {
-				skipped = reason
-				t.Skip(reason)
+				skip("%s", reason)
 			}
-			reason := known(knownForward, info.Backend, c.Name)
-			outs, err := conformance.Exec(context.Background(), &c.Case, dev)
-			if reason != "" {
-				var bad []error
-				for _, o := range c.Outputs {
-					if err == nil {
-						if e := conformance.Compare(outs[o.Name], o.Tensor, c.Tol); e != nil {
-							bad = append(bad, e)
-						}
-					}
-				}
-				if err == nil && len(bad) == 0 {
-					t.Fatalf("passes, but knownForward lists it (%s): remove the entry", reason)
-				}
-				skipped = "known wrong forward: " + reason
-				t.Skipf("%s\n  %v%v", skipped, err, bad)
-			}
-			if err != nil {
-				if errors.Is(err, rt.ErrUnsupported) {
-					skipped = "unsupported: " + err.Error()
-					t.Skipf("%s\n  %s", skipped, c.Describe())
-				}
-				t.Fatalf("%v\n  %s", err, c.Describe())
-			}
-			for _, o := range c.Outputs {
-				if err := conformance.Compare(outs[o.Name], o.Tensor, c.Tol); err != nil {
-					t.Errorf("output %q: %v\n  %s", o.Name, err, c.Describe())
-				}
-			}
+			check(t, context.Background(), c, skip)
 		})
 		sum.add(c, skipped, ok)
 	}
-	t.Logf("gradient cases forward on %s (%s): %s", info.Spec(), info.Name, sum.String(len(cases)))
+	t.Logf("%s on %s (%s): %s", what, info.Spec(), info.Name, sum.String(len(cases)))
+	return sum.pass
 }
 
 // summary counts the outcomes of a run.

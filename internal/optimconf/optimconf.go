@@ -1,11 +1,9 @@
 package optimconf
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -61,17 +59,9 @@ func (c Case) Op() (*rt.OptimStep, error) {
 
 // Load reads the manifest.
 func Load() (*Manifest, error) {
-	dir, err := repo.Path("testdata/optimstep")
-	if err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "cases.json"))
-	if err != nil {
-		return nil, err
-	}
 	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("optimconf: cases.json: %w", err)
+	if err := repo.ReadJSON("testdata/optimstep/cases.json", &m); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }

@@ -2,11 +2,9 @@ package optimref
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -90,17 +88,9 @@ func Dir() (string, error) { return repo.Path("testdata/optim") }
 
 // Load reads the manifest.
 func Load() (*Manifest, error) {
-	dir, err := Dir()
-	if err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "cases.json"))
-	if err != nil {
-		return nil, err
-	}
 	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("optimref: cases.json: %w", err)
+	if err := repo.ReadJSON("testdata/optim/cases.json", &m); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }

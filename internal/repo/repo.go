@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,4 +35,20 @@ func Path(rel string) (string, error) {
 			return "", fmt.Errorf("repo: cannot find %s: no go.mod at or above %s", rel, wd)
 		}
 	}
+}
+
+// ReadJSON decodes the JSON file rel (as Path) into v.
+func ReadJSON(rel string, v any) error {
+	p, err := Path(rel)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", rel, err)
+	}
+	return nil
 }

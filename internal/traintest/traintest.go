@@ -2,11 +2,9 @@ package traintest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -76,17 +74,9 @@ func Dir() (string, error) { return repo.Path("testdata/trainrun") }
 
 // Load reads the manifest.
 func Load() (*Manifest, error) {
-	dir, err := Dir()
-	if err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
-	if err != nil {
-		return nil, err
-	}
 	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("traintest: manifest.json: %w", err)
+	if err := repo.ReadJSON("testdata/trainrun/manifest.json", &m); err != nil {
+		return nil, err
 	}
 	return &m, nil
 }
