@@ -342,6 +342,9 @@ func writeAtomic(path string, b []byte) (err error) {
 	if _, err = f.Write(b); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
+	if err = f.Chmod(0o644); err != nil && !errors.Is(err, errors.ErrUnsupported) { // CreateTemp makes 0600
+		return fmt.Errorf("checkpoint: %w", err)
+	}
 	if err = f.Sync(); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}

@@ -326,6 +326,11 @@ func TestWriteAtomic(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("folder holds %d entries, want only the checkpoint", len(entries))
 	}
+	if st, err := os.Stat(p); err != nil {
+		t.Error(err)
+	} else if runtime.GOOS != "windows" && st.Mode().Perm() != 0o644 {
+		t.Errorf("the checkpoint's mode is %v, want 0644", st.Mode().Perm())
+	}
 	before, _ := os.ReadFile(p)
 	// Failures: an unencodable checkpoint, a target that is a folder, a
 	// folder that does not exist, a folder that cannot be written.

@@ -139,7 +139,7 @@ func (s *Session) planChunks(shapes map[string][]int, fe *fitError) (*chunkPlan,
 			return nil, errors.New("the plans' outputs differ (internal error)")
 		}
 	}
-	if err := rt.CheckHostAlloc("the outputs of the whole batch", outBytes); err != nil {
+	if err := rt.CheckHostAlloc("storing the outputs of the whole batch", outBytes); err != nil {
 		return nil, err
 	}
 	return cp, nil

@@ -187,7 +187,7 @@ func TestSizeLimits(t *testing.T) {
 		{"[2^20 2^20] on the host", relu(1<<20, 1<<20), engine.Options{}, func(i *rt.DeviceInfo) {},
 			[]string{"needs 8.0 TiB"}},
 		{"shape 1e11x37", mlp, engine.Options{Shapes: map[string][]int{"x": {100000000000, 37}}}, func(i *rt.DeviceInfo) {},
-			[]string{"the plan (arena 15.3 TiB", "nor can it run in chunks of the batch: the outputs of the whole batch needs 1.8 TiB"}},
+			[]string{"the plan (arena 15.3 TiB", "nor can it run in chunks of the batch: storing the outputs of the whole batch needs 1.8 TiB"}},
 		{"overflow", mlp, engine.Options{Shapes: map[string][]int{"x": {1 << 62, 37}}}, func(i *rt.DeviceInfo) {},
 			[]string{`input "x": shape [4611686018427387904 37] in Options.Shapes`, "needs more than 8 EiB"}},
 		{"max alloc", relu(1024, 1024), engine.Options{}, func(i *rt.DeviceInfo) { i.MaxAlloc = 1 << 20 },

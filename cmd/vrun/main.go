@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -39,8 +38,8 @@ func main() {
 	var ue usageError
 	if errors.As(err, &ue) {
 		help := "vrun -h"
-		if len(os.Args) > 1 && os.Args[1] == "train" {
-			help = "vrun train -h"
+		if len(os.Args) > 1 && (os.Args[1] == "train" || os.Args[1] == "convert") {
+			help = "vrun " + os.Args[1] + " -h"
 		}
 		fmt.Fprintf(os.Stderr, "vrun: %v\nRun '%s' for usage.\n", err, help)
 		os.Exit(2)
@@ -56,9 +55,13 @@ Usage:
   vrun demo                  the same
   vrun [flags] MODEL         run MODEL (model.bin or model.onnx) on random or given inputs
   vrun info [flags] MODEL    show metadata, ops, parameter count and planned arena
-  vrun convert M.onnx -o M.bin  convert an ONNX model to vrun's model.bin
+  vrun convert M.onnx -o M.bin  convert an ONNX model to vrun's model.bin (vrun convert -h)
   vrun train MODEL -data mnist: [flags]  train a model (vrun train -h for its flags)
   vrun devices               list backends and devices, and why any is unavailable
+  vrun version               print the version, the Go toolchain and the backends compiled in
+
+-json prints run results, info, devices, bench and version as JSON.
+Exit status: 0 success, 1 failure, 2 usage.
 
 Flags:
 `
@@ -74,7 +77,12 @@ type runFlags struct {
 	profile bool
 	seed    uint64
 	verbose bool
+	json    bool
+	version bool
 }
+
+// maxBench is the most runs -bench times.
+const maxBench = 1_000_000
 
 type multiFlag []string
 
@@ -88,25 +96,53 @@ func newFlags(stderr io.Writer) *runFlags {
 	f.fs.Var(&f.inputs, "i", "input from a .npy file, as `name=file.npy` (repeatable)")
 	f.fs.Var(&f.shapes, "shape", "bind a dynamic input shape, as `name=1x3x224x224` (repeatable)")
 	f.fs.StringVar(&f.outDir, "o", "", "write outputs as .npy files into `DIR`")
-	f.fs.IntVar(&f.bench, "bench", 0, "warm up, then time `N` runs")
+	f.fs.IntVar(&f.bench, "bench", 0, "warm up, then time `N` runs (1 to 1000000)")
 	f.fs.BoolVar(&f.profile, "profile", false, "print the slowest ops of the last run")
 	f.fs.Uint64Var(&f.seed, "seed", 1, "seed for random inputs")
 	f.fs.BoolVar(&f.verbose, "v", false, "verbose output")
+	f.fs.BoolVar(&f.json, "json", false, "print the results as JSON")
+	f.fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	f.fs.Usage = func() {}
 	return f
 }
 
-// parse parses flags interspersed with positional arguments.
+// parse parses flags interspersed with positional arguments and checks
+// their values.
 func (f *runFlags) parse(args []string) ([]string, error) {
+	pos, err := parseInterspersed(f.fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if f.bench < 0 || f.bench > maxBench {
+		return nil, usageError{fmt.Sprintf("-bench %d: want 1 to %d runs", f.bench, maxBench)}
+	}
+	for _, fl := range []struct {
+		name string
+		vals []string
+	}{{"-i", f.inputs}, {"-shape", f.shapes}} {
+		seen := map[string]bool{}
+		for _, v := range fl.vals {
+			name, _, _ := strings.Cut(v, "=")
+			if seen[name] {
+				return nil, usageError{fmt.Sprintf("%s %s given twice", fl.name, name)}
+			}
+			seen[name] = true
+		}
+	}
+	return pos, nil
+}
+
+// parseInterspersed parses flags interspersed with positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := f.fs.Parse(args); err != nil {
+		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
 			return nil, usageError{err.Error()}
 		}
-		args = f.fs.Args()
+		args = fs.Args()
 		if len(args) == 0 {
 			return pos, nil
 		}
@@ -122,7 +158,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(args) > 0 {
 		switch args[0] {
-		case "devices", "info", "demo", "run", "convert":
+		case "convert":
+			return convertCmd(args[1:], stdout)
+		case "devices", "info", "demo", "run", "version":
 			cmd, args = args[0], args[1:]
 		}
 	}
@@ -137,10 +175,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if f.version || cmd == "version" {
+		if cmd == "version" && len(pos) > 0 {
+			return usageError{"version takes no arguments"}
+		}
+		if f.json {
+			return writeJSON(stdout, buildVersion())
+		}
+		fmt.Fprint(stdout, buildVersion())
+		return nil
+	}
 	switch cmd {
 	case "devices":
 		if len(pos) > 0 {
 			return usageError{"devices takes no arguments"}
+		}
+		if f.json {
+			return writeJSON(stdout, devicesJSON())
 		}
 		fmt.Fprint(stdout, vrun.DescribeDevices())
 		return nil
@@ -151,11 +202,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return info(f, pos[0], stdout, stderr)
 	case "demo":
 		return demo(f, stdout, stderr)
-	case "convert":
-		return convert(f, pos, stdout)
 	}
 	switch len(pos) {
 	case 0:
+		if f.json {
+			return usageError{"-json needs a model file (the demo prints text)"}
+		}
 		return demo(f, stdout, stderr)
 	case 1:
 		return runModel(f, pos[0], stdout, stderr)
@@ -203,7 +255,7 @@ func loadInputs(f *runFlags, g *model.Model, shapes map[string][]int) (map[strin
 	source := map[string]string{}
 	for _, s := range f.inputs {
 		name, file, ok := strings.Cut(s, "=")
-		if !ok || name == "" {
+		if !ok || name == "" || file == "" {
 			return nil, nil, usageError{fmt.Sprintf("-i %q: want name=file.npy", s)}
 		}
 		i := g.TensorIndex(name)
@@ -232,6 +284,11 @@ func loadInputs(f *runFlags, g *model.Model, shapes map[string][]int) (map[strin
 				}
 				shape[d] = int(v)
 			}
+		}
+		// Check the size before allocating: a huge shape is an error, not
+		// a crash of the Go runtime.
+		if err := rt.CheckTensorSize(fmt.Sprintf("input %q", mt.Name), mt.DType, shape, true); err != nil {
+			return nil, nil, err
 		}
 		t, err := rt.NewTensor(mt.DType, shape...)
 		if err != nil {
@@ -293,12 +350,18 @@ func runModel(f *runFlags, path string, stdout, stderr io.Writer) error {
 func runAndReport(f *runFlags, m *vrun.Model, name string, inputs map[string]*rt.Tensor, source map[string]string, loadTime time.Duration, w io.Writer) error {
 	ctx := context.Background()
 	info := m.Device.Info()
-	fmt.Fprintf(w, "model    %s\n", name)
-	fmt.Fprintf(w, "device   %s  %s\n", info.Spec(), info.Name)
+	rep := runJSON{Model: name, Device: deviceRef{Spec: info.Spec(), Name: info.Name}, PlanMS: ms(loadTime)}
 	for _, i := range m.Graph.Inputs() {
 		mt := m.Graph.Tensors[i]
 		t := inputs[mt.Name]
-		fmt.Fprintf(w, "input    %-12s %s  (%s)\n", mt.Name, shapeString(t.DType, t.Shape), source[mt.Name])
+		rep.Inputs = append(rep.Inputs, tensorJSON{Name: mt.Name, DType: t.DType.String(), Shape: ints64(t.Shape), Source: source[mt.Name]})
+	}
+	if !f.json {
+		fmt.Fprintf(w, "model    %s\n", name)
+		fmt.Fprintf(w, "device   %s  %s\n", info.Spec(), info.Name)
+		for _, in := range rep.Inputs {
+			fmt.Fprintf(w, "input    %-12s %s%v  (%s)\n", in.Name, in.DType, in.Shape, in.Source)
+		}
 	}
 	t0 := time.Now()
 	out, err := m.Run(ctx, inputs)
@@ -306,36 +369,85 @@ func runAndReport(f *runFlags, m *vrun.Model, name string, inputs map[string]*rt
 		return err
 	}
 	first := time.Since(t0)
+	rep.FirstRunMS = ms(first)
+	rep.ChunkRows = m.Info().ChunkRows
+	names := labels(m.Graph)
 	for _, i := range m.Graph.Outputs() {
 		name := m.Graph.Tensors[i].Name
 		t := out[name]
+		st := statsOf(t)
+		oj := tensorJSON{Name: name, DType: t.DType.String(), Shape: ints64(t.Shape), Stats: &st}
+		for k := 0; k < min(t.Len(), 8); k++ {
+			oj.First = append(oj.First, jsonFloat(t.Float64(k)))
+		}
+		top, nan, ok := top5(t, names)
+		oj.Top5 = top
+		rep.Outputs = append(rep.Outputs, oj)
+		if f.json {
+			continue
+		}
 		fmt.Fprintf(w, "output   %-12s %s\n", name, shapeString(t.DType, t.Shape))
-		printStats(w, t)
-		printTop5(w, t, labels(m.Graph))
+		fmt.Fprintf(w, "         %s\n", st)
+		if t.Len() > 0 {
+			vals := make([]string, len(oj.First))
+			for k, v := range oj.First {
+				vals[k] = fmt.Sprintf("%.6g", float64(v))
+			}
+			more := ""
+			if t.Len() > len(vals) {
+				more = " ..."
+			}
+			fmt.Fprintf(w, "         first: [%s%s]\n", strings.Join(vals, " "), more)
+		}
+		if ok {
+			fmt.Fprintf(w, "         %s\n", top5String(t, top, nan))
+		}
 	}
-	fmt.Fprintf(w, "time     plan %s, first run %s\n", fmtDur(loadTime), fmtDur(first))
+	if !f.json {
+		fmt.Fprintf(w, "time     plan %s, first run %s\n", fmtDur(loadTime), fmtDur(first))
+		if rep.ChunkRows > 0 {
+			fmt.Fprintf(w, "chunks   the batch ran in chunks of %d rows: %s\n", rep.ChunkRows, m.Info().ChunkReason)
+		}
+	}
 	if f.outDir != "" {
 		if err := os.MkdirAll(f.outDir, 0o755); err != nil {
 			return err
 		}
-		for name, t := range out {
-			p := filepath.Join(f.outDir, sanitize(name)+".npy")
-			if err := npy.WriteFile(p, t); err != nil {
+		for k, oj := range rep.Outputs {
+			p := filepath.Join(f.outDir, sanitize(oj.Name)+".npy")
+			if err := npy.WriteFile(p, out[oj.Name]); err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "wrote    %s\n", p)
+			rep.Outputs[k].File = p
+			if !f.json {
+				fmt.Fprintf(w, "wrote    %s\n", p)
+			}
 		}
 	}
 	if f.bench > 0 {
-		if err := bench(ctx, m, inputs, f.bench, w); err != nil {
+		b, err := bench(ctx, m, inputs, f.bench)
+		if err != nil {
 			return err
+		}
+		rep.Bench = &b
+		if !f.json {
+			fmt.Fprintf(w, "bench    %d runs (after %d warm-up): min %.3f ms  median %.3f ms  p90 %.3f ms\n", b.Runs, b.Warmup, b.MinMS, b.MedianMS, b.P90MS)
+			fmt.Fprintf(w, "         %.1f runs/s, %.1f items/s (batch %d)\n", b.RunsPerS, b.ItemsPerS, b.Batch)
 		}
 	}
 	if f.profile {
-		printProfile(w, m)
+		rep.Profile = profileOf(m)
+		if !f.json {
+			printProfile(w, rep.Profile)
+		}
+	}
+	if f.json {
+		return writeJSON(w, rep)
 	}
 	return nil
 }
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 func sanitize(name string) string {
 	return strings.Map(func(r rune) rune {
@@ -350,44 +462,6 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.3f ms", float64(d)/1e6)
 }
 
-func printStats(w io.Writer, t *rt.Tensor) {
-	n := t.Len()
-	if n == 0 {
-		fmt.Fprintf(w, "         (empty)\n")
-		return
-	}
-	mn, mx, sum, sq := math.Inf(1), math.Inf(-1), 0.0, 0.0
-	nan := 0
-	for i := 0; i < n; i++ {
-		v := t.Float64(i)
-		if math.IsNaN(v) {
-			nan++
-			continue
-		}
-		mn, mx = math.Min(mn, v), math.Max(mx, v)
-		sum += v
-		sq += v * v
-	}
-	cnt := float64(n - nan)
-	mean := sum / cnt
-	std := math.Sqrt(math.Max(0, sq/cnt-mean*mean))
-	fmt.Fprintf(w, "         min %.6g  max %.6g  mean %.6g  std %.6g", mn, mx, mean, std)
-	if nan > 0 {
-		fmt.Fprintf(w, "  NaN %d", nan)
-	}
-	fmt.Fprintln(w)
-	k := min(n, 8)
-	vals := make([]string, k)
-	for i := range vals {
-		vals[i] = fmt.Sprintf("%.6g", t.Float64(i))
-	}
-	more := ""
-	if n > k {
-		more = " ..."
-	}
-	fmt.Fprintf(w, "         first: [%s%s]\n", strings.Join(vals, " "), more)
-}
-
 // labels returns class names from the model's "labels" metadata
 // (comma-separated), if any.
 func labels(g *model.Model) []string {
@@ -398,41 +472,11 @@ func labels(g *model.Model) []string {
 	return strings.Split(v, ",")
 }
 
-// printTop5 prints the top classes of the first row of a classifier
-// output: a float tensor [N, C] or [C] with C >= 2.
-func printTop5(w io.Writer, t *rt.Tensor, names []string) {
-	if !t.DType.IsFloat() || len(t.Shape) == 0 || len(t.Shape) > 2 {
-		return
-	}
-	c := t.Shape[len(t.Shape)-1]
-	if c < 2 || t.Len() == 0 {
-		return
-	}
-	idx := make([]int, c)
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return t.Float64(idx[a]) > t.Float64(idx[b]) })
-	var parts []string
-	for _, k := range idx[:min(5, c)] {
-		label := strconv.Itoa(k)
-		if k < len(names) {
-			label = fmt.Sprintf("%d %q", k, names[k])
-		}
-		parts = append(parts, fmt.Sprintf("%s (%.4g)", label, t.Float64(k)))
-	}
-	row := ""
-	if len(t.Shape) == 2 && t.Shape[0] > 1 {
-		row = " of row 0"
-	}
-	fmt.Fprintf(w, "         top-5%s: %s\n", row, strings.Join(parts, ", "))
-}
-
-func bench(ctx context.Context, m *vrun.Model, inputs map[string]*rt.Tensor, n int, w io.Writer) error {
+func bench(ctx context.Context, m *vrun.Model, inputs map[string]*rt.Tensor, n int) (benchResult, error) {
 	warm := max(1, min(10, n/10))
 	for i := 0; i < warm; i++ {
 		if _, err := m.Run(ctx, inputs); err != nil {
-			return err
+			return benchResult{}, err
 		}
 	}
 	times := make([]time.Duration, n)
@@ -440,7 +484,7 @@ func bench(ctx context.Context, m *vrun.Model, inputs map[string]*rt.Tensor, n i
 	for i := range times {
 		t0 := time.Now()
 		if _, err := m.Run(ctx, inputs); err != nil {
-			return err
+			return benchResult{}, err
 		}
 		times[i] = time.Since(t0)
 	}
@@ -454,30 +498,40 @@ func bench(ctx context.Context, m *vrun.Model, inputs map[string]*rt.Tensor, n i
 		}
 	}
 	perSec := float64(n) / total.Seconds()
-	fmt.Fprintf(w, "bench    %d runs (after %d warm-up): min %s  median %s  p90 %s\n", n, warm,
-		fmtDur(times[0]), fmtDur(times[n/2]), fmtDur(times[min(n-1, n*9/10)]))
-	fmt.Fprintf(w, "         %.1f runs/s, %.1f items/s (batch %d)\n", perSec, perSec*float64(batch), batch)
-	return nil
+	return benchResult{Runs: n, Warmup: warm, MinMS: ms(times[0]), MedianMS: ms(times[n/2]), P90MS: ms(times[min(n-1, n*9/10)]),
+		RunsPerS: perSec, ItemsPerS: perSec * float64(batch), Batch: batch}, nil
 }
 
-func printProfile(w io.Writer, m *vrun.Model) {
+func profileOf(m *vrun.Model) []profileJSON {
 	prof := m.Profile()
-	if len(prof) == 0 {
-		fmt.Fprintf(w, "profile  (no per-op times from this device)\n")
-		return
-	}
 	var total time.Duration
 	for _, p := range prof {
 		total += p.Time
 	}
-	fmt.Fprintf(w, "profile  %d nodes, %s of device time; slowest:\n", len(prof), fmtDur(total))
+	out := []profileJSON{}
+	for _, p := range prof {
+		out = append(out, profileJSON{Node: p.Node, Op: p.Op, MS: ms(p.Time), Percent: 100 * float64(p.Time) / float64(max(total, 1))})
+	}
+	return out
+}
+
+func printProfile(w io.Writer, prof []profileJSON) {
+	if len(prof) == 0 {
+		fmt.Fprintf(w, "profile  (no per-op times from this device)\n")
+		return
+	}
+	total := 0.0
+	for _, p := range prof {
+		total += p.MS
+	}
+	fmt.Fprintf(w, "profile  %d nodes, %.3f ms of device time; slowest:\n", len(prof), total)
 	top := prof[:min(10, len(prof))]
 	width := 0
 	for _, p := range top {
 		width = max(width, len(p.Node))
 	}
 	for _, p := range top {
-		fmt.Fprintf(w, "         %-*s %-20s %12s  %5.1f%%\n", width, p.Node, p.Op, fmtDur(p.Time), 100*float64(p.Time)/float64(max(total, 1)))
+		fmt.Fprintf(w, "         %-*s %-20s %9.3f ms  %5.1f%%\n", width, p.Node, p.Op, p.MS, p.Percent)
 	}
 }
 
@@ -486,44 +540,35 @@ func info(f *runFlags, path string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "model    %s\n", path)
+	rep := infoJSON{Model: path, Meta: map[string]string{}, NodeCounts: map[string]int{}}
 	for _, kv := range g.Meta {
-		fmt.Fprintf(stdout, "meta     %s = %s\n", kv[0], kv[1])
+		rep.Meta[kv[0]] = kv[1]
 	}
-	var params, wbytes int64
-	nWeights := 0
 	for _, t := range g.Tensors {
 		if t.Role == model.Weight {
-			nWeights++
-			params += int64(len(t.Data) / max(1, t.DType.Size()))
-			wbytes += int64(len(t.Data))
+			rep.Weights++
+			rep.Params += int64(len(t.Data) / max(1, t.DType.Size()))
+			rep.WeightBytes += int64(len(t.Data))
 		}
 	}
-	for _, i := range g.Inputs() {
-		t := g.Tensors[i]
-		fmt.Fprintf(stdout, "input    %-12s %s%v\n", t.Name, t.DType, dimString(t))
-	}
-	fmt.Fprintf(stdout, "params   %d in %d weights (%s)\n", params, nWeights, vrun.FormatBytes(wbytes))
-	counts := map[string]int{}
 	for _, n := range g.Nodes {
-		counts[n.Op]++
+		rep.NodeCounts[n.Op]++
 	}
-	fmt.Fprintf(stdout, "nodes    %d: %s\n", len(g.Nodes), countString(counts))
-	// Plan on the chosen device to report the arena.
-	if len(opts.Shapes) == 0 {
-		opts.Shapes = map[string][]int{}
-	}
-	for _, i := range g.Inputs() {
-		t := g.Tensors[i]
-		if _, ok := opts.Shapes[t.Name]; ok {
-			continue
+	rep.Nodes = len(g.Nodes)
+	if !f.json {
+		fmt.Fprintf(stdout, "model    %s\n", path)
+		for _, kv := range g.Meta {
+			fmt.Fprintf(stdout, "meta     %s = %s\n", kv[0], kv[1])
 		}
-		shape := make([]int, len(t.Shape))
-		for d, v := range t.Shape {
-			shape[d] = int(max(v, 1))
+		for _, i := range g.Inputs() {
+			t := g.Tensors[i]
+			fmt.Fprintf(stdout, "input    %-12s %s%v\n", t.Name, t.DType, dimString(t))
 		}
-		opts.Shapes[t.Name] = shape
+		fmt.Fprintf(stdout, "params   %d in %d weights (%s)\n", rep.Params, rep.Weights, vrun.FormatBytes(rep.WeightBytes))
+		fmt.Fprintf(stdout, "nodes    %d: %s\n", rep.Nodes, countString(rep.NodeCounts))
 	}
+	// Plan on the chosen device to report the arena; dynamic dims not
+	// given with -shape plan as 1.
 	m, err := vrun.New(g, opts)
 	if err != nil {
 		g.Close()
@@ -531,19 +576,39 @@ func info(f *runFlags, path string, stdout, stderr io.Writer) error {
 	}
 	defer m.Close()
 	pi := m.Info()
+	dev := m.Device.Info()
+	rep.Device = deviceRef{Spec: dev.Spec(), Name: dev.Name}
+	rep.Plan = planJSON{InputShapes: pi.InputShapes, Ops: pi.Ops, OpCounts: pi.OpCounts, ArenaBytes: pi.ArenaBytes,
+		TensorBytes: pi.TensorBytes, DeviceWeight: pi.WeightBytes, ChunkRows: pi.ChunkRows, Rows: pi.Rows, ChunkReason: pi.ChunkReason}
+	for _, t := range m.Inputs() {
+		rep.Inputs = append(rep.Inputs, tensorJSON{Name: t.Name, DType: t.DType.String(), Shape: t.Shape, DimNames: t.DimNames})
+	}
+	for _, t := range m.Outputs() {
+		rep.Outputs = append(rep.Outputs, tensorJSON{Name: t.Name, DType: t.DType.String(), Shape: t.Shape, DimNames: t.DimNames})
+	}
+	if f.json {
+		return writeJSON(stdout, rep)
+	}
 	for _, i := range g.Outputs() {
 		name := g.Tensors[i].Name
 		fmt.Fprintf(stdout, "output   %-12s %s  (for inputs %v)\n", name, shapeString(pi.OutputTypes[name], pi.OutputShapes[name]), shapesString(pi.InputShapes))
 	}
-	fmt.Fprintf(stdout, "device   %s  %s\n", m.Device.Info().Spec(), m.Device.Info().Name)
+	fmt.Fprintf(stdout, "device   %s  %s\n", dev.Spec(), dev.Name)
 	fmt.Fprintf(stdout, "plan     %d primitive ops: %s\n", pi.Ops, countString(pi.OpCounts))
 	saved := 0.0
 	if pi.TensorBytes > 0 {
 		saved = 100 * (1 - float64(pi.ArenaBytes)/float64(pi.TensorBytes))
 	}
-	fmt.Fprintf(stdout, "arena    %s for %s of intermediate tensors (%.0f%% saved by reuse)\n",
-		vrun.FormatBytes(pi.ArenaBytes), vrun.FormatBytes(pi.TensorBytes), saved)
+	chunk := ""
+	if pi.ChunkRows > 0 {
+		chunk = fmt.Sprintf(" per chunk of %d rows", pi.ChunkRows)
+	}
+	fmt.Fprintf(stdout, "arena    %s for %s of intermediate tensors (%.0f%% saved by reuse)%s\n",
+		vrun.FormatBytes(pi.ArenaBytes), vrun.FormatBytes(pi.TensorBytes), saved, chunk)
 	fmt.Fprintf(stdout, "weights  %s on the device\n", vrun.FormatBytes(pi.WeightBytes))
+	if pi.ChunkRows > 0 {
+		fmt.Fprintf(stdout, "chunks   %d rows run in chunks of %d: %s\n", pi.Rows, pi.ChunkRows, pi.ChunkReason)
+	}
 	return nil
 }
 
