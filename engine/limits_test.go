@@ -582,3 +582,51 @@ func TestTrainerDynamicDims(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// Shapes computed from hostile constants are errors, not overflows or
+// crashes.
+func TestShapeArithmeticOverflow(t *testing.T) {
+	i64 := func(b *model.Builder, name string, v ...int64) string {
+		return b.Weight(name, rt.I64, []int64{int64(len(v))}, v)
+	}
+	f32 := func(b *model.Builder, name string, v float32) string {
+		return b.Weight(name, rt.F32, nil, []float32{v})
+	}
+	for _, tc := range []struct {
+		name  string
+		model func(b *model.Builder) string
+		want  string
+	}{
+		{"tile", func(b *model.Builder) string {
+			return b.Op("Tile", []string{b.Input("x", rt.F32, 1<<20, 1<<20), i64(b, "r", 1<<31, 1<<31)}, nil)
+		}, "are too large"},
+		{"reshape", func(b *model.Builder) string {
+			return b.Op("Reshape", []string{b.Input("x", rt.F32, 4), i64(b, "s", 1<<40, 1<<40, 1<<40, -1)}, nil)
+		}, "is too large"},
+		{"range", func(b *model.Builder) string {
+			return b.Op("Range", []string{f32(b, "a", 0), f32(b, "l", 3e38), f32(b, "d", 1e-30)}, nil)
+		}, "is too large"},
+		{"range NaN", func(b *model.Builder) string {
+			return b.Op("Range", []string{f32(b, "a", 0), f32(b, "l", float32(math.NaN())), f32(b, "d", 1)}, nil)
+		}, "is too large"},
+		{"constant of shape", func(b *model.Builder) string {
+			return b.Op("ConstantOfShape", []string{i64(b, "s", 1<<31, 1<<31, 1<<31)}, nil)
+		}, "has invalid shape [2147483648 2147483648 2147483648]"},
+		{"expand", func(b *model.Builder) string {
+			return b.Op("Expand", []string{b.Input("x", rt.F32, 1, 1), i64(b, "s", 1<<40, 1<<40)}, nil)
+		}, "shape [1099511627776 1099511627776] is invalid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := build(t, tc.model)
+			dev := cpu.NewDevice()
+			defer dev.Close()
+			s, err := engine.New(m, dev, engine.Options{})
+			if err == nil {
+				s.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -70,7 +70,7 @@ func init() {
 			}
 			dt, v = val.dtype, val.value.Float64(0)
 		}
-		if rt.NumElements(shape) <= 1<<16 {
+		if n := rt.NumElements(shape); n >= 0 && n <= 1<<16 {
 			t, err := rt.NewTensor(dt, shape...)
 			if err != nil {
 				return err
@@ -100,10 +100,11 @@ func init() {
 		if delta == 0 {
 			return c.errf("Range delta is zero")
 		}
-		n := int(max(0, ceilDiv(limit-start, delta)))
-		if n > 1<<24 {
-			return c.shapeErr("Range of %d elements is too large", n)
+		f := ceilDiv(limit-start, delta)
+		if math.IsNaN(f) || f > 1<<24 { // checked as a float: converting a huge one to int is undefined
+			return c.shapeErr("Range(%v, %v, %v) of %v elements is too large", start, limit, delta, f)
 		}
+		n := int(max(0, f))
 		v := make([]float64, n)
 		for i := range v {
 			v[i] = start + float64(i)*delta
@@ -130,14 +131,7 @@ func init() {
 	register("ArgMin", 1, 1, func(c *nodeCtx) error { return lowerArg(c, rt.ArgMin) })
 }
 
-func ceilDiv(a, b float64) float64 {
-	q := a / b
-	f := float64(int64(q))
-	if f < q {
-		f++
-	}
-	return f
-}
+func ceilDiv(a, b float64) float64 { return math.Ceil(a / b) }
 
 func lowerReshape(c *nodeCtx) error {
 	x := c.in[0]
@@ -167,7 +161,11 @@ func lowerReshape(c *nodeCtx) error {
 		default:
 			shape[i] = int(d)
 		}
-		known *= shape[i]
+		k := rt.MulBytes(int64(known), int64(shape[i]))
+		if k < 0 {
+			return c.shapeErr("shape %v is too large", dims)
+		}
+		known = int(k)
 	}
 	total := prod(x.shape)
 	if infer >= 0 {
@@ -611,7 +609,11 @@ func lowerTile(c *nodeCtx) error {
 		if reps[i] < 0 || reps[i] > 1<<31 {
 			return c.shapeErr("repeats %v are invalid", reps)
 		}
-		shape[i] = x.shape[i] * int(reps[i])
+		n := rt.MulBytes(int64(x.shape[i]), reps[i])
+		if n < 0 || n > rt.MaxTensorBytes {
+			return c.shapeErr("repeats %v of shape %v are too large", reps, x.shape)
+		}
+		shape[i] = int(n)
 	}
 	y, err := c.define(0, x.dtype, shape)
 	if err != nil {
