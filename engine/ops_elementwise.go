@@ -100,12 +100,13 @@ func init() {
 
 	for name, fn := range map[string]rt.BinaryFn{
 		"Add": rt.Add, "Sub": rt.Sub, "Mul": rt.Mul, "Div": rt.Div, "Pow": rt.Pow,
-		"PRelu": rt.PRelu, "Equal": rt.Equal, "Less": rt.Less, "LessOrEqual": rt.LessEq,
+		"Equal": rt.Equal, "Less": rt.Less, "LessOrEqual": rt.LessEq,
 		"Greater": rt.Greater, "GreaterOrEqual": rt.GreaterEq, "And": rt.And, "Or": rt.Or, "Xor": rt.Xor,
 	} {
 		fn := fn
 		register(name, 2, 2, func(c *nodeCtx) error { return lowerBinary(c, fn, c.in[0], c.in[1], 0) })
 	}
+	register("PRelu", 2, 2, lowerPRelu)
 	register("Mod", 2, 2, func(c *nodeCtx) error {
 		fn := rt.Mod
 		if c.attrInt("fmod", 0) != 0 {
@@ -233,6 +234,27 @@ func lowerBinary(c *nodeCtx, fn rt.BinaryFn, a, b *tensor, i int) error {
 	}
 	c.emit(&rt.Binary{Fn: fn, A: c.bcast(a, shape), B: c.bcast(b, shape), Y: c.ref(y)})
 	return nil
+}
+
+// lowerPRelu lowers PRelu(X, slope). Older PyTorch exports write a
+// per-channel slope as [C] for X [N, C, ...], which ONNX's unidirectional
+// broadcasting would align with X's last dim; when such a slope does not
+// broadcast as is (C differs from the last dim), it is taken as
+// [C, 1, ..., 1], the per-channel slope PyTorch meant. A [C] slope that
+// does broadcast (C equals the last dim) keeps ONNX's meaning.
+func lowerPRelu(c *nodeCtx) error {
+	x, slope := c.in[0], c.in[1]
+	if len(slope.shape) == 1 && len(x.shape) >= 3 && slope.shape[0] == x.shape[1] {
+		if _, err := broadcastShapes(x.shape, slope.shape); err != nil {
+			shape := make([]int, len(x.shape)-1)
+			for i := range shape {
+				shape[i] = 1
+			}
+			shape[0] = slope.shape[0]
+			slope = viewAs(slope, shape)
+		}
+	}
+	return lowerBinary(c, rt.PRelu, x, slope, 0)
 }
 
 func lowerVariadic(c *nodeCtx, name string, fn rt.BinaryFn) error {

@@ -441,8 +441,8 @@ func lowerConv(c *nodeCtx) error {
 		return err
 	}
 	nd := len(x.shape) - 2
-	if nd < 1 || nd > 2 || len(w.shape) != nd+2 {
-		return c.shapeErr("Conv supports 1-D and 2-D NCHW: X %v, W %v", x.shape, w.shape)
+	if nd < 1 || nd > 3 || len(w.shape) != nd+2 {
+		return c.shapeErr("Conv supports 1-D, 2-D and 3-D (NCDHW): X %v, W %v", x.shape, w.shape)
 	}
 	g := int(c.attrInt("group", 1))
 	cin, k := x.shape[1], w.shape[0]
@@ -460,6 +460,19 @@ func lowerConv(c *nodeCtx) error {
 	s, err := resolveSpatial(c, x.shape[2:], kernel, false)
 	if err != nil {
 		return err
+	}
+	if nd == 3 {
+		var b *tensor
+		if c.has(2) {
+			b = c.in[2]
+			if err := needFloat(c, x, b); err != nil {
+				return err
+			}
+			if prod(b.shape) != k || len(b.shape) != 1 {
+				return c.shapeErr("Conv bias has shape %v, want [%d]", b.shape, k)
+			}
+		}
+		return lowerConv3D(c, x, w, b, g, s)
 	}
 	outShape := append([]int{x.shape[0], k}, s.out...)
 	y, err := c.define(0, x.dtype, outShape)
@@ -501,8 +514,8 @@ func lowerPool(c *nodeCtx, fn rt.PoolFn) error {
 		return c.unsupported("the Indices output of MaxPool")
 	}
 	nd := len(x.shape) - 2
-	if nd < 1 || nd > 2 {
-		return c.unsupported("pooling supports 1-D and 2-D NCHW input, got %v", x.shape)
+	if nd < 1 || nd > 3 {
+		return c.unsupported("pooling supports 1-D, 2-D and 3-D (NCDHW) input, got %v", x.shape)
 	}
 	ks, ok := c.attrInts("kernel_shape")
 	if !ok || len(ks) != nd {
@@ -518,6 +531,9 @@ func lowerPool(c *nodeCtx, fn rt.PoolFn) error {
 	s, err := resolveSpatial(c, x.shape[2:], kernel, c.attrInt("ceil_mode", 0) != 0)
 	if err != nil {
 		return err
+	}
+	if nd == 3 {
+		return lowerPool3D(c, x, fn, kernel, s)
 	}
 	y, err := c.define(0, x.dtype, append([]int{x.shape[0], x.shape[1]}, s.out...))
 	if err != nil {

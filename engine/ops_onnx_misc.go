@@ -488,8 +488,8 @@ func lowerConvTranspose(c *nodeCtx) error {
 	if nd < 1 || len(w.shape) != nd+2 {
 		return c.shapeErr("ConvTranspose: X %v, W %v", x.shape, w.shape)
 	}
-	if nd > 2 {
-		return c.unsupported("ConvTranspose supports 1-D and 2-D, got X %v", x.shape)
+	if nd > 3 {
+		return c.unsupported("ConvTranspose supports 1-D, 2-D and 3-D, got X %v", x.shape)
 	}
 	g := int(c.attrInt("group", 1))
 	cin := x.shape[1]
@@ -548,6 +548,19 @@ func lowerConvTranspose(c *nodeCtx) error {
 			return c.shapeErr("ConvTranspose output size %d is negative", out[i])
 		}
 	}
+	var b *tensor
+	if c.has(2) {
+		b = c.in[2]
+		if err := needFloat(c, x, b); err != nil {
+			return err
+		}
+		if prod(b.shape) != k {
+			return c.shapeErr("ConvTranspose bias has shape %v, want [%d]", b.shape, k)
+		}
+	}
+	if nd == 3 {
+		return lowerConvTranspose3D(c, x, w, b, g, strides, dil, padB, out)
+	}
 	y, err := c.define(0, x.dtype, append([]int{x.shape[0], k}, out...))
 	if err != nil {
 		return err
@@ -558,14 +571,7 @@ func lowerConvTranspose(c *nodeCtx) error {
 		op.H, op.Width, op.OH, op.OW, op.KH, op.KW = in[0], in[1], out[0], out[1], kernel[0], kernel[1]
 		op.StrideH, op.StrideW, op.PadT, op.PadL, op.DilH, op.DilW = strides[0], strides[1], padB[0], padB[1], dil[0], dil[1]
 	}
-	if c.has(2) {
-		b := c.in[2]
-		if err := needFloat(c, x, b); err != nil {
-			return err
-		}
-		if prod(b.shape) != k {
-			return c.shapeErr("ConvTranspose bias has shape %v, want [%d]", b.shape, k)
-		}
+	if b != nil {
 		op.Bias = c.ref(b)
 	}
 	c.emit(op)

@@ -222,6 +222,46 @@ def conv_naive(x, w, b, strides, pads, dilations, group):
     return y
 
 
+def conv_transpose(x, w, b, strides, pads, dilations, group, output_padding):
+    """N-D ONNX ConvTranspose by scattering every input element's kernel
+    products (the transpose of conv()), float64. pads are the begin and end
+    pads [x1_begin, ..., x1_end, ...]; output_padding adds zeros at the end
+    before the end pads are cropped."""
+    nd = x.ndim - 2
+    N, C = x.shape[:2]
+    Cg = C // group
+    Kg = w.shape[1]
+    k = w.shape[2:]
+    sp = x.shape[2:]
+    full = [strides[i] * (sp[i] - 1) + (k[i] - 1) * dilations[i] + 1 + output_padding[i] for i in range(nd)]
+    y = np.zeros((N, group * Kg) + tuple(full))
+    for pos in np.ndindex(*sp):
+        for kk in np.ndindex(*k):
+            o = tuple(pos[i] * strides[i] + kk[i] * dilations[i] for i in range(nd))
+            for g in range(group):
+                xv = x[(slice(None), slice(g * Cg, (g + 1) * Cg)) + pos]      # N, Cg
+                wv = w[(slice(g * Cg, (g + 1) * Cg), slice(None)) + kk]      # Cg, Kg
+                y[(slice(None), slice(g * Kg, (g + 1) * Kg)) + o] += xv @ wv
+    crop = tuple(slice(pads[i], full[i] - pads[i + nd]) for i in range(nd))
+    y = y[(slice(None), slice(None)) + crop]
+    if b is not None:
+        y = y + b.reshape((1, -1) + (1,) * nd)
+    return y
+
+
+def same_pads(sp, kernel, strides, dilations, upper):
+    """ONNX auto_pad SAME_UPPER / SAME_LOWER pads of Conv and pooling:
+    output ceil(in / stride), the odd pad at the end (upper) or begin."""
+    nd = len(sp)
+    pb, pe = [0] * nd, [0] * nd
+    for i in range(nd):
+        out = -(-sp[i] // strides[i])
+        total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - sp[i])
+        small, big = total // 2, total - total // 2
+        pb[i], pe[i] = (small, big) if upper else (big, small)
+    return pb + pe
+
+
 def pool_out_size(n, k, s, pb, pe, d, ceil_mode):
     eff = d * (k - 1) + 1
     num = n + pb + pe - eff
@@ -610,6 +650,11 @@ def conv_cases():
         ("rect_kernel_s21", (1, 2, 8, 9), (3, 2, 2, 4), True, [2, 1], [0, 1, 1, 2], [1, 2], 1),
         ("conv1d", (2, 3, 11), (4, 3, 3), True, [2], [1, 2], [1], 1),
         ("conv1d_dil", (1, 2, 13), (3, 2, 4), False, [1], [0, 0], [3], 1),
+        # PyTorch's Conv1d(kernel_size=1, padding=1), as exported: one output
+        # channel (a GEMM with one row) and several.
+        ("conv1d_k1_pad1_out1", (2, 3, 7), (1, 3, 1), True, [1], [1, 1], [1], 1),
+        ("conv1d_k1_pad1", (2, 3, 7), (4, 3, 1), True, [1], [1, 1], [1], 1),
+        ("conv1d_k1_pad1_n1_c1", (1, 1, 5), (1, 1, 1), False, [1], [1, 1], [1], 1),
     ]
     for dt in ("f32", "f64"):
         for tag, xs, ws, bias, st, pd, dl, g in specs:
@@ -681,6 +726,179 @@ def pool_cases():
         r = R(rng_for(nm))
         case(nm, "GlobalAveragePool", "f32", "reduce", [("x", "input", r.nz(xs, "f32"))],
              lambda x: [x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)])
+
+
+def conv3d_cases():
+    specs = [
+        # name, x shape, w shape, bias, strides, pads (or auto_pad), dilations, group
+        ("basic", (1, 2, 5, 6, 4), (3, 2, 3, 3, 3), True, [1, 1, 1], [1, 1, 1, 1, 1, 1], [1, 1, 1], 1),
+        ("stride_asym_pads", (2, 3, 7, 6, 5), (4, 3, 3, 2, 3), True, [2, 1, 2], [1, 0, 2, 2, 1, 0], [1, 1, 1], 1),
+        ("dil_group2", (1, 4, 8, 5, 6), (6, 2, 2, 3, 2), False, [1, 2, 1], [2, 1, 0, 1, 1, 1], [3, 1, 2], 2),
+        ("depthwise", (1, 3, 4, 5, 5), (3, 1, 3, 3, 3), True, [1, 1, 1], [1, 1, 1, 1, 1, 1], [1, 1, 1], 3),
+        ("k1", (2, 4, 3, 4, 5), (5, 4, 1, 1, 1), True, [1, 1, 1], [0, 0, 0, 0, 0, 0], [1, 1, 1], 1),
+        ("od1", (2, 2, 3, 4, 4), (2, 2, 3, 3, 3), True, [1, 1, 1], [0, 0, 0, 0, 0, 0], [1, 1, 1], 1),
+        ("kd_gt_d_pads", (1, 2, 2, 3, 3), (3, 2, 3, 2, 2), True, [1, 1, 1], [1, 0, 0, 1, 1, 1], [1, 1, 1], 1),
+        ("same_upper", (1, 2, 5, 6, 7), (3, 2, 3, 2, 3), True, [2, 2, 1], "SAME_UPPER", [1, 1, 1], 1),
+        ("same_lower", (1, 2, 6, 5, 4), (2, 2, 2, 3, 2), False, [2, 1, 3], "SAME_LOWER", [1, 1, 1], 1),
+    ]
+    for dt in ("f32", "f64"):
+        for tag, xs, ws, bias, st, pd, dl, g in specs:
+            if dt == "f64" and tag not in ("basic", "dil_group2", "same_upper"):
+                continue
+            nm = "conv3d_%s_%s" % (tag, dt)
+            r = R(rng_for(nm))
+            x, w = r.nz(xs, dt), r.nz(ws, dt)
+            ins = [("x", "input", x), ("W", "weight", w)]
+            if bias:
+                ins.append(("B", "weight", r.nz((ws[0],), dt)))
+            attrs = [attr("kernel_shape", "ints", list(ws[2:])), attr("strides", "ints", st),
+                     attr("dilations", "ints", dl)]
+            if isinstance(pd, str):
+                attrs.append(attr("auto_pad", "string", pd))
+                pads = same_pads(xs[2:], ws[2:], st, dl, pd == "SAME_UPPER")
+            else:
+                attrs.append(attr("pads", "ints", pd))
+                pads = pd
+            if g != 1:
+                attrs.append(attr("group", "int", g))
+
+            def ref(x, w, b=None, st=st, pads=pads, dl=dl, g=g):
+                return [conv(x, w, b, st, pads, dl, g)]
+            case(nm, "Conv", dt, "matmul", ins, ref, attrs,
+                 note="3-D NCDHW; pads are [d_begin, h_begin, w_begin, d_end, h_end, w_end]"
+                 + ("; auto_pad %s: the odd pad goes %s" % (pd, "at the end" if pd == "SAME_UPPER" else "first")
+                    if isinstance(pd, str) else ""))
+
+
+def convtranspose_cases():
+    specs = [
+        # name, x shape, w shape, bias, strides, pads (or auto_pad), dilations, group,
+        # output_padding, output_shape
+        ("2d_s2_outpad", (1, 2, 4, 5), (2, 3, 3, 3), True, [2, 2], [1, 1, 1, 1], [1, 1], 1, [1, 0], None),
+        ("3d_basic", (1, 2, 3, 4, 3), (2, 3, 3, 3, 3), True, [1, 1, 1], [0, 0, 0, 0, 0, 0], [1, 1, 1], 1, None, None),
+        ("3d_s2_pads_outpad", (2, 3, 3, 4, 2), (3, 2, 3, 2, 3), True, [2, 1, 2], [1, 0, 1, 1, 0, 0], [1, 1, 1], 1,
+         [1, 0, 1], None),
+        ("3d_group2_dil", (1, 4, 3, 3, 4), (4, 2, 2, 3, 2), False, [1, 2, 1], [0, 1, 1, 1, 0, 0], [2, 1, 2], 2,
+         None, None),
+        ("3d_s3_k2", (1, 2, 3, 2, 2), (2, 2, 2, 2, 2), True, [3, 2, 1], [0, 0, 0, 0, 0, 0], [1, 1, 1], 1, None, None),
+        ("3d_same_upper", (1, 2, 3, 3, 2), (2, 2, 3, 3, 2), True, [2, 2, 2], "SAME_UPPER", [1, 1, 1], 1, None, None),
+        ("3d_output_shape", (1, 2, 3, 2, 3), (2, 3, 3, 3, 3), False, [2, 2, 2], None, [1, 1, 1], 1, None, [5, 5, 7]),
+    ]
+    for dt in ("f32", "f64"):
+        for tag, xs, ws, bias, st, pd, dl, g, op_, os_ in specs:
+            if dt == "f64" and tag not in ("3d_s2_pads_outpad", "3d_group2_dil"):
+                continue
+            nm = "convtranspose_%s_%s" % (tag, dt)
+            r = R(rng_for(nm))
+            x, w = r.nz(xs, dt), r.nz(ws, dt)
+            nd = len(xs) - 2
+            ins = [("x", "input", x), ("W", "weight", w)]
+            if bias:
+                ins.append(("B", "weight", r.nz((ws[1] * g,), dt)))
+            attrs = [attr("kernel_shape", "ints", list(ws[2:])), attr("strides", "ints", st),
+                     attr("dilations", "ints", dl)]
+            outpad = op_ or [0] * nd
+            if op_ is not None:
+                attrs.append(attr("output_padding", "ints", op_))
+            full = [st[i] * (xs[2 + i] - 1) + outpad[i] + (ws[2 + i] - 1) * dl[i] + 1 for i in range(nd)]
+            if isinstance(pd, str) or os_ is not None:
+                # total padding = full - target; SAME_UPPER (and output_shape)
+                # put the odd pad at the end (ONNX's reference).
+                target = os_ if os_ is not None else [xs[2 + i] * st[i] for i in range(nd)]
+                tot = [full[i] - target[i] for i in range(nd)]
+                assert min(tot) >= 0
+                pads = [t // 2 for t in tot] + [t - t // 2 for t in tot]
+                if isinstance(pd, str):
+                    attrs.append(attr("auto_pad", "string", pd))
+                if os_ is not None:
+                    attrs.append(attr("output_shape", "ints", os_))
+                    assert all(t % 2 == 0 for t in tot), "output_shape case with an odd total pad"
+            else:
+                attrs.append(attr("pads", "ints", pd))
+                pads = pd
+            if g != 1:
+                attrs.append(attr("group", "int", g))
+
+            def ref(x, w, b=None, st=st, pads=pads, dl=dl, g=g, outpad=outpad):
+                return [conv_transpose(x, w, b, st, pads, dl, g, outpad)]
+            note = "W is [C, K/group, k...]; output = stride*(in-1) + output_padding + (k-1)*dilation + 1 - pads"
+            if isinstance(pd, str):
+                note += "; auto_pad SAME_UPPER: output = in*stride, the odd pad at the end"
+            if os_ is not None:
+                note += "; output_shape gives the spatial output, pads derived (even totals here)"
+            case(nm, "ConvTranspose", dt, "matmul", ins, ref, attrs, note=note)
+
+
+def pool3d_cases():
+    specs = [
+        # name, op, x shape, kernel, strides, pads (or auto_pad), ceil, count_include_pad, dilations
+        ("k3s2_pads", "MaxPool", (1, 2, 7, 6, 5), [3, 3, 3], [2, 2, 2], [1, 1, 1, 1, 1, 1], 0, None, None),
+        ("k2_asym_pads", "MaxPool", (2, 2, 5, 6, 7), [2, 3, 2], [1, 2, 2], [0, 1, 1, 1, 0, 1], 0, None, None),
+        ("ceil_dil", "MaxPool", (1, 2, 8, 7, 9), [2, 2, 3], [2, 1, 2], [0, 0, 0, 0, 0, 0], 1, None, [2, 1, 1]),
+        ("same_upper", "MaxPool", (1, 3, 5, 6, 7), [3, 2, 3], [2, 2, 2], "SAME_UPPER", 0, None, None),
+        ("kd1", "MaxPool", (1, 2, 3, 6, 5), [1, 2, 2], [1, 2, 2], [0, 0, 0, 0, 0, 0], 0, None, None),
+        ("khw1", "MaxPool", (1, 2, 6, 3, 4), [3, 1, 1], [2, 1, 1], [1, 0, 0, 0, 0, 0], 0, None, None),
+        ("k3s2_pads_excl", "AveragePool", (1, 2, 7, 6, 5), [3, 3, 3], [2, 2, 2], [1, 1, 1, 1, 1, 1], 0, 0, None),
+        ("k3s2_asym_pads_incl", "AveragePool", (2, 2, 6, 7, 5), [3, 3, 2], [2, 2, 1], [1, 0, 1, 2, 1, 0], 0, 1, None),
+        ("ceil_excl", "AveragePool", (1, 2, 8, 6, 10), [3, 2, 3], [2, 2, 2], [0, 0, 0, 0, 0, 0], 1, 0, None),
+        ("ceil_pads_incl", "AveragePool", (1, 2, 8, 7, 10), [3, 3, 3], [2, 2, 2], [1, 1, 1, 1, 1, 1], 1, 1, None),
+        ("dil_pads_excl", "AveragePool", (1, 2, 9, 6, 7), [2, 3, 2], [1, 1, 2], [1, 1, 0, 0, 1, 1], 0, 0, [2, 1, 2]),
+        ("same_lower_excl", "AveragePool", (1, 2, 6, 5, 7), [3, 3, 2], [2, 1, 2], "SAME_LOWER", 0, 0, None),
+        ("same_upper_incl", "AveragePool", (1, 2, 5, 6, 4), [2, 3, 3], [2, 2, 1], "SAME_UPPER", 0, 1, None),
+    ]
+    for tag, op, xs, k, st, pd, ceil, cip, dl in specs:
+        nm = "%s_3d_%s_f32" % (op.lower(), tag)
+        r = R(rng_for(nm))
+        x = r.nz(xs, "f32")
+        attrs = [attr("kernel_shape", "ints", k), attr("strides", "ints", st)]
+        if isinstance(pd, str):
+            attrs.append(attr("auto_pad", "string", pd))
+            pads = same_pads(xs[2:], k, st, dl or [1, 1, 1], pd == "SAME_UPPER")
+        else:
+            attrs.append(attr("pads", "ints", pd))
+            pads = pd
+        if ceil:
+            attrs.append(attr("ceil_mode", "int", 1))
+        if cip is not None:
+            attrs.append(attr("count_include_pad", "int", cip))
+        if dl is not None:
+            attrs.append(attr("dilations", "ints", dl))
+        kind = "max" if op == "MaxPool" else "avg"
+
+        def ref(x, kind=kind, k=k, st=st, pads=pads, dl=dl, ceil=ceil, cip=cip):
+            return [pool(x, kind, k, st, pads, dl, ceil, cip or 0)]
+        note = "3-D NCDHW"
+        if ceil:
+            note += "; ceil_mode: last windows run past the end (but start inside)"
+        if cip == 1:
+            note += "; count_include_pad 1: the divisor counts pad positions (positions past the end pads never count)"
+        if isinstance(pd, str):
+            note += "; auto_pad %s" % pd
+        case(nm, op, "f32", "exact" if kind == "max" else "reduce", [("x", "input", x)], ref, attrs, note=note)
+
+
+def prelu_cases():
+    specs = [
+        # name, x shape, slope shape, slope kind, note
+        ("slope_c11", (2, 3, 4, 5), (3, 1, 1), "weight", "ONNX's per-channel form: slope [C,1,1]"),
+        ("slope_c", (2, 3, 4, 5), (3,), "weight",
+         "slope [C] (older PyTorch exports): it does not broadcast to [N,C,H,W] (C != W), so it is per-channel"),
+        ("slope_c_1d", (2, 3, 5), (3,), "input", "slope [C] for a Conv1d output [N,C,L], C != L: per-channel"),
+        ("slope_c_eq_w", (2, 4, 3, 4), (4,), "weight",
+         "slope [C] with C == W broadcasts as is (ONNX): along the last dim"),
+        ("slope_scalar", (3, 4), (1,), "weight", "one shared slope"),
+    ]
+    for tag, xs, ss, kind, note in specs:
+        nm = "prelu_%s_f32" % tag
+        r = R(rng_for(nm))
+        x = r.nz(xs, "f32")
+        slope = r.nz(ss, "f32", 0.05, 0.5)
+
+        def ref(x, sl, xs=xs):
+            if sl.ndim == 1 and len(xs) >= 3 and sl.shape[0] == xs[1] and sl.shape[0] != xs[-1] and sl.shape[0] != 1:
+                sl = sl.reshape((-1,) + (1,) * (len(xs) - 2))
+            return [np.where(x < 0, x * sl, x)]
+        case(nm, "PRelu", "f32", "elem", [("x", "input", x), ("slope", kind, slope)], ref, note=note)
 
 
 def shape_cases():
@@ -850,7 +1068,11 @@ def main():
     softmax_cases()
     norm_cases()
     conv_cases()
+    conv3d_cases()
+    convtranspose_cases()
     pool_cases()
+    pool3d_cases()
+    prelu_cases()
     shape_cases()
     reduce_cases()
     names = [c["name"] for c in CASES]

@@ -284,6 +284,12 @@ def binary_cases():
             return [("x", "input", r.nz((3, 5, 7), dt)), ("slope", "weight", r.nz(ss, dt, 0.05, 0.5))]
         gcase("prelu_%s" % tag, "PRelu", "elem", make, lambda x, s: [torch.where(x < 0, s * x, x)],
               note="slope broadcast to X; its gradient is summed back")
+    # PRelu with a per-channel slope [C] as older PyTorch exports write it:
+    # it does not broadcast to [N, C, H, W] (C != W), so it means [C, 1, 1].
+    def make_c(r, dt):
+        return [("x", "input", r.nz((2, 3, 4, 5), dt)), ("slope", "weight", r.nz((3,), dt, 0.05, 0.5))]
+    gcase("prelu_slope_c", "PRelu", "elem", make_c, lambda x, s: [torch.where(x < 0, s.reshape(3, 1, 1) * x, x)],
+          note="slope [C] of an older PyTorch export: per-channel; its gradient is summed over N, H, W")
     # Where: the condition is a constant.
     for tag, sc, sx, kx, sy, ky in [("y17", (3, 5, 7), (3, 5, 7), "input", (1, 7), "weight"),
                                     ("bcast", (5, 1), (3, 1, 7), "input", (5, 7), "input")]:
@@ -417,8 +423,25 @@ def conv_torch(x, w, b, strides, pads, dilations, group):
     for i in reversed(range(nd)):
         fp += [pads[i], pads[i + nd]]
     xp = F.pad(x, fp)
-    conv = F.conv1d if nd == 1 else F.conv2d
+    conv = [None, F.conv1d, F.conv2d, F.conv3d][nd]
     return conv(xp, w, b, stride=strides, dilation=dilations, groups=group)
+
+
+def conv_transpose_torch(x, w, b, strides, pads, dilations, group, output_padding):
+    """ONNX ConvTranspose: PyTorch's transposed convolution without padding,
+    output_padding zeros appended at the end, then the pads cropped."""
+    nd = x.dim() - 2
+    ct = [None, F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d][nd]
+    y = ct(x, w, None, stride=strides, dilation=dilations, groups=group)
+    fp = []
+    for i in reversed(range(nd)):
+        fp += [0, output_padding[i]]
+    y = F.pad(y, fp)
+    crop = tuple(slice(pads[i], y.shape[2 + i] - pads[i + nd]) for i in range(nd))
+    y = y[(slice(None), slice(None)) + crop]
+    if b is not None:
+        y = y + b.reshape((1, -1) + (1,) * nd)
+    return y
 
 
 def conv_cases():
@@ -437,6 +460,10 @@ def conv_cases():
         ("rect_s21_dil", (1, 2, 8, 9), (3, 2, 2, 4), True, [2, 1], [0, 1, 1, 2], [1, 2], 1),
         ("conv1d", (2, 3, 11), (4, 3, 3), True, [2], [1, 2], [1], 1),
         ("conv1d_dil_group", (1, 4, 13), (4, 2, 4), False, [1], [0, 1], [3], 2),
+        ("conv1d_k1_pad1", (2, 3, 6), (2, 3, 1), True, [1], [1, 1], [1], 1),
+        ("conv3d_basic", (1, 2, 4, 5, 4), (3, 2, 3, 3, 3), True, [1, 1, 1], [1, 1, 1, 1, 1, 1], [1, 1, 1], 1),
+        ("conv3d_s2_asym_dil_group", (1, 4, 6, 5, 5), (4, 2, 2, 3, 2), True, [2, 1, 2], [1, 0, 1, 0, 1, 1],
+         [2, 1, 1], 2),
     ]
     for tag, xs, ws, bias, st, pd, dl, g in specs:
         def make(r, dt, xs=xs, ws=ws, bias=bias):
@@ -452,6 +479,34 @@ def conv_cases():
               lambda x, w, b=None, st=st, pd=pd, dl=dl, g=g: [conv_torch(x, w, b, st, pd, dl, g)], attrs,
               npref=lambda x, w, b=None, st=st, pd=pd, dl=dl, g=g: [cg.conv(x, w, b, st, pd, dl, g)],
               note="gradients for X, W and B; pads are [x1_begin, x2_begin, x1_end, x2_end]")
+
+
+def convtranspose_cases():
+    specs = [
+        # tag, x shape, w shape, bias, strides, pads, dilations, group, output_padding
+        ("2d_s2_outpad", (1, 2, 3, 4), (2, 3, 3, 3), True, [2, 2], [1, 1, 1, 1], [1, 1], 1, [1, 0]),
+        ("3d_s2_pads_outpad", (1, 2, 3, 3, 2), (2, 2, 3, 2, 3), True, [2, 1, 2], [1, 0, 1, 1, 0, 0], [1, 1, 1], 1,
+         [1, 0, 1]),
+        ("3d_group2_dil", (1, 4, 2, 3, 3), (4, 1, 2, 3, 2), False, [1, 2, 1], [0, 1, 1, 1, 0, 0], [2, 1, 2], 2,
+         [0, 0, 0]),
+    ]
+    for tag, xs, ws, bias, st, pd, dl, g, op_ in specs:
+        def make(r, dt, xs=xs, ws=ws, bias=bias, g=g):
+            ins = [("x", "input", r.nz(xs, dt)), ("W", "weight", r.nz(ws, dt))]
+            if bias:
+                ins.append(("B", "weight", r.nz((ws[1] * g,), dt)))
+            return ins
+        attrs = [attr("kernel_shape", "ints", list(ws[2:])), attr("strides", "ints", st),
+                 attr("pads", "ints", pd), attr("dilations", "ints", dl)]
+        if any(op_):
+            attrs.append(attr("output_padding", "ints", op_))
+        if g != 1:
+            attrs.append(attr("group", "int", g))
+        gcase("convtranspose_%s" % tag, "ConvTranspose", "matmul", make,
+              lambda x, w, b=None, st=st, pd=pd, dl=dl, g=g, op_=op_: [conv_transpose_torch(x, w, b, st, pd, dl, g, op_)],
+              attrs,
+              npref=lambda x, w, b=None, st=st, pd=pd, dl=dl, g=g, op_=op_: [cg.conv_transpose(x, w, b, st, pd, dl, g, op_)],
+              note="gradients for X, W and B; W is [C, K/group, k...]")
 
 
 def pool_torch(x, kind, kernel, strides, pads, dilations=None, ceil_mode=0, count_include_pad=0):
@@ -505,13 +560,25 @@ def pool_cases():
         ("k3s2_ceil_pads_excl", "AveragePool", (1, 2, 8, 10), [3, 3], [2, 2], [1, 1, 1, 1], 1, 0, None),
         ("k2s1_overlap", "AveragePool", (1, 2, 5, 6), [2, 2], [1, 1], [0, 0, 0, 0], 0, None, None),
         ("1d_pads_incl", "AveragePool", (2, 3, 11), [3], [2], [1, 1], 0, 1, None),
+        ("3d_k3s2_pads", "MaxPool", (1, 2, 5, 6, 5), [3, 3, 3], [2, 2, 2], [1, 1, 1, 1, 1, 1], 0, None, None),
+        ("3d_ceil_dil", "MaxPool", (1, 2, 6, 5, 7), [2, 2, 3], [2, 1, 2], [0, 0, 0, 0, 0, 0], 1, None, [2, 1, 1]),
+        ("3d_same_upper", "MaxPool", (1, 2, 5, 4, 5), [3, 2, 3], [2, 2, 2], "SAME_UPPER", 0, None, None),
+        ("3d_k3s2_asym_pads_incl", "AveragePool", (1, 2, 6, 5, 5), [3, 3, 2], [2, 2, 1], [1, 0, 1, 2, 1, 0], 0, 1,
+         None),
+        ("3d_ceil_pads_excl", "AveragePool", (1, 2, 6, 5, 6), [3, 2, 3], [2, 2, 2], [1, 0, 1, 1, 0, 1], 1, 0, None),
+        ("3d_dil_same_lower", "AveragePool", (1, 2, 6, 4, 5), [2, 3, 2], [2, 1, 2], "SAME_LOWER", 0, 0, None),
     ]
     for tag, op, xs, k, st, pd, ceil, cip, dl in specs:
         kind = "max" if op == "MaxPool" else "avg"
 
         def make(r, dt, kind=kind, xs=xs):
             return [("x", "input", distinct(r, xs, dt) if kind == "max" else r.nz(xs, dt))]
-        attrs = [attr("kernel_shape", "ints", k), attr("strides", "ints", st), attr("pads", "ints", pd)]
+        attrs = [attr("kernel_shape", "ints", k), attr("strides", "ints", st)]
+        if isinstance(pd, str):
+            attrs.append(attr("auto_pad", "string", pd))
+            pd = cg.same_pads(xs[2:], k, st, dl or [1] * len(k), pd == "SAME_UPPER")
+        else:
+            attrs.append(attr("pads", "ints", pd))
         if ceil:
             attrs.append(attr("ceil_mode", "int", 1))
         if cip is not None:
@@ -1214,6 +1281,7 @@ def main():
     matmul_cases()
     gemm_cases()
     conv_cases()
+    convtranspose_cases()
     pool_cases()
     norm_cases()
     gather_cases()
