@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
@@ -113,7 +114,7 @@ func (s *Session) planChunks(shapes map[string][]int, fe *fitError) (*chunkPlan,
 		}
 		var fe2 *fitError
 		if !errors.As(err, &fe2) || !fe2.scales {
-			return nil, fmt.Errorf("with %d rows: %w", rows, err)
+			return nil, fmt.Errorf("with %d rows: %s", rows, strings.TrimPrefix(err.Error(), "engine: "))
 		}
 		need, limit = fe2.err.Need, fe2.err.Limit
 	}

@@ -12,6 +12,14 @@
 // copies) into one rt.Stream the first time, then replays it: one submit
 // and one wait per run.
 //
+// Limits: a plan is checked against the device's memory, largest buffer
+// and operand range (rt.DeviceInfo) and the host's memory before anything
+// is allocated (rt.ErrTooLarge); a batch that exceeds them runs in chunks
+// of rows through one recording when the model keeps rows apart
+// (Info.ChunkRows). Dynamic dims plan as 1 unless Options.Shapes or
+// Options.Dims bind them. Run returns ctx.Err() as soon as its context
+// ends, and Close waits for the runs in flight.
+//
 // Concurrency: a Session may be used from many goroutines. Each Run takes an
 // execution context (an arena plus a stream); with Options.Parallel = n
 // (default 1) at most n contexts exist, so at most n runs execute at once

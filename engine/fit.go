@@ -54,7 +54,7 @@ func (s *Session) fits(p *plan) *fitError {
 					lo, hi := r.Span()
 					if need := hi - (lo &^ (arenaAlign - 1)); need > info.MaxRange {
 						fe = fail(true, fmt.Sprintf("%s: operand %s %s%v of %s", nodeLabel(st, i), name, r.DType, r.Shape, op.OpName()),
-							need, info.MaxRange, "that one op operand may span on "+dev)
+							need, info.MaxRange, "that one op operand may span on "+dev+limitName(info.Backend, "range"))
 					}
 				})
 				if fe != nil {
@@ -78,10 +78,10 @@ func (s *Session) fits(p *plan) *fitError {
 	arenas := rt.MulBytes(p.arena, int64(s.opts.Parallel))
 	if lim := info.MaxAlloc; lim > 0 {
 		if p.arena > lim {
-			return fail(true, "the arena of intermediate tensors", p.arena, lim, "that "+dev+" allocates in one buffer")
+			return fail(true, "the arena of intermediate tensors", p.arena, lim, "that "+dev+" allocates in one buffer"+limitName(info.Backend, "alloc"))
 		}
 		if weights > lim {
-			return fail(false, "the weights", weights, lim, "that "+dev+" allocates in one buffer")
+			return fail(false, "the weights", weights, lim, "that "+dev+" allocates in one buffer"+limitName(info.Backend, "alloc"))
 		}
 	}
 	device := rt.AddBytes(arenas, weights)
@@ -106,4 +106,17 @@ func parallelNote(n int) string {
 		return ""
 	}
 	return fmt.Sprintf(" × %d parallel runs", n)
+}
+
+// limitName names a device limit as the backend's API does, for messages.
+func limitName(backend, limit string) string {
+	name := map[string]string{
+		"vulkan/range": "maxStorageBufferRange",
+		"vulkan/alloc": "maxMemoryAllocationSize",
+		"opencl/alloc": "CL_DEVICE_MAX_MEM_ALLOC_SIZE",
+	}[backend+"/"+limit]
+	if name == "" {
+		return ""
+	}
+	return " (" + name + ")"
 }

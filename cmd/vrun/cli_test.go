@@ -18,6 +18,7 @@ import (
 	"github.com/vrun-go/vrun/model/onnx"
 	"github.com/vrun-go/vrun/npy"
 	"github.com/vrun-go/vrun/rt"
+	"github.com/vrun-go/vrun/train"
 )
 
 // TestExitHelper is the vrun process of vrunExit: it runs main with the
@@ -263,5 +264,33 @@ func TestOutputFileModes(t *testing.T) {
 	must(t, err)
 	if st.Mode().Perm()&0o644 != 0o644 {
 		t.Errorf("y.npy has mode %v, want at least 0644", st.Mode().Perm())
+	}
+}
+
+// vrun info says when a batch runs in chunks: LeNet-5 on 10,000 MNIST
+// images exceeds lavapipe's maxStorageBufferRange (128 MiB) at its first
+// Conv. Planning only; the vrun package's test runs it.
+func TestInfoChunksOnVulkan(t *testing.T) {
+	d, err := rt.Open("vulkan", nil)
+	if err != nil {
+		t.Skip(err)
+	}
+	info := d.Info()
+	d.Close()
+	if info.MaxRange == 0 || info.MaxRange >= 10000*6*28*28*4 {
+		t.Skipf("%s addresses %d bytes per operand: no chunks", info.Name, info.MaxRange)
+	}
+	m, err := train.Arch("lenet", train.ArchOptions{Sample: []int{1, 28, 28}, Outputs: 10})
+	must(t, err)
+	path := filepath.Join(t.TempDir(), "lenet.bin")
+	must(t, model.WriteFile(path, m))
+	var out, errb bytes.Buffer
+	if err := run([]string{"info", "-device", "vulkan", "-shape", "x=10000x1x28x28", path}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"per chunk of ", "chunks   10000 rows run in chunks of", "maxStorageBufferRange", "output   logits       f32[10000 10]"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("info lacks %q:\n%s", w, out.String())
+		}
 	}
 }
