@@ -26,13 +26,9 @@ var (
 	loaderOnce sync.Once
 	loaderErr  error
 	gipa       unsafe.Pointer // vkGetInstanceProcAddr
-
-	listOnce sync.Once
-	listErr  error
-	listInfo []rt.DeviceInfo
 )
 
-// load dlopens the Vulkan loader once and initialises goki/vulkan.
+// load dlopens the Vulkan loader once.
 func load() error {
 	loaderOnce.Do(func() {
 		p, err := loadLoader()
@@ -41,52 +37,32 @@ func load() error {
 			return
 		}
 		gipa = p
-		vk.SetGetInstanceProcAddr(p)
-		if err := vk.Init(); err != nil {
-			loaderErr = fmt.Errorf("vulkan: loader init: %v: %w", err, rt.ErrUnavailable)
-		}
 	})
 	return loaderErr
 }
 
 func (backend) Devices() ([]rt.DeviceInfo, error) {
-	defer noGC()()
-	if err := load(); err != nil {
+	in, err := sharedInstance()
+	if err != nil {
 		return nil, err
 	}
-	listOnce.Do(func() {
-		inst, err := newInstance(false, 0)
-		if err != nil {
-			listErr = err
-			return
-		}
-		defer inst.destroy()
-		pds, err := inst.physicalDevices()
-		if err != nil {
-			listErr = err
-			return
-		}
-		if len(pds) == 0 {
-			listErr = fmt.Errorf("vulkan: no Vulkan devices: %w", rt.ErrUnavailable)
-			return
-		}
-		for i, pd := range pds {
-			listInfo = append(listInfo, describe(inst, pd, i).info)
-		}
-	})
-	if listErr != nil {
-		return nil, listErr
+	if len(in.phys) == 0 {
+		return nil, fmt.Errorf("vulkan: no Vulkan devices: %w", rt.ErrUnavailable)
 	}
-	return append([]rt.DeviceInfo(nil), listInfo...), nil
+	out := make([]rt.DeviceInfo, len(in.phys))
+	for i := range in.phys {
+		out[i] = in.physInfo(i).info
+	}
+	return out, nil
 }
 
 func (b backend) Open(index int) (rt.Device, error) {
-	defer noGC()()
-	if _, err := b.Devices(); err != nil {
+	infos, err := b.Devices()
+	if err != nil {
 		return nil, err
 	}
-	if index < 0 || index >= len(listInfo) {
-		return nil, fmt.Errorf("vulkan: device index %d out of range (%d devices)", index, len(listInfo))
+	if index < 0 || index >= len(infos) {
+		return nil, fmt.Errorf("vulkan: device index %d out of range (%d devices)", index, len(infos))
 	}
 	return openDevice(index)
 }
@@ -100,10 +76,15 @@ func validationEnabled() bool {
 
 // ---- validation message collection ----
 
+// Messages from the validation layer are collected per open device: a
+// message goes to the device that owns a dispatchable object it names (its
+// VkDevice, VkQueue or a command buffer), else to every open device, and
+// always to the process-wide list of ValidationMessages.
 var (
 	valMu    sync.Mutex
 	valAll   []string
 	valByID          = map[uintptr]*[]string{}
+	valOwner         = map[uint64]uintptr{} // dispatchable handle -> device id
 	valNext  uintptr = 1
 	valIgnor         = []string{
 		// Loader chatter that is not about vrun's use of the API.
@@ -111,6 +92,7 @@ var (
 	}
 )
 
+// newValidationID registers a device's message list.
 func newValidationID() uintptr {
 	valMu.Lock()
 	defer valMu.Unlock()
@@ -120,7 +102,33 @@ func newValidationID() uintptr {
 	return id
 }
 
-func recordValidation(id uintptr, severity uint32, msg string) {
+// dropValidationID forgets a closed device's list and handles.
+func dropValidationID(id uintptr) {
+	valMu.Lock()
+	defer valMu.Unlock()
+	delete(valByID, id)
+	for h, o := range valOwner {
+		if o == id {
+			delete(valOwner, h)
+		}
+	}
+}
+
+// ownHandle attributes messages naming handle h to device id (0: forget h).
+func ownHandle(id uintptr, h uint64) {
+	if h == 0 {
+		return
+	}
+	valMu.Lock()
+	defer valMu.Unlock()
+	if id == 0 {
+		delete(valOwner, h)
+	} else {
+		valOwner[h] = id
+	}
+}
+
+func recordValidation(severity uint32, msg string, handles []uint64) {
 	for _, s := range valIgnor {
 		if strings.Contains(msg, s) {
 			return
@@ -137,8 +145,20 @@ func recordValidation(id uintptr, severity uint32, msg string) {
 	valMu.Lock()
 	defer valMu.Unlock()
 	valAll = append(valAll, m)
-	if l := valByID[id]; l != nil {
-		*l = append(*l, m)
+	owned := false
+	for _, h := range handles {
+		if id, ok := valOwner[h]; ok {
+			if l := valByID[id]; l != nil {
+				*l = append(*l, m)
+				owned = true
+				break
+			}
+		}
+	}
+	if !owned {
+		for _, l := range valByID {
+			*l = append(*l, m)
+		}
 	}
 }
 
@@ -185,136 +205,95 @@ func validationError(msgs []string) error {
 
 // ---- instance ----
 
+// instance is the process's one Vulkan instance. It is created on first
+// use and never destroyed: destroying the last instance lets the loader
+// unload the driver, and some drivers cannot be loaded into the same
+// process again (NVIDIA's libnvidia-tls.so needs static TLS, which glibc
+// does not give back when the library is unloaded, so a second
+// vkCreateInstance fails with "incompatible driver"). Devices share it and
+// count their references (refs), as long-lived engines do; the driver
+// stays loaded while none is open.
 type instance struct {
-	inst      vk.Instance
-	messenger uint64
-	msgInfo   unsafe.Pointer
-	valID     uintptr
+	h        vkInst
+	validate bool             // created with VK_LAYER_KHRONOS_validation
+	pds      []unsafe.Pointer // physical devices
+	phys     []rawPhys        // their descriptions
+
+	mu   sync.Mutex
+	refs int // open devices
 }
 
-func hasInstanceLayer(name string) bool {
-	var n uint32
-	if vk.EnumerateInstanceLayerProperties(&n, nil) != vk.Success || n == 0 {
-		return false
-	}
-	ls := make([]vk.LayerProperties, n)
-	vk.EnumerateInstanceLayerProperties(&n, ls)
-	for _, l := range ls[:n] {
-		l.Deref()
-		if vk.ToString(l.LayerName[:]) == name {
-			return true
+var (
+	instOnce sync.Once
+	inst     *instance
+	instErr  error
+)
+
+// sharedInstance returns the process's instance, creating it on the first
+// call (with validation where VRUN_VK_VALIDATION is set then).
+func sharedInstance() (*instance, error) {
+	instOnce.Do(func() {
+		if err := load(); err != nil {
+			instErr = err
+			return
 		}
-	}
-	return false
+		inst, instErr = newInstance(validationEnabled())
+	})
+	return inst, instErr
 }
 
-func instanceExtensions() map[string]bool {
-	out := map[string]bool{}
-	var n uint32
-	if vk.EnumerateInstanceExtensionProperties("", &n, nil) != vk.Success || n == 0 {
-		return out
-	}
-	es := make([]vk.ExtensionProperties, n)
-	vk.EnumerateInstanceExtensionProperties("", &n, es)
-	for _, e := range es[:n] {
-		e.Deref()
-		out[vk.ToString(e.ExtensionName[:])] = true
-	}
-	return out
+// acquire counts a device that uses the instance.
+func (in *instance) acquire() {
+	in.mu.Lock()
+	in.refs++
+	in.mu.Unlock()
 }
 
-func newInstance(validate bool, valID uintptr) (*instance, error) {
+// release uncounts a device. The instance stays (see instance).
+func (in *instance) release() {
+	in.mu.Lock()
+	in.refs--
+	in.mu.Unlock()
+}
+
+// openDevices is the number of devices that hold the shared instance.
+func openDevices() int {
+	if inst == nil {
+		return 0
+	}
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	return inst.refs
+}
+
+func newInstance(validate bool) (*instance, error) {
 	api := vk.MakeVersion(1, 2, 0)
-	if v := instanceVersion(gipa); v < api {
+	if v := vkInstanceVersion(); v < api {
 		return nil, fmt.Errorf("vulkan: loader supports Vulkan %s, vrun needs 1.2: %w", versionString(v), rt.ErrUnavailable)
 	}
-	exts := instanceExtensions()
-	var enabledExt, layers []string
-	var flags vk.InstanceCreateFlags
-	if exts["VK_KHR_portability_enumeration"] {
-		enabledExt = append(enabledExt, "VK_KHR_portability_enumeration\x00")
-		flags |= 0x00000001 // VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
-	}
-	in := &instance{valID: valID}
 	if validate {
-		if !hasInstanceLayer("VK_LAYER_KHRONOS_validation") {
+		if !vkHasLayer("VK_LAYER_KHRONOS_validation") {
 			return nil, fmt.Errorf("vulkan: VRUN_VK_VALIDATION is set but VK_LAYER_KHRONOS_validation is not installed")
 		}
-		if !exts["VK_EXT_debug_utils"] {
+		if !vkHasInstanceExt("VK_EXT_debug_utils") {
 			return nil, fmt.Errorf("vulkan: VRUN_VK_VALIDATION is set but VK_EXT_debug_utils is missing")
 		}
-		layers = append(layers, "VK_LAYER_KHRONOS_validation\x00")
-		enabledExt = append(enabledExt, "VK_EXT_debug_utils\x00")
-		in.msgInfo = messengerInfo(valID)
 	}
-	ci := vk.InstanceCreateInfo{
-		SType: vk.StructureTypeInstanceCreateInfo,
-		PNext: in.msgInfo,
-		Flags: flags,
-		PApplicationInfo: &vk.ApplicationInfo{
-			SType:              vk.StructureTypeApplicationInfo,
-			PApplicationName:   "vrun\x00",
-			ApplicationVersion: 1,
-			PEngineName:        "vrun\x00",
-			EngineVersion:      1,
-			ApiVersion:         api,
-		},
-		EnabledLayerCount:       uint32(len(layers)),
-		PpEnabledLayerNames:     layers,
-		EnabledExtensionCount:   uint32(len(enabledExt)),
-		PpEnabledExtensionNames: enabledExt,
-	}
-	var inst vk.Instance
-	if r := vk.CreateInstance(&ci, nil, &inst); r != vk.Success {
-		if in.msgInfo != nil {
-			cFree(in.msgInfo)
-		}
+	h, r := vkCreateInstance(api, vkHasInstanceExt("VK_KHR_portability_enumeration"), validate)
+	if r != vk.Success {
 		return nil, fmt.Errorf("vulkan: vkCreateInstance: %v: %w", vkErr(r), rt.ErrUnavailable)
 	}
-	in.inst = inst
-	if err := vk.InitInstance(inst); err != nil {
-		in.destroy()
-		return nil, fmt.Errorf("vulkan: %v: %w", err, rt.ErrUnavailable)
-	}
-	if validate {
-		m, r := createMessenger(gipa, unsafe.Pointer(inst), in.msgInfo)
-		if r != 0 {
-			in.destroy()
-			return nil, fmt.Errorf("vulkan: vkCreateDebugUtilsMessengerEXT: %v", vkErr(vk.Result(r)))
-		}
-		in.messenger = m
-	}
-	return in, nil
-}
-
-func (in *instance) physicalDevices() ([]vk.PhysicalDevice, error) {
-	var n uint32
-	if r := vk.EnumeratePhysicalDevices(in.inst, &n, nil); r != vk.Success {
+	in := &instance{h: h, validate: validate}
+	pds, r := h.physicalDevices()
+	if r != vk.Success {
+		h.destroy()
 		return nil, fmt.Errorf("vulkan: vkEnumeratePhysicalDevices: %v: %w", vkErr(r), rt.ErrUnavailable)
 	}
-	pds := make([]vk.PhysicalDevice, n)
-	if n > 0 {
-		if r := vk.EnumeratePhysicalDevices(in.inst, &n, pds); r != vk.Success && r != vk.Incomplete {
-			return nil, fmt.Errorf("vulkan: vkEnumeratePhysicalDevices: %v: %w", vkErr(r), rt.ErrUnavailable)
-		}
+	in.pds = pds
+	for _, pd := range pds {
+		in.phys = append(in.phys, h.describe(pd))
 	}
-	return pds[:n], nil
-}
-
-func (in *instance) destroy() {
-	if in.inst == nil {
-		return
-	}
-	if in.messenger != 0 {
-		destroyMessenger(gipa, unsafe.Pointer(in.inst), in.messenger)
-		in.messenger = 0
-	}
-	vk.DestroyInstance(in.inst, nil)
-	in.inst = nil
-	if in.msgInfo != nil {
-		cFree(in.msgInfo)
-		in.msgInfo = nil
-	}
+	return in, nil
 }
 
 // vkErr names a VkResult.

@@ -16,10 +16,11 @@ import (
 // physInfo is what vrun needs to know about a physical device.
 type physInfo struct {
 	info       rt.DeviceInfo
-	pd         vk.PhysicalDevice
-	props      vk.PhysicalDeviceProperties
-	limits     vk.PhysicalDeviceLimits
-	mem        vk.PhysicalDeviceMemoryProperties
+	pd         unsafe.Pointer // VkPhysicalDevice
+	props      devProps
+	limits     devLimits
+	memTypes   []memType
+	memHeaps   []memHeap
 	caps       caps
 	exts       map[string]bool
 	qfam       int    // compute queue family, -1 if none
@@ -32,77 +33,44 @@ type physInfo struct {
 	coopOK     bool
 }
 
-func describe(in *instance, pd vk.PhysicalDevice, index int) *physInfo {
-	p := &physInfo{pd: pd, qfam: -1, unifiedTyp: -1, heap: -1}
-	var props vk.PhysicalDeviceProperties
-	vk.GetPhysicalDeviceProperties(pd, &props)
-	props.Deref()
-	p.props = props
-	p.limits = p.props.Limits
-	p.limits.Deref()
-	var mem vk.PhysicalDeviceMemoryProperties
-	vk.GetPhysicalDeviceMemoryProperties(pd, &mem)
-	mem.Deref()
-	p.mem = mem
-	p.exts = map[string]bool{}
-	var n uint32
-	if vk.EnumerateDeviceExtensionProperties(pd, "", &n, nil) == vk.Success && n > 0 {
-		es := make([]vk.ExtensionProperties, n)
-		vk.EnumerateDeviceExtensionProperties(pd, "", &n, es)
-		for _, e := range es[:n] {
-			e.Deref()
-			p.exts[vk.ToString(e.ExtensionName[:])] = true
-		}
-	}
-	nvCoop := p.exts[nvCoopExt]
-	p.caps = queryCaps(gipa, unsafe.Pointer(in.inst), unsafe.Pointer(pd), p.props.ApiVersion, nvCoop)
-	if nvCoop && p.caps.coopMatrix {
-		p.coopProps = coopProps(unsafe.Pointer(in.inst), unsafe.Pointer(pd))
-	}
-	p.coop, p.coopOK = pickCoopMat(p.coopProps, p.caps, nvCoop, p.limits.MaxComputeSharedMemorySize, coopEnabled())
+// physInfo describes physical device index; the cooperative-matrix choice
+// follows VRUN_VK_COOPMAT as set now.
+func (in *instance) physInfo(index int) *physInfo {
+	r := &in.phys[index]
+	p := &physInfo{pd: in.pds[index], qfam: -1, unifiedTyp: -1, heap: -1,
+		props: r.props, limits: r.limits, memTypes: r.memTypes, memHeaps: r.memHeaps,
+		caps: r.caps, coopProps: r.coopProps}
+	p.exts = map[string]bool{nvCoopExt: r.nvCoop, "VK_KHR_cooperative_matrix": r.khrCoop}
+	p.coop, p.coopOK = pickCoopMat(p.coopProps, p.caps, r.nvCoop, p.limits.MaxComputeSharedMemorySize, coopEnabled())
 
-	var qn uint32
-	vk.GetPhysicalDeviceQueueFamilyProperties(pd, &qn, nil)
-	qfs := make([]vk.QueueFamilyProperties, qn)
-	vk.GetPhysicalDeviceQueueFamilyProperties(pd, &qn, qfs)
 	// Prefer a compute queue without graphics (async compute), else any.
 	for pass := 0; pass < 2 && p.qfam < 0; pass++ {
-		for i := range qfs[:qn] {
-			q := &qfs[i]
-			q.Deref()
-			fl := vk.QueueFlagBits(q.QueueFlags)
-			if fl&vk.QueueComputeBit == 0 || q.QueueCount == 0 {
+		for i, q := range r.queues {
+			fl := vk.QueueFlagBits(q.flags)
+			if fl&vk.QueueComputeBit == 0 || q.count == 0 {
 				continue
 			}
 			if pass == 0 && fl&vk.QueueGraphicsBit != 0 {
 				continue
 			}
-			p.qfam, p.tsBits = i, q.TimestampValidBits
+			p.qfam, p.tsBits = i, q.tsBits
 			break
 		}
 	}
 
-	for i := 0; i < int(p.mem.MemoryHeapCount); i++ {
-		h := &p.mem.MemoryHeaps[i]
-		h.Deref()
-		if vk.MemoryHeapFlagBits(h.Flags)&vk.MemoryHeapDeviceLocalBit != 0 && int64(h.Size) > p.heapSize {
-			p.heap, p.heapSize = i, int64(h.Size)
+	for i, h := range p.memHeaps {
+		if vk.MemoryHeapFlagBits(h.flags)&vk.MemoryHeapDeviceLocalBit != 0 && int64(h.size) > p.heapSize {
+			p.heap, p.heapSize = i, int64(h.size)
 		}
 	}
-	for i := 0; i < int(p.mem.MemoryTypeCount); i++ {
-		t := &p.mem.MemoryTypes[i]
-		t.Deref()
-	}
 	const uni = vk.MemoryPropertyDeviceLocalBit | vk.MemoryPropertyHostVisibleBit | vk.MemoryPropertyHostCoherentBit
-	for i := 0; i < int(p.mem.MemoryTypeCount); i++ {
-		t := p.mem.MemoryTypes[i]
-		if vk.MemoryPropertyFlagBits(t.PropertyFlags)&uni == uni && int(t.HeapIndex) == p.heap {
+	for i, t := range p.memTypes {
+		if vk.MemoryPropertyFlagBits(t.flags)&uni == uni && int(t.heap) == p.heap {
 			p.unifiedTyp = i
 			break
 		}
 	}
 
-	name := vk.ToString(p.props.DeviceName[:])
 	kind := rt.KindOther
 	switch p.props.DeviceType {
 	case vk.PhysicalDeviceTypeCpu:
@@ -124,7 +92,7 @@ func describe(in *instance, pd vk.PhysicalDevice, index int) *physInfo {
 	p.info = rt.DeviceInfo{
 		Backend: backendName,
 		Index:   index,
-		Name:    name,
+		Name:    p.props.DeviceName,
 		Kind:    kind,
 		Driver:  strings.TrimSpace(driver),
 		Memory:  p.heapSize,
@@ -175,17 +143,15 @@ func (p *physInfo) details() [][2]string {
 		{"timestamps", yes(p.tsBits > 0)},
 		{"compute queue family", fmt.Sprint(p.qfam)},
 	}
-	for i := 0; i < int(p.mem.MemoryHeapCount); i++ {
-		h := p.mem.MemoryHeaps[i]
+	for i, h := range p.memHeaps {
 		fl := ""
-		if vk.MemoryHeapFlagBits(h.Flags)&vk.MemoryHeapDeviceLocalBit != 0 {
+		if vk.MemoryHeapFlagBits(h.flags)&vk.MemoryHeapDeviceLocalBit != 0 {
 			fl = " device-local"
 		}
-		d = append(d, [2]string{fmt.Sprintf("memory heap %d", i), kib(uint64(h.Size)) + fl})
+		d = append(d, [2]string{fmt.Sprintf("memory heap %d", i), kib(h.size) + fl})
 	}
-	for i := 0; i < int(p.mem.MemoryTypeCount); i++ {
-		t := p.mem.MemoryTypes[i]
-		d = append(d, [2]string{fmt.Sprintf("memory type %d", i), fmt.Sprintf("heap %d%s", t.HeapIndex, memFlags(vk.MemoryPropertyFlagBits(t.PropertyFlags)))})
+	for i, t := range p.memTypes {
+		d = append(d, [2]string{fmt.Sprintf("memory type %d", i), fmt.Sprintf("heap %d%s", t.heap, memFlags(vk.MemoryPropertyFlagBits(t.flags)))})
 	}
 	var cm []string
 	for _, e := range []string{"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix"} {
@@ -221,8 +187,8 @@ func memFlags(f vk.MemoryPropertyFlagBits) string {
 type device struct {
 	phys  *physInfo
 	in    *instance
-	dev   vk.Device
-	queue vk.Queue
+	vd    vkDev      // the VkDevice, its queue and entry points
+	valID uintptr    // validation message list, 0 without validation
 	qmu   sync.Mutex // guards queue submission
 
 	minAlign  int64 // binding offset alignment (>= 16)
@@ -236,19 +202,18 @@ type device struct {
 
 	coopFailed atomic.Bool // the cooperative-matrix pipeline could not be created
 
-	mu       sync.Mutex
-	buffers  map[*buffer]struct{}
-	streams  map[*stream]struct{}
-	pipes    map[string]*pipeline
-	layouts  map[int]*layout
-	pcache   vk.PipelineCache
-	cacheKey string
+	mu      sync.Mutex
+	buffers map[*buffer]struct{}
+	streams map[*stream]struct{}
+	pipes   map[string]*pipeline
+	layouts map[int]*layout
+	pcache  uint64 // VkPipelineCache
 
 	// synchronous copies for non-host-visible buffers
 	xmu     sync.Mutex
-	xpool   vk.CommandPool
-	xcb     vk.CommandBuffer
-	xfence  vk.Fence
+	xpool   uint64         // VkCommandPool
+	xcb     unsafe.Pointer // VkCommandBuffer
+	xfence  uint64         // VkFence
 	xstage  *buffer
 	lost    bool
 	closed  bool
@@ -256,69 +221,51 @@ type device struct {
 }
 
 func openDevice(index int) (rt.Device, error) {
-	validate := validationEnabled()
-	var valID uintptr
-	if validate {
-		valID = newValidationID()
-	}
-	in, err := newInstance(validate, valID)
+	in, err := sharedInstance()
 	if err != nil {
 		return nil, err
 	}
-	pds, err := in.physicalDevices()
-	if err != nil {
-		in.destroy()
-		return nil, err
-	}
-	if index >= len(pds) {
-		in.destroy()
+	if index >= len(in.phys) {
 		return nil, fmt.Errorf("vulkan: device %d disappeared", index)
 	}
-	p := describe(in, pds[index], index)
-	fail := func(err error) (rt.Device, error) {
-		in.destroy()
-		return nil, err
-	}
+	p := in.physInfo(index)
 	if p.props.ApiVersion < vk.MakeVersion(1, 2, 0) {
-		return fail(fmt.Errorf("vulkan: %s supports Vulkan %s, vrun needs 1.2: %w", p.info.Name, versionString(p.props.ApiVersion), rt.ErrUnavailable))
+		return nil, fmt.Errorf("vulkan: %s supports Vulkan %s, vrun needs 1.2: %w", p.info.Name, versionString(p.props.ApiVersion), rt.ErrUnavailable)
 	}
 	if p.qfam < 0 {
-		return fail(fmt.Errorf("vulkan: %s has no compute queue: %w", p.info.Name, rt.ErrUnavailable))
-	}
-	en := p.caps
-	en.coopMatrix, en.vkMemModel = p.coopOK, p.coopOK
-	chain := deviceChain(en)
-	defer cFree(chain)
-	var exts []string
-	if p.coopOK {
-		exts = append(exts, nvCoopExt+"\x00")
-	}
-	dci := vk.DeviceCreateInfo{
-		SType:                vk.StructureTypeDeviceCreateInfo,
-		PNext:                chain,
-		QueueCreateInfoCount: 1,
-		PQueueCreateInfos: []vk.DeviceQueueCreateInfo{{
-			SType:            vk.StructureTypeDeviceQueueCreateInfo,
-			QueueFamilyIndex: uint32(p.qfam),
-			QueueCount:       1,
-			PQueuePriorities: []float32{1},
-		}},
-		EnabledExtensionCount:   uint32(len(exts)),
-		PpEnabledExtensionNames: exts,
-	}
-	var dev vk.Device
-	if r := vk.CreateDevice(p.pd, &dci, nil, &dev); r != vk.Success {
-		return fail(fmt.Errorf("vulkan: vkCreateDevice on %s: %v: %w", p.info.Name, vkErr(r), rt.ErrUnavailable))
+		return nil, fmt.Errorf("vulkan: %s has no compute queue: %w", p.info.Name, rt.ErrUnavailable)
 	}
 	d := &device{
-		phys: p, in: in, dev: dev,
+		phys: p, in: in,
 		buffers: map[*buffer]struct{}{}, streams: map[*stream]struct{}{},
 		pipes: map[string]*pipeline{}, layouts: map[int]*layout{},
 		bufType: -1, stageType: -1,
 	}
-	var q vk.Queue
-	vk.GetDeviceQueue(dev, uint32(p.qfam), 0, &q)
-	d.queue = q
+	if in.validate {
+		// Messages about the device's creation go to it too (they name no
+		// object of it yet, so they go to every open device).
+		d.valID = newValidationID()
+	}
+	en := p.caps
+	en.coopMatrix, en.vkMemModel = p.coopOK, p.coopOK
+	vd, r := in.h.createDevice(p.pd, uint32(p.qfam), en)
+	if r != vk.Success {
+		err := fmt.Errorf("vulkan: vkCreateDevice on %s: %v: %w", p.info.Name, vkErr(r), rt.ErrUnavailable)
+		if verr := d.valErr(); verr != nil {
+			err = fmt.Errorf("%w\n%v", err, verr)
+		}
+		if d.valID != 0 {
+			dropValidationID(d.valID)
+		}
+		return nil, err
+	}
+	d.vd = vd
+	in.acquire()
+	if d.valID != 0 {
+		dh, qh := vd.handles()
+		ownHandle(d.valID, dh)
+		ownHandle(d.valID, qh)
+	}
 	d.minAlign = int64(p.limits.MinStorageBufferOffsetAlignment)
 	if d.minAlign < 16 {
 		d.minAlign = 16
@@ -369,21 +316,22 @@ func (d *device) resultErr(what string, r vk.Result) error {
 
 // valErr returns the validation messages reported since the last call.
 func (d *device) valErr() error {
-	if d.in.valID == 0 {
+	if d.valID == 0 {
 		return nil
 	}
-	return validationError(takeValidation(d.in.valID))
+	return validationError(takeValidation(d.valID))
 }
 
+// Close destroys everything the device created and the VkDevice, and
+// releases the shared instance (which stays: see instance).
 func (d *device) Close() error {
-	defer noGC()()
 	d.closeMu.Lock()
 	defer d.closeMu.Unlock()
 	if d.closed {
 		return nil
 	}
-	if d.dev != nil {
-		vk.DeviceWaitIdle(d.dev)
+	if d.vd.p != nil {
+		d.vd.waitIdle()
 	}
 	d.mu.Lock()
 	streams := make([]*stream, 0, len(d.streams))
@@ -395,7 +343,7 @@ func (d *device) Close() error {
 		s.Close()
 	}
 	d.closed = true
-	if d.dev != nil {
+	if d.vd.p != nil {
 		d.destroyTransfer()
 		d.mu.Lock()
 		for b := range d.buffers {
@@ -404,28 +352,25 @@ func (d *device) Close() error {
 		d.buffers = nil
 		d.savePipelineCache()
 		for _, p := range d.pipes {
-			vk.DestroyPipeline(d.dev, p.pl, nil)
+			d.vd.destroyPipeline(p.pl)
 		}
 		d.pipes = nil
 		for _, l := range d.layouts {
-			vk.DestroyPipelineLayout(d.dev, l.pl, nil)
-			vk.DestroyDescriptorSetLayout(d.dev, l.dsl, nil)
+			d.vd.destroyLayouts(l.dsl, l.pl)
 		}
 		d.layouts = nil
-		if d.pcache != nil {
-			vk.DestroyPipelineCache(d.dev, d.pcache, nil)
-			d.pcache = nil
+		if d.pcache != 0 {
+			d.vd.destroyPipelineCache(d.pcache)
+			d.pcache = 0
 		}
 		d.mu.Unlock()
-		vk.DestroyDevice(d.dev, nil)
-		d.dev = nil
+		d.vd.destroy()
+		d.vd = vkDev{}
+		d.in.release()
 	}
-	d.in.destroy()
 	err := d.valErr()
-	if d.in.valID != 0 {
-		valMu.Lock()
-		delete(valByID, d.in.valID)
-		valMu.Unlock()
+	if d.valID != 0 {
+		dropValidationID(d.valID)
 	}
 	return err
 }

@@ -14,10 +14,10 @@ import (
 // buffer is a VkBuffer with its own VkDeviceMemory.
 type buffer struct {
 	d      *device
-	buf    vk.Buffer
-	mem    vk.DeviceMemory
-	size   int64 // as asked
-	alloc  int64 // as created
+	buf    uint64 // VkBuffer
+	mem    uint64 // VkDeviceMemory
+	size   int64  // as asked
+	alloc  int64  // as created
 	ptr    unsafe.Pointer
 	mapped bool
 	freed  bool
@@ -26,7 +26,6 @@ type buffer struct {
 func (b *buffer) Size() int64 { return b.size }
 
 func (b *buffer) Free() {
-	defer noGC()()
 	d := b.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -43,11 +42,12 @@ func (b *buffer) release() {
 		return
 	}
 	b.freed = true
+	vd := b.d.vd
 	if b.mapped {
-		vk.UnmapMemory(b.d.dev, b.mem)
+		vd.unmapMemory(b.mem)
 	}
-	vk.DestroyBuffer(b.d.dev, b.buf, nil)
-	vk.FreeMemory(b.d.dev, b.mem, nil)
+	vd.destroyBuffer(b.buf)
+	vd.freeMemory(b.mem)
 }
 
 // bytes returns the mapped memory of a host-visible buffer.
@@ -61,9 +61,8 @@ func (d *device) initMemory() error {
 	if p.unifiedTyp >= 0 {
 		d.bufType, d.bufMapped = p.unifiedTyp, true
 	} else {
-		for i := 0; i < int(p.mem.MemoryTypeCount); i++ {
-			t := p.mem.MemoryTypes[i]
-			if vk.MemoryPropertyFlagBits(t.PropertyFlags)&vk.MemoryPropertyDeviceLocalBit != 0 && int(t.HeapIndex) == p.heap {
+		for i, t := range p.memTypes {
+			if vk.MemoryPropertyFlagBits(t.flags)&vk.MemoryPropertyDeviceLocalBit != 0 && int(t.heap) == p.heap {
 				d.bufType = i
 				break
 			}
@@ -71,12 +70,12 @@ func (d *device) initMemory() error {
 	}
 	// Staging: host-visible coherent, cached if possible.
 	best := -1
-	for i := 0; i < int(p.mem.MemoryTypeCount); i++ {
-		f := vk.MemoryPropertyFlagBits(p.mem.MemoryTypes[i].PropertyFlags)
+	for i, t := range p.memTypes {
+		f := vk.MemoryPropertyFlagBits(t.flags)
 		if f&hv != hv {
 			continue
 		}
-		if best < 0 || (f&vk.MemoryPropertyHostCachedBit != 0 && vk.MemoryPropertyFlagBits(p.mem.MemoryTypes[best].PropertyFlags)&vk.MemoryPropertyHostCachedBit == 0) {
+		if best < 0 || (f&vk.MemoryPropertyHostCachedBit != 0 && vk.MemoryPropertyFlagBits(p.memTypes[best].flags)&vk.MemoryPropertyHostCachedBit == 0) {
 			best = i
 		}
 	}
@@ -89,8 +88,8 @@ func (d *device) initMemory() error {
 
 func (d *device) heapName(typ int) string {
 	p := d.phys
-	h := p.mem.MemoryTypes[typ].HeapIndex
-	return fmt.Sprintf("memory heap %d (%s%s)", h, kib(uint64(p.mem.MemoryHeaps[h].Size)), memFlags(vk.MemoryPropertyFlagBits(p.mem.MemoryTypes[typ].PropertyFlags)))
+	t := p.memTypes[typ]
+	return fmt.Sprintf("memory heap %d (%s%s)", t.heap, kib(p.memHeaps[t.heap].size), memFlags(vk.MemoryPropertyFlagBits(t.flags)))
 }
 
 // newBuffer creates a buffer of at least size bytes in memory type typ.
@@ -102,58 +101,44 @@ func (d *device) newBuffer(size int64, typ int, mapIt bool) (*buffer, error) {
 	if alloc > d.maxAlloc {
 		return nil, fmt.Errorf("vulkan: buffer of %d bytes exceeds maxMemoryAllocationSize (%d bytes) of %s; split the allocation", size, d.maxAlloc, d.phys.info.Name)
 	}
-	bci := vk.BufferCreateInfo{
-		SType:       vk.StructureTypeBufferCreateInfo,
-		Size:        vk.DeviceSize(alloc),
-		Usage:       vk.BufferUsageFlags(vk.BufferUsageStorageBufferBit | vk.BufferUsageTransferSrcBit | vk.BufferUsageTransferDstBit),
-		SharingMode: vk.SharingModeExclusive,
-	}
+	vd := d.vd
 	b := &buffer{d: d, size: size, alloc: alloc}
-	var hb vk.Buffer
-	r := vk.CreateBuffer(d.dev, &bci, nil, &hb)
-	b.buf = hb
+	usage := vk.BufferUsageStorageBufferBit | vk.BufferUsageTransferSrcBit | vk.BufferUsageTransferDstBit
+	hb, r := vd.createBuffer(uint64(alloc), uint32(usage))
 	if r != vk.Success {
 		if r == vk.ErrorOutOfDeviceMemory || r == vk.ErrorOutOfHostMemory {
 			return nil, &rt.OOMError{Backend: backendName, Request: size, Heap: d.heapName(typ), Detail: "vkCreateBuffer: " + vkErr(r).Error()}
 		}
 		return nil, fmt.Errorf("vulkan: vkCreateBuffer(%d bytes): %v", size, vkErr(r))
 	}
-	var req vk.MemoryRequirements
-	vk.GetBufferMemoryRequirements(d.dev, b.buf, &req)
-	req.Deref()
-	if req.MemoryTypeBits&(1<<uint(typ)) == 0 {
-		vk.DestroyBuffer(d.dev, b.buf, nil)
-		return nil, fmt.Errorf("vulkan: memory type %d not allowed for storage buffers (mask 0x%x)", typ, req.MemoryTypeBits)
+	b.buf = hb
+	reqSize, typeBits := vd.bufferRequirements(hb)
+	if typeBits&(1<<uint(typ)) == 0 {
+		vd.destroyBuffer(hb)
+		return nil, fmt.Errorf("vulkan: memory type %d not allowed for storage buffers (mask 0x%x)", typ, typeBits)
 	}
-	mai := vk.MemoryAllocateInfo{
-		SType:           vk.StructureTypeMemoryAllocateInfo,
-		AllocationSize:  req.Size,
-		MemoryTypeIndex: uint32(typ),
-	}
-	var hm vk.DeviceMemory
-	r = vk.AllocateMemory(d.dev, &mai, nil, &hm)
-	b.mem = hm
+	hm, r := vd.allocateMemory(reqSize, uint32(typ))
 	if r != vk.Success {
-		vk.DestroyBuffer(d.dev, b.buf, nil)
+		vd.destroyBuffer(hb)
 		if r == vk.ErrorOutOfDeviceMemory || r == vk.ErrorOutOfHostMemory {
 			return nil, &rt.OOMError{Backend: backendName, Request: size, Heap: d.heapName(typ), Detail: "vkAllocateMemory: " + vkErr(r).Error()}
 		}
 		return nil, fmt.Errorf("vulkan: vkAllocateMemory(%d bytes): %v", size, vkErr(r))
 	}
-	if r := vk.BindBufferMemory(d.dev, b.buf, b.mem, 0); r != vk.Success {
-		vk.DestroyBuffer(d.dev, b.buf, nil)
-		vk.FreeMemory(d.dev, b.mem, nil)
+	b.mem = hm
+	if r := vd.bindBufferMemory(hb, hm); r != vk.Success {
+		vd.destroyBuffer(hb)
+		vd.freeMemory(hm)
 		return nil, fmt.Errorf("vulkan: vkBindBufferMemory: %v", vkErr(r))
 	}
 	if mapIt {
-		var ptr unsafe.Pointer
-		r := vk.MapMemory(d.dev, b.mem, 0, vk.DeviceSize(alloc), 0, &ptr)
-		b.ptr = ptr
+		ptr, r := vd.mapMemory(hm, uint64(alloc))
 		if r != vk.Success {
-			vk.DestroyBuffer(d.dev, b.buf, nil)
-			vk.FreeMemory(d.dev, b.mem, nil)
+			vd.destroyBuffer(hb)
+			vd.freeMemory(hm)
 			return nil, fmt.Errorf("vulkan: vkMapMemory: %v", vkErr(r))
 		}
+		b.ptr = ptr
 		b.mapped = true
 	}
 	return b, nil
@@ -162,7 +147,6 @@ func (d *device) newBuffer(size int64, typ int, mapIt bool) (*buffer, error) {
 // Alloc allocates a device buffer: zero-copy device-local host-visible
 // memory when the device has it, else device-local memory.
 func (d *device) Alloc(size int64) (rt.Buffer, error) {
-	defer noGC()()
 	if size < 0 {
 		return nil, fmt.Errorf("vulkan: Alloc of %d bytes", size)
 	}
@@ -204,42 +188,35 @@ func checkRange(b *buffer, off, n int64) error {
 // ---- synchronous transfers ----
 
 func (d *device) initTransfer() error {
-	pci := vk.CommandPoolCreateInfo{
-		SType:            vk.StructureTypeCommandPoolCreateInfo,
-		Flags:            vk.CommandPoolCreateFlags(vk.CommandPoolCreateResetCommandBufferBit),
-		QueueFamilyIndex: uint32(d.phys.qfam),
-	}
-	var pool vk.CommandPool
-	r := vk.CreateCommandPool(d.dev, &pci, nil, &pool)
-	d.xpool = pool
+	vd := d.vd
+	pool, r := vd.createCommandPool(uint32(d.phys.qfam))
 	if r != vk.Success {
 		return d.resultErr("vkCreateCommandPool", r)
 	}
-	cbs := make([]vk.CommandBuffer, 1)
-	if r := vk.AllocateCommandBuffers(d.dev, &vk.CommandBufferAllocateInfo{
-		SType: vk.StructureTypeCommandBufferAllocateInfo, CommandPool: d.xpool,
-		Level: vk.CommandBufferLevelPrimary, CommandBufferCount: 1,
-	}, cbs); r != vk.Success {
+	d.xpool = pool
+	cb, r := vd.allocateCommandBuffer(pool)
+	if r != vk.Success {
 		return d.resultErr("vkAllocateCommandBuffers", r)
 	}
-	d.xcb = cbs[0]
-	var fence vk.Fence
-	r = vk.CreateFence(d.dev, &vk.FenceCreateInfo{SType: vk.StructureTypeFenceCreateInfo}, nil, &fence)
-	d.xfence = fence
+	d.xcb = cb
+	ownHandle(d.valID, uint64(uintptr(cb)))
+	fence, r := vd.createFence()
 	if r != vk.Success {
 		return d.resultErr("vkCreateFence", r)
 	}
+	d.xfence = fence
 	return nil
 }
 
 func (d *device) destroyTransfer() {
-	if d.xfence != nil {
-		vk.DestroyFence(d.dev, d.xfence, nil)
-		d.xfence = nil
+	if d.xfence != 0 {
+		d.vd.destroyFence(d.xfence)
+		d.xfence = 0
 	}
-	if d.xpool != nil {
-		vk.DestroyCommandPool(d.dev, d.xpool, nil)
-		d.xpool = nil
+	if d.xpool != 0 {
+		d.vd.destroyCommandPool(d.xpool)
+		d.xpool = 0
+		d.xcb = nil
 	}
 	if d.xstage != nil {
 		d.xstage.release()
@@ -250,24 +227,24 @@ func (d *device) destroyTransfer() {
 const stageChunk = 16 << 20
 
 // copySync runs one staging copy and waits for it.
-func (d *device) copySync(src, dst vk.Buffer, srcOff, dstOff, n int64) error {
-	cb := d.xcb
-	vk.ResetCommandBuffer(cb, 0)
-	if r := vk.BeginCommandBuffer(cb, &vk.CommandBufferBeginInfo{SType: vk.StructureTypeCommandBufferBeginInfo, Flags: vk.CommandBufferUsageFlags(vk.CommandBufferUsageOneTimeSubmitBit)}); r != vk.Success {
+func (d *device) copySync(src, dst uint64, srcOff, dstOff, n int64) error {
+	vd, cb := d.vd, d.xcb
+	vd.resetCommandBuffer(cb)
+	if r := vd.beginCommandBuffer(cb, uint32(vk.CommandBufferUsageOneTimeSubmitBit)); r != vk.Success {
 		return d.resultErr("vkBeginCommandBuffer", r)
 	}
-	vk.CmdCopyBuffer(cb, src, dst, 1, []vk.BufferCopy{{SrcOffset: vk.DeviceSize(srcOff), DstOffset: vk.DeviceSize(dstOff), Size: vk.DeviceSize(n)}})
-	hostBarrier(cb)
-	if r := vk.EndCommandBuffer(cb); r != vk.Success {
+	vd.cmdCopyBuffer(cb, src, dst, srcOff, dstOff, n)
+	hostBarrier(vd, cb)
+	if r := vd.endCommandBuffer(cb); r != vk.Success {
 		return d.resultErr("vkEndCommandBuffer", r)
 	}
 	return d.submitWait(cb, d.xfence)
 }
 
-func (d *device) submitWait(cb vk.CommandBuffer, fence vk.Fence) error {
-	vk.ResetFences(d.dev, 1, []vk.Fence{fence})
+func (d *device) submitWait(cb unsafe.Pointer, fence uint64) error {
+	d.vd.resetFence(fence)
 	d.qmu.Lock()
-	r := vk.QueueSubmit(d.queue, 1, []vk.SubmitInfo{{SType: vk.StructureTypeSubmitInfo, CommandBufferCount: 1, PCommandBuffers: []vk.CommandBuffer{cb}}}, fence)
+	r := d.vd.submit(cb, fence)
 	d.qmu.Unlock()
 	if r != vk.Success {
 		return d.resultErr("vkQueueSubmit", r)
@@ -275,13 +252,13 @@ func (d *device) submitWait(cb vk.CommandBuffer, fence vk.Fence) error {
 	return d.waitFence(fence)
 }
 
-func (d *device) waitFence(fence vk.Fence) error {
+func (d *device) waitFence(fence uint64) error {
 	// A short run is over sooner than a blocking wait's wake-up takes on a
 	// discrete GPU (tens of microseconds): poll the fence for up to
 	// spinWait first. CPU drivers (lavapipe) need the core: block at once.
 	if d.phys.info.Kind != rt.KindCPU {
 		for start := time.Now(); time.Since(start) < spinWait; {
-			switch r := vk.GetFenceStatus(d.dev, fence); r {
+			switch r := d.vd.fenceStatus(fence); r {
 			case vk.Success:
 				return nil
 			case vk.NotReady:
@@ -290,7 +267,7 @@ func (d *device) waitFence(fence vk.Fence) error {
 			}
 		}
 	}
-	r := vk.WaitForFences(d.dev, 1, []vk.Fence{fence}, vk.True, uint64(waitTimeout().Nanoseconds()))
+	r := d.vd.waitFence(fence, uint64(waitTimeout().Nanoseconds()))
 	if r == vk.Timeout {
 		return fmt.Errorf("vulkan: %s did not finish within %v (set VRUN_VK_TIMEOUT to wait longer)", d.phys.info.Name, waitTimeout())
 	}
@@ -303,13 +280,10 @@ func (d *device) waitFence(fence vk.Fence) error {
 // spinWait is how long waitFence polls before it blocks.
 const spinWait = 2 * time.Millisecond
 
-// hostBarrier makes transfer writes visible to host reads.
-func hostBarrier(cb vk.CommandBuffer) {
-	vk.CmdPipelineBarrier(cb, vk.PipelineStageFlags(vk.PipelineStageTransferBit|vk.PipelineStageComputeShaderBit),
-		vk.PipelineStageFlags(vk.PipelineStageHostBit), 0,
-		1, []vk.MemoryBarrier{{SType: vk.StructureTypeMemoryBarrier,
-			SrcAccessMask: vk.AccessFlags(vk.AccessTransferWriteBit | vk.AccessShaderWriteBit),
-			DstAccessMask: vk.AccessFlags(vk.AccessHostReadBit)}}, 0, nil, 0, nil)
+// hostBarrier makes transfer and shader writes visible to host reads.
+func hostBarrier(vd vkDev, cb unsafe.Pointer) {
+	vd.cmdBarrier(cb, vk.PipelineStageTransferBit|vk.PipelineStageComputeShaderBit, vk.PipelineStageHostBit,
+		vk.AccessTransferWriteBit|vk.AccessShaderWriteBit, vk.AccessHostReadBit)
 }
 
 func (d *device) stage(n int64) (*buffer, error) {
@@ -329,7 +303,6 @@ func (d *device) stage(n int64) (*buffer, error) {
 }
 
 func (d *device) Write(dst rt.Buffer, off int64, src []byte) error {
-	defer noGC()()
 	if err := d.check(); err != nil {
 		return err
 	}
@@ -362,7 +335,6 @@ func (d *device) Write(dst rt.Buffer, off int64, src []byte) error {
 }
 
 func (d *device) Read(dst []byte, src rt.Buffer, off int64) error {
-	defer noGC()()
 	if err := d.check(); err != nil {
 		return err
 	}

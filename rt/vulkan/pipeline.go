@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	vk "github.com/goki/vulkan"
 	"github.com/vrun-go/vrun/shaders"
@@ -24,14 +23,14 @@ const pushSize = 128
 
 // layout is a pipeline layout with n storage-buffer bindings in set 0.
 type layout struct {
-	dsl vk.DescriptorSetLayout
-	pl  vk.PipelineLayout
+	dsl uint64 // VkDescriptorSetLayout
+	pl  uint64 // VkPipelineLayout
 	n   int
 }
 
 type pipeline struct {
 	name string
-	pl   vk.Pipeline
+	pl   uint64 // VkPipeline
 	lay  *layout
 }
 
@@ -40,30 +39,11 @@ func (d *device) getLayout(n int) (*layout, error) {
 	if l := d.layouts[n]; l != nil {
 		return l, nil
 	}
-	binds := make([]vk.DescriptorSetLayoutBinding, n)
-	for i := range binds {
-		binds[i] = vk.DescriptorSetLayoutBinding{
-			Binding: uint32(i), DescriptorType: vk.DescriptorTypeStorageBuffer,
-			DescriptorCount: 1, StageFlags: vk.ShaderStageFlags(vk.ShaderStageComputeBit),
-		}
+	dsl, pl, r := d.vd.createLayouts(uint32(n), pushSize)
+	if r != vk.Success {
+		return nil, d.resultErr("vkCreateDescriptorSetLayout/vkCreatePipelineLayout", r)
 	}
-	l := &layout{n: n}
-	var dsl vk.DescriptorSetLayout
-	var pl vk.PipelineLayout
-	if r := vk.CreateDescriptorSetLayout(d.dev, &vk.DescriptorSetLayoutCreateInfo{
-		SType: vk.StructureTypeDescriptorSetLayoutCreateInfo, BindingCount: uint32(n), PBindings: binds,
-	}, nil, &dsl); r != vk.Success {
-		return nil, d.resultErr("vkCreateDescriptorSetLayout", r)
-	}
-	if r := vk.CreatePipelineLayout(d.dev, &vk.PipelineLayoutCreateInfo{
-		SType: vk.StructureTypePipelineLayoutCreateInfo, SetLayoutCount: 1, PSetLayouts: []vk.DescriptorSetLayout{dsl},
-		PushConstantRangeCount: 1,
-		PPushConstantRanges:    []vk.PushConstantRange{{StageFlags: vk.ShaderStageFlags(vk.ShaderStageComputeBit), Size: pushSize}},
-	}, nil, &pl); r != vk.Success {
-		vk.DestroyDescriptorSetLayout(d.dev, dsl, nil)
-		return nil, d.resultErr("vkCreatePipelineLayout", r)
-	}
-	l.dsl, l.pl = dsl, pl
+	l := &layout{n: n, dsl: dsl, pl: pl}
 	d.layouts[n] = l
 	return l, nil
 }
@@ -108,29 +88,13 @@ func (d *device) getPipeline(name string, nbind int, spec []uint32) (*pipeline, 
 	if err != nil {
 		return nil, err
 	}
-	var mod vk.ShaderModule
-	if r := vk.CreateShaderModule(d.dev, &vk.ShaderModuleCreateInfo{
-		SType: vk.StructureTypeShaderModuleCreateInfo, CodeSize: uint64(len(code) * 4), PCode: code,
-	}, nil, &mod); r != vk.Success {
-		return nil, fmt.Errorf("vulkan: shader variant %q: vkCreateShaderModule: %v", name, vkErr(r))
+	h, r := d.vd.createPipeline(d.pcache, code, lay.pl, spec)
+	if r != vk.Success {
+		return nil, fmt.Errorf("vulkan: shader variant %q: vkCreateComputePipelines: %v", name, vkErr(r))
 	}
-	defer vk.DestroyShaderModule(d.dev, mod, nil)
-	h, r := createPipeline(unsafe.Pointer(d.in.inst), unsafe.Pointer(d.dev), handle64(d.pcache), handle64(mod), handle64(lay.pl), spec)
-	if r != 0 {
-		return nil, fmt.Errorf("vulkan: shader variant %q: vkCreateComputePipelines: %v", name, vkErr(vk.Result(r)))
-	}
-	var pl vk.Pipeline
-	*(*uint64)(unsafe.Pointer(&pl)) = h
-	p := &pipeline{name: name, pl: pl, lay: lay}
+	p := &pipeline{name: name, pl: h, lay: lay}
 	d.pipes[key] = p
 	return p, nil
-}
-
-// handle64 returns the 64-bit value of a non-dispatchable handle.
-func handle64[T any](h T) uint64 {
-	var v uint64
-	*(*T)(unsafe.Pointer(&v)) = h
-	return v
 }
 
 // ---- pipeline cache persistence ----
@@ -168,24 +132,16 @@ func (d *device) validCacheHeader(b []byte) bool {
 }
 
 func (d *device) loadPipelineCache() {
-	ci := vk.PipelineCacheCreateInfo{SType: vk.StructureTypePipelineCacheCreateInfo}
-	var data unsafe.Pointer
+	var data []byte
 	if path := d.cachePath(); path != "" {
 		if b, err := os.ReadFile(path); err == nil && d.validCacheHeader(b) {
-			data = cAlloc(b)
-			ci.InitialDataSize = uint64(len(b))
-			ci.PInitialData = data
+			data = b
 		}
 	}
-	var pc vk.PipelineCache
-	r := vk.CreatePipelineCache(d.dev, &ci, nil, &pc)
+	pc, r := d.vd.createPipelineCache(data)
 	if r != vk.Success && data != nil {
 		// A cache the driver rejects is ignored.
-		ci.InitialDataSize, ci.PInitialData = 0, nil
-		r = vk.CreatePipelineCache(d.dev, &ci, nil, &pc)
-	}
-	if data != nil {
-		cFree(data)
+		pc, r = d.vd.createPipelineCache(nil)
 	}
 	if r == vk.Success {
 		d.pcache = pc
@@ -196,18 +152,13 @@ func (d *device) loadPipelineCache() {
 // cache is an optimisation). d.mu is held.
 func (d *device) savePipelineCache() {
 	path := d.cachePath()
-	if d.pcache == nil || path == "" || len(d.pipes) == 0 {
+	if d.pcache == 0 || path == "" || len(d.pipes) == 0 {
 		return
 	}
-	var n uint64
-	if vk.GetPipelineCacheData(d.dev, d.pcache, &n, nil) != vk.Success || n == 0 {
+	buf, r := d.vd.pipelineCacheData(d.pcache)
+	if r != vk.Success || len(buf) == 0 {
 		return
 	}
-	buf := make([]byte, n)
-	if vk.GetPipelineCacheData(d.dev, d.pcache, &n, unsafe.Pointer(&buf[0])) != vk.Success {
-		return
-	}
-	buf = buf[:n]
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return
 	}

@@ -38,12 +38,12 @@ type stream struct {
 	nLaunch int
 	dirty   bool
 
-	pool     vk.CommandPool
-	cb       vk.CommandBuffer
-	fence    vk.Fence
-	dpool    vk.DescriptorPool
+	pool     uint64         // VkCommandPool
+	cb       unsafe.Pointer // VkCommandBuffer
+	fence    uint64         // VkFence
+	dpool    uint64         // VkDescriptorPool of the recording
 	stage    *buffer
-	qpool    vk.QueryPool
+	qpool    uint64 // VkQueryPool of the recording
 	nq       uint32
 	recorded bool
 
@@ -60,35 +60,29 @@ type stream struct {
 }
 
 func (d *device) NewStream(opts rt.StreamOptions) (rt.Stream, error) {
-	defer noGC()()
 	if err := d.check(); err != nil {
 		return nil, err
 	}
 	s := &stream{d: d, profile: opts.Profile && d.phys.tsBits > 0, dirty: true}
-	var pool vk.CommandPool
-	var fence vk.Fence
-	if r := vk.CreateCommandPool(d.dev, &vk.CommandPoolCreateInfo{
-		SType:            vk.StructureTypeCommandPoolCreateInfo,
-		Flags:            vk.CommandPoolCreateFlags(vk.CommandPoolCreateResetCommandBufferBit),
-		QueueFamilyIndex: uint32(d.phys.qfam),
-	}, nil, &pool); r != vk.Success {
+	vd := d.vd
+	pool, r := vd.createCommandPool(uint32(d.phys.qfam))
+	if r != vk.Success {
 		return nil, d.resultErr("vkCreateCommandPool", r)
 	}
 	s.pool = pool
-	cbs := make([]vk.CommandBuffer, 1)
-	if r := vk.AllocateCommandBuffers(d.dev, &vk.CommandBufferAllocateInfo{
-		SType: vk.StructureTypeCommandBufferAllocateInfo, CommandPool: s.pool,
-		Level: vk.CommandBufferLevelPrimary, CommandBufferCount: 1,
-	}, cbs); r != vk.Success {
-		vk.DestroyCommandPool(d.dev, s.pool, nil)
+	cb, r := vd.allocateCommandBuffer(pool)
+	if r != vk.Success {
+		vd.destroyCommandPool(pool)
 		return nil, d.resultErr("vkAllocateCommandBuffers", r)
 	}
-	s.cb = cbs[0]
-	if r := vk.CreateFence(d.dev, &vk.FenceCreateInfo{SType: vk.StructureTypeFenceCreateInfo}, nil, &fence); r != vk.Success {
-		vk.DestroyCommandPool(d.dev, s.pool, nil)
+	s.cb = cb
+	fence, r := vd.createFence()
+	if r != vk.Success {
+		vd.destroyCommandPool(pool)
 		return nil, d.resultErr("vkCreateFence", r)
 	}
 	s.fence = fence
+	ownHandle(d.valID, uint64(uintptr(cb)))
 	d.mu.Lock()
 	d.streams[s] = struct{}{}
 	d.mu.Unlock()
@@ -141,7 +135,6 @@ func (s *stream) Read(dst []byte, src rt.Buffer, off int64) error {
 }
 
 func (s *stream) Launch(op rt.Op) error {
-	defer noGC()()
 	if err := s.usable(); err != nil {
 		return err
 	}
@@ -200,11 +193,10 @@ func (s *stream) freeScratch() {
 }
 
 func (s *stream) Reset() {
-	defer noGC()()
 	if s.inflight {
 		s.Wait()
 	}
-	if !s.inflight && !s.closed && s.d.dev != nil {
+	if !s.inflight && !s.closed && s.d.vd.p != nil {
 		s.freeRecording()
 		s.freeScratch()
 	}
@@ -216,14 +208,14 @@ func (s *stream) Reset() {
 
 // freeRecording releases the objects of the last recording.
 func (s *stream) freeRecording() {
-	dev := s.d.dev
-	if s.dpool != nil {
-		vk.DestroyDescriptorPool(dev, s.dpool, nil)
-		s.dpool = nil
+	vd := s.d.vd
+	if s.dpool != 0 {
+		vd.destroyDescriptorPool(s.dpool)
+		s.dpool = 0
 	}
-	if s.qpool != nil {
-		vk.DestroyQueryPool(dev, s.qpool, nil)
-		s.qpool = nil
+	if s.qpool != 0 {
+		vd.destroyQueryPool(s.qpool)
+		s.qpool = 0
 	}
 	if s.stage != nil {
 		s.stage.release()
@@ -248,9 +240,9 @@ func overlaps(list []span, x span) bool {
 // record builds the command buffer from the command list.
 func (s *stream) record() error {
 	d := s.d
-	dev := d.dev
+	vd := d.vd
 	s.freeRecording()
-	vk.ResetCommandBuffer(s.cb, 0)
+	vd.resetCommandBuffer(s.cb)
 
 	var stageSize int64
 	var nsets, nbinds int
@@ -275,11 +267,8 @@ func (s *stream) record() error {
 		s.stage = st
 	}
 	if nsets > 0 {
-		var dp vk.DescriptorPool
-		if r := vk.CreateDescriptorPool(dev, &vk.DescriptorPoolCreateInfo{
-			SType: vk.StructureTypeDescriptorPoolCreateInfo, MaxSets: uint32(nsets), PoolSizeCount: 1,
-			PPoolSizes: []vk.DescriptorPoolSize{{Type: vk.DescriptorTypeStorageBuffer, DescriptorCount: uint32(nbinds)}},
-		}, nil, &dp); r != vk.Success {
+		dp, r := vd.createDescriptorPool(uint32(nsets), uint32(max(nbinds, 1)))
+		if r != vk.Success {
 			return d.resultErr("vkCreateDescriptorPool", r)
 		}
 		s.dpool = dp
@@ -287,31 +276,26 @@ func (s *stream) record() error {
 	s.nq = 0
 	if s.profile && s.nLaunch > 0 {
 		s.nq = uint32(2 * s.nLaunch)
-		var qp vk.QueryPool
-		if r := vk.CreateQueryPool(dev, &vk.QueryPoolCreateInfo{
-			SType: vk.StructureTypeQueryPoolCreateInfo, QueryType: vk.QueryTypeTimestamp, QueryCount: s.nq,
-		}, nil, &qp); r != vk.Success {
+		qp, r := vd.createQueryPool(s.nq)
+		if r != vk.Success {
 			return d.resultErr("vkCreateQueryPool", r)
 		}
 		s.qpool = qp
 	}
 
 	cb := s.cb
-	if r := vk.BeginCommandBuffer(cb, &vk.CommandBufferBeginInfo{SType: vk.StructureTypeCommandBufferBeginInfo}); r != vk.Success {
+	if r := vd.beginCommandBuffer(cb, 0); r != vk.Success {
 		return d.resultErr("vkBeginCommandBuffer", r)
 	}
-	if s.qpool != nil {
-		vk.CmdResetQueryPool(cb, s.qpool, 0, s.nq)
+	if s.qpool != 0 {
+		vd.cmdResetQueryPool(cb, s.qpool, s.nq)
 	}
 	var pendW, pendR []span
+	const stages = vk.PipelineStageComputeShaderBit | vk.PipelineStageTransferBit
 	barrier := func() {
-		vk.CmdPipelineBarrier(cb,
-			vk.PipelineStageFlags(vk.PipelineStageComputeShaderBit|vk.PipelineStageTransferBit),
-			vk.PipelineStageFlags(vk.PipelineStageComputeShaderBit|vk.PipelineStageTransferBit), 0,
-			1, []vk.MemoryBarrier{{SType: vk.StructureTypeMemoryBarrier,
-				SrcAccessMask: vk.AccessFlags(vk.AccessShaderWriteBit | vk.AccessTransferWriteBit),
-				DstAccessMask: vk.AccessFlags(vk.AccessShaderReadBit | vk.AccessShaderWriteBit | vk.AccessTransferReadBit | vk.AccessTransferWriteBit)}},
-			0, nil, 0, nil)
+		vd.cmdBarrier(cb, stages, stages,
+			vk.AccessShaderWriteBit|vk.AccessTransferWriteBit,
+			vk.AccessShaderReadBit|vk.AccessShaderWriteBit|vk.AccessTransferReadBit|vk.AccessTransferWriteBit)
 		pendW, pendR = pendW[:0], pendR[:0]
 	}
 	// hazard inserts a barrier when reads/writes conflict with pending work.
@@ -337,74 +321,62 @@ func (s *stream) record() error {
 		case cmdWrite:
 			w := span{c.b, c.off, c.off + int64(len(c.host))}
 			hazard(nil, []span{w})
-			vk.CmdCopyBuffer(cb, s.stage.buf, c.b.buf, 1, []vk.BufferCopy{{SrcOffset: vk.DeviceSize(c.stOff), DstOffset: vk.DeviceSize(c.off), Size: vk.DeviceSize(len(c.host))}})
+			vd.cmdCopyBuffer(cb, s.stage.buf, c.b.buf, c.stOff, c.off, int64(len(c.host)))
 			pendW = append(pendW, w)
 		case cmdRead:
 			r := span{c.b, c.off, c.off + int64(len(c.host))}
 			hazard([]span{r}, nil)
-			vk.CmdCopyBuffer(cb, c.b.buf, s.stage.buf, 1, []vk.BufferCopy{{SrcOffset: vk.DeviceSize(c.off), DstOffset: vk.DeviceSize(c.stOff), Size: vk.DeviceSize(len(c.host))}})
+			vd.cmdCopyBuffer(cb, c.b.buf, s.stage.buf, c.off, c.stOff, int64(len(c.host)))
 			pendR = append(pendR, r)
 			anyRead = true
 		case cmdLaunch:
-			if s.qpool != nil {
-				vk.CmdWriteTimestamp(cb, vk.PipelineStageTopOfPipeBit, s.qpool, uint32(2*launch))
+			if s.qpool != 0 {
+				vd.cmdWriteTimestamp(cb, vk.PipelineStageTopOfPipeBit, s.qpool, uint32(2*launch))
 			}
 			for _, x := range c.disps {
 				hazard(x.reads, x.writes)
 				set, err := s.descriptorSet(x)
 				if err != nil {
-					vk.EndCommandBuffer(cb)
+					vd.endCommandBuffer(cb)
 					return err
 				}
-				vk.CmdBindPipeline(cb, vk.PipelineBindPointCompute, x.pipe.pl)
-				vk.CmdBindDescriptorSets(cb, vk.PipelineBindPointCompute, x.pipe.lay.pl, 0, 1, []vk.DescriptorSet{set}, 0, nil)
-				pb := pushBytes(x.push)
-				vk.CmdPushConstants(cb, x.pipe.lay.pl, vk.ShaderStageFlags(vk.ShaderStageComputeBit), 0, uint32(len(pb)), unsafe.Pointer(&pb[0]))
-				vk.CmdDispatch(cb, x.groups[0], x.groups[1], x.groups[2])
+				vd.cmdDispatch(cb, x.pipe.pl, x.pipe.lay.pl, set, pushBytes(x.push), x.groups)
 				pendR = append(pendR, x.reads...)
 				pendW = append(pendW, x.writes...)
 			}
-			if s.qpool != nil {
-				vk.CmdWriteTimestamp(cb, vk.PipelineStageBottomOfPipeBit, s.qpool, uint32(2*launch+1))
+			if s.qpool != 0 {
+				vd.cmdWriteTimestamp(cb, vk.PipelineStageBottomOfPipeBit, s.qpool, uint32(2*launch+1))
 			}
 			launch++
 		}
 	}
 	if anyRead || len(pendW) > 0 {
-		hostBarrier(cb)
+		hostBarrier(vd, cb)
 	}
-	if r := vk.EndCommandBuffer(cb); r != vk.Success {
+	if r := vd.endCommandBuffer(cb); r != vk.Success {
 		return d.resultErr("vkEndCommandBuffer", r)
 	}
 	s.recorded = true
 	return nil
 }
 
-func (s *stream) descriptorSet(x dispatch) (vk.DescriptorSet, error) {
-	var set vk.DescriptorSet
-	if r := vk.AllocateDescriptorSets(s.d.dev, &vk.DescriptorSetAllocateInfo{
-		SType: vk.StructureTypeDescriptorSetAllocateInfo, DescriptorPool: s.dpool,
-		DescriptorSetCount: 1, PSetLayouts: []vk.DescriptorSetLayout{x.pipe.lay.dsl},
-	}, &set); r != vk.Success {
-		return set, s.d.resultErr("vkAllocateDescriptorSets", r)
-	}
-	writes := make([]vk.WriteDescriptorSet, len(x.binds))
+// descriptorSet allocates x's descriptor set from the recording's pool.
+func (s *stream) descriptorSet(x dispatch) (uint64, error) {
+	bufs := make([]bufRange, len(x.binds))
 	for i, b := range x.binds {
 		if b.b == scratchBuf {
 			b.b = s.scratch
 		}
-		writes[i] = vk.WriteDescriptorSet{
-			SType: vk.StructureTypeWriteDescriptorSet, DstSet: set, DstBinding: uint32(i),
-			DescriptorCount: 1, DescriptorType: vk.DescriptorTypeStorageBuffer,
-			PBufferInfo: []vk.DescriptorBufferInfo{{Buffer: b.b.buf, Offset: vk.DeviceSize(b.off), Range: vk.DeviceSize(b.rng)}},
-		}
+		bufs[i] = bufRange{buf: b.b.buf, off: uint64(b.off), rng: uint64(b.rng)}
 	}
-	vk.UpdateDescriptorSets(s.d.dev, uint32(len(writes)), writes, 0, nil)
+	set, r := s.d.vd.writeSet(s.dpool, x.pipe.lay.dsl, bufs)
+	if r != vk.Success {
+		return 0, s.d.resultErr("vkAllocateDescriptorSets", r)
+	}
 	return set, nil
 }
 
 func (s *stream) Submit() error {
-	defer noGC()()
 	if err := s.usable(); err != nil {
 		return err
 	}
@@ -443,9 +415,9 @@ func (s *stream) Submit() error {
 		}
 	}
 	d := s.d
-	vk.ResetFences(d.dev, 1, []vk.Fence{s.fence})
+	d.vd.resetFence(s.fence)
 	d.qmu.Lock()
-	r := vk.QueueSubmit(d.queue, 1, []vk.SubmitInfo{{SType: vk.StructureTypeSubmitInfo, CommandBufferCount: 1, PCommandBuffers: []vk.CommandBuffer{s.cb}}}, s.fence)
+	r := d.vd.submit(s.cb, s.fence)
 	d.qmu.Unlock()
 	if r != vk.Success {
 		return d.resultErr("vkQueueSubmit", r)
@@ -455,7 +427,6 @@ func (s *stream) Submit() error {
 }
 
 func (s *stream) Wait() error {
-	defer noGC()()
 	if !s.inflight {
 		return nil
 	}
@@ -475,11 +446,9 @@ func (s *stream) Wait() error {
 			}
 		}
 	}
-	if s.qpool != nil {
+	if s.qpool != 0 {
 		res := make([]uint64, s.nq)
-		r := vk.GetQueryPoolResults(d.dev, s.qpool, 0, s.nq, uint64(8*s.nq), unsafe.Pointer(&res[0]), 8,
-			vk.QueryResultFlags(vk.QueryResult64Bit|vk.QueryResultWaitBit))
-		if r == vk.Success {
+		if r := d.vd.queryResults(s.qpool, res); r == vk.Success {
 			mask := ^uint64(0)
 			if b := d.phys.tsBits; b < 64 {
 				mask = (uint64(1) << b) - 1
@@ -496,29 +465,29 @@ func (s *stream) Wait() error {
 }
 
 func (s *stream) Timings() []time.Duration {
-	defer noGC()()
 	return append([]time.Duration(nil), s.timings...)
 }
 
 func (s *stream) Close() error {
-	defer noGC()()
 	if s.closed {
 		return nil
 	}
 	var err error
 	if s.inflight {
 		err = s.Wait()
-		if err != nil && s.d.dev != nil {
-			vk.DeviceWaitIdle(s.d.dev)
+		if err != nil && s.d.vd.p != nil {
+			s.d.vd.waitIdle()
 		}
 	}
 	s.closed = true
 	d := s.d
-	if d.dev != nil {
+	if d.vd.p != nil {
 		s.freeRecording()
 		s.freeScratch()
-		vk.DestroyFence(d.dev, s.fence, nil)
-		vk.DestroyCommandPool(d.dev, s.pool, nil)
+		d.vd.destroyFence(s.fence)
+		d.vd.destroyCommandPool(s.pool)
+		ownHandle(0, uint64(uintptr(s.cb)))
+		s.cb = nil
 	}
 	d.mu.Lock()
 	delete(d.streams, s)
