@@ -1,13 +1,28 @@
 // Package vulkan is vrun's Vulkan compute backend, registered as "vulkan".
 //
-// It needs cgo (github.com/goki/vulkan) and a Vulkan 1.2 device. The loader
-// (libvulkan.so.1, vulkan-1.dll, libvulkan.1.dylib or libMoltenVK.dylib) is
-// opened lazily on the first Devices call; without it, or without devices,
-// Devices returns an error wrapping rt.ErrUnavailable. Built without cgo
-// the backend still registers and says so.
+// It needs cgo and a Vulkan 1.2 device. The loader (libvulkan.so.1,
+// vulkan-1.dll, libvulkan.1.dylib or libMoltenVK.dylib) is opened lazily
+// on the first Devices call; without it, or without devices, Devices
+// returns an error wrapping rt.ErrUnavailable. Built without cgo the
+// backend still registers and says so.
 //
 // # Design
 //
+//   - Every Vulkan call goes through vkshim.h, vrun's own C shim (wrapped
+//     in vkapi.go): it builds create-infos and other struct arguments on
+//     the C stack from scalar arguments and calls the entry points it
+//     loaded into per-instance and per-device tables. No struct argument
+//     is ever Go memory or C memory owned by a Go finalizer, so the garbage
+//     collector cannot free one during a call (goki/vulkan's wrappers did,
+//     and leaked the rest); github.com/goki/vulkan is used for its types
+//     and constants only. TestShimLayouts checks the shim's struct mirrors
+//     against vulkan_core.h, and TestStressGC runs Open/Run/Close cycles
+//     under GOGC=1.
+//   - One VkInstance serves the whole process: created on first use,
+//     shared and reference-counted by open devices, and never destroyed, so
+//     the driver is loaded once (NVIDIA's cannot be loaded again into the
+//     same process: its static TLS is not given back). Each Open creates
+//     its own VkDevice; Close destroys it and everything on it.
 //   - Buffers are one VkBuffer + VkDeviceMemory each, in device-local
 //     memory; where a DEVICE_LOCAL|HOST_VISIBLE type covers the largest
 //     device-local heap (UMA, ReBAR, lavapipe) they are mapped and
@@ -53,10 +68,11 @@
 //     Reset/Close), and splitk.comp sums them in a fixed order and applies
 //     alpha, beta*bias and the activation. Scratch writes and reads are
 //     tracked by the stream's barrier logic like any operand.
-//   - VRUN_VK_VALIDATION=1 enables VK_LAYER_KHRONOS_validation with a
-//     VK_EXT_debug_utils messenger; warnings and errors are returned from
-//     Submit, Wait, Device.Write/Read and Close, and kept for
-//     [ValidationMessages]. VRUN_VK_TIMEOUT (a Go duration, default 5m)
+//   - VRUN_VK_VALIDATION=1 (read when the instance is created) enables
+//     VK_LAYER_KHRONOS_validation with a VK_EXT_debug_utils messenger;
+//     warnings and errors are returned from Submit, Wait,
+//     Device.Write/Read and Close of the device whose objects they name,
+//     and kept for [ValidationMessages]. VRUN_VK_TIMEOUT (a Go duration, default 5m)
 //     bounds Wait.
 //
 // Nothing falls back to the CPU: an op the kernels cannot run returns an
@@ -81,5 +97,5 @@
 //     bindElems/bindRef (which also give the byte spans used for barrier
 //     tracking), pack the push words in the shader's order and append a
 //     dispatch.
-//  4. Add a test against a float64 reference in vulkan_test.go.
+//  4. Add a test against a float64 reference in the family's _test.go file.
 package vulkan
