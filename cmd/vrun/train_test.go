@@ -385,8 +385,9 @@ func TestTrainONNX(t *testing.T) {
 	src := filepath.Join(dir, "tiny.onnx")
 	tinyONNX(t, src)
 	out := filepath.Join(dir, "tiny.bin")
-	o := mustTrain(t, append(f.xy("y.npy"), src, "-epochs", "3", "-lr", "0.01", "-freeze", "fc1.bias", "-o", out)...)
-	contains(t, o, "tiny.onnx  (3 trained tensors, 179 parameters)", "wrote    "+out+", "+filepath.Join(dir, "tiny.png"))
+	o := mustTrain(t, append(f.xy("y.npy"), src, "-epochs", "3", "-lr", "0.01", "-freeze", "fc1.bias", "-o", out, "-profile")...)
+	contains(t, o, "tiny.onnx  (3 trained tensors, 179 parameters)", "wrote    "+out+", "+filepath.Join(dir, "tiny.png"),
+		"profile  last step:", "fc1.grad")
 	png, err := os.ReadFile(filepath.Join(dir, "tiny.png"))
 	if err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
 		t.Fatalf("no PNG next to the model: %v", err)
