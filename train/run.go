@@ -605,7 +605,7 @@ func (r *run) loop(ctx context.Context) error {
 		es := EpochStats{Epoch: r.epoch + 1, Train: r.part.metrics(acc), Seconds: r.part.Seconds,
 			Time: time.Duration(r.part.Seconds * float64(time.Second)), Val: Metrics{Accuracy: math.NaN()}}
 		if c.Val != nil {
-			m, err := r.evaluate(c.Val)
+			m, err := r.evaluate(context.Background(), c.Val)
 			if err != nil {
 				return err
 			}
@@ -659,7 +659,7 @@ func allFinite(t *rt.Tensor) bool {
 
 // evaluate computes the loss and accuracy of the current weights on d,
 // in inference mode, in batches.
-func (r *run) evaluate(d *data.Dataset) (Metrics, error) {
+func (r *run) evaluate(ctx context.Context, d *data.Dataset) (Metrics, error) {
 	l, err := data.NewLoader(d, r.loaderOptions(false))
 	if err != nil {
 		return Metrics{}, fmt.Errorf("train: validation: %w", err)
@@ -675,7 +675,7 @@ func (r *run) evaluate(d *data.Dataset) (Metrics, error) {
 			return Metrics{}, fmt.Errorf("train: validation: %w", err)
 		}
 		in := r.feed(b)
-		out, err := r.tr.Eval(context.Background(), in)
+		out, err := r.tr.Eval(ctx, in)
 		if err != nil {
 			return Metrics{}, fmt.Errorf("train: validation: %w", err)
 		}
@@ -716,7 +716,7 @@ func Evaluate(ctx context.Context, n *Net, dev rt.Device, weights map[string]*rt
 			return Metrics{}, fmt.Errorf("train: %w", err)
 		}
 	}
-	return r.evaluate(d)
+	return r.evaluate(ctx, d)
 }
 
 func (r *run) finish() error {
@@ -732,7 +732,7 @@ func (r *run) finish() error {
 		r.res.Final = r.res.Epochs[n-1].Val
 	} else {
 		// No validation set: the training set, after the last update.
-		if r.res.Final, err = r.evaluate(c.Train); err != nil {
+		if r.res.Final, err = r.evaluate(context.Background(), c.Train); err != nil {
 			return err
 		}
 	}

@@ -58,6 +58,13 @@ func TestCheckpointEveryResume(t *testing.T) {
 		return res
 	}
 	straight := run(3, 0, false)
+	// Evaluate on the final weights gives the run's final metrics.
+	m, _ := train.Arch("mlp", train.ArchOptions{Sample: []int{6}, Outputs: 2, Seed: 4, Hidden: 16})
+	net, _ := train.NewNet(m, train.NetOptions{Loss: train.CrossEntropy})
+	ev, err := train.Evaluate(context.Background(), net, dev, straight.Weights, d, 8, nil, nil)
+	if err != nil || ev != straight.Final {
+		t.Errorf("Evaluate: %+v, %v; the run's final metrics %+v", ev, err, straight.Final)
+	}
 	run(2, 17, false) // 12 steps an epoch: the last checkpoint is step 17, batch 5 of epoch 2
 	ck, err := train.ReadCheckpoint(dir)
 	if err != nil {
