@@ -23,7 +23,10 @@ Both sides train the same network with the same data and settings:
 
 An epoch's time is the training steps only (the test-set evaluation that
 follows is not counted). Both sides then report their accuracy on the
-10000 test images.
+10000 test images. Each side also reports the CPU time (user + system,
+all threads; getrusage) of the epoch's steps 2..N scaled to N steps:
+on a machine other jobs load, wall-clock times stretch with the load while
+CPU times stay closer to the work done, so the table gives both ratios.
 
 Run with Debian's Python:
 
@@ -45,6 +48,7 @@ files, and run with -binary DIR/lenet -data MNISTDIR -device cuda:0
 vrun's steps each wait for their one submit).
 """
 import gzip
+import resource
 import shutil
 import os
 import subprocess
@@ -112,21 +116,28 @@ def run_torch():
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     times = []
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    cpu = lambda: (lambda r: r.ru_utime + r.ru_stime)(resource.getrusage(resource.RUSAGE_SELF))
+    cpus = []
     for e in range(epochs):
         perm = torch.randperm(len(x), device=dev)
         sync()
         t0 = time.perf_counter()
+        n = 0
         for i in range(0, len(x), 64):
             idx = perm[i:i + 64]
             loss = F.cross_entropy(net(x[idx]), y[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            n += 1
+            if n == 1:
+                c0 = cpu()
         sync()
         times.append(time.perf_counter() - t0)
+        cpus.append((cpu() - c0) * n / max(n - 1, 1))
     with torch.no_grad():
         acc = float((net(tx).argmax(1) == ty).float().mean())
-    return times, acc
+    return times, cpus, acc
 
 
 def run_vrun(binary):
@@ -139,18 +150,23 @@ def run_vrun(binary):
     out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit("vrun failed:\n" + out.stdout + out.stderr)
-    times, acc, dev, prof = [], None, "", []
+    times, cpus, acc, dev, prof = [], [], None, "", []
     for line in out.stdout.splitlines():
         f = line.split()
         if f[:1] == ["device"]:
             dev = " ".join(f[1:])
         elif f[:1] == ["epoch"]:
             times.append(float(f[3]))
+            cpus.append(float(f[7]))
         elif f[:2] == ["test", "accuracy"]:
             acc = float(f[2])
         elif line.startswith("profile") or line.startswith("  "):
             prof.append(line)
-    return times, acc, dev, prof
+    return times, cpus, acc, dev, prof
+
+
+def best(a, b):
+    return b if a is None else [min(x, y) for x, y in zip(a, b)]
 
 
 def main():
@@ -163,21 +179,22 @@ def main():
         subprocess.run(["go", "build", "-o", binary, "./bench/lenet"], cwd=root, check=True)
     print(f"LeNet-5 on MNIST, Adam 1e-3, batch 64, {epochs} epoch(s)" + (f" of {steps} steps" if steps else ""))
     print(f"threads {threads}; torch {torch.__version__} on {torch_device}; load average {os.getloadavg()[0]:.2f}; vrun device {device}")
-    best_v, best_t, acc_v, acc_t, dev, prof = None, None, None, None, "", []
+    best_v = best_t = cpu_v = cpu_t = None
     for r in range(rounds):
-        tv, acc_v, dev, prof = run_vrun(binary)
-        tt, acc_t = run_torch()
-        best_v = tv if best_v is None else [min(a, b) for a, b in zip(best_v, tv)]
-        best_t = tt if best_t is None else [min(a, b) for a, b in zip(best_t, tt)]
-        print(f"round {r + 1}: vrun {' '.join(f'{v:.2f}' for v in tv)} s, torch {' '.join(f'{v:.2f}' for v in tt)} s")
+        tv, cv, acc_v, dev, prof = run_vrun(binary)
+        tt, ct, acc_t = run_torch()
+        best_v, best_t, cpu_v, cpu_t = best(best_v, tv), best(best_t, tt), best(cpu_v, cv), best(cpu_t, ct)
+        print(f"round {r + 1}: vrun {' '.join(f'{v:.2f}' for v in tv)} s (cpu {' '.join(f'{v:.2f}' for v in cv)}), "
+              f"torch {' '.join(f'{v:.2f}' for v in tt)} s (cpu {' '.join(f'{v:.2f}' for v in ct)}); "
+              f"load average {os.getloadavg()[0]:.2f}")
     if not binary_arg:
         shutil.rmtree(os.path.dirname(binary))
     print(f"vrun device: {dev}")
     print()
-    print("| epoch | vrun s | PyTorch s | vrun / PyTorch |")
-    print("|---|---|---|---|")
-    for e, (v, t) in enumerate(zip(best_v, best_t)):
-        print(f"| {e + 1} | {v:.2f} | {t:.2f} | {v / t:.2f} |")
+    print("| epoch | vrun s | PyTorch s | vrun / PyTorch | vrun CPU s | PyTorch CPU s | CPU-time ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for e, (v, t, cv, ct) in enumerate(zip(best_v, best_t, cpu_v, cpu_t)):
+        print(f"| {e + 1} | {v:.2f} | {t:.2f} | {v / t:.2f} | {cv:.2f} | {ct:.2f} | {cv / ct:.2f} |")
     print()
     print(f"test accuracy: vrun {100 * acc_v:.2f}%, PyTorch {100 * acc_t:.2f}%")
     if prof:
