@@ -37,6 +37,10 @@ func PlanArena(ls []Lifetime, align int64) (ArenaPlan, error) {
 		if l.Size < 0 || l.First > l.Last {
 			return ArenaPlan{}, fmt.Errorf("rt: bad lifetime %d: size %d, steps %d..%d", i, l.Size, l.First, l.Last)
 		}
+		if l.Size > MaxTensorBytes {
+			// Sizes below 2^48 sum without overflow for any plan that fits in memory.
+			return ArenaPlan{}, &SizeError{What: fmt.Sprintf("arena tensor %d", i), Need: l.Size, Limit: MaxTensorBytes, Of: "that vrun allows for one tensor"}
+		}
 	}
 	// Allocate in order of first use; larger first within a step.
 	sort.SliceStable(order, func(a, b int) bool {

@@ -1,6 +1,7 @@
 package rt
 
 import (
+	"errors"
 	"math/rand/v2"
 	"testing"
 )
@@ -71,5 +72,10 @@ func TestPlanArenaErrors(t *testing.T) {
 	}
 	if _, err := PlanArena([]Lifetime{{Size: -1}}, 8); err == nil {
 		t.Error("negative size accepted")
+	}
+	// Sizes that would overflow the arena's sums.
+	huge := []Lifetime{{Size: 1 << 62, First: 0, Last: 1}, {Size: 1 << 62, First: 0, Last: 1}}
+	if _, err := PlanArena(huge, 256); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("2^62-byte tensors: %v, want ErrTooLarge", err)
 	}
 }
