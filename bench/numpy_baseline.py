@@ -2,18 +2,31 @@
 """NumPy baseline for vrun's CPU benchmarks, on the same shapes.
 
 Prints one line per case in Go's benchmark format, with the same names as
-`go test -bench . ./cpu`, so that compare.py can put them side by side:
+`go test -bench 'GEMM|GEMV|BLAS1|Conv2D' ./cpu`, so that compare.py can put
+them side by side:
 
     BenchmarkGEMM/f32/n=1024   <iters>   <ns/op> ns/op   <x> GFLOP/s
 
-Run with Debian's NumPy:  /usr/bin/python3 bench/numpy_baseline.py
+The BLAS set: level 1 AXPY (y += a*x, as np.multiply into scratch and
+np.add, two passes like vrun's two ops), DOT (np.dot) and NRM2
+(np.linalg.norm) at n = 4096 and 2^20; level 2 GEMV (a @ x and x @ a for
+an n x n matrix, n = 256 to 4096); level 3 GEMM (n = 256 to 2048), in
+f32 and f64. -short runs a subset with a shorter minimum time (CI).
+
+Run with Debian's NumPy:  /usr/bin/python3 bench/numpy_baseline.py [-short]
+(compare.py runs it with OpenBLAS first on LD_LIBRARY_PATH). The first
+line names the BLAS library the process loaded.
 """
+import sys
 import time
 
 import numpy as np
 
+short = "-short" in sys.argv
+MIN_TIME = 0.1 if short else 0.5
 
-def timeit(fn, min_time=0.5):
+
+def timeit(fn, min_time=MIN_TIME):
     fn()  # warm up
     n, start = 0, time.perf_counter()
     while True:
@@ -25,24 +38,59 @@ def timeit(fn, min_time=0.5):
 
 
 def report(name, sec, n, metric, unit):
-    print(f"Benchmark{name}\t{n}\t{sec * 1e9:.0f} ns/op\t{metric:.2f} {unit}", flush=True)
+    print(f"Benchmark{name}\t{n}\t{sec * 1e9:.0f} ns/op\t{metric:.3f} {unit}", flush=True)
 
 
+def blas_library():
+    libs = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            p = line.split()[-1]
+            if "blas" in p.lower():
+                libs.add(p)
+    return ", ".join(sorted(libs)) or "unknown"
+
+
+print(f"# numpy {np.__version__}, BLAS: {blas_library()}", flush=True)
 rng = np.random.default_rng(1)
-for dt, tag in ((np.float32, "f32"), (np.float64, "f64")):
-    for n in (256, 512, 1024, 2048):
+DTYPES = ((np.float32, "f32"), (np.float64, "f64"))
+
+for dt, tag in DTYPES:
+    for n in ((1 << 20,) if short else (4096, 1 << 20)):
+        x = rng.uniform(-1, 1, n).astype(dt)
+        y = rng.uniform(-1, 1, n).astype(dt)
+        t = np.empty(n, dt)
+        sz = x.itemsize * n
+
+        def axpy():
+            np.multiply(x, dt(0.5), out=t)
+            np.add(y, t, out=y)
+        sec, it = timeit(axpy)
+        report(f"BLAS1/AXPY/{tag}/n={n}", sec, it, 3 * sz / sec / 1e9, "GB/s")
+        sec, it = timeit(lambda: np.dot(x, y))
+        report(f"BLAS1/DOT/{tag}/n={n}", sec, it, 2 * sz / sec / 1e9, "GB/s")
+        sec, it = timeit(lambda: np.linalg.norm(x))
+        report(f"BLAS1/NRM2/{tag}/n={n}", sec, it, sz / sec / 1e9, "GB/s")
+
+for dt, tag in DTYPES:
+    for n in ((256, 1024) if short else (256, 512, 1024, 2048, 4096)):
+        a = rng.uniform(-1, 1, (n, n)).astype(dt)
+        x = rng.uniform(-1, 1, n).astype(dt)
+        y = np.empty(n, dt)
+        for form, fn in (("Ax", lambda: np.matmul(a, x, out=y)), ("xA", lambda: np.matmul(x, a, out=y))):
+            sec, it = timeit(fn)
+            report(f"GEMV/{tag}/n={n}/{form}", sec, it, a.nbytes / sec / 1e9, "GB/s")
+
+for dt, tag in DTYPES:
+    for n in ((256, 1024) if short else (256, 512, 1024, 2048)):
         a = rng.uniform(-1, 1, (n, n)).astype(dt)
         b = rng.uniform(-1, 1, (n, n)).astype(dt)
         c = np.empty((n, n), dt)
         sec, it = timeit(lambda: np.matmul(a, b, out=c))
         report(f"GEMM/{tag}/n={n}", sec, it, 2 * n**3 / sec / 1e9, "GFLOP/s")
 
-n = 4096
-a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
-x = rng.uniform(-1, 1, n).astype(np.float32)
-for tb, m in (("false", a), ("true", a.T)):
-    sec, it = timeit(lambda: m @ x)
-    report(f"GEMV/f32/4096x4096/transB={tb}", sec, it, 4 * n * n / sec / 1e9, "GB/s")
+if short:
+    sys.exit(0)
 
 
 def conv3x3(x, w, groups):

@@ -20,6 +20,7 @@ func benchOp(b *testing.B, d rt.Device, op rt.Op) {
 	if err := s.Submit(); err != nil { // warm up
 		b.Fatal(err)
 	}
+	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		if err := s.Submit(); err != nil {
@@ -58,18 +59,115 @@ func BenchmarkGEMM(b *testing.B) {
 	}
 }
 
+// BenchmarkGEMV: y = A·x ("Ax", dot products of A's rows, NumPy's a @ x)
+// and y = x·A ("xA", NumPy's x @ a) for an n×n A, as MatMul with M = 1
+// (TransB for Ax). GB/s counts the matrix once.
 func BenchmarkGEMV(b *testing.B) {
-	for _, tb := range []bool{false, true} {
-		b.Run(fmt.Sprintf("f32/4096x4096/transB=%v", tb), func(b *testing.B) {
-			n := 4096
-			d := NewDevice()
-			defer d.Close()
-			op := &rt.MatMul{A: benchBuf(b, d, rt.F32, n), B: benchBuf(b, d, rt.F32, n*n), Y: benchBuf(b, d, rt.F32, n),
-				Batch: 1, M: 1, N: n, K: n, TransB: tb, Alpha: 1}
-			benchOp(b, d, op)
-			b.ReportMetric(4*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-		})
+	for _, dt := range []rt.DType{rt.F32, rt.F64} {
+		for _, n := range []int{256, 512, 1024, 2048, 4096} {
+			for _, form := range []string{"Ax", "xA"} {
+				b.Run(fmt.Sprintf("%s/n=%d/%s", dt, n, form), func(b *testing.B) {
+					d := NewDevice()
+					defer d.Close()
+					op := &rt.MatMul{A: benchBuf(b, d, dt, n), B: benchBuf(b, d, dt, n*n), Y: benchBuf(b, d, dt, n),
+						Batch: 1, M: 1, N: n, K: n, TransB: form == "Ax", Alpha: 1}
+					benchOp(b, d, op)
+					b.ReportMetric(float64(dt.Size())*float64(n)*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				})
+			}
+		}
 	}
+}
+
+// benchOps records ops on a fresh stream and times Submit.
+func benchOps(b *testing.B, d rt.Device, ops ...rt.Op) {
+	s, err := d.NewStream(rt.StreamOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for _, op := range ops {
+		if err := s.Launch(op); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Submit(); err != nil { // warm up
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := s.Submit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBLAS1 is BLAS level 1 in primitive ops: AXPY (y += a·x) is
+// Unary.Affine into scratch and Binary.Add into y, as NumPy's
+// y += a * x; DOT is MatMul 1×n·n×1; NRM2 is Reduce.L2. GB/s counts
+// the bytes each reads once (AXPY: x and y, and y written).
+func BenchmarkBLAS1(b *testing.B) {
+	for _, dt := range []rt.DType{rt.F32, rt.F64} {
+		for _, n := range []int{4096, 1 << 20} {
+			sz := float64(dt.Size() * n)
+			b.Run(fmt.Sprintf("AXPY/%s/n=%d", dt, n), func(b *testing.B) {
+				d := NewDevice()
+				defer d.Close()
+				x, y, t := benchBuf(b, d, dt, n), benchBuf(b, d, dt, n), benchBuf(b, d, dt, n)
+				benchOps(b, d, &rt.Unary{Fn: rt.Affine, Alpha: 0.5, X: x, Y: t}, &rt.Binary{Fn: rt.Add, A: y, B: t, Y: y})
+				b.ReportMetric(3*sz*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+			b.Run(fmt.Sprintf("DOT/%s/n=%d", dt, n), func(b *testing.B) {
+				d := NewDevice()
+				defer d.Close()
+				benchOps(b, d, &rt.MatMul{A: benchBuf(b, d, dt, n), B: benchBuf(b, d, dt, n), Y: benchBuf(b, d, dt, 1),
+					Batch: 1, M: 1, N: 1, K: n, Alpha: 1})
+				b.ReportMetric(2*sz*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+			b.Run(fmt.Sprintf("NRM2/%s/n=%d", dt, n), func(b *testing.B) {
+				d := NewDevice()
+				defer d.Close()
+				benchOps(b, d, &rt.Reduce{Fn: rt.L2, X: benchBuf(b, d, dt, n), Y: benchBuf(b, d, dt, 1), Outer: 1, N: n, Inner: 1})
+				b.ReportMetric(sz*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+		}
+	}
+}
+
+// BenchmarkOverhead is the cost of one op through a recorded stream: an
+// empty op (a Fill of no elements), a 1-element Binary.Add and a
+// 1-element Unary.Tanh, and a stream of 100 1-element adds (per op).
+func BenchmarkOverhead(b *testing.B) {
+	b.Run("empty", func(b *testing.B) {
+		d := NewDevice()
+		defer d.Close()
+		y := benchBuf(b, d, rt.F32, 1)
+		y.Shape = []int{0}
+		benchOps(b, d, &rt.Fill{Y: y, Value: 1})
+	})
+	b.Run("add1", func(b *testing.B) {
+		d := NewDevice()
+		defer d.Close()
+		x := benchBuf(b, d, rt.F32, 1)
+		benchOps(b, d, &rt.Binary{Fn: rt.Add, A: x, B: x, Y: benchBuf(b, d, rt.F32, 1)})
+	})
+	b.Run("tanh1", func(b *testing.B) {
+		d := NewDevice()
+		defer d.Close()
+		benchOps(b, d, &rt.Unary{Fn: rt.Tanh, X: benchBuf(b, d, rt.F32, 1), Y: benchBuf(b, d, rt.F32, 1)})
+	})
+	b.Run("add1x100", func(b *testing.B) {
+		d := NewDevice()
+		defer d.Close()
+		x, y := benchBuf(b, d, rt.F32, 1), benchBuf(b, d, rt.F32, 1)
+		ops := make([]rt.Op, 100)
+		for i := range ops {
+			ops[i] = &rt.Binary{Fn: rt.Add, A: x, B: y, Y: y}
+		}
+		benchOps(b, d, ops...)
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100, "ns/op-in-stream")
+	})
 }
 
 func BenchmarkConv2D(b *testing.B) {
