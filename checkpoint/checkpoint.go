@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/vrun-go/vrun/internal/atomicfile"
+
 	"github.com/vrun-go/vrun/data"
 	"github.com/vrun-go/vrun/engine"
 	"github.com/vrun-go/vrun/rt"
@@ -322,38 +324,12 @@ func Write(path string, c *Checkpoint) (err error) {
 }
 
 // writeAtomic writes b to path through a synced temporary file and a
-// rename.
-func writeAtomic(path string, b []byte) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
+// rename, then syncs the folder.
+func writeAtomic(path string, b []byte) error {
+	if err := atomicfile.WriteBytes(path, b); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if err = f.Chmod(0o644); err != nil && !errors.Is(err, errors.ErrUnsupported) { // CreateTemp makes 0600
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
+	dir := filepath.Dir(path)
 	syncDir(dir)
 	return nil
 }

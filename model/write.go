@@ -1,13 +1,11 @@
 package model
 
 import (
-	"bufio"
-	"errors"
 	"hash/crc32"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
+
+	"github.com/vrun-go/vrun/internal/atomicfile"
 )
 
 // encoder appends little-endian values to a byte slice.
@@ -204,36 +202,12 @@ func (c *countWriter) write(p []byte) {
 // WriteFile writes m to the named file. It writes to a temporary file in
 // the same directory and renames it into place, so that readers never see
 // a partly written model. The file gets mode 0644.
-func WriteFile(path string, m *Model) (err error) {
+func WriteFile(path string, m *Model) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		_, err := writeModel(w, m)
 		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if _, err = writeModel(bw, m); err != nil {
-		return err
-	}
-	if err = bw.Flush(); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil && !errors.Is(err, errors.ErrUnsupported) {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	})
 }

@@ -2,12 +2,11 @@ package train
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"image/color"
 	"math"
-	"os"
-	"path/filepath"
+
+	"github.com/vrun-go/vrun/internal/atomicfile"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -124,29 +123,4 @@ func PlotPNG(res *Result, stepsPerEpoch int) ([]byte, error) {
 
 // WriteFileAtomic writes b to path through a temporary file in the same
 // folder and a rename, so that no partial file is ever left at path.
-func WriteFileAtomic(path string, b []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil && !errors.Is(err, errors.ErrUnsupported) {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
+func WriteFileAtomic(path string, b []byte) error { return atomicfile.WriteBytes(path, b) }

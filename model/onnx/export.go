@@ -2,14 +2,13 @@ package onnx
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/vrun-go/vrun/internal/atomicfile"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -55,36 +54,15 @@ type ExportOptions struct {
 // ExportFile writes m as an ONNX model file; see [Export]. It writes a
 // temporary file in the same folder and renames it into place, so that
 // no partial file is left behind.
-func ExportFile(path string, m *model.Model, opts ExportOptions) (err error) {
+func ExportFile(path string, m *model.Model, opts ExportOptions) error {
 	b, err := ExportBytes(m, opts)
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	if err := atomicfile.WriteBytes(path, b); err != nil {
 		return fmt.Errorf("onnx: %w", err)
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-			err = fmt.Errorf("onnx: %w", err)
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil && !errors.Is(err, errors.ErrUnsupported) {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return nil
 }
 
 // ExportBytes is [Export], serialized.
