@@ -96,6 +96,18 @@ func rowBytes(t *rt.Tensor) int {
 	return len(t.Data) / t.Shape[0]
 }
 
+// Head returns the first n samples of d (d itself when it has no more).
+func (d *Dataset) Head(n int) (*Dataset, error) {
+	if n >= d.Len() {
+		return d, nil
+	}
+	idx := make([]int, max(n, 0))
+	for i := range idx {
+		idx[i] = i
+	}
+	return d.Subset(idx)
+}
+
 // Subset returns the samples idx, in that order, as a new dataset (the
 // data is copied).
 func (d *Dataset) Subset(idx []int) (*Dataset, error) {

@@ -299,29 +299,17 @@ func (f *trainFlags) loadData() (*dataset, error) {
 		}
 	}
 	if f.limit > 0 {
-		if d.train, err = head(d.train, f.limit); err != nil {
+		if d.train, err = d.train.Head(f.limit); err != nil {
 			return nil, err
 		}
 		if test != nil {
-			if test, err = head(test, f.limit); err != nil {
+			if test, err = test.Head(f.limit); err != nil {
 				return nil, err
 			}
 		}
 	}
 	d.test = test
 	return d, nil
-}
-
-// head returns the first n samples of d.
-func head(d *data.Dataset, n int) (*data.Dataset, error) {
-	if n >= d.Len() {
-		return d, nil
-	}
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
-	}
-	return d.Subset(idx)
 }
 
 // buildModel loads MODEL or builds the built-in architecture.

@@ -83,10 +83,10 @@ func run(ctx context.Context, o options, w io.Writer) (*train.Result, error) {
 		return nil, err
 	}
 	if o.limit > 0 {
-		if trainSet, err = first(trainSet, o.limit); err != nil {
+		if trainSet, err = trainSet.Head(o.limit); err != nil {
 			return nil, err
 		}
-		if testSet, err = first(testSet, o.limit); err != nil {
+		if testSet, err = testSet.Head(o.limit); err != nil {
 			return nil, err
 		}
 	}
@@ -151,16 +151,4 @@ func run(ctx context.Context, o options, w io.Writer) (*train.Result, error) {
 		fmt.Fprintf(w, "wrote %s (run it: go run ./cmd/vrun -i x=image.npy %s)\n", o.out, o.out)
 	}
 	return res, nil
-}
-
-// first returns the first n samples of d.
-func first(d *data.Dataset, n int) (*data.Dataset, error) {
-	if n >= d.Len() {
-		return d, nil
-	}
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
-	}
-	return d.Subset(idx)
 }
