@@ -62,10 +62,18 @@ var (
 	// ErrTooLarge: a tensor or plan is larger than the device or the host
 	// can hold (an *rt.SizeError says what and how large).
 	ErrTooLarge = rt.ErrTooLarge
+	// ErrIndexOutOfRange: an index of Gather, GatherElements,
+	// ScatterElements, GatherND or ScatterND was out of range during Run
+	// (an *IndexError names the node).
+	ErrIndexOutOfRange = rt.ErrIndexOutOfRange
 )
 
 // InputError is the error of a bad input; see engine.InputError.
 type InputError = engine.InputError
+
+// IndexError is the error of a run that met an index out of range; see
+// rt.IndexError.
+type IndexError = rt.IndexError
 
 // TensorInfo describes a model input or output (Model.Inputs,
 // Model.Outputs); see engine.TensorInfo.

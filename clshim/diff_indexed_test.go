@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vrun-go/vrun/internal/backendtest"
+	"github.com/vrun-go/vrun/internal/indexconf"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -60,7 +61,10 @@ func TestDiffGatherElements(t *testing.T) {
 						x := e.in(dt, O*A*I, lo, hi)
 						idx := backendtest.Strided(e.t, e.dev, it, []int{O, N, I}, l.Strides(O, N, I), e.indexGen(it, A))
 						y := e.out(dt, O*N*I)
-						return &rt.GatherElements{X: ref(x, dt, []int{O, A, I}), Idx: idx, Y: y.ref(dt, O, N, I), Outer: O, Axis: A, N: N, Inner: I}
+						// AllowOutOfRange: the zeros of out-of-range indices (the
+						// error is TestIndexOutOfRange's).
+						return &rt.GatherElements{X: ref(x, dt, []int{O, A, I}), Idx: idx, Y: y.ref(dt, O, N, I), Outer: O, Axis: A, N: N, Inner: I,
+							AllowOutOfRange: true}
 					}})
 				}
 			}
@@ -123,7 +127,8 @@ func TestDiffScatterElements(t *testing.T) {
 							}
 							idx := backendtest.Strided(e.t, e.dev, it, []int{O, N, I}, l.Strides(O, N, I), e.indexGen(it, A))
 							upd := backendtest.Strided(e.t, e.dev, dt, []int{O, N, I}, ul.Strides(O, N, I), ugen)
-							return &rt.ScatterElements{Fn: fn, Y: y.ref(dt, O, A, I), Idx: idx, Upd: upd, Outer: O, Axis: A, N: N, Inner: I}
+							return &rt.ScatterElements{Fn: fn, Y: y.ref(dt, O, A, I), Idx: idx, Upd: upd, Outer: O, Axis: A, N: N, Inner: I,
+								AllowOutOfRange: true} // skips; TestIndexOutOfRange checks the error
 						}})
 					}
 				}
@@ -202,4 +207,11 @@ func TestIndexedRejects(t *testing.T) {
 			s.Close()
 		}
 	})
+}
+
+// TestIndexOutOfRange checks that out-of-range indices of Gather,
+// GatherElements and ScatterElements fail the run through the stream's
+// status words on every OpenCL device (internal/indexconf).
+func TestIndexOutOfRange(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, d *device) { indexconf.Run(t, d) })
 }

@@ -392,7 +392,8 @@ func TestDiffNN(t *testing.T) {
 				x := e.in(dt, 3*5*4, 0, 100)
 				idx := e.in(it, 6, -7, 7) // negative and out of range
 				y := e.out(dt, 3*6*4)
-				return &rt.Gather{X: ref(x, dt, []int{60}), Idx: ref(idx, it, []int{6}), Y: y.ref(dt, 72), Outer: 3, Axis: 5, Inner: 4}
+				return &rt.Gather{X: ref(x, dt, []int{60}), Idx: ref(idx, it, []int{6}), Y: y.ref(dt, 72), Outer: 3, Axis: 5, Inner: 4,
+					AllowOutOfRange: true} // zeros; TestIndexOutOfRange checks the error
 			}})
 		}
 	}

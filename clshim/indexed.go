@@ -26,6 +26,7 @@ func (d *device) lowerGather(o *rt.Gather) (*launchSpec, error) {
 	a.i64(int64(o.Axis))
 	a.i64(int64(o.Inner))
 	a.i64(ni)
+	a.indexStatus()
 	return d.finish1D(a, total, d.cfg.ewLocal)
 }
 
@@ -68,6 +69,7 @@ func (d *device) lowerGatherElements(o *rt.GatherElements) (*launchSpec, error) 
 	a.i64(int64(o.Axis))
 	a.i64(int64(o.N))
 	a.i64(int64(o.Inner))
+	a.indexStatus()
 	return d.finish1D(a, total, d.cfg.ewLocal)
 }
 
@@ -96,6 +98,7 @@ func (d *device) lowerScatterElements(o *rt.ScatterElements) (*launchSpec, error
 	a.i64(int64(o.N))
 	a.i64(int64(o.Inner))
 	a.i32(int(o.Fn))
+	a.indexStatus()
 	return d.finish1D(a, cols, d.cfg.ewLocal)
 }
 

@@ -15,6 +15,10 @@ type launchSpec struct {
 	k        clKernel
 	dims     int
 	gws, lws [3]int
+	// statusArg, when > 0, is the argument index of the kernel's
+	// index-status arguments (__global uint* status, uint tag), which the
+	// stream sets (flag_index in common.cl).
+	statusArg int
 }
 
 // clType is the OpenCL C storage type of a dtype.
@@ -73,10 +77,11 @@ const rawDefs = "-DT=long -DACC=long -DIS_FLOAT=0 -DIS_HALF=0 -DIS_DOUBLE=0 -DIS
 
 // args sets kernel arguments in order, remembering the first error.
 type args struct {
-	k   clKernel
-	i   int
-	err error
-	op  rt.Op
+	k      clKernel
+	i      int
+	err    error
+	op     rt.Op
+	status int // argument index of the index-status arguments, or 0
 }
 
 func (a *args) bytes(p unsafe.Pointer, n int) {
@@ -97,6 +102,13 @@ func (a *args) i32(v int) {
 }
 
 func (a *args) i64(v int64) { a.bytes(unsafe.Pointer(&v), 8) }
+
+// indexStatus reserves the two trailing index-status arguments
+// (__global uint* status, uint tag) that the stream sets at Launch.
+func (a *args) indexStatus() {
+	a.status = a.i
+	a.i += 2
+}
 
 // acc passes v in the compute type of dt (float, double or long).
 func (a *args) acc(dt rt.DType, v float64) {
@@ -158,7 +170,7 @@ func (d *device) finish1D(a *args, total int64, local int) (*launchSpec, error) 
 		releaseKernel(a.k)
 		return nil, fmt.Errorf("opencl: %s: %w", a.op.OpName(), a.err)
 	}
-	return &launchSpec{k: a.k, dims: 1, gws: [3]int{roundUp(total, local), 1, 1}, lws: [3]int{local, 1, 1}}, nil
+	return &launchSpec{k: a.k, dims: 1, gws: [3]int{roundUp(total, local), 1, 1}, lws: [3]int{local, 1, 1}, statusArg: a.status}, nil
 }
 
 func (d *device) finishND(a *args, gws, lws [3]int) (*launchSpec, error) {

@@ -3,6 +3,7 @@
 package clshim
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -27,6 +28,15 @@ type stream struct {
 	inFlight  bool
 	submitErr error
 	timings   []time.Duration
+
+	// status holds the rt.IndexStatusWords that checked Gather,
+	// GatherElements and ScatterElements kernels flag an out-of-range
+	// index in, allocated by the first Launch of such a kernel;
+	// usesStatus says whether the recording has one. Submit zeroes the
+	// words, Wait reads them back.
+	status     rt.Buffer
+	statusMem  clMem
+	usesStatus bool
 }
 
 func (s *stream) usable() error {
@@ -86,9 +96,45 @@ func (s *stream) Launch(op rt.Op) error {
 	if err != nil {
 		return err
 	}
+	if l.k != nil && l.statusArg > 0 {
+		if err := s.bindStatus(op, l); err != nil {
+			releaseKernel(l.k)
+			return fmt.Errorf("opencl: %s: %w", op.OpName(), err)
+		}
+	}
 	s.drain()
 	s.cmds.addKernel(l.k, l.dims, l.gws, l.lws)
 	s.ops = append(s.ops, op.OpName())
+	return nil
+}
+
+// bindStatus sets the index-status arguments of l's kernel: the stream's
+// status words and the op's tag, its launch index + 1 (0 when the op
+// allows out-of-range indices).
+func (s *stream) bindStatus(op rt.Op, l *launchSpec) error {
+	if s.status == nil {
+		b, err := s.dev.Alloc(4 * rt.IndexStatusWords)
+		if err != nil {
+			return err
+		}
+		m, err := s.dev.memOf(b)
+		if err != nil {
+			b.Free()
+			return err
+		}
+		s.status, s.statusMem = b, m
+	}
+	if err := setArgMem(l.k, l.statusArg, s.statusMem); err != nil {
+		return err
+	}
+	var tag uint32
+	if rt.IndexChecked(op) {
+		tag = uint32(len(s.ops) + 1)
+	}
+	if err := setArgBytes(l.k, l.statusArg+1, binary.LittleEndian.AppendUint32(nil, tag)); err != nil {
+		return err
+	}
+	s.usesStatus = true
 	return nil
 }
 
@@ -111,6 +157,13 @@ func (s *stream) Submit() error {
 	}
 	s.drain()
 	s.submitErr = nil
+	if s.usesStatus {
+		var zero [4 * rt.IndexStatusWords]byte
+		if err := writeSync(s.queue, s.statusMem, 0, zero[:]); err != nil {
+			s.submitErr = fmt.Errorf("opencl: Submit: %w", mapExecErr(err))
+			return s.submitErr
+		}
+	}
 	i, err := s.cmds.submit(s.queue, s.profile)
 	s.inFlight = true
 	if err != nil {
@@ -145,6 +198,17 @@ func (s *stream) Wait() error {
 	if err != nil {
 		return fmt.Errorf("opencl: Wait: %w", mapExecErr(err))
 	}
+	if s.usesStatus {
+		var b [4 * rt.IndexStatusWords]byte
+		if err := readSync(s.queue, s.statusMem, 0, b[:]); err != nil {
+			return fmt.Errorf("opencl: Wait: %w", mapExecErr(err))
+		}
+		var w [rt.IndexStatusWords]uint32
+		for i := range w {
+			w[i] = binary.LittleEndian.Uint32(b[4*i:])
+		}
+		return rt.IndexStatusError(BackendName, w[:], s.ops)
+	}
 	return nil
 }
 
@@ -172,6 +236,7 @@ func (s *stream) reset() {
 	}
 	s.cmds.reset()
 	s.ops = nil
+	s.usesStatus = false
 	s.pin.Unpin()
 	s.timings = nil
 	s.submitErr = nil
@@ -186,6 +251,10 @@ func (s *stream) Close() error {
 	}
 	s.reset()
 	s.cmds.free()
+	if s.status != nil {
+		s.status.Free()
+		s.status = nil
+	}
 	releaseQueue(s.queue)
 	s.closed = true
 	s.dev.mu.Lock()

@@ -435,6 +435,11 @@ func (s *Stream) Submit() error {
 	if s.profile {
 		s.timings = s.timings[:0]
 	}
+	// An out-of-range index does not stop the run (as on the GPUs, where
+	// the kernels flag it in a status word): the first one is reported by
+	// Wait once every command has run.
+	var idxErr *rt.IndexError
+	launch := -1
 	for i, c := range s.cmds {
 		var err error
 		switch c.kind {
@@ -447,9 +452,18 @@ func (s *Stream) Submit() error {
 			if s.profile {
 				t0 = time.Now()
 			}
+			launch++
 			err = execute(c.op)
 			if s.profile {
 				s.timings = append(s.timings, time.Since(t0))
+			}
+			var ie *rt.IndexError
+			if errors.As(err, &ie) {
+				if idxErr == nil {
+					ie.Launch = launch
+					idxErr = ie
+				}
+				err = nil
 			}
 		}
 		if err != nil {
@@ -457,10 +471,15 @@ func (s *Stream) Submit() error {
 			return s.err
 		}
 	}
+	if idxErr != nil {
+		s.err = idxErr
+	}
 	return nil
 }
 
 // Wait returns the error of the last Submit; Submit has already finished.
+// An index out of range in a checked Gather, GatherElements or
+// ScatterElements is an *rt.IndexError, which only Wait returns.
 func (s *Stream) Wait() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

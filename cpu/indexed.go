@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"sort"
+	"sync/atomic"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -35,34 +36,64 @@ func newIndexReader(r rt.Ref) indexReader {
 	return indexReader{b: data(r), base: int(r.Off) / es, s0: st[0], s1: st[1], s2: st[2], i64: r.DType == rt.I64}
 }
 
-func (ir indexReader) at(o, j, i int) int {
+func (ir indexReader) at(o, j, i int) int64 {
 	e := ir.base + o*ir.s0 + j*ir.s1 + i*ir.s2
 	if ir.i64 {
-		v := int64(binary.LittleEndian.Uint64(ir.b[8*e:]))
-		if v > math.MaxInt32 || v < math.MinInt32 {
-			return math.MaxInt32
-		}
-		return int(v)
+		return int64(binary.LittleEndian.Uint64(ir.b[8*e:]))
 	}
-	return int(int32(binary.LittleEndian.Uint32(ir.b[4*e:])))
+	return int64(int32(binary.LittleEndian.Uint32(ir.b[4*e:])))
 }
 
-func gatherElementsOp(o *rt.GatherElements) {
+// oob records the first out-of-range index a kernel meets; the workers
+// of one kernel may set it concurrently.
+type oob struct {
+	hit atomic.Bool
+	idx atomic.Int64
+}
+
+func (b *oob) set(k int64) {
+	if b.hit.CompareAndSwap(false, true) {
+		b.idx.Store(k)
+	}
+}
+
+// err returns the *rt.IndexError of op (axis elements) when an index was
+// out of range and op checks its indices, else nil.
+func (b *oob) err(op rt.Op, axis int) error {
+	if !b.hit.Load() || !rt.IndexChecked(op) {
+		return nil
+	}
+	return &rt.IndexError{Backend: BackendName, Op: op.OpName(), Launch: -1, Index: b.idx.Load(), Axis: axis, Known: true}
+}
+
+// resolve maps index k of an axis of a elements to [0, a), counting a
+// negative index from the end; ok is false when it stays out of range.
+func resolve(k int64, a int) (int, bool) {
+	if k < 0 {
+		k += int64(a)
+	}
+	if k < 0 || k >= int64(a) {
+		return 0, false
+	}
+	return int(k), true
+}
+
+func gatherElementsOp(o *rt.GatherElements) error {
 	O, A, N, I := o.Outer, o.Axis, o.N, o.Inner
 	es := o.X.DType.Size()
 	xb := data(o.X)[o.X.Off:]
 	yb := data(o.Y)[o.Y.Off:]
 	ir := newIndexReader(o.Idx)
+	var bad oob
 	parallelFor(O*N, max(1, 16384/max(I, 1)), func(lo, hi int) {
 		for q := lo; q < hi; q++ {
 			oo, j := q/N, q%N
 			for i := 0; i < I; i++ {
-				k := ir.at(oo, j, i)
-				if k < 0 {
-					k += A
-				}
+				raw := ir.at(oo, j, i)
 				dst := yb[(q*I+i)*es : (q*I+i+1)*es]
-				if k < 0 || k >= A {
+				k, ok := resolve(raw, A)
+				if !ok {
+					bad.set(raw)
 					clear(dst)
 					continue
 				}
@@ -70,6 +101,7 @@ func gatherElementsOp(o *rt.GatherElements) {
 			}
 		}
 	})
+	return bad.err(o, A)
 }
 
 // scalarIO reads and writes one element of a dtype as float64 (floats)
@@ -147,7 +179,7 @@ func scatterCombine[S scratch](fn rt.ScatterFn, a, u S) S {
 	return a
 }
 
-func scatterElementsOp(o *rt.ScatterElements) {
+func scatterElementsOp(o *rt.ScatterElements) error {
 	O, A, N, I := o.Outer, o.Axis, o.N, o.Inner
 	dt := o.Y.DType
 	es := dt.Size()
@@ -157,14 +189,14 @@ func scatterElementsOp(o *rt.ScatterElements) {
 	ust := o.Upd.StridesOrContiguous()
 	ubase := int(o.Upd.Off) / es
 	ir := newIndexReader(o.Idx)
+	var bad oob
 	for oo := 0; oo < O; oo++ {
 		for j := 0; j < N; j++ {
 			for i := 0; i < I; i++ {
-				k := ir.at(oo, j, i)
-				if k < 0 {
-					k += A
-				}
-				if k < 0 || k >= A {
+				raw := ir.at(oo, j, i)
+				k, ok := resolve(raw, A)
+				if !ok {
+					bad.set(raw)
 					continue
 				}
 				ye := ybase + (oo*A+k)*I + i
@@ -185,6 +217,7 @@ func scatterElementsOp(o *rt.ScatterElements) {
 			}
 		}
 	}
+	return bad.err(o, A)
 }
 
 func topKOp(o *rt.TopK) {
@@ -248,39 +281,43 @@ func topKOp(o *rt.TopK) {
 	})
 }
 
-func gatherOp(o *rt.Gather) {
+func gatherOp(o *rt.Gather) error {
 	O, A, I := o.Outer, o.Axis, o.Inner
 	ni := int(o.Idx.Len())
 	esz := o.X.DType.Size()
 	row := I * esz
 	xb := data(o.X)[o.X.Off:]
 	yb := data(o.Y)[o.Y.Off:]
-	idx := make([]int, ni)
+	idx := make([]int, ni) // resolved indices, -1 when out of range
+	var bad oob
+	note := func(j int, raw int64) {
+		k, ok := resolve(raw, A)
+		if !ok {
+			bad.set(raw)
+			k = -1
+		}
+		idx[j] = k
+	}
 	if o.Idx.DType == rt.I32 {
 		for j, v := range lin[int32](o.Idx, ni) {
-			idx[j] = int(v)
+			note(j, int64(v))
 		}
 	} else {
 		for j, v := range lin[int64](o.Idx, ni) {
-			if v > math.MaxInt32 || v < math.MinInt32 {
-				v = math.MaxInt32
-			}
-			idx[j] = int(v)
+			note(j, v)
 		}
 	}
 	parallelFor(O*ni, max(1, 65536/max(row, 1)), func(lo, hi int) {
 		for q := lo; q < hi; q++ {
 			oo, j := q/ni, q%ni
 			k := idx[j]
-			if k < 0 {
-				k += A
-			}
 			dst := yb[q*row : q*row+row]
-			if k < 0 || k >= A {
+			if k < 0 {
 				clear(dst)
 				continue
 			}
 			copy(dst, xb[(oo*A+k)*row:])
 		}
 	})
+	return bad.err(o, A)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/vrun-go/vrun/internal/indexconf"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -29,7 +30,10 @@ func TestGatherElements(t *testing.T) {
 			x := e.region(dt, 12, tc.x)
 			idx := e.region(rt.I64, len(tc.idx), tc.idx)
 			y := e.region(dt, 4, nil)
-			e.run(&rt.GatherElements{X: x.ref(2, 3, 2), Idx: idx.view(0, tc.ishape, tc.strides), Y: y.ref(2, 1, 2), Outer: 2, Axis: 3, N: 1, Inner: 2})
+			// AllowOutOfRange: these cases check the zero of an index out
+			// of range; that it fails a run is TestIndexOutOfRange's.
+			e.run(&rt.GatherElements{X: x.ref(2, 3, 2), Idx: idx.view(0, tc.ishape, tc.strides), Y: y.ref(2, 1, 2), Outer: 2, Axis: 3, N: 1, Inner: 2,
+				AllowOutOfRange: true})
 			if got := e.values(y); !slices.Equal(got, stored(dt, tc.want)) {
 				t.Errorf("%s %s: got %v, want %v", dt, tc.name, got, tc.want)
 			}
@@ -65,7 +69,8 @@ func TestScatterElements(t *testing.T) {
 			y := e.region(dt, 4, []float64{1, 1, 1, 1})
 			idx := e.region(rt.I32, 3, tc.idx)
 			upd := e.region(dt, 3, []float64{1, 2, 3})
-			e.run(&rt.ScatterElements{Fn: tc.fn, Y: y.ref(1, 4, 1), Idx: idx.ref(1, 3, 1), Upd: upd.ref(1, 3, 1), Outer: 1, Axis: 4, N: 3, Inner: 1})
+			e.run(&rt.ScatterElements{Fn: tc.fn, Y: y.ref(1, 4, 1), Idx: idx.ref(1, 3, 1), Upd: upd.ref(1, 3, 1), Outer: 1, Axis: 4, N: 3, Inner: 1,
+				AllowOutOfRange: true}) // the skip of 9; TestIndexOutOfRange checks the error
 			if got := e.values(y); !slices.Equal(got, tc.want) {
 				t.Errorf("%s %s: got %v, want %v", dt, tc.fn, got, tc.want)
 			}
@@ -136,7 +141,8 @@ func TestGather(t *testing.T) {
 			xv := castVals(dt, randVals(rng, O*A*I, -9, 9))
 			xr, ir := e.region(dt, O*A*I, xv), e.region(it, len(idx), idx)
 			yr := e.region(dt, O*len(idx)*I, nil)
-			e.run(&rt.Gather{X: xr.ref(O, A, I), Idx: ir.ref(len(idx)), Y: yr.ref(O, len(idx), I), Outer: O, Axis: A, Inner: I})
+			e.run(&rt.Gather{X: xr.ref(O, A, I), Idx: ir.ref(len(idx)), Y: yr.ref(O, len(idx), I), Outer: O, Axis: A, Inner: I,
+				AllowOutOfRange: true}) // zeros for 7 and -8; TestIndexOutOfRange checks the error
 			got := e.values(yr)
 			for o := 0; o < O; o++ {
 				for j, k := range idx {
@@ -157,4 +163,12 @@ func TestGather(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestIndexOutOfRange checks that out-of-range indices of Gather,
+// GatherElements and ScatterElements fail the run (internal/indexconf).
+func TestIndexOutOfRange(t *testing.T) {
+	d := NewDevice()
+	defer d.Close()
+	indexconf.Run(t, d)
 }

@@ -108,11 +108,11 @@ func lower(op rt.Op) error {
 	case *rt.Pool:
 		poolOp(o)
 	case *rt.Gather:
-		gatherOp(o)
+		return gatherOp(o)
 	case *rt.GatherElements:
-		gatherElementsOp(o)
+		return gatherElementsOp(o)
 	case *rt.ScatterElements:
-		scatterElementsOp(o)
+		return scatterElementsOp(o)
 	case *rt.TopK:
 		topKOp(o)
 	case *rt.OptimStep:

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/vrun-go/vrun/rt"
@@ -126,6 +127,10 @@ func (p *plan) tryFold(c *nodeCtx) (folded bool, err error) {
 		return false, fmt.Errorf("constant folding: %w", err)
 	}
 	if err := st.Wait(); err != nil {
+		var ie *rt.IndexError
+		if errors.As(err, &ie) {
+			ie.Node, ie.NodeOp = c.n.Name, c.n.Op
+		}
 		return false, fmt.Errorf("constant folding: %w", err)
 	}
 	for _, t := range c.out {

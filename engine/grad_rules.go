@@ -232,6 +232,10 @@ func (x *vjp) rule() error {
 
 // scatterAdd adds upd into the gradient of data ref dst (contiguous
 // [outer, axis, inner]) at the indices idx ([outer, n, inner]).
+//
+// The index ops of gradient rules never report out-of-range indices
+// (AllowOutOfRange): they reuse the indices of a forward op, which checks
+// them itself when they come from the model, or indices the engine built.
 func (x *vjp) scatterAdd(dst rt.Ref, shape []int, idx, upd rt.Ref) {
 	if !x.wants(dst) {
 		return
@@ -240,7 +244,7 @@ func (x *vjp) scatterAdd(dst rt.Ref, shape []int, idx, upd rt.Ref) {
 	t := g.tmp(dst.DType, shape)
 	g.emit(&rt.Fill{Y: t})
 	g.emit(&rt.ScatterElements{Fn: rt.ScatterAdd, Y: t, Idx: g.use(idx), Upd: g.use(g.contiguous(upd)),
-		Outer: shape[0], Axis: shape[1], N: upd.Shape[1], Inner: shape[2]})
+		Outer: shape[0], Axis: shape[1], N: upd.Shape[1], Inner: shape[2], AllowOutOfRange: true})
 	x.add(dst, reshapeLike(t, dst))
 }
 
@@ -254,13 +258,15 @@ func (x *vjp) scatter(o, v *rt.ScatterElements) error {
 	}
 	if x.wants(o.Upd) {
 		d := g.tmp(o.Upd.DType, []int{o.Outer, o.N, o.Inner})
-		g.emit(&rt.GatherElements{X: dy, Idx: g.use(v.Idx), Y: d, Outer: o.Outer, Axis: o.Axis, N: o.N, Inner: o.Inner})
+		g.emit(&rt.GatherElements{X: dy, Idx: g.use(v.Idx), Y: d, Outer: o.Outer, Axis: o.Axis, N: o.N, Inner: o.Inner,
+			AllowOutOfRange: true})
 		x.add(o.Upd, d)
 	}
 	if o.Fn == rt.ScatterSet {
 		// Overwritten elements pass no gradient to what was there before.
 		g.emit(&rt.ScatterElements{Fn: rt.ScatterSet, Y: dy, Idx: g.use(v.Idx),
-			Upd: g.scalar(0, dy.DType, []int{o.Outer, o.N, o.Inner}), Outer: o.Outer, Axis: o.Axis, N: o.N, Inner: o.Inner})
+			Upd: g.scalar(0, dy.DType, []int{o.Outer, o.N, o.Inner}), Outer: o.Outer, Axis: o.Axis, N: o.N, Inner: o.Inner,
+			AllowOutOfRange: true})
 	}
 	return nil
 }
@@ -764,7 +770,7 @@ func (x *vjp) maxPool(o, v *rt.Pool, G rt.Ref) error {
 	pi := g.constTensor(rt.FromFloat64(rt.I64, pidx, l))
 	win := g.tmp(o.X.DType, []int{o.NC, l, 1})
 	g.emit(&rt.GatherElements{X: xp, Idx: strided(pi, []int{o.NC, l, 1}, []int{0, 1, 0}), Y: win,
-		Outer: o.NC, Axis: hp * wp, N: l, Inner: 1})
+		Outer: o.NC, Axis: hp * wp, N: l, Inner: 1, AllowOutOfRange: true})
 	vals := g.tmp(o.X.DType, []int{o.NC * ohw, 1, 1})
 	am := g.tmp(rt.I64, []int{o.NC * ohw, 1, 1})
 	g.emit(&rt.TopK{X: win, Values: vals, Indices: am, Outer: o.NC * ohw, N: kk, Inner: 1, K: 1, Largest: true})
@@ -772,7 +778,8 @@ func (x *vjp) maxPool(o, v *rt.Pool, G rt.Ref) error {
 	pos := g.bin(rt.Add, reshaped(am, o.NC, ohw), strided(bt, []int{o.NC, ohw}, []int{0, 1}))
 	ft := g.constTensor(rt.FromFloat64(rt.I64, flat, l))
 	q := g.tmp(rt.I64, []int{1, o.NC * ohw, 1})
-	g.emit(&rt.GatherElements{X: ft, Idx: reshaped(pos, 1, o.NC*ohw, 1), Y: q, Outer: 1, Axis: l, N: o.NC * ohw, Inner: 1})
+	g.emit(&rt.GatherElements{X: ft, Idx: reshaped(pos, 1, o.NC*ohw, 1), Y: q, Outer: 1, Axis: l, N: o.NC * ohw, Inner: 1,
+		AllowOutOfRange: true})
 	x.scatterAdd(reshaped(o.X, o.NC, o.H*o.W, 1), []int{o.NC, o.H * o.W, 1}, reshaped(q, o.NC, ohw, 1), reshaped(G, o.NC, ohw, 1))
 	return nil
 }

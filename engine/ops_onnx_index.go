@@ -167,18 +167,34 @@ func lowerScatterElements(c *nodeCtx) error {
 }
 
 // flatIndex computes, for indices viewed as [K, q], the row-major flat
-// index into dims (len q) of each row, with negative entries wrapped.
+// index into dims (len q) of each row, with negative entries wrapped. A
+// row with an entry still outside its dim gets the flat index prod(dims),
+// which is out of range of the flattened axis: the GatherElements or
+// ScatterElements that reads it then fails the run as ONNX requires (a
+// wrong entry could otherwise make an in-range flat index).
 func (c *nodeCtx) flatIndex(idx *tensor, k, q int, dims []int) *tensor {
 	flat := c.temp(rt.I64, []int{k})
 	c.emit(&rt.Fill{Y: c.ref(flat), Value: 0})
+	bad := c.temp(rt.Bool, []int{k})
+	c.emit(&rt.Fill{Y: c.ref(bad), Value: 0})
+	out := c.temp(rt.Bool, []int{k})
 	for d := 0; d < q; d++ {
 		col := c.temp(idx.dtype, []int{k})
 		c.copyInto(c.ref(col), c.view(idx, []int{k}, []int{q}, d))
 		fixed := c.indicesI64(col, dims[d])
 		c.emit(&rt.Binary{Fn: rt.Mul, A: c.ref(flat), B: c.bcast(c.scalar(rt.I64, float64(dims[d])), []int{k}), Y: c.ref(flat)})
 		c.emit(&rt.Binary{Fn: rt.Add, A: c.ref(flat), B: c.ref(fixed), Y: c.ref(flat)})
+		for _, cmp := range []struct {
+			fn rt.BinaryFn
+			v  int
+		}{{rt.Less, 0}, {rt.GreaterEq, dims[d]}} {
+			c.emit(&rt.Binary{Fn: cmp.fn, A: c.ref(fixed), B: c.bcast(c.scalar(rt.I64, float64(cmp.v)), []int{k}), Y: c.ref(out)})
+			c.emit(&rt.Binary{Fn: rt.Or, A: c.ref(bad), B: c.ref(out), Y: c.ref(bad)})
+		}
 	}
-	return flat
+	res := c.temp(rt.I64, []int{k})
+	c.emit(&rt.Where{Cond: c.ref(bad), A: c.bcast(c.scalar(rt.I64, float64(prod(dims))), []int{k}), B: c.ref(flat), Y: c.ref(res)})
+	return res
 }
 
 func lowerScatterND(c *nodeCtx) error {

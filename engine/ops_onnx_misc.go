@@ -141,7 +141,8 @@ func lowerPad(c *nodeCtx) error {
 		}
 	}
 	it := c.i64Const(idx, len(idx))
-	c.emit(&rt.Gather{X: c.v3(x, 1, prod(x.shape), 1), Idx: c.ref(it), Y: c.ref(y), Outer: 1, Axis: prod(x.shape), Inner: 1})
+	c.emit(&rt.Gather{X: c.v3(x, 1, prod(x.shape), 1), Idx: c.ref(it), Y: c.ref(y), Outer: 1, Axis: prod(x.shape), Inner: 1,
+		AllowOutOfRange: true})
 	return nil
 }
 

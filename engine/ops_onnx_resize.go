@@ -335,7 +335,8 @@ func (rz *resize) emitStep(c *nodeCtx, st resizeStep, cur, next *tensor, shape [
 		if k > 0 {
 			dst = c.temp(x.dtype, shape)
 		}
-		c.emit(&rt.Gather{X: c.ref(cur), Idx: c.ref(c.i64Const(st.idx[k], rz.out[d])), Y: c.ref(dst), Outer: o, Axis: a, Inner: in})
+		c.emit(&rt.Gather{X: c.ref(cur), Idx: c.ref(c.i64Const(st.idx[k], rz.out[d])), Y: c.ref(dst), Outer: o, Axis: a, Inner: in,
+			AllowOutOfRange: true})
 		if rz.mode != "nearest" {
 			wt := c.newConst(rt.FromFloat64(x.dtype, st.w[k], wshape...))
 			c.emit(&rt.Binary{Fn: rt.Mul, A: c.ref(dst), B: c.bcast(wt, shape), Y: c.ref(dst)})

@@ -492,6 +492,31 @@ func (s *Session) location(t *tensor, arena rt.Buffer, w *weightBuf) (rt.Buffer,
 	return arena, t.root.offset
 }
 
+// nameIndexError fills in the model node of an *rt.IndexError in err
+// from its launch index: the stream launched the plan's ops in step order
+// (Session.record).
+func (p *plan) nameIndexError(err error) {
+	var ie *rt.IndexError
+	if !errors.As(err, &ie) || ie.Launch < 0 || ie.Node != "" {
+		return
+	}
+	k := ie.Launch
+	for _, st := range p.steps {
+		if k < len(st.ops) {
+			if st.node != nil {
+				ie.Node, ie.NodeOp = st.node.Name, st.node.Op
+				if st.node.Op == "GatherND" || st.node.Op == "ScatterND" {
+					// The op met the out-of-range flat index that
+					// flatIndex gives a bad index tuple: not the model's.
+					ie.Known = false
+				}
+			}
+			return
+		}
+		k -= len(st.ops)
+	}
+}
+
 // bind returns a copy of op with placeholder slots replaced by real
 // buffers and offsets.
 func (s *Session) bind(op rt.Op, arena rt.Buffer, w *weightBuf) rt.Op {
@@ -590,6 +615,7 @@ func (s *Session) exec(ctx context.Context, ps *planState, feed func(i int, t *t
 		}
 	}
 	if err != nil {
+		p.nameIndexError(err)
 		return nil, nil, fmt.Errorf("engine: run: %w", err)
 	}
 	if s.opts.Profile {

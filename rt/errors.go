@@ -19,6 +19,10 @@ var (
 	ErrDeviceLost = errors.New("device lost")
 	// ErrClosed: the device, buffer or stream was already closed.
 	ErrClosed = errors.New("closed")
+	// ErrIndexOutOfRange: an index of Gather, GatherElements or
+	// ScatterElements was outside its axis during a run; an [*IndexError]
+	// says which op.
+	ErrIndexOutOfRange = errors.New("index out of range")
 )
 
 // UnsupportedError says which op and dtype a backend cannot run.
@@ -61,3 +65,92 @@ func (e *OOMError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrOutOfMemory) true.
 func (e *OOMError) Unwrap() error { return ErrOutOfMemory }
+
+// IndexError reports that a Gather, GatherElements or ScatterElements op
+// met an index outside [-Axis, Axis) during a run (ONNX makes that an
+// error). The kernels flag it on the device, in a status word of the
+// stream that Stream.Wait reads after the run, so that checking costs no
+// host pass over the indices; the op itself wrote zeros (skipped the
+// update) for such an index, so the run's outputs must not be used.
+// Stream.Wait returns it (possibly wrapped); ops with AllowOutOfRange
+// never report.
+//
+// When several indices (or several ops) are out of range, one of them is
+// reported.
+type IndexError struct {
+	Backend string // "cpu", "vulkan", "opencl", "cuda"
+	Op      string // "Gather", "GatherElements", "ScatterElements"
+	// Launch is the op's position among the stream's launches, from 0,
+	// or -1 when unknown.
+	Launch int
+	// Index is an offending index as it was given (before a negative
+	// index counts from the end), and Axis the size of the axis it
+	// indexes; both are valid when Known.
+	Index int64
+	Axis  int
+	Known bool
+	// Node and NodeOp name the model node the op was lowered from, when
+	// the engine knows it.
+	Node, NodeOp string
+}
+
+func (e *IndexError) Error() string {
+	s := e.Op + ": "
+	if e.Node != "" {
+		s = fmt.Sprintf("node %s (%s): ", e.Node, e.NodeOp)
+	}
+	if e.Known {
+		s += fmt.Sprintf("index %d out of range for an axis of size %d", e.Index, e.Axis)
+	} else {
+		s += "index out of range"
+	}
+	if e.Launch >= 0 && e.Node == "" {
+		s += fmt.Sprintf(" (launch %d)", e.Launch)
+	}
+	return s
+}
+
+// Unwrap makes errors.Is(err, ErrIndexOutOfRange) true.
+func (e *IndexError) Unwrap() error { return ErrIndexOutOfRange }
+
+// IndexChecked reports whether op is a Gather, GatherElements or
+// ScatterElements whose out-of-range indices are errors of the run (it
+// does not set AllowOutOfRange): the ops whose kernels set the stream's
+// status word.
+func IndexChecked(op Op) bool {
+	switch o := op.(type) {
+	case *Gather:
+		return !o.AllowOutOfRange
+	case *GatherElements:
+		return !o.AllowOutOfRange
+	case *ScatterElements:
+		return !o.AllowOutOfRange
+	}
+	return false
+}
+
+// IndexStatusWords is the number of status words that a stream's index
+// kernels write on the device (the GPU backends share the layout): word 0 holds
+// 0, or the Launch+1 of the first op that met an out-of-range index (set
+// with an atomic compare-and-swap from 0, so the first one wins), words 1
+// and 2 the low and high 32 bits of that index, word 3 the size of its
+// axis. The stream zeroes the words before each run.
+const IndexStatusWords = 4
+
+// IndexStatusError decodes the status words w (IndexStatusWords of them,
+// as written by the device) into an *IndexError, with the op names of the
+// stream's launches in order; it returns nil when no index was out of
+// range.
+func IndexStatusError(backend string, w []uint32, ops []string) error {
+	if len(w) < IndexStatusWords || w[0] == 0 {
+		return nil
+	}
+	launch := int(w[0]) - 1
+	e := &IndexError{Backend: backend, Launch: launch, Index: int64(uint64(w[2])<<32 | uint64(w[1])), Axis: int(w[3]), Known: true}
+	if launch < len(ops) {
+		e.Op = ops[launch]
+	} else {
+		e.Op, e.Launch, e.Known = "index op", -1, false
+	}
+	return e
+}

@@ -326,11 +326,16 @@ type Normalize struct {
 // Gather picks slices along the middle axis of a contiguous X viewed as
 // [Outer, Axis, Inner]: Y[o, j, i] = X[o, Idx[j], i] for j < len(Idx).
 // Idx is a contiguous I32 or I64 ref; negative indices count from the end.
-// An index still outside [0, Axis) yields zeros (the engine checks constant
-// indices at plan time). Y is contiguous [Outer, len(Idx), Inner].
+// An index still outside [0, Axis) yields zeros and, unless
+// AllowOutOfRange, makes the run fail: see [IndexError]. Y is contiguous
+// [Outer, len(Idx), Inner].
 type Gather struct {
 	X, Idx, Y          Ref
 	Outer, Axis, Inner int
+	// AllowOutOfRange makes an index outside [-Axis, Axis) a silent zero
+	// instead of an error of the run. The engine sets it where it builds
+	// the indices itself and means zero (padding taps).
+	AllowOutOfRange bool
 }
 
 // Fill sets every element of Y (which may be strided) to Value.
@@ -347,11 +352,15 @@ type Fill struct {
 // Idx is an I32 or I64 ref of shape [Outer, N, Inner] that may be strided
 // (zero strides share one index over o or i; GatherND and Resize use
 // that). Negative indices count from the end; an index still outside
-// [0, Axis) yields zero. Y is contiguous [Outer, N, Inner]. Any dtype:
+// [0, Axis) yields zero and, unless AllowOutOfRange, makes the run fail
+// (see [IndexError]). Y is contiguous [Outer, N, Inner]. Any dtype:
 // elements are copied bitwise.
 type GatherElements struct {
 	X, Idx, Y             Ref
 	Outer, Axis, N, Inner int
+	// AllowOutOfRange makes an index outside [-Axis, Axis) a silent zero
+	// instead of an error of the run (as [Gather.AllowOutOfRange]).
+	AllowOutOfRange bool
 }
 
 // ScatterFn combines an existing element with an update in ScatterElements.
@@ -391,12 +400,16 @@ func (f ScatterFn) String() string {
 // j, then i), so that with ScatterSet the last duplicate wins. Idx (I32 or
 // I64) and Upd (Y's dtype) are refs of shape [Outer, N, Inner] that may be
 // strided. Negative indices count from the end; an index still outside
-// [0, Axis) is skipped. Callers copy the data into Y first (ScatterND and
+// [0, Axis) is skipped and, unless AllowOutOfRange, makes the run fail
+// (see [IndexError]). Callers copy the data into Y first (ScatterND and
 // ScatterElements of ONNX are a copy followed by this op).
 type ScatterElements struct {
 	Fn                    ScatterFn
 	Y, Idx, Upd           Ref
 	Outer, Axis, N, Inner int
+	// AllowOutOfRange makes an index outside [-Axis, Axis) a silent skip
+	// instead of an error of the run (as [Gather.AllowOutOfRange]).
+	AllowOutOfRange bool
 }
 
 // TopK selects, for each (o, i), the K largest elements (smallest when

@@ -27,6 +27,19 @@
 #define ISNAN(x) 0
 #endif
 
+// flag_index records an index k outside [-axis, axis) of a checked
+// Gather, GatherElements or ScatterElements in the stream's status words
+// (rt.IndexStatusWords): the op whose tag (launch index + 1) claims word 0
+// first records the index and the axis size. tag 0: the op allows
+// out-of-range indices.
+inline void flag_index(__global uint* status, uint tag, long k, long axis) {
+	if (tag != 0 && atomic_cmpxchg(&status[0], 0u, tag) == 0u) {
+		status[1] = (uint)k;
+		status[2] = (uint)((ulong)k >> 32);
+		status[3] = (uint)axis;
+	}
+}
+
 // ew_offsets decomposes the linear index gid over shape (row-major, rank
 // dims) and returns the element offsets of up to four strided operands.
 inline void ew_offsets(long gid, int rank, int8 shape, int8 s0, int8 s1, int8 s2, int8 s3,

@@ -49,12 +49,13 @@ inline ACC scatter_combine(int fn, ACC a, ACC u) {
 // inner], applying the updates j = 0..n-1 in order, so duplicates resolve
 // like the CPU backend's sequential loop (the last Set wins) and the
 // result is deterministic. Idx and Upd are strided views of shape
-// [outer, n, inner].
+// [outer, n, inner]. An index out of range is skipped (and flagged in
+// status, see flag_index).
 #define SCATTER_ELEMENTS(name, IT) \
 __kernel void name(long cols, __global T* y, long yo, \
                    __global const IT* idx, long io, long is0, long is1, long is2, \
                    __global const T* u, long uo, long us0, long us1, long us2, \
-                   long axis, long n, long inner, int fn) { \
+                   long axis, long n, long inner, int fn, __global uint* status, uint tag) { \
 	long q = get_global_id(0); \
 	if (q >= cols) return; \
 	long i = q % inner, o = q / inner; \
@@ -62,9 +63,12 @@ __kernel void name(long cols, __global T* y, long yo, \
 	long ub = uo + o * us0 + i * us2; \
 	long yb = yo + o * axis * inner + i; \
 	for (long j = 0; j < n; j++) { \
-		long k = (long)idx[ib + j * is1]; \
+		long raw = (long)idx[ib + j * is1], k = raw; \
 		if (k < 0) k += axis; \
-		if (k < 0 || k >= axis) continue; \
+		if (k < 0 || k >= axis) { \
+			flag_index(status, tag, raw, axis); \
+			continue; \
+		} \
 		long ye = yb + k * inner, ue = ub + j * us1; \
 		if (fn == S_Set) { \
 			((__global R*)y)[ye] = ((__global const R*)u)[ue]; \

@@ -30,17 +30,21 @@ __kernel void where_(long total, int rank, int8 shape,
 	y[yo] = c[co] ? A[ao] : B[bo];
 }
 
-// gather: Y[o, j, i] = X[o, idx[j], i], zero when idx[j] is out of range.
+// gather: Y[o, j, i] = X[o, idx[j], i], zero when idx[j] is out of range
+// (flagged once per index in status, see flag_index).
 #define GATHER(name, IT) \
 __kernel void name(long total, __global const R* x, long xo, __global const IT* idx, long io, \
-                   __global R* y, long yo, long outer, long axis, long inner, long nidx) { \
+                   __global R* y, long yo, long outer, long axis, long inner, long nidx, \
+                   __global uint* status, uint tag) { \
 	long gid = get_global_id(0); \
 	if (gid >= total) return; \
 	long i = gid % inner, t = gid / inner; \
 	long j = t % nidx, o = t / nidx; \
-	long k = (long)idx[io + j]; \
+	long raw = (long)idx[io + j], k = raw; \
 	if (k < 0) k += axis; \
-	y[yo + gid] = (k < 0 || k >= axis) ? (R)0 : x[xo + (o * axis + k) * inner + i]; \
+	int bad = k < 0 || k >= axis; \
+	y[yo + gid] = bad ? (R)0 : x[xo + (o * axis + k) * inner + i]; \
+	if (bad && o == 0 && i == 0) flag_index(status, tag, raw, axis); \
 }
 GATHER(gather32, int)
 GATHER(gather64, long)
@@ -48,18 +52,22 @@ GATHER(gather64, long)
 // gather_elements: Y[o, j, i] = X[o, Idx[o, j, i], i] over Y contiguous
 // [outer, n, inner]; Idx is a strided view (element strides is0, is1, is2,
 // possibly zero or negative). Negative indices count from the end; indices
-// still out of range give zeros.
+// still out of range give zeros (and are flagged in status, see
+// flag_index).
 #define GATHER_ELEMENTS(name, IT) \
 __kernel void name(long total, __global const R* x, long xo, \
                    __global const IT* idx, long io, long is0, long is1, long is2, \
-                   __global R* y, long yo, long axis, long n, long inner) { \
+                   __global R* y, long yo, long axis, long n, long inner, \
+                   __global uint* status, uint tag) { \
 	long q = get_global_id(0); \
 	if (q >= total) return; \
 	long i = q % inner, t = q / inner; \
 	long j = t % n, o = t / n; \
-	long k = (long)idx[io + o * is0 + j * is1 + i * is2]; \
+	long raw = (long)idx[io + o * is0 + j * is1 + i * is2], k = raw; \
 	if (k < 0) k += axis; \
-	y[yo + q] = (k < 0 || k >= axis) ? (R)0 : x[xo + (o * axis + k) * inner + i]; \
+	int bad = k < 0 || k >= axis; \
+	y[yo + q] = bad ? (R)0 : x[xo + (o * axis + k) * inner + i]; \
+	if (bad) flag_index(status, tag, raw, axis); \
 }
 GATHER_ELEMENTS(gather_elements32, int)
 GATHER_ELEMENTS(gather_elements64, long)

@@ -32,6 +32,15 @@ func (l *lowering) strides3(name string, r rt.Ref) ([3]uint32, bool) {
 	return out, true
 }
 
+// statusBuf stands for the stream's index status words (the
+// rt.IndexStatusWords that the index kernels flag an out-of-range index
+// in) in binds; the stream replaces it with the buffer it owns.
+var statusBuf = &buffer{}
+
+// statusBind binds the stream's status words (binding 3 of gather.comp,
+// gatherel.comp and scatter.comp).
+func statusBind() bind { return bind{b: statusBuf, off: 0, rng: 4 * rt.IndexStatusWords} }
+
 // idxWords returns the idx64 push flag of an index operand and its
 // element offset off in the int32 words the shaders read indices as.
 func idxWords(idx rt.Ref, off uint32) (idx64, words uint32) {
@@ -70,10 +79,10 @@ func (l *lowering) gatherElements(o *rt.GatherElements) {
 	}
 	idx64, offI := idxWords(o.Idx, offs[1])
 	l.add(dispatch{shader: "gatherel_" + sizeName(dt.Size()), spec: []uint32{wgSize},
-		binds: binds, reads: reads, writes: writes,
+		binds: append(binds, statusBind()), reads: reads, writes: writes,
 		groups: groups1D(l.d, ny, wgSize),
 		push: []uint32{uint32(o.Outer), uint32(o.Axis), uint32(o.N), uint32(o.Inner), offs[0], offI, offs[2], idx64,
-			ist[0], ist[1], ist[2], 0}})
+			ist[0], ist[1], ist[2], 0}, tagAt: 11})
 }
 
 func (l *lowering) scatterElements(o *rt.ScatterElements) {
@@ -114,10 +123,10 @@ func (l *lowering) scatterElements(o *rt.ScatterElements) {
 	idx64, offI := idxWords(o.Idx, offs[0])
 	// Y is read too: the reductions combine with its elements.
 	l.add(dispatch{shader: "scatter_" + dt.String(), spec: []uint32{wgSize},
-		binds: binds, reads: append(reads, writes...), writes: writes,
+		binds: append(binds, statusBind()), reads: append(reads, writes...), writes: writes,
 		groups: groups1D(l.d, cols, wgSize),
 		push: []uint32{uint32(o.Outer), uint32(o.Axis), uint32(o.N), uint32(o.Inner), offs[2], offI, offs[1], idx64,
-			ist[0], ist[1], ist[2], uint32(o.Fn), ust[0], ust[1], ust[2], 0}})
+			ist[0], ist[1], ist[2], uint32(o.Fn), ust[0], ust[1], ust[2], 0}, tagAt: 15})
 }
 
 func (l *lowering) topK(o *rt.TopK) {
@@ -193,7 +202,8 @@ func (l *lowering) gather(o *rt.Gather) {
 		return
 	}
 	idx64, offI := idxWords(o.Idx, offs[1])
-	l.add(dispatch{shader: "gather_" + sizeName(dt.Size()), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
-		groups: groups1D(l.d, n, wgSize),
-		push:   []uint32{uint32(o.Outer), uint32(o.Axis), uint32(o.Inner), uint32(nidx), offs[0], offI, offs[2], idx64}})
+	l.add(dispatch{shader: "gather_" + sizeName(dt.Size()), spec: []uint32{wgSize}, binds: append(binds, statusBind()),
+		reads: reads, writes: writes, groups: groups1D(l.d, n, wgSize),
+		push:  []uint32{uint32(o.Outer), uint32(o.Axis), uint32(o.Inner), uint32(nidx), offs[0], offI, offs[2], idx64, 0},
+		tagAt: 8})
 }

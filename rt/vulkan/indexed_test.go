@@ -12,6 +12,7 @@ import (
 
 	_ "github.com/vrun-go/vrun/cpu"
 	"github.com/vrun-go/vrun/internal/backendtest"
+	"github.com/vrun-go/vrun/internal/indexconf"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -167,7 +168,8 @@ func TestGatherElements(t *testing.T) {
 					what := fmt.Sprintf("GatherElements %s idx %s %v %s", dt, idt, sh, v.name)
 					crossCheck(t, what, []hostBuf{x, idx, y}, func(b []rt.Buffer) rt.Op {
 						return &rt.GatherElements{X: ref3(b[0], dt, [3]int{O, A, I}, nil), Idx: ref3(b[1], idt, [3]int{O, N, I}, v.strides),
-							Y: ref3(b[2], dt, [3]int{O, N, I}, nil), Outer: O, Axis: A, N: N, Inner: I}
+							Y: ref3(b[2], dt, [3]int{O, N, I}, nil), Outer: O, Axis: A, N: N, Inner: I,
+							AllowOutOfRange: true} // the zeros of out-of-range indices; TestIndexOutOfRange checks the error
 					})
 				}
 			}
@@ -202,7 +204,7 @@ func TestScatterElements(t *testing.T) {
 					crossCheck(t, what, []hostBuf{y, idx, upd}, func(b []rt.Buffer) rt.Op {
 						return &rt.ScatterElements{Fn: fn, Y: ref3(b[0], dt, [3]int{O, A, I}, nil),
 							Idx: ref3(b[1], idt, [3]int{O, N, I}, iv.strides), Upd: ref3(b[2], dt, [3]int{O, N, I}, uv.strides),
-							Outer: O, Axis: A, N: N, Inner: I}
+							Outer: O, Axis: A, N: N, Inner: I, AllowOutOfRange: true} // skips; TestIndexOutOfRange checks the error
 					})
 				}
 			}
@@ -250,7 +252,8 @@ func TestGather(t *testing.T) {
 			xb := newBuf(t, d, dt, len(xs), xs)
 			ib := newBuf(t, d, it, len(idx), idx)
 			yb := newBuf(t, d, dt, outer*len(idx)*inner, nil)
-			op := &rt.Gather{X: xb.ref([]int{len(xs)}, nil), Idx: ib.ref([]int{len(idx)}, nil), Y: yb.ref([]int{outer * len(idx) * inner}, nil), Outer: outer, Axis: axis, Inner: inner}
+			op := &rt.Gather{X: xb.ref([]int{len(xs)}, nil), Idx: ib.ref([]int{len(idx)}, nil), Y: yb.ref([]int{outer * len(idx) * inner}, nil), Outer: outer, Axis: axis, Inner: inner,
+				AllowOutOfRange: true} // zeros for 7 and -8; TestIndexOutOfRange checks the error
 			if !supported(t, d, op) {
 				continue
 			}
@@ -274,3 +277,8 @@ func TestGather(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexOutOfRange checks that out-of-range indices of Gather,
+// GatherElements and ScatterElements fail the run through the stream's
+// status words (internal/indexconf).
+func TestIndexOutOfRange(t *testing.T) { indexconf.Run(t, testDevice(t)) }

@@ -3,6 +3,7 @@
 package vulkan
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 	"unsafe"
@@ -57,7 +58,23 @@ type stream struct {
 	// them. Freed on Reset and Close.
 	scratch *buffer
 	retired []*buffer
+
+	// status holds the rt.IndexStatusWords that checked Gather,
+	// GatherElements and ScatterElements kernels flag an out-of-range
+	// index in (statusBuf in their binds), allocated by the first Launch
+	// that binds it. usesStatus says whether the recording binds it: the
+	// command buffer first copies zeros into it from the staging buffer
+	// (at statusOff, which Submit zeroes) and at its end copies it back
+	// to the staging buffer (at statusOff+statusBytes); Wait decodes that
+	// with ops, the op names of the launches.
+	status     *buffer
+	usesStatus bool
+	statusOff  int64
+	ops        []string
 }
+
+// statusBytes is the size of a stream's index status words.
+const statusBytes = 4 * rt.IndexStatusWords
 
 func (d *device) NewStream(opts rt.StreamOptions) (rt.Stream, error) {
 	if err := d.check(); err != nil {
@@ -152,7 +169,24 @@ func (s *stream) Launch(op rt.Op) error {
 	if err := s.ensureScratch(ds); err != nil {
 		return fmt.Errorf("%s: %w", op.OpName(), err)
 	}
+	for i := range ds {
+		if ds[i].tagAt == 0 {
+			continue
+		}
+		if s.status == nil {
+			b, err := s.d.newBuffer(statusBytes, s.d.bufType, false)
+			if err != nil {
+				return fmt.Errorf("%s: %w", op.OpName(), err)
+			}
+			s.status = b
+		}
+		s.usesStatus = true
+		if rt.IndexChecked(op) {
+			ds[i].push[ds[i].tagAt] = uint32(s.nLaunch + 1)
+		}
+	}
 	s.cmds = append(s.cmds, command{kind: cmdLaunch, disps: ds})
+	s.ops = append(s.ops, op.OpName())
 	s.nLaunch++
 	s.dirty = true
 	return nil
@@ -202,6 +236,8 @@ func (s *stream) Reset() {
 	}
 	s.cmds = nil
 	s.nLaunch = 0
+	s.ops = nil
+	s.usesStatus = false
 	s.timings = nil
 	s.dirty = true
 }
@@ -259,6 +295,10 @@ func (s *stream) record() error {
 			}
 		}
 	}
+	if s.usesStatus {
+		s.statusOff = stageSize
+		stageSize += 2 * statusBytes
+	}
 	if stageSize > 0 {
 		st, err := d.newBuffer(stageSize, d.stageType, true)
 		if err != nil {
@@ -313,6 +353,10 @@ func (s *stream) record() error {
 			}
 		}
 	}
+	if s.usesStatus {
+		vd.cmdCopyBuffer(cb, s.stage.buf, s.status.buf, s.statusOff, 0, statusBytes)
+		barrier()
+	}
 	launch := 0
 	anyRead := false
 	for i := range s.cmds {
@@ -350,6 +394,11 @@ func (s *stream) record() error {
 			launch++
 		}
 	}
+	if s.usesStatus {
+		barrier()
+		vd.cmdCopyBuffer(cb, s.status.buf, s.stage.buf, 0, s.statusOff+statusBytes, statusBytes)
+		anyRead = true
+	}
 	if anyRead || len(pendW) > 0 {
 		hostBarrier(vd, cb)
 	}
@@ -366,6 +415,9 @@ func (s *stream) descriptorSet(x dispatch) (uint64, error) {
 	for i, b := range x.binds {
 		if b.b == scratchBuf {
 			b.b = s.scratch
+		}
+		if b.b == statusBuf {
+			b.b = s.status
 		}
 		bufs[i] = bufRange{buf: b.b.buf, off: uint64(b.off), rng: uint64(b.rng)}
 	}
@@ -413,6 +465,9 @@ func (s *stream) Submit() error {
 				copy(st[c.stOff:], c.host)
 			}
 		}
+		if s.usesStatus {
+			clear(st[s.statusOff : s.statusOff+statusBytes])
+		}
 	}
 	d := s.d
 	d.vd.resetFence(s.fence)
@@ -446,6 +501,15 @@ func (s *stream) Wait() error {
 			}
 		}
 	}
+	var idxErr error
+	if s.usesStatus && s.stage != nil {
+		st := s.stage.bytes()[s.statusOff+statusBytes:]
+		var w [rt.IndexStatusWords]uint32
+		for i := range w {
+			w[i] = binary.LittleEndian.Uint32(st[4*i:])
+		}
+		idxErr = rt.IndexStatusError(backendName, w[:], s.ops)
+	}
 	if s.qpool != 0 {
 		res := make([]uint64, s.nq)
 		if r := d.vd.queryResults(s.qpool, res); r == vk.Success {
@@ -461,7 +525,10 @@ func (s *stream) Wait() error {
 			}
 		}
 	}
-	return d.valErr()
+	if err := d.valErr(); err != nil {
+		return err
+	}
+	return idxErr
 }
 
 func (s *stream) Timings() []time.Duration {
@@ -484,6 +551,10 @@ func (s *stream) Close() error {
 	if d.vd.p != nil {
 		s.freeRecording()
 		s.freeScratch()
+		if s.status != nil {
+			s.status.release()
+			s.status = nil
+		}
 		d.vd.destroyFence(s.fence)
 		d.vd.destroyCommandPool(s.pool)
 		ownHandle(0, uint64(uintptr(s.cb)))
