@@ -75,34 +75,37 @@ func unaryRange(fn rt.UnaryFn) (float64, float64) {
 	return -3, 3
 }
 
+// TestUnaryFloat runs every unary function on every float dtype, shape
+// and layout against NumPy (testdata/elementwise): each input element is
+// one of NumPy's 256 inputs for the function, picked at random, and the
+// expected output is NumPy's output for that input.
 func TestUnaryFloat(t *testing.T) {
 	e := newEnv(t)
+	ref := ewRefs(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, dt := range []rt.DType{rt.F32, rt.F64, rt.F16} {
 		for fn := rt.UnaryFn(0); int(fn) < rt.NumUnaryFns; fn++ {
+			x, y := ref.get(t, dt, fn.String()+".x"), ref.get(t, dt, fn.String()+".y")
 			for si, shape := range testShapes {
 				if si == 5 && fn > rt.Relu && dt != rt.F32 {
 					continue // the big shape only for a few fns
 				}
 				for _, l := range layouts(shape) {
-					lo, hi := unaryRange(fn)
-					in := stored(dt, randVals(rng, l.storage, lo, hi))
-					if fn == rt.Not {
-						for i := range in {
-							in[i] = float64(rng.IntN(3))
-						}
+					pick := picks(rng, l.storage, len(x), 0, len(x))
+					in := make([]float64, l.storage)
+					for i, k := range pick {
+						in[i] = x[k]
 					}
 					xr := e.region(dt, l.storage, in)
 					n := int(rt.NumElements(shape))
 					yr := e.region(dt, n, nil)
 					st := l.stridesFor(shape)
-					op := &rt.Unary{Fn: fn, Alpha: 0.7, Beta: 1.3, X: xr.view(l.off, shape, l.strides), Y: yr.ref(shape...)}
+					op := &rt.Unary{Fn: fn, Alpha: ewAlpha, Beta: ewBeta, X: xr.view(l.off, shape, l.strides), Y: yr.ref(shape...)}
 					e.run(op)
 					want := make([]float64, 0, n)
 					backendtest.ForEach(shape, func(idx []int) {
-						want = append(want, fn.Apply(at(in, l.off, st, idx), 0.7, 1.3))
+						want = append(want, y[pick[l.off+backendtest.Offset(idx, st)]])
 					})
-					want = stored(dt, want)
 					tol := tolFor(dt)
 					checkVals(t, fmt.Sprintf("%s %s %v %s", dt, fn, shape, l.name), e.values(yr), want, tol, func(int) float64 {
 						if dt == rt.F16 {
@@ -170,21 +173,29 @@ func TestBinaryFloat(t *testing.T) {
 		{name: "inplace", shape: []int{5, 7}, an: 35, bn: 35, inplace: true},
 		{name: "big", shape: []int{3, 40000}, an: 120000, bs: []int{0, 1}, bn: 40000, bigOK: true},
 	}
+	ref := ewRefs(t)
 	for _, dt := range []rt.DType{rt.F32, rt.F64, rt.F16} {
 		for fn := rt.BinaryFn(0); int(fn) < rt.NumBinaryFns; fn++ {
+			a, b := ref.get(t, dt, fn.String()+".a"), ref.get(t, dt, fn.String()+".b")
+			table := ref.get(t, dt, fn.String()+".y") // table[i*len(b)+j] = fn(a[i], b[j])
 			for _, c := range cases {
 				if c.bigOK && dt == rt.F16 {
 					continue
 				}
-				alo, ahi, blo, bhi := binaryRange(fn)
-				av := stored(dt, randVals(rng, c.an, alo, ahi))
-				bv := stored(dt, randVals(rng, c.bn, blo, bhi))
+				// Comparisons pick from the values that a and b share
+				// (a[8:24] == b[8:24]) half of the time, so that equal
+				// pairs occur.
+				lo, hi := 0, 0
 				if fn.IsCompare() {
-					for i := range bv { // make some equal
-						if i%3 == 0 && i < len(av) {
-							bv[i] = av[i]
-						}
-					}
+					lo, hi = 8, 12
+				}
+				pa, pb := picks(rng, c.an, len(a), lo, hi), picks(rng, c.bn, len(b), lo, hi)
+				av, bv := make([]float64, c.an), make([]float64, c.bn)
+				for i, k := range pa {
+					av[i] = a[k]
+				}
+				for i, k := range pb {
+					bv[i] = b[k]
 				}
 				ar, br := e.region(dt, c.an, av), e.region(dt, c.bn, bv)
 				n := int(rt.NumElements(c.shape))
@@ -203,9 +214,9 @@ func TestBinaryFloat(t *testing.T) {
 				ast, bst := A.StridesOrContiguous(), B.StridesOrContiguous()
 				var want []float64
 				backendtest.ForEach(c.shape, func(idx []int) {
-					want = append(want, fn.Apply(at(av, c.aoff, ast, idx), at(bv, c.boff, bst, idx)))
+					i, j := pa[c.aoff+backendtest.Offset(idx, ast)], pb[c.boff+backendtest.Offset(idx, bst)]
+					want = append(want, table[i*len(b)+j])
 				})
-				want = stored(ydt, want)
 				checkVals(t, fmt.Sprintf("%s %s %s", dt, fn, c.name), e.values(yr), want, tolFor(dt), func(int) float64 {
 					if dt == rt.F16 {
 						return 1e-2
@@ -335,31 +346,36 @@ func TestBinaryInt(t *testing.T) {
 	}
 }
 
+// TestUnaryInt runs the unary functions that integers support against
+// NumPy (testdata/elementwise), which wraps as the integer dtypes do.
 func TestUnaryInt(t *testing.T) {
 	e := newEnv(t)
+	ref := ewRefs(t)
 	for _, dt := range []rt.DType{rt.I32, rt.I64, rt.I8, rt.U8, rt.Bool} {
 		for _, fn := range []rt.UnaryFn{rt.Copy, rt.Neg, rt.Abs, rt.Sign, rt.Not, rt.Relu} {
-			in := []float64{-3, 0, 5, -100, 100, 1, -1}
-			if dt == rt.U8 || dt == rt.Bool {
-				in = []float64{0, 1, 1, 0, 1, 0, 1}
-				if dt == rt.U8 {
-					in = []float64{0, 3, 200, 255, 1, 9, 7}
-				}
+			op := &rt.Unary{Fn: fn}
+			x, y, ok := ref.lookup(dt, fn.String()+".x"), ref.lookup(dt, fn.String()+".y"), true
+			if x == nil || y == nil {
+				ok = false
+				x = []float64{0}
 			}
-			xr, yr := e.region(dt, 7, in), e.region(dt, 7, nil)
-			op := &rt.Unary{Fn: fn, X: xr.ref(7), Y: yr.ref(7)}
+			xr, yr := e.region(dt, len(x), x), e.region(dt, len(x), nil)
+			op.X, op.Y = xr.ref(len(x)), yr.ref(len(x))
 			if err := e.dev.Supports(op); err != nil {
 				if dt == rt.Bool && fn != rt.Not {
 					continue
 				}
 				t.Fatalf("%s %s: %v", dt, fn, err)
 			}
+			if !ok {
+				t.Errorf("%s %s is supported but testdata/elementwise has no NumPy reference for it (add it to gen.py)", dt, fn)
+				continue
+			}
 			e.run(op)
 			got := e.values(yr)
-			for i, x := range in {
-				w := wrap(dt, int64(fn.Apply(x, 0, 0)))
-				if int64(got[i]) != w {
-					t.Errorf("%s %s(%v) = %v, want %v", dt, fn, x, got[i], w)
+			for i := range x {
+				if got[i] != y[i] {
+					t.Errorf("%s %s(%v) = %v, want %v", dt, fn, x[i], got[i], y[i])
 				}
 			}
 		}
