@@ -106,3 +106,9 @@ func TestONNXCorpus(t *testing.T) {
 func TestE2E(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, d *device) { e2e.Check(t, d) })
 }
+
+// TestConcurrency runs the end-to-end models from many goroutines, two
+// sessions with Parallel 3 on each device (CI runs it under -race).
+func TestConcurrency(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, d *device) { e2e.Concurrent(t, d) })
+}

@@ -12,3 +12,11 @@ func TestCPU(t *testing.T) {
 	defer dev.Close()
 	e2e.Check(t, dev)
 }
+
+// TestConcurrentCPU runs Concurrent on the CPU backend; CI runs it under
+// -race (the Vulkan and OpenCL tests call Concurrent on theirs).
+func TestConcurrentCPU(t *testing.T) {
+	dev := cpu.NewDevice()
+	defer dev.Close()
+	e2e.Concurrent(t, dev)
+}

@@ -23,6 +23,10 @@ func TestGradients(t *testing.T) { gradconf.Run(t, testDevice(t)) }
 // TestModels runs the end-to-end MLP and CNN models on the Vulkan device.
 func TestModels(t *testing.T) { e2e.Check(t, testDevice(t)) }
 
+// TestConcurrency runs the end-to-end models from many goroutines, two
+// sessions with Parallel 3 on the one device (CI runs it under -race).
+func TestConcurrency(t *testing.T) { e2e.Concurrent(t, testDevice(t)) }
+
 // TestONNXCorpus runs the ONNX backend node tests on the Vulkan device:
 // the whole corpus when it is present (../shared/onnx-node-tests.tgz or
 // $VRUN_ONNX_CORPUS), else the vendored cases. A case fails only on a
