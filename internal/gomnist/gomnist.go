@@ -64,9 +64,12 @@ func find() (string, error) {
 // candidates lists possible module roots, most direct first.
 func candidates() []string {
 	var out []string
-	// 1. The file the compiler read the module's code from.
+	// 1. The file the compiler read the module's code from. A Windows
+	// binary cross-compiled on Linux records a rooted Unix path, which is
+	// not absolute on Windows but names the same folder under Wine, whose
+	// drive Z: is the Unix root (CI runs the Windows tests there).
 	if fn := runtime.FuncForPC(reflect.ValueOf(mnist.ReadSet).Pointer()); fn != nil {
-		if file, _ := fn.FileLine(fn.Entry()); filepath.IsAbs(file) {
+		if file, _ := fn.FileLine(fn.Entry()); filepath.IsAbs(file) || strings.HasPrefix(file, "/") {
 			out = append(out, filepath.Dir(file))
 		}
 	}
