@@ -22,12 +22,7 @@ import (
 // internal/floors, so that cases which start to skip are noticed.
 func Run(t *testing.T, dev rt.Device) {
 	t.Helper()
-	dir, err := DefaultDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pass := runDir(t, dev, dir)
-	floors.Check(t, floors.Conformance, dev.Info(), pass)
+	floors.Run(t, floors.Conformance, dev, DefaultDir, runDir)
 }
 
 // RunDir is [Run] with the cases in dir, without a floor.

@@ -77,3 +77,15 @@ func Check(t testing.TB, suite Suite, info rt.DeviceInfo, pass int) {
 		t.Errorf("%s on %s (%s): %d cases pass, fewer than the floor of %d: cases that passed now skip or fail", suite, info.Spec(), Class(info), pass, min)
 	}
 }
+
+// Run runs a suite on dev: run gets the folder that dir returns and
+// returns how many cases passed, which [Check] then holds to the suite's
+// floor. The conformance and gradient tables' Run functions are this.
+func Run(t *testing.T, suite Suite, dev rt.Device, dir func() (string, error), run func(*testing.T, rt.Device, string) int) {
+	t.Helper()
+	d, err := dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	Check(t, suite, dev.Info(), run(t, dev, d))
+}

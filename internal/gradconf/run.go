@@ -215,12 +215,7 @@ func Check(ctx context.Context, c *Case, dev rt.Device) ([]error, error) {
 // in internal/floors, so that cases which start to skip are noticed.
 func Run(t *testing.T, dev rt.Device) {
 	t.Helper()
-	dir, err := DefaultDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pass := runDir(t, dev, dir)
-	floors.Check(t, floors.Gradients, dev.Info(), pass)
+	floors.Run(t, floors.Gradients, dev, DefaultDir, runDir)
 }
 
 // RunDir is [Run] with the cases in dir, without a floor.
