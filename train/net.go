@@ -103,6 +103,17 @@ type Net struct {
 	Batch int
 }
 
+// NewClassifier is [Arch] followed by [NewNet] with [CrossEntropy]: the
+// architecture named arch for samples of shape sample and classes
+// outputs, its weights seeded with seed, as a classifier to train.
+func NewClassifier(arch string, sample []int, classes int, seed uint64) (*Net, error) {
+	m, err := Arch(arch, ArchOptions{Sample: sample, Outputs: classes, Seed: seed})
+	if err != nil {
+		return nil, err
+	}
+	return NewNet(m, NetOptions{Loss: CrossEntropy})
+}
+
 // NewNet attaches a loss to the first output of base, a model with one
 // input, and picks the weights to train.
 func NewNet(base *model.Model, o NetOptions) (*Net, error) {

@@ -94,11 +94,7 @@ func run(ctx context.Context, o options, w io.Writer) (*train.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := train.Arch("cifar-cnn", train.ArchOptions{Sample: []int{3, 32, 32}, Outputs: 10, Seed: o.seed})
-	if err != nil {
-		return nil, err
-	}
-	net, err := train.NewNet(m, train.NetOptions{Loss: train.CrossEntropy})
+	net, err := train.NewClassifier("cifar-cnn", []int{3, 32, 32}, 10, o.seed)
 	if err != nil {
 		return nil, err
 	}

@@ -91,11 +91,7 @@ func run(ctx context.Context, o options, w io.Writer) (*train.Result, error) {
 		}
 	}
 
-	m, err := train.Arch("lenet", train.ArchOptions{Sample: []int{1, 28, 28}, Outputs: 10, Seed: o.seed})
-	if err != nil {
-		return nil, err
-	}
-	net, err := train.NewNet(m, train.NetOptions{Loss: train.CrossEntropy})
+	net, err := train.NewClassifier("lenet", []int{1, 28, 28}, 10, o.seed)
 	if err != nil {
 		return nil, err
 	}
