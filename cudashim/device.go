@@ -265,8 +265,13 @@ type Device struct {
 	noIndexed string
 	// noOptim, when set, is why OptimStep is unsupported.
 	noOptim string
-	cublas  bool // MatMul uses cuBLAS
-	tf32    bool
+	// indexStatus: the loaded gather, gather_elements and
+	// scatter_elements kernels take the stream's index status words
+	// (PTX built from sources with flag_index); with older PTX an index
+	// out of range silently gives zero.
+	indexStatus bool
+	cublas      bool // MatMul uses cuBLAS
+	tf32        bool
 
 	mu      sync.Mutex
 	closed  bool
@@ -334,6 +339,7 @@ func openDevice(index int, cublas bool) (*Device, error) {
 	if err != nil {
 		return fail(err)
 	}
+	d.indexStatus = ptxHasIndexStatus(ptx, indexed)
 	if indexed == "" {
 		d.noIndexed = indexedNotBuilt
 	} else {

@@ -53,6 +53,14 @@
 // CPU backend (the last Set wins) and results are deterministic; TopK
 // ranks each element against its column, stopping once the rank reaches K.
 //
+// Gather, GatherElements and ScatterElements report an index out of range
+// (rt.IndexError from Stream.Wait): their argument structs end with the
+// stream's index status words and the op's tag (flag_index in
+// common.cuh), which the stream fills in at Launch; each run copies zeros
+// into the words first and reads them back last. PTX built before those
+// fields (smaller argument structs, detected from the PTX's .param sizes)
+// ignores them and never flags: the stream then keeps no status words.
+//
 // OptimStep lives in a third module the same way: kernels/optim.cu compiles
 // to kernels/optim.ptx with its own kernels/optim.ptx.sha256 ("build.sh
 // --optim" builds only it, "build.sh --optim-placeholder" writes the

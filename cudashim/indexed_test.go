@@ -15,6 +15,7 @@ import (
 
 	"github.com/vrun-go/vrun/cpu"
 	"github.com/vrun-go/vrun/internal/backendtest"
+	"github.com/vrun-go/vrun/internal/indexconf"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -355,11 +356,12 @@ func TestIndexedArgsLayout(t *testing.T) {
 		{&rt.GatherElements{X: r(rt.F16, 64, []int{2, 3, 5}), Idx: r(rt.I32, 4096, []int{2, 7, 5}, 11, -13, 0), Y: r(rt.F16, 256, []int{2, 7, 5}),
 			Outer: 2, Axis: 3, N: 7, Inner: 5}, kGatherElements, "GatherElArgs",
 			map[string]int64{"x": base + 64, "idx": base + 4096, "y": base + 256, "outer": 2, "axis": 3, "n": 7, "inner": 5,
-				"is0": 11, "is1": -13, "is2": 0, "esz": 2, "idx64": 0}},
+				"is0": 11, "is1": -13, "is2": 0, "esz": 2, "idx64": 0, "status": 0, "tag": 0}},
 		{&rt.ScatterElements{Fn: rt.ScatterMax, Y: r(rt.I8, 64, []int{2, 3, 5}), Idx: r(rt.I64, 128, []int{2, 7, 5}, 0, 1, 0), Upd: r(rt.I8, 512, []int{2, 7, 5}, 35, 5, -1),
 			Outer: 2, Axis: 3, N: 7, Inner: 5}, kScatterElements, "ScatterElArgs",
 			map[string]int64{"y": base + 64, "idx": base + 128, "upd": base + 512, "outer": 2, "axis": 3, "n": 7, "inner": 5,
-				"is0": 0, "is1": 1, "is2": 0, "us0": 35, "us1": 5, "us2": -1, "dt": int64(rt.I8), "esz": 1, "idx64": 1, "fn": int64(rt.ScatterMax)}},
+				"is0": 0, "is1": 1, "is2": 0, "us0": 35, "us1": 5, "us2": -1, "dt": int64(rt.I8), "esz": 1, "idx64": 1, "fn": int64(rt.ScatterMax),
+				"status": 0, "tag": 0}},
 		{&rt.TopK{X: r(rt.F64, 64, []int{2, 7, 5}), Values: r(rt.F64, 1024, []int{2, 3, 5}), Indices: r(rt.I64, 2048, []int{2, 3, 5}),
 			Outer: 2, N: 7, Inner: 5, K: 3, Largest: true}, kTopK, "TopKArgs",
 			map[string]int64{"x": base + 64, "vals": base + 1024, "ind": base + 2048, "outer": 2, "n": 7, "inner": 5, "k": 3,
@@ -400,5 +402,60 @@ func TestIndexedArgsLayout(t *testing.T) {
 	}
 	if kernelNames[kGatherElements] != "gather_elements" || kernelNames[kTopK] != "topk" {
 		t.Errorf("kernel names %v", kernelNames[numKernels:])
+	}
+}
+
+// TestIndexOutOfRange checks that out-of-range indices of Gather,
+// GatherElements and ScatterElements fail the run through the stream's
+// status words (internal/indexconf). PTX built before the status fields
+// (kernels/build.sh not run since) cannot flag: the test fails then, so
+// that a stale PTX is noticed on the GPU.
+func TestIndexOutOfRange(t *testing.T) {
+	d := openTest(t, true)
+	if !d.indexStatus {
+		t.Fatal("the embedded PTX predates the index status fields: rebuild it with cudashim/kernels/build.sh")
+	}
+	indexconf.Run(t, d)
+}
+
+// TestPTXIndexStatus checks, without a GPU, the detection of index-status
+// PTX: the argument struct sizes that ptxHasIndexStatus expects match the
+// structs of the sources, and the embedded PTX has them unless a module
+// is a placeholder.
+func TestPTXIndexStatus(t *testing.T) {
+	words := func(file, strct string) int {
+		src, err := os.ReadFile(filepath.Join(kernelsDir(), file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?s)struct ` + strct + ` \{(.*?)\};`).FindStringSubmatch(string(src))
+		if m == nil {
+			t.Fatalf("%s has no struct %s", file, strct)
+		}
+		n := 0
+		for _, line := range strings.Split(m[1], "\n") {
+			line, _, _ = strings.Cut(line, "//")
+			for _, decl := range strings.Split(line, ";") {
+				if _, names, ok := strings.Cut(strings.TrimSpace(decl), " "); ok {
+					n += len(strings.Split(names, ","))
+				}
+			}
+		}
+		return 8 * n
+	}
+	for _, c := range []struct {
+		file, strct string
+		want        int
+	}{{"nn.cu", "GatherArgs", gatherArgBytes}, {"indexed.cu", "GatherElArgs", gatherElArgBytes}, {"indexed.cu", "ScatterElArgs", scatterElArgBytes}} {
+		if got := words(c.file, c.strct); got != c.want {
+			t.Errorf("%s: struct %s is %d bytes, ptxHasIndexStatus expects %d", c.file, c.strct, got, c.want)
+		}
+	}
+	if ptxHasIndexStatus("", "") {
+		t.Error("empty PTX has the index status")
+	}
+	if !PTXIsPlaceholder() && !IndexedPTXIsPlaceholder() && !ptxHasIndexStatus(embeddedPTX, embeddedIndexedPTX) {
+		t.Errorf("the embedded PTX lacks the index status fields (param sizes %v, %v): rebuild it with cudashim/kernels/build.sh",
+			ptxParamBytes(embeddedPTX)["gather"], ptxParamBytes(embeddedIndexedPTX))
 	}
 }

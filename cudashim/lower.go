@@ -17,6 +17,9 @@ type launch struct {
 	args   []byte
 	gemm   *gemmCall
 	dnn    *dnnConv // cuDNN convolution (cudnn.go)
+	// statusAt, when > 0, is the byte offset in args of the kernel's
+	// index-status fields (u64 status, i64 tag), which Stream.Launch sets.
+	statusAt int
 }
 
 // Supports reports whether the device can run op with its dtypes.

@@ -8,6 +8,7 @@ package cudashim
 import "C"
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -68,7 +69,21 @@ type Stream struct {
 
 	pending bool // submitted, not yet waited
 	err     error
+
+	// status holds the rt.IndexStatusWords that checked Gather,
+	// GatherElements and ScatterElements kernels flag an out-of-range
+	// index in, allocated by the first Launch of such a kernel (when the
+	// PTX has the status fields, Device.indexStatus). usesStatus says
+	// whether the recording has one: each run first copies zeros into it
+	// from pinned memory at statusStage, and copies it back to
+	// statusStage+statusBytes at its end, which Wait decodes.
+	status      *Buffer
+	usesStatus  bool
+	statusStage int64
 }
+
+// statusBytes is the size of a stream's index status words.
+const statusBytes = 4 * rt.IndexStatusWords
 
 // blasWorkspace is the cuBLAS workspace per stream, set explicitly so
 // cuBLAS never allocates while a graph is being captured.
@@ -133,9 +148,45 @@ func (s *Stream) Launch(op rt.Op) error {
 	if err != nil {
 		return err
 	}
+	if s.dev.indexStatus {
+		for i := range ls {
+			if ls[i].statusAt == 0 {
+				continue
+			}
+			if err := s.bindStatus(op, &ls[i]); err != nil {
+				return fmt.Errorf("cuda: %s: %w", op.OpName(), err)
+			}
+			bufs = append(bufs, s.status)
+		}
+	}
 	s.cmds = append(s.cmds, command{kind: cmdLaunch, launches: ls, bufs: bufs, name: op.OpName()})
 	s.nLaunch++
 	s.dirty = true
+	return nil
+}
+
+// bindStatus fills in the index-status fields of l's arguments: the
+// stream's status words and the op's tag, its launch index + 1 (0 when the
+// op allows out-of-range indices).
+func (s *Stream) bindStatus(op rt.Op, l *launch) error {
+	if s.status == nil {
+		b, err := s.dev.Alloc(statusBytes)
+		if err != nil {
+			return err
+		}
+		s.status = b.(*Buffer)
+	}
+	p, err := s.status.devptr()
+	if err != nil {
+		return err
+	}
+	var tag uint64
+	if rt.IndexChecked(op) {
+		tag = uint64(s.nLaunch + 1)
+	}
+	binary.LittleEndian.PutUint64(l.args[l.statusAt:], p)
+	binary.LittleEndian.PutUint64(l.args[l.statusAt+8:], tag)
+	s.usesStatus = true
 	return nil
 }
 
@@ -161,6 +212,10 @@ func (s *Stream) prepare() error {
 		}
 		c.stage = need
 		need += (int64(len(c.host)) + 255) &^ 255
+	}
+	if s.usesStatus {
+		s.statusStage = need
+		need += 256
 	}
 	if need > s.pinnedSize {
 		if s.pinned != nil {
@@ -218,6 +273,28 @@ func (s *Stream) prepare() error {
 
 // issue enqueues every command on the stream (captured or not).
 func (s *Stream) issue() error {
+	var statusPtr C.CUdeviceptr
+	if s.usesStatus {
+		p, err := s.status.devptr()
+		if err != nil {
+			return err
+		}
+		statusPtr = C.CUdeviceptr(p)
+		if err := check(C.vr_cuMemcpyHtoDAsync(statusPtr, unsafe.Add(s.pinned, s.statusStage), statusBytes, s.cs), "cuMemcpyHtoDAsync_v2"); err != nil {
+			return err
+		}
+	}
+	if err := s.issueCmds(); err != nil {
+		return err
+	}
+	if s.usesStatus {
+		return check(C.vr_cuMemcpyDtoHAsync(unsafe.Add(s.pinned, s.statusStage+statusBytes), statusPtr, statusBytes, s.cs), "cuMemcpyDtoHAsync_v2")
+	}
+	return nil
+}
+
+// issueCmds enqueues the recorded commands.
+func (s *Stream) issueCmds() error {
 	ev := 0
 	for i := range s.cmds {
 		c := &s.cmds[i]
@@ -364,6 +441,9 @@ func (s *Stream) submitLocked() error {
 			copy(unsafe.Slice((*byte)(unsafe.Add(s.pinned, c.stage)), len(c.host)), c.host)
 		}
 	}
+	if s.usesStatus {
+		clear(unsafe.Slice((*byte)(unsafe.Add(s.pinned, s.statusStage)), statusBytes))
+	}
 	if s.profile {
 		s.dirty = false
 		return s.issue()
@@ -409,6 +489,20 @@ func (s *Stream) waitLocked() {
 			copy(c.host, unsafe.Slice((*byte)(unsafe.Add(s.pinned, c.stage)), len(c.host)))
 		}
 	}
+	if s.usesStatus && s.err == nil {
+		b := unsafe.Slice((*byte)(unsafe.Add(s.pinned, s.statusStage+statusBytes)), statusBytes)
+		var w [rt.IndexStatusWords]uint32
+		for i := range w {
+			w[i] = binary.LittleEndian.Uint32(b[4*i:])
+		}
+		var names []string
+		for i := range s.cmds {
+			if s.cmds[i].kind == cmdLaunch {
+				names = append(names, s.cmds[i].name)
+			}
+		}
+		s.err = rt.IndexStatusError(BackendName, w[:], names)
+	}
 	if s.profile {
 		s.timings = s.timings[:0]
 		for i := 0; i < s.nLaunch; i++ {
@@ -446,6 +540,7 @@ func (s *Stream) Reset() {
 	s.dnnDropCmds()
 	s.cmds = nil
 	s.nLaunch = 0
+	s.usesStatus = false
 	s.timings = nil
 	s.err = nil
 	s.dirty = true
@@ -491,7 +586,12 @@ func (s *Stream) Close() error {
 		C.vr_cuStreamDestroy(s.cs)
 		s.cs = nil
 	}
+	st := s.status
+	s.status = nil
 	s.mu.Unlock()
+	if st != nil {
+		st.Free()
+	}
 	d.mu.Lock()
 	delete(d.streams, s)
 	d.mu.Unlock()

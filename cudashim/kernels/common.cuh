@@ -36,6 +36,23 @@ enum {
   R_L2 = 7, R_LogSumExp = 8, R_ArgMax = 9, R_ArgMin = 10
 };
 
+// flag_index records an index k outside [-axis, axis) of a checked Gather,
+// GatherElements or ScatterElements in the stream's status words (status,
+// rt.IndexStatusWords 32-bit words): the op whose tag (its launch index +
+// 1) claims word 0 first records the index (low and high words) and the
+// axis size. tag 0: the op allows out-of-range indices (or the stream has
+// no status words).
+__device__ __forceinline__ void flag_index(u64 status, i64 tag, i64 k, i64 axis) {
+  if (tag != 0 && status != 0) {
+    unsigned int* s = (unsigned int*)status;
+    if (atomicCAS(s, 0u, (unsigned int)tag) == 0u) {
+      s[1] = (unsigned int)(u64)k;
+      s[2] = (unsigned int)((u64)k >> 32);
+      s[3] = (unsigned int)axis;
+    }
+  }
+}
+
 #define MAXR 8   // max rank of an elementwise iteration space after coalescing
 #define MAXOP 4  // max operands of an elementwise kernel
 #define NT 256   // threads per block of every kernel

@@ -9,11 +9,17 @@
 // (o, j, i) lives at o*s0 + j*s1 + i*s2 elements from the view's pointer
 // (strides may be zero or negative; rt.CheckOp bounds the span).
 
+// status and tag: the stream's index status words and the op's tag (its
+// launch index + 1, or 0 when out-of-range indices are allowed), for
+// flag_index (common.cuh).
+
 struct GatherElArgs {
   u64 x, idx, y;
   i64 outer, axis, n, inner;
   i64 is0, is1, is2;
   i64 esz, idx64;
+  u64 status;
+  i64 tag;
 };
 
 struct ScatterElArgs {
@@ -21,6 +27,8 @@ struct ScatterElArgs {
   i64 outer, axis, n, inner;
   i64 is0, is1, is2, us0, us1, us2;
   i64 dt, esz, idx64, fn;
+  u64 status;
+  i64 tag;
 };
 
 struct TopKArgs {
@@ -48,14 +56,17 @@ __device__ __forceinline__ void copy_elem(u64 dst, i64 doff, u64 src, i64 soff, 
 
 // gather_elements: Y[o, j, i] = X[o, Idx[o, j, i], i], Y contiguous
 // [outer, n, inner]. Negative indices count from the end; indices still
-// out of range give zero. Elements are copied bitwise.
+// out of range give zero (and are flagged in the status words). Elements
+// are copied bitwise.
 extern "C" __global__ void __launch_bounds__(NT) gather_elements(const GatherElArgs a) {
   const i64 tot = a.outer * a.n * a.inner;
   for (i64 q = (i64)blockIdx.x * NT + threadIdx.x; q < tot; q += (i64)gridDim.x * NT) {
     const i64 i = q % a.inner, t = q / a.inner, j = t % a.n, o = t / a.n;
-    i64 k = ld_index(a.idx, a.idx64, o * a.is0 + j * a.is1 + i * a.is2);
+    const i64 raw = ld_index(a.idx, a.idx64, o * a.is0 + j * a.is1 + i * a.is2);
+    i64 k = raw;
     if (k < 0) k += a.axis;
     if (k < 0 || k >= a.axis) {
+      flag_index(a.status, a.tag, raw, a.axis);
       switch (a.esz) {
         case 1: ((unsigned char*)a.y)[q] = 0; break;
         case 2: ((unsigned short*)a.y)[q] = 0; break;
@@ -103,9 +114,13 @@ extern "C" __global__ void __launch_bounds__(NT) scatter_elements(const ScatterE
     const i64 ib = o * a.is0 + i * a.is2, ub = o * a.us0 + i * a.us2;
     const i64 yb = o * a.axis * a.inner + i;
     for (i64 j = 0; j < a.n; j++) {
-      i64 k = ld_index(a.idx, a.idx64, ib + j * a.is1);
+      const i64 raw = ld_index(a.idx, a.idx64, ib + j * a.is1);
+      i64 k = raw;
       if (k < 0) k += a.axis;
-      if (k < 0 || k >= a.axis) continue;
+      if (k < 0 || k >= a.axis) {
+        flag_index(a.status, a.tag, raw, a.axis);
+        continue;
+      }
       const i64 ye = yb + k * a.inner, ue = ub + j * a.us1;
       if (a.fn == S_Set) {
         copy_elem(a.y, ye, a.upd, ue, a.esz);

@@ -311,18 +311,23 @@ struct GatherArgs {
   i64 outer, axis, inner, nidx;
   i64 esz;    // element size in bytes
   i64 idx64;  // 1: Idx is i64, 0: i32
+  u64 status; // the stream's index status words (flag_index)
+  i64 tag;    // launch index + 1, or 0: out-of-range indices are allowed
 };
 
 // gather: Y[o, j, i] = X[o, Idx[j], i]; negative indices count from the
-// end; indices still out of range give zeros.
+// end; indices still out of range give zeros and are flagged (once per
+// index) in the status words.
 extern "C" __global__ void __launch_bounds__(NT) gather(const GatherArgs a) {
   const i64 tot = a.outer * a.nidx * a.inner;
   const int sz = (int)a.esz;
   for (i64 q = (i64)blockIdx.x * NT + threadIdx.x; q < tot; q += (i64)gridDim.x * NT) {
     const i64 i = q % a.inner, oj = q / a.inner, j = oj % a.nidx, o = oj / a.nidx;
-    i64 k = a.idx64 ? ((const i64*)a.idx)[j] : (i64)((const int*)a.idx)[j];
+    const i64 raw = a.idx64 ? ((const i64*)a.idx)[j] : (i64)((const int*)a.idx)[j];
+    i64 k = raw;
     if (k < 0) k += a.axis;
     const bool ok = k >= 0 && k < a.axis;
+    if (!ok && o == 0 && i == 0) flag_index(a.status, a.tag, raw, a.axis);
     const i64 src = (o * a.axis + k) * a.inner + i;
     switch (sz) {
       case 1: ((unsigned char*)a.y)[q] = ok ? ((const unsigned char*)a.x)[src] : 0; break;
