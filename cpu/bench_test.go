@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -22,10 +23,20 @@ func benchOp(b *testing.B, d rt.Device, op rt.Op) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	c0 := processCPU()
 	for b.Loop() {
 		if err := s.Submit(); err != nil {
 			b.Fatal(err)
 		}
+	}
+	reportCPU(b, c0)
+}
+
+// reportCPU reports the process CPU time per op since c0 ("cpu-ns/op"):
+// on a loaded machine it tracks the work done better than wall time.
+func reportCPU(b *testing.B, c0 time.Duration) {
+	if c := processCPU(); c > 0 && b.N > 0 {
+		b.ReportMetric(float64(c-c0)/float64(b.N), "cpu-ns/op")
 	}
 }
 
@@ -96,11 +107,13 @@ func benchOps(b *testing.B, d rt.Device, ops ...rt.Op) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	c0 := processCPU()
 	for b.Loop() {
 		if err := s.Submit(); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, c0)
 }
 
 // BenchmarkBLAS1 is BLAS level 1 in primitive ops: AXPY (y += a·x) is
@@ -202,4 +215,35 @@ func BenchmarkBinaryAdd(b *testing.B) {
 	x := benchBuf(b, d, rt.F32, n)
 	benchOp(b, d, &rt.Binary{Fn: rt.Add, A: x, B: x, Y: benchBuf(b, d, rt.F32, n)})
 	b.ReportMetric(12*float64(n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+}
+
+// BenchmarkElementwise times elementwise ops on n f32 elements
+// (contiguous), in GB/s of operand traffic.
+func BenchmarkElementwise(b *testing.B) {
+	for _, n := range []int{16384, 1 << 20} {
+		for _, c := range []struct {
+			name string
+			op   func(x, y, z rt.Ref) rt.Op
+			refs int
+		}{
+			{"relu", func(x, y, _ rt.Ref) rt.Op { return &rt.Unary{Fn: rt.Relu, X: x, Y: y} }, 2},
+			{"tanh", func(x, y, _ rt.Ref) rt.Op { return &rt.Unary{Fn: rt.Tanh, X: x, Y: y} }, 2},
+			{"exp", func(x, y, _ rt.Ref) rt.Op { return &rt.Unary{Fn: rt.Exp, X: x, Y: y} }, 2},
+			{"sigmoid", func(x, y, _ rt.Ref) rt.Op { return &rt.Unary{Fn: rt.Sigmoid, X: x, Y: y} }, 2},
+			{"gelu", func(x, y, _ rt.Ref) rt.Op { return &rt.Unary{Fn: rt.Gelu, X: x, Y: y} }, 2},
+			{"add", func(x, y, z rt.Ref) rt.Op { return &rt.Binary{Fn: rt.Add, A: x, B: y, Y: z} }, 3},
+			{"mul", func(x, y, z rt.Ref) rt.Op { return &rt.Binary{Fn: rt.Mul, A: x, B: y, Y: z} }, 3},
+			{"greater", func(x, y, z rt.Ref) rt.Op {
+				z.DType = rt.Bool
+				return &rt.Binary{Fn: rt.Greater, A: x, B: y, Y: z}
+			}, 3},
+		} {
+			b.Run(fmt.Sprintf("%s/n=%d", c.name, n), func(b *testing.B) {
+				d := NewDevice()
+				defer d.Close()
+				benchOps(b, d, c.op(benchBuf(b, d, rt.F32, n), benchBuf(b, d, rt.F32, n), benchBuf(b, d, rt.F32, n)))
+				b.ReportMetric(float64(c.refs*4*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -163,7 +164,8 @@ type Buffer struct {
 	dev  *Device
 	size int64
 	mu   sync.RWMutex
-	data []byte // nil once freed
+	data []byte      // nil once freed
+	dead atomic.Bool // set with data = nil, read lock-free by Submit
 }
 
 // Size returns the size asked of Alloc.
@@ -173,6 +175,7 @@ func (b *Buffer) Size() int64 { return b.size }
 func (b *Buffer) Free() {
 	b.mu.Lock()
 	b.data = nil
+	b.dead.Store(true)
 	b.mu.Unlock()
 	if b.dev != nil {
 		b.dev.mu.Lock()
@@ -316,6 +319,7 @@ func (d *Device) Close() error {
 	for b := range bufs {
 		b.mu.Lock()
 		b.data = nil
+		b.dead.Store(true)
 		b.mu.Unlock()
 	}
 	for s := range streams {
@@ -341,6 +345,14 @@ type command struct {
 	off  int64
 	host []byte
 	op   rt.Op
+	k    kernel       // the prepared op
+	bufs []operandBuf // its operands' buffers, checked at each Submit
+}
+
+// operandBuf names an operand's buffer for the Submit-time check.
+type operandBuf struct {
+	name string
+	buf  *Buffer
 }
 
 // Stream records commands and replays them on Submit. Submit runs the
@@ -417,7 +429,14 @@ func (s *Stream) Launch(op rt.Op) error {
 	if err := validate(op); err != nil {
 		return err
 	}
-	s.cmds = append(s.cmds, command{kind: cmdLaunch, op: rt.CloneOp(op)})
+	c := rt.CloneOp(op)
+	var bufs []operandBuf
+	rt.MapRefs(c, func(name string, r *rt.Ref) {
+		if b, ok := r.Buf.(*Buffer); ok && b != nil {
+			bufs = append(bufs, operandBuf{name, b})
+		}
+	})
+	s.cmds = append(s.cmds, command{kind: cmdLaunch, op: c, k: prepare(c), bufs: bufs})
 	s.nLaunch++
 	return nil
 }
@@ -440,7 +459,8 @@ func (s *Stream) Submit() error {
 	// Wait once every command has run.
 	var idxErr *rt.IndexError
 	launch := -1
-	for i, c := range s.cmds {
+	for i := range s.cmds {
+		c := &s.cmds[i]
 		var err error
 		switch c.kind {
 		case cmdWrite:
@@ -453,17 +473,18 @@ func (s *Stream) Submit() error {
 				t0 = time.Now()
 			}
 			launch++
-			err = execute(c.op)
+			err = runCommand(c)
 			if s.profile {
 				s.timings = append(s.timings, time.Since(t0))
 			}
-			var ie *rt.IndexError
-			if errors.As(err, &ie) {
-				if idxErr == nil {
-					ie.Launch = launch
-					idxErr = ie
+			if err != nil {
+				if ie := indexError(err); ie != nil {
+					if idxErr == nil {
+						ie.Launch = launch
+						idxErr = ie
+					}
+					err = nil
 				}
-				err = nil
 			}
 		}
 		if err != nil {
@@ -475,6 +496,34 @@ func (s *Stream) Submit() error {
 		s.err = idxErr
 	}
 	return nil
+}
+
+// indexError returns err's *rt.IndexError, if any (out of the Submit
+// loop, so that a run without errors allocates nothing).
+func indexError(err error) *rt.IndexError {
+	var ie *rt.IndexError
+	if errors.As(err, &ie) {
+		return ie
+	}
+	return nil
+}
+
+// runCommand runs a recorded launch: its buffers must still be live (the
+// device was checked by Submit), and a kernel fault becomes an error.
+func runCommand(c *command) (err error) {
+	for _, b := range c.bufs {
+		if b.buf.dead.Load() {
+			return fmt.Errorf("%s: operand %s: buffer used after Free: %w", c.op.OpName(), b.name, rt.ErrClosed)
+		}
+	}
+	defer func() {
+		// Defence in depth only: inputs are validated at Launch, so this
+		// fires only if a buffer is freed while a kernel runs.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: kernel fault: %v", c.op.OpName(), r)
+		}
+	}()
+	return c.k.run()
 }
 
 // Wait returns the error of the last Submit; Submit has already finished.

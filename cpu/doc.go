@@ -5,9 +5,13 @@
 // Buffers are ordinary Go byte slices, aligned to 256 bytes, so the
 // kernels view them as []float32, []float64, ... through unsafe.Slice.
 // Streams record commands and run them synchronously: Submit executes every
-// recorded command in order on the calling goroutine (kernels fan out to
-// runtime.GOMAXPROCS worker goroutines internally) and Wait returns the
-// error of the last Submit.
+// recorded command in order on the calling goroutine and Wait returns the
+// error of the last Submit. Launch prepares each op once (elementwise ops
+// get their loop nest planned then), so that replaying a recorded stream
+// of elementwise ops allocates nothing. Large kernels split their work
+// with a persistent pool of up to runtime.GOMAXPROCS-1 helper goroutines
+// (no goroutine is started per op); small ones run on the calling
+// goroutine.
 //
 // Every primitive op of package rt is implemented for f32 and f64, and,
 // except OptimStep, for f16 by converting to f32 scratch memory, computing

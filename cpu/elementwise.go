@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"sync"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -38,6 +39,12 @@ type ewPlan struct {
 	inc   [maxOps]int
 	rows  int
 	total int
+	// Set by the op's planner: the row body, and whether it needs an
+	// ewScratch.
+	body    rowFunc
+	scratch bool
+	cpr     int              // chunks per row
+	par     func(lo, hi int) // runRange, bound once
 }
 
 func newPlan(shape []int, ops ...operand) *ewPlan {
@@ -65,6 +72,8 @@ func newPlan(shape []int, ops ...operand) *ewPlan {
 	if p.total == 0 {
 		p.rows, p.inner = 0, 0
 	}
+	p.cpr = (p.inner + ewUnit - 1) / ewUnit
+	p.par = p.runRange
 	return p
 }
 
@@ -83,31 +92,54 @@ type ewScratch struct {
 	i [3][ewChunk]int64
 }
 
-type rowFunc func(w *ewScratch, offs *[maxOps]int, n int)
+var ewScratchPool = sync.Pool{New: func() any { return new(ewScratch) }}
 
-// run calls body on every row chunk, in parallel when the work is large.
-func (p *ewPlan) run(body rowFunc) {
-	if p.total == 0 {
+// rowFunc computes n elements of a row chunk whose operands start at
+// element offsets offs; w is nil unless the plan asked for scratch.
+type rowFunc func(w *ewScratch, offs [maxOps]int, n int)
+
+// run calls the plan's body on every row chunk (see exec); it is the
+// plan as a prepared kernel.
+func (p *ewPlan) run() error {
+	p.exec()
+	return nil
+}
+
+// exec calls the plan's body on every row chunk, in parallel when the work
+// is large. It allocates nothing.
+func (p *ewPlan) exec() {
+	if p.total == 0 || p.body == nil {
 		return
 	}
-	cpr := (p.inner + ewUnit - 1) / ewUnit
-	units := p.rows * cpr
+	units := p.rows * p.cpr
 	if p.total < ewParallel || workers() == 1 {
-		p.runRange(0, units, cpr, body)
+		p.runRange(0, units)
 		return
 	}
 	grain := 1
 	if p.inner < ewUnit {
 		grain = (ewUnit + p.inner - 1) / p.inner
 	}
-	parallelFor(units, grain, func(lo, hi int) { p.runRange(lo, hi, cpr, body) })
+	parallelFor(units, grain, p.par)
 }
 
-func (p *ewPlan) runRange(u0, u1, cpr int, body rowFunc) {
-	w := new(ewScratch)
+// maxFastDims is the outer rank runRange indexes without allocating.
+const maxFastDims = 8
+
+func (p *ewPlan) runRange(u0, u1 int) {
+	var w *ewScratch
+	if p.scratch {
+		w = ewScratchPool.Get().(*ewScratch)
+		defer ewScratchPool.Put(w)
+	}
+	cpr := p.cpr
 	row, c := u0/cpr, u0%cpr
 	nd := len(p.outer)
-	idx := make([]int, nd)
+	var idxa [maxFastDims]int
+	idx := idxa[:]
+	if nd > maxFastDims {
+		idx = make([]int, nd)
+	}
 	var base [maxOps]int
 	for k := 0; k < p.nop; k++ {
 		base[k] = p.op[k].off
@@ -127,7 +159,7 @@ func (p *ewPlan) runRange(u0, u1, cpr int, body rowFunc) {
 		for k := 0; k < p.nop; k++ {
 			offs[k] = base[k] + start*p.inc[k]
 		}
-		body(w, &offs, n)
+		p.body(w, offs, n)
 		c++
 		if c == cpr {
 			c = 0
@@ -291,7 +323,7 @@ func moveBody[T raw](p *ewPlan) rowFunc {
 	s := elems[T](p.op[0].data)
 	d := elems[T](p.op[1].data)
 	si, di := p.inc[0], p.inc[1]
-	return func(_ *ewScratch, offs *[maxOps]int, n int) {
+	return func(_ *ewScratch, offs [maxOps]int, n int) {
 		moveRow(d, offs[1], di, s, offs[0], si, n)
 	}
 }
@@ -311,21 +343,21 @@ func sizedMove(p *ewPlan, sz int) rowFunc {
 
 // ---- Unary ----
 
-func unaryOp(o *rt.Unary, x, y []byte) {
+func unaryPlan(o *rt.Unary, x, y []byte) *ewPlan {
 	p := newPlan(o.Y.Shape, operandOf(o.X, x), operandOf(o.Y, y))
 	xd, yd := o.X.DType, o.Y.DType
 	if o.Fn == rt.Copy && xd == yd {
-		p.run(sizedMove(p, xd.Size()))
-		return
+		p.body = sizedMove(p, xd.Size())
+		return p
 	}
 	if xd == yd && p.incIs(1, 1) {
 		switch xd {
 		case rt.F32:
-			p.run(unaryFast[float32](p, o.Fn, o.Alpha, o.Beta))
-			return
+			p.body = unaryFast[float32](p, o.Fn, o.Alpha, o.Beta)
+			return p
 		case rt.F64:
-			p.run(unaryFast[float64](p, o.Fn, o.Alpha, o.Beta))
-			return
+			p.body = unaryFast[float64](p, o.Fn, o.Alpha, o.Beta)
+			return p
 		}
 	}
 	X, Y := p.op[0], p.op[1]
@@ -333,7 +365,8 @@ func unaryOp(o *rt.Unary, x, y []byte) {
 	intDomain := !xd.IsFloat() && !(o.Fn == rt.Copy && yd.IsFloat())
 	fn, a, b := o.Fn, o.Alpha, o.Beta
 	if intDomain {
-		p.run(func(w *ewScratch, offs *[maxOps]int, n int) {
+		p.scratch = true
+		p.body = func(w *ewScratch, offs [maxOps]int, n int) {
 			for s := 0; s < n; s += ewChunk {
 				m := min(ewChunk, n-s)
 				xs, ys := w.i[0][:m], w.i[1][:m]
@@ -341,10 +374,11 @@ func unaryOp(o *rt.Unary, x, y []byte) {
 				unaryI64(fn, xs, ys)
 				store(ys, Y, offs[1]+s*yi, yi)
 			}
-		})
-		return
+		}
+		return p
 	}
-	p.run(func(w *ewScratch, offs *[maxOps]int, n int) {
+	p.scratch = true
+	p.body = func(w *ewScratch, offs [maxOps]int, n int) {
 		for s := 0; s < n; s += ewChunk {
 			m := min(ewChunk, n-s)
 			ys := w.f[1][:m]
@@ -352,13 +386,14 @@ func unaryOp(o *rt.Unary, x, y []byte) {
 			actApply(fn, a, b, ys)
 			store(ys, Y, offs[1]+s*yi, yi)
 		}
-	})
+	}
+	return p
 }
 
 func unaryFast[T floatT](p *ewPlan, fn rt.UnaryFn, a, b float64) rowFunc {
 	xs := elems[T](p.op[0].data)
 	ys := elems[T](p.op[1].data)
-	return func(_ *ewScratch, offs *[maxOps]int, n int) {
+	return func(_ *ewScratch, offs [maxOps]int, n int) {
 		y := ys[offs[1] : offs[1]+n]
 		x := xs[offs[0] : offs[0]+n]
 		if &x[0] != &y[0] {
@@ -416,24 +451,25 @@ func unaryI64(fn rt.UnaryFn, x, y []int64) {
 
 // ---- Binary ----
 
-func binaryOp(o *rt.Binary, a, b, y []byte) {
+func binaryPlan(o *rt.Binary, a, b, y []byte) *ewPlan {
 	p := newPlan(o.Y.Shape, operandOf(o.A, a), operandOf(o.B, b), operandOf(o.Y, y))
 	ad := o.A.DType
 	if ad == o.Y.DType && fastBinary(o.Fn) && (p.incIs(1, 1, 1) || p.incIs(0, 1, 1) || p.incIs(1, 0, 1)) {
 		switch ad {
 		case rt.F32:
-			p.run(binaryFast[float32](p, o.Fn))
-			return
+			p.body = binaryFast[float32](p, o.Fn)
+			return p
 		case rt.F64:
-			p.run(binaryFast[float64](p, o.Fn))
-			return
+			p.body = binaryFast[float64](p, o.Fn)
+			return p
 		}
 	}
 	A, B, Y := p.op[0], p.op[1], p.op[2]
 	ai, bi, yi := p.inc[0], p.inc[1], p.inc[2]
 	fn := o.Fn
 	if !ad.IsFloat() {
-		p.run(func(w *ewScratch, offs *[maxOps]int, n int) {
+		p.scratch = true
+		p.body = func(w *ewScratch, offs [maxOps]int, n int) {
 			for s := 0; s < n; s += ewChunk {
 				m := min(ewChunk, n-s)
 				as, bs, ys := w.i[0][:m], w.i[1][:m], w.i[2][:m]
@@ -442,10 +478,11 @@ func binaryOp(o *rt.Binary, a, b, y []byte) {
 				binaryI64(fn, as, bs, ys)
 				store(ys, Y, offs[2]+s*yi, yi)
 			}
-		})
-		return
+		}
+		return p
 	}
-	p.run(func(w *ewScratch, offs *[maxOps]int, n int) {
+	p.scratch = true
+	p.body = func(w *ewScratch, offs [maxOps]int, n int) {
 		for s := 0; s < n; s += ewChunk {
 			m := min(ewChunk, n-s)
 			as, bs, ys := w.f[0][:m], w.f[1][:m], w.f[2][:m]
@@ -454,7 +491,8 @@ func binaryOp(o *rt.Binary, a, b, y []byte) {
 			binaryF64(fn, as, bs, ys)
 			store(ys, Y, offs[2]+s*yi, yi)
 		}
-	})
+	}
+	return p
 }
 
 func fastBinary(fn rt.BinaryFn) bool {
@@ -470,7 +508,7 @@ func binaryFast[T floatT](p *ewPlan, fn rt.BinaryFn) rowFunc {
 	bs := elems[T](p.op[1].data)
 	ys := elems[T](p.op[2].data)
 	ai, bi := p.inc[0], p.inc[1]
-	return func(_ *ewScratch, offs *[maxOps]int, n int) {
+	return func(_ *ewScratch, offs [maxOps]int, n int) {
 		y := ys[offs[2] : offs[2]+n]
 		switch {
 		case ai == 0:
@@ -722,25 +760,26 @@ func binaryI64(fn rt.BinaryFn, a, b, y []int64) {
 
 // ---- Where ----
 
-func whereOp(o *rt.Where, c, a, b, y []byte) {
+func wherePlan(o *rt.Where, c, a, b, y []byte) *ewPlan {
 	p := newPlan(o.Y.Shape, operandOf(o.Cond, c), operandOf(o.A, a), operandOf(o.B, b), operandOf(o.Y, y))
 	switch o.Y.DType.Size() {
 	case 1:
-		p.run(whereBody[uint8](p))
+		p.body = whereBody[uint8](p)
 	case 2:
-		p.run(whereBody[uint16](p))
+		p.body = whereBody[uint16](p)
 	case 4:
-		p.run(whereBody[uint32](p))
+		p.body = whereBody[uint32](p)
 	default:
-		p.run(whereBody[uint64](p))
+		p.body = whereBody[uint64](p)
 	}
+	return p
 }
 
 func whereBody[T raw](p *ewPlan) rowFunc {
 	cs := p.op[0].data
 	as, bs, ys := elems[T](p.op[1].data), elems[T](p.op[2].data), elems[T](p.op[3].data)
 	ci, ai, bi, yi := p.inc[0], p.inc[1], p.inc[2], p.inc[3]
-	return func(_ *ewScratch, offs *[maxOps]int, n int) {
+	return func(_ *ewScratch, offs [maxOps]int, n int) {
 		co, ao, bo, yo := offs[0], offs[1], offs[2], offs[3]
 		for i := 0; i < n; i++ {
 			if cs[co+i*ci] != 0 {
@@ -754,25 +793,26 @@ func whereBody[T raw](p *ewPlan) rowFunc {
 
 // ---- Fill ----
 
-func fillOp(o *rt.Fill, y []byte) {
+func fillPlan(o *rt.Fill, y []byte) *ewPlan {
 	p := newPlan(o.Y.Shape, operandOf(o.Y, y))
 	bits := rt.FillBits(o.Y.DType, o.Value)
 	switch o.Y.DType.Size() {
 	case 1:
-		p.run(fillBody(p, uint8(bits)))
+		p.body = fillBody(p, uint8(bits))
 	case 2:
-		p.run(fillBody(p, uint16(bits)))
+		p.body = fillBody(p, uint16(bits))
 	case 4:
-		p.run(fillBody(p, uint32(bits)))
+		p.body = fillBody(p, uint32(bits))
 	case 8:
-		p.run(fillBody(p, bits))
+		p.body = fillBody(p, bits)
 	}
+	return p
 }
 
 func fillBody[T raw](p *ewPlan, v T) rowFunc {
 	ys := elems[T](p.op[0].data)
 	yi := p.inc[0]
-	return func(_ *ewScratch, offs *[maxOps]int, n int) {
+	return func(_ *ewScratch, offs [maxOps]int, n int) {
 		if yi == 1 {
 			y := ys[offs[0] : offs[0]+n]
 			for i := range y {

@@ -81,18 +81,45 @@ func execute(op rt.Op) (err error) {
 	return lower(op)
 }
 
+// kernel is an op made ready to run when it is recorded: its buffers
+// resolved and, for elementwise ops, its loop nest planned, so that
+// running it again allocates nothing.
+type kernel interface{ run() error }
+
+// opKernel runs an op through execute each time.
+type opKernel struct{ op rt.Op }
+
+func (k opKernel) run() error { return execute(k.op) }
+
+// elementwisePlan plans an elementwise op (Unary, Binary, Where, Fill).
+func elementwisePlan(op rt.Op) *ewPlan {
+	switch o := op.(type) {
+	case *rt.Unary:
+		return unaryPlan(o, data(o.X), data(o.Y))
+	case *rt.Binary:
+		return binaryPlan(o, data(o.A), data(o.B), data(o.Y))
+	case *rt.Where:
+		return wherePlan(o, data(o.Cond), data(o.A), data(o.B), data(o.Y))
+	case *rt.Fill:
+		return fillPlan(o, data(o.Y))
+	}
+	return nil
+}
+
+// prepare returns the kernel of a validated op.
+func prepare(op rt.Op) kernel {
+	if isElementwise(op) {
+		return elementwisePlan(op)
+	}
+	return opKernel{op}
+}
+
 // lower turns one validated op into its device work: on the host that is
 // running its kernel.
 func lower(op rt.Op) error {
 	switch o := op.(type) {
-	case *rt.Unary:
-		unaryOp(o, data(o.X), data(o.Y))
-	case *rt.Binary:
-		binaryOp(o, data(o.A), data(o.B), data(o.Y))
-	case *rt.Where:
-		whereOp(o, data(o.Cond), data(o.A), data(o.B), data(o.Y))
-	case *rt.Fill:
-		fillOp(o, data(o.Y))
+	case *rt.Unary, *rt.Binary, *rt.Where, *rt.Fill:
+		elementwisePlan(op).exec()
 	case *rt.Reduce:
 		reduceOp(o)
 	case *rt.Softmax:

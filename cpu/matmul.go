@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -314,26 +313,7 @@ func (g *gemm[T]) parallel(n, grain int, f func(w, lo, hi int)) {
 		f(0, 0, n)
 		return
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	work := func(w int) {
-		for {
-			lo := int(next.Add(int64(grain))) - grain
-			if lo >= n {
-				return
-			}
-			f(w, lo, min(lo+grain, n))
-		}
-	}
-	for w := 1; w < nw; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work(w)
-		}()
-	}
-	work(0)
-	wg.Wait()
+	runJob(n, grain, nw, nil, f)
 }
 
 // packA packs alpha*A(i0:i0+mr, p0:p0+kc) as kc groups of mr values, zero

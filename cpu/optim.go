@@ -42,61 +42,101 @@ func optimStepF[T floatT](o *rt.OptimStep) {
 	}
 	lr := h[rt.OptimLR]
 	first := h[rt.OptimFirst] != 0
+	hasScale, hasWD := has(rt.OptimFlagScale), has(rt.OptimFlagWD)
+	momentum, nesterov := has(rt.OptimFlagMomentum), has(rt.OptimFlagNesterov)
+	decoupled, centered := has(rt.OptimFlagDecoupled), has(rt.OptimFlagCentered)
+	decay, bc2, stepSize := h[rt.OptimDecay], h[rt.OptimBC2Sqrt], h[rt.OptimStepSize]
 	sqrt := func(x T) T { return T(math.Sqrt(float64(x))) }
+	// The branches on flags are loop-invariant; each function has its own
+	// loop so that the common cases (SGD, Adam) run without a switch per
+	// element.
 	parallelFor(n, optimGrain, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			pi, gi := p[i], g[i]
-			if has(rt.OptimFlagScale) {
+		p, g := p[lo:hi], g[lo:hi]
+		var s1c, s2c, s3c []T
+		if s1 != nil {
+			s1c = s1[lo:hi]
+		}
+		if s2 != nil {
+			s2c = s2[lo:hi]
+		}
+		if s3 != nil {
+			s3c = s3[lo:hi]
+		}
+		// grad returns the i-th gradient after clipping scale and L2
+		// weight decay, storing the scaled gradient back.
+		grad := func(i int, pi T) T {
+			gi := g[i]
+			if hasScale {
 				gi = T(gi * scale)
 				g[i] = gi
 			}
-			if has(rt.OptimFlagWD) {
+			if hasWD {
 				gi = gi + T(wd*pi)
 			}
-			switch o.Fn {
-			case rt.OptimSGD:
-				if has(rt.OptimFlagMomentum) {
+			return gi
+		}
+		switch o.Fn {
+		case rt.OptimSGD:
+			if !momentum && !hasScale && !hasWD {
+				for i := range p {
+					p[i] = p[i] - T(lr*g[i])
+				}
+				return
+			}
+			for i, pi := range p {
+				gi := grad(i, pi)
+				if momentum {
 					b := gi
 					if !first {
-						b = T(s1[i]*c[0]) + T(c[1]*gi)
+						b = T(s1c[i]*c[0]) + T(c[1]*gi)
 					}
-					s1[i] = b
-					if has(rt.OptimFlagNesterov) {
+					s1c[i] = b
+					if nesterov {
 						gi = gi + T(c[0]*b)
 					} else {
 						gi = b
 					}
 				}
 				p[i] = pi - T(lr*gi)
-			case rt.OptimAdam:
-				if has(rt.OptimFlagDecoupled) {
-					pi = T(pi * h[rt.OptimDecay])
+			}
+		case rt.OptimAdam:
+			s1c, s2c = s1c[:len(p)], s2c[:len(p)]
+			for i, pi := range p {
+				gi := grad(i, pi)
+				if decoupled {
+					pi = T(pi * decay)
 				}
-				m := T(s1[i]*c[0]) + T(c[1]*gi)
-				v := T(s2[i]*c[2]) + T(T(c[3]*gi)*gi)
-				s1[i], s2[i] = m, v
-				d := T(sqrt(v)/h[rt.OptimBC2Sqrt]) + eps
-				p[i] = pi - T(h[rt.OptimStepSize]*T(m/d))
-			case rt.OptimAdaGrad:
-				s := s1[i] + T(gi*gi)
-				s1[i] = s
+				m := T(s1c[i]*c[0]) + T(c[1]*gi)
+				v := T(s2c[i]*c[2]) + T(T(c[3]*gi)*gi)
+				s1c[i], s2c[i] = m, v
+				d := T(sqrt(v)/bc2) + eps
+				p[i] = pi - T(stepSize*T(m/d))
+			}
+		case rt.OptimAdaGrad:
+			for i, pi := range p {
+				gi := grad(i, pi)
+				s := s1c[i] + T(gi*gi)
+				s1c[i] = s
 				d := sqrt(s) + eps
 				p[i] = pi - T(lr*T(gi/d))
-			case rt.OptimRMSProp:
-				q := T(s1[i]*c[0]) + T(T(c[1]*gi)*gi)
-				s1[i] = q
+			}
+		case rt.OptimRMSProp:
+			for i, pi := range p {
+				gi := grad(i, pi)
+				q := T(s1c[i]*c[0]) + T(T(c[1]*gi)*gi)
+				s1c[i] = q
 				var d T
-				if has(rt.OptimFlagCentered) {
-					a := T(s2[i]*c[0]) + T(c[1]*gi)
-					s2[i] = a
+				if centered {
+					a := T(s2c[i]*c[0]) + T(c[1]*gi)
+					s2c[i] = a
 					d = sqrt(q - T(a*a))
 				} else {
 					d = sqrt(q)
 				}
 				d = d + eps
-				if has(rt.OptimFlagMomentum) {
-					b := T(s3[i]*c[2]) + T(gi/d)
-					s3[i] = b
+				if momentum {
+					b := T(s3c[i]*c[2]) + T(gi/d)
+					s3c[i] = b
 					p[i] = pi - T(lr*b)
 				} else {
 					p[i] = pi - T(lr*T(gi/d))

@@ -1,0 +1,155 @@
+package cpu
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// withProcs runs f with GOMAXPROCS = n.
+func withProcs(t *testing.T, n int, f func()) {
+	t.Helper()
+	old := runtime.GOMAXPROCS(n)
+	defer runtime.GOMAXPROCS(old)
+	f()
+}
+
+func TestParallelForCoversOnce(t *testing.T) {
+	for _, procs := range []int{1, 2, 4} {
+		withProcs(t, procs, func() {
+			for _, n := range []int{0, 1, 2, 3, 7, 64, 1000, 4097} {
+				for _, grain := range []int{0, 1, 3, 100, 5000} {
+					hits := make([]atomic.Int32, n)
+					parallelFor(n, grain, func(lo, hi int) {
+						if lo < 0 || hi > n || lo >= hi {
+							t.Errorf("n=%d grain=%d: bad range [%d,%d)", n, grain, lo, hi)
+							return
+						}
+						for i := lo; i < hi; i++ {
+							hits[i].Add(1)
+						}
+					})
+					for i := range hits {
+						if h := hits[i].Load(); h != 1 {
+							t.Fatalf("procs=%d n=%d grain=%d: index %d visited %d times", procs, n, grain, i, h)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestParallelConcurrentNested runs jobs from several goroutines at once,
+// some nested inside others' chunks, and checks every index is covered
+// once and worker numbers are unique among the goroutines of one job.
+func TestParallelConcurrentNested(t *testing.T) {
+	withProcs(t, 4, func() {
+		var wg sync.WaitGroup
+		for g := 0; g < 6; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for it := 0; it < 200; it++ {
+					n := 50 + it%37
+					var sum atomic.Int64
+					parallelFor(n, 4, func(lo, hi int) {
+						for i := lo; i < hi; i++ {
+							var inner atomic.Int64
+							parallelFor(8, 2, func(a, b int) { inner.Add(int64(b - a)) })
+							if inner.Load() != 8 {
+								t.Errorf("nested job covered %d of 8", inner.Load())
+							}
+							sum.Add(int64(i))
+						}
+					})
+					if want := int64(n * (n - 1) / 2); sum.Load() != want {
+						t.Errorf("sum %d, want %d", sum.Load(), want)
+						return
+					}
+					var busy [3]atomic.Int32
+					var cover atomic.Int64
+					runJob(300, 7, 3, nil, func(w, lo, hi int) {
+						if w < 0 || w >= 3 {
+							t.Errorf("worker %d of 3", w)
+							return
+						}
+						if busy[w].Add(1) != 1 {
+							t.Errorf("worker number %d used by two goroutines at once", w)
+						}
+						cover.Add(int64(hi - lo))
+						busy[w].Add(-1)
+					})
+					if cover.Load() != 300 {
+						t.Errorf("runJob covered %d of 300", cover.Load())
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	})
+}
+
+func TestParallelForNoAlloc(t *testing.T) {
+	withProcs(t, 2, func() {
+		var sink atomic.Int64
+		f := func(lo, hi int) { sink.Add(int64(hi - lo)) }
+		parallelFor(1000, 10, f)
+		if a := testing.AllocsPerRun(100, func() { parallelFor(1000, 10, f) }); a != 0 {
+			t.Errorf("parallelFor allocates %v times per call", a)
+		}
+	})
+}
+
+// TestSubmitNoAlloc: replaying a recorded stream of elementwise ops (fast
+// and generic paths, small and parallel sizes) allocates nothing.
+func TestSubmitNoAlloc(t *testing.T) {
+	withProcs(t, 2, func() {
+		d := NewDevice()
+		defer d.Close()
+		buf := func(dt rt.DType, n int) rt.Ref {
+			b, err := d.Alloc(int64(n * dt.Size()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rt.Ref{Buf: b, DType: dt, Shape: []int{n}}
+		}
+		s, err := d.NewStream(rt.StreamOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		for _, n := range []int{1, 1000, 1 << 17} {
+			x, y := buf(rt.F32, n), buf(rt.F32, n)
+			i32 := buf(rt.I32, n)
+			row := buf(rt.F32, 1)
+			row.Shape, row.Strides = []int{n}, []int{0}
+			ops := []rt.Op{
+				&rt.Fill{Y: x, Value: 0.5},
+				&rt.Unary{Fn: rt.Relu, X: x, Y: y},
+				&rt.Unary{Fn: rt.Tanh, X: x, Y: y},
+				&rt.Binary{Fn: rt.Add, A: x, B: row, Y: y},
+				&rt.Binary{Fn: rt.Pow, A: x, B: y, Y: y},
+				&rt.Unary{Fn: rt.Copy, X: x, Y: i32},
+			}
+			for _, op := range ops {
+				if err := s.Launch(op); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := s.Submit(); err != nil {
+			t.Fatal(err)
+		}
+		if a := testing.AllocsPerRun(20, func() {
+			if err := s.Submit(); err != nil {
+				t.Fatal(err)
+			}
+		}); a != 0 {
+			t.Errorf("Submit allocates %v times per run", a)
+		}
+	})
+}
