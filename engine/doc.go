@@ -20,6 +20,10 @@
 // Options.Dims bind them. Run returns ctx.Err() as soon as its context
 // ends, and Close waits for the runs in flight.
 //
+// Values the plan needs (a Reshape's shape, a Slice's axes) may come as
+// graph inputs: the session then plans by value, at the first Run, for the
+// values each run gives, one plan per value (Session.ValueInputs).
+//
 // Concurrency: a Session may be used from many goroutines. Each Run takes an
 // execution context (an arena plus a stream); with Options.Parallel = n
 // (default 1) at most n contexts exist, so at most n runs execute at once

@@ -192,8 +192,12 @@ func TestPlanErrors(t *testing.T) {
 		{"matmul", func(b *model.Builder) string {
 			return b.Op("MatMul", []string{b.Input("a", rt.F32, 3, 4), b.Input("b", rt.F32, 5, 6)}, nil)
 		}, "inner dims 4 != 5", engine.ErrShape},
-		{"reshape from input", func(b *model.Builder) string {
-			return b.Op("Reshape", []string{b.Input("a", rt.F32, 6), b.Input("s", rt.I64, 2)}, nil)
+		{"reshape from data", func(b *model.Builder) string {
+			// A shape fed as an integer input is planned by value at Run
+			// (TestRunPlansShapeInputByValue); one computed from float
+			// data cannot be.
+			s := b.Op("Cast", []string{b.Input("f", rt.F32, 2)}, model.Attrs{"to": int64(7)}) // to: ONNX INT64
+			return b.Op("Reshape", []string{b.Input("a", rt.F32, 6), s}, nil)
 		}, "must be a constant", nil},
 		{"reshape size", func(b *model.Builder) string {
 			return b.Op("Reshape", []string{b.Input("a", rt.F32, 6), b.Weight("s", rt.I64, []int64{2}, []int64{4, 2})}, nil)

@@ -27,10 +27,17 @@ type Info struct {
 	ChunkReason string
 }
 
-// Info describes the most recently used plan.
+// Info describes the most recently used plan. Before the first Run of a
+// model whose plan needs the values of inputs (see Run), it holds only
+// Nodes.
 func (s *Session) Info() Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.last == nil {
+		// Nothing planned yet: the plan needs input values (Run).
+		return Info{Nodes: len(s.m.Nodes), OpCounts: map[string]int{}, InputShapes: map[string][]int{},
+			OutputShapes: map[string][]int{}, OutputTypes: map[string]rt.DType{}}
+	}
 	p := s.last.p
 	in := Info{Nodes: len(p.m.Nodes), Ops: p.numOps, OpCounts: map[string]int{}, ArenaBytes: p.arena,
 		TensorBytes: p.sum, WeightBytes: s.wSize, InputShapes: map[string][]int{}, OutputShapes: map[string][]int{},

@@ -55,6 +55,7 @@ type Session struct {
 	wOffs   map[string]int64 // weight-buffer offsets of shared tensors, by weightKey
 	wSize   int64
 	mode    planMode // how plans are made (training sessions: mutable weights)
+	valIn   []string // graph inputs planned by value, in model order (values.go)
 
 	lastProf []OpTime
 
@@ -103,6 +104,9 @@ func New(m *model.Model, dev rt.Device, opts Options) (*Session, error) {
 	}
 	s.init = shapes
 	if _, _, err := s.prepare(shapes); err != nil {
+		if nc := notConstant(err); nc != nil && s.learnValues(nc, shapes) {
+			return s, nil // the plan needs input values: the first Run makes it
+		}
 		s.Close()
 		if len(defaulted) > 0 {
 			return nil, fmt.Errorf("%w (planned with the dynamic dims %s set to 1; give input shapes in Options.Shapes or dims by name in Options.Dims)", err, strings.Join(defaulted, ", "))
@@ -294,7 +298,13 @@ func (s *Session) planFor(shapes map[string][]int) (*planState, error) {
 // planMode is planFor with an explicit mode; tag tells plans of other
 // modes for the same shapes apart.
 func (s *Session) planMode(shapes map[string][]int, mode planMode, tag string) (*planState, error) {
-	key := tag + shapeKey(shapes, s.m)
+	return s.planModel(func() *model.Model { return s.m }, shapes, mode, tag+shapeKey(shapes, s.m))
+}
+
+// planModel returns the plan stored under key, or plans the model that m
+// returns (s.m, or a copy of it with inputs bound to values) for the
+// shapes and stores it under key.
+func (s *Session) planModel(m func() *model.Model, shapes map[string][]int, mode planMode, key string) (*planState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -303,7 +313,7 @@ func (s *Session) planMode(shapes map[string][]int, mode planMode, tag string) (
 	if ps, ok := s.plans[key]; ok {
 		return ps, nil
 	}
-	p, err := newPlan(s.m, shapes, mode, s.opts.FoldDevice)
+	p, err := newPlan(m(), shapes, mode, s.opts.FoldDevice)
 	if err != nil {
 		return nil, err
 	}
@@ -544,12 +554,29 @@ func (s *Session) bind(op rt.Op, arena rt.Buffer, w *weightBuf) rt.Op {
 // range one op may address) runs in chunks of rows along the leading dim,
 // replayed through one recording, when the model treats the rows of that
 // dim independently; see Info.ChunkRows.
+//
+// Graph inputs whose values planning needs (a Reshape's shape, a Slice's
+// axes, fed as inputs rather than stored as weights) are planned by value:
+// Run plans for the values it is given and keeps that plan under them, so
+// each new value plans once (see ValueInputs). Such plans run whole, never
+// in chunks.
 func (s *Session) Run(ctx context.Context, inputs map[string]*rt.Tensor) (map[string]*rt.Tensor, error) {
 	shapes, err := checkInputs(s.m, inputs)
 	if err != nil {
 		return nil, err
 	}
-	ps, cp, err := s.prepare(shapes)
+	var ps *planState
+	var cp *chunkPlan
+	for {
+		if vals := s.runValues(inputs); vals != nil {
+			ps, err = s.planValues(shapes, vals)
+		} else {
+			ps, cp, err = s.prepare(shapes)
+		}
+		if nc := notConstant(err); nc == nil || !s.learnValues(nc, shapes) {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/vrun-go/vrun/internal/e2e"
+	"github.com/vrun-go/vrun/internal/onnxcorpus"
+	"github.com/vrun-go/vrun/internal/repo"
 	"github.com/vrun-go/vrun/npy"
 )
 
@@ -148,5 +150,56 @@ func TestHelp(t *testing.T) {
 	}
 	if !strings.Contains(out, "vrun devices") || !strings.Contains(out, "-bench") {
 		t.Errorf("help is missing parts:\n%s", out)
+	}
+}
+
+// A model that takes a shape as a graph input (the ONNX node test
+// test_reshape_extended_dims) runs with the shape given by -i: the engine
+// plans for the value given, and the output matches the test's.
+func TestShapeInput(t *testing.T) {
+	src, err := repo.Path("testdata/onnx/node/test_reshape_extended_dims")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	caseDir := filepath.Join(dir, "corpus", "test_reshape_extended_dims")
+	for _, f := range []string{"model.onnx", "test_data_set_0/input_0.pb", "test_data_set_0/input_1.pb", "test_data_set_0/output_0.pb"} {
+		b, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(f)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(caseDir, filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := onnxcorpus.OpenDir(filepath.Join(dir, "corpus"))
+	if err != nil || len(c.Cases) != 1 || len(c.Cases[0].DataSets) != 1 {
+		t.Fatalf("corpus case: %v", err)
+	}
+	ds := c.Cases[0].DataSets[0]
+	args := []string{"-device", "cpu", "-o", filepath.Join(dir, "out")}
+	for _, name := range ds.InputNames {
+		p := filepath.Join(dir, name+".npy")
+		if err := npy.WriteFile(p, ds.Inputs[name]); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-i", name+"="+p)
+	}
+	out, err := runCLI(t, append(args, filepath.Join(caseDir, "model.onnx"))...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, name := range ds.OutputNames {
+		got, err := npy.ReadFile(filepath.Join(dir, "out", name+".npy"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := onnxcorpus.Compare(got, ds.Outputs[name]); msg != "" {
+			t.Errorf("output %q: %s", name, msg)
+		}
 	}
 }
