@@ -107,6 +107,25 @@ func TestE2E(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, d *device) { e2e.Check(t, d) })
 }
 
+// TestStressGC opens, uses and closes each device again and again in two
+// goroutines under GOGC=1 with forced collections (e2e.StressGC); the
+// shim passes Go memory to C on every call. VRUN_CL_STRESS sets the
+// cycles per goroutine (default 10).
+func TestStressGC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	cycles := 10
+	if n, err := strconv.Atoi(os.Getenv("VRUN_CL_STRESS")); err == nil && n > 0 {
+		cycles = n
+	}
+	for _, info := range testDevices(t) {
+		t.Run(fmt.Sprintf("dev%d", info.Index), func(t *testing.T) {
+			e2e.StressGC(t, func() (rt.Device, error) { return Backend{}.Open(info.Index) }, 2, cycles)
+		})
+	}
+}
+
 // TestConcurrency runs the end-to-end models from many goroutines, two
 // sessions with Parallel 3 on each device (CI runs it under -race).
 func TestConcurrency(t *testing.T) {

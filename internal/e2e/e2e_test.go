@@ -5,6 +5,7 @@ import (
 
 	"github.com/vrun-go/vrun/cpu"
 	"github.com/vrun-go/vrun/internal/e2e"
+	"github.com/vrun-go/vrun/rt"
 )
 
 func TestCPU(t *testing.T) {
@@ -19,4 +20,13 @@ func TestConcurrentCPU(t *testing.T) {
 	dev := cpu.NewDevice()
 	defer dev.Close()
 	e2e.Concurrent(t, dev)
+}
+
+// TestStressGCCPU opens, uses and closes CPU devices again and again in
+// two goroutines under GOGC=1 (e2e.StressGC).
+func TestStressGCCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	e2e.StressGC(t, func() (rt.Device, error) { return cpu.NewDevice(), nil }, 2, 10)
 }

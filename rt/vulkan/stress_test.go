@@ -3,22 +3,13 @@
 package vulkan
 
 import (
-	"context"
 	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strconv"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/vrun-go/vrun/engine"
 	"github.com/vrun-go/vrun/internal/e2e"
-	"github.com/vrun-go/vrun/model"
-	"github.com/vrun-go/vrun/npy"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -47,107 +38,13 @@ func TestStressGC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	dir := e2e.Dir()
-	var cases []stressCase
-	for _, name := range e2e.Models {
-		m, err := model.Load(filepath.Join(dir, name+".bin"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		x, err := npy.ReadFile(filepath.Join(dir, name, "x.npy"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := npy.ReadFile(filepath.Join(dir, name, "y.npy"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cases = append(cases, stressCase{m, x, want})
-	}
-	defer debug.SetGCPercent(debug.SetGCPercent(1))
-
-	stop := make(chan struct{})
-	var gcs sync.WaitGroup
-	gcs.Add(1)
-	go func() { // collections at any point of the Vulkan calls
-		defer gcs.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				runtime.GC()
-				time.Sleep(time.Millisecond)
-			}
-		}
-	}()
-	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for g := 0; g < 2; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < *stressCycles; i++ {
-				if err := stressCycle(cases); err != nil {
-					errs <- fmt.Errorf("goroutine %d, cycle %d: %w", g, i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(stop)
-	gcs.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	e2e.StressGC(t, func() (rt.Device, error) {
+		b, _ := rt.Lookup("vulkan")
+		return b.Open(testIndex())
+	}, 2, *stressCycles)
 	if n := openDevices(); n != 1 { // the shared test device
 		t.Errorf("%d devices hold the instance after the cycles, want 1 (the shared test device)", n)
 	}
-	t.Logf("2 x %d Open/Run/Close cycles under GOGC=1 in %v", *stressCycles, time.Since(start).Round(time.Millisecond))
-}
-
-// stressCase is a model with its input and NumPy's output.
-type stressCase struct {
-	m       *model.Model
-	x, want *rt.Tensor
-}
-
-// stressCycle opens a device, runs every case twice (the second run
-// replays the recording) on a new session, and closes it.
-func stressCycle(cases []stressCase) error {
-	b, _ := rt.Lookup("vulkan")
-	d, err := b.Open(testIndex())
-	if err != nil {
-		return err
-	}
-	for _, c := range cases {
-		x, want := c.x, c.want
-		s, err := engine.New(c.m, d, engine.Options{Shapes: map[string][]int{"x": x.Shape}})
-		if err != nil {
-			d.Close()
-			return err
-		}
-		for run := 0; run < 2; run++ {
-			out, err := s.Run(context.Background(), map[string]*rt.Tensor{"x": x})
-			if err == nil {
-				err = e2e.Compare(out["y"], want, e2e.RelTol, e2e.AbsTol)
-			}
-			if err != nil {
-				s.Close()
-				d.Close()
-				return fmt.Errorf("run %d: %w", run, err)
-			}
-		}
-		if err := s.Close(); err != nil {
-			d.Close()
-			return err
-		}
-	}
-	return d.Close()
 }
 
 // TestReopen opens, uses and closes a device again and again, with a
