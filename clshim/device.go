@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/vrun-go/vrun/internal/cmem"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -263,6 +264,9 @@ func (d *device) Close() error {
 	}
 	releaseQueue(d.queue)
 	releaseContext(d.ctx)
+	// The driver frees the context's buffers and programs to the C heap;
+	// give that memory back to the system (see package cmem).
+	cmem.Trim()
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	vk "github.com/goki/vulkan"
+	"github.com/vrun-go/vrun/internal/cmem"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -367,6 +368,9 @@ func (d *device) Close() error {
 		d.vd.destroy()
 		d.vd = vkDev{}
 		d.in.release()
+		// The driver frees the device's memory and compiled pipelines to
+		// the C heap; give it back to the system (see package cmem).
+		cmem.Trim()
 	}
 	err := d.valErr()
 	if d.valID != 0 {
