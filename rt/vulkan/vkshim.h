@@ -656,6 +656,13 @@ typedef struct {
 	void* instance;
 	vr_gipa_t gipa;
 	uint64_t messenger;
+	// The create-infos of the instance and its messenger, kept for the
+	// instance's life in case a layer holds on to them.
+	vr_DebugUtilsMessengerCreateInfoEXT messengerInfo;
+	vr_ApplicationInfo app;
+	vr_InstanceCreateInfo info;
+	const char* exts[2];
+	const char* layers[1];
 	VR_FN(void, DestroyInstance, (void*, const void*))
 	VR_FN(int32_t, EnumeratePhysicalDevices, (void*, uint32_t*, void**))
 	VR_FN(void, GetPhysicalDeviceProperties, (void*, vr_PhysicalDeviceProperties*))
@@ -808,51 +815,44 @@ static int32_t vr_create_instance(vr_gipa_t g, uint32_t api, int portability, in
 	int32_t (VR_CALL *create)(const vr_InstanceCreateInfo*, const void*, void**) = NULL;
 	vr_store(&create, vr_global(g, "vkCreateInstance"));
 	if (!create) return VR_ERROR_INITIALIZATION_FAILED;
-	const char* exts[2];
-	const char* layers[1];
+	vr_inst* in = (vr_inst*)calloc(1, sizeof *in);
+	if (!in) return VR_ERROR_OUT_OF_HOST_MEMORY;
 	uint32_t next = 0, nlayer = 0;
 	uint32_t flags = 0;
 	if (portability) {
-		exts[next++] = "VK_KHR_portability_enumeration";
+		in->exts[next++] = "VK_KHR_portability_enumeration";
 		flags |= VR_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
 	}
-	vr_DebugUtilsMessengerCreateInfoEXT mi;
-	memset(&mi, 0, sizeof mi);
-	mi.sType = VR_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
-	mi.messageSeverity = VR_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VR_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
-	mi.messageType = VR_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VR_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | VR_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
-	mi.pfnUserCallback = vr_debug_cb;
+	vr_DebugUtilsMessengerCreateInfoEXT* mi = &in->messengerInfo;
+	mi->sType = VR_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
+	mi->messageSeverity = VR_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VR_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+	mi->messageType = VR_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VR_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | VR_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+	mi->pfnUserCallback = vr_debug_cb;
 	if (validate) {
-		exts[next++] = "VK_EXT_debug_utils";
-		layers[nlayer++] = "VK_LAYER_KHRONOS_validation";
+		in->exts[next++] = "VK_EXT_debug_utils";
+		in->layers[nlayer++] = "VK_LAYER_KHRONOS_validation";
 	}
-	vr_ApplicationInfo app;
-	memset(&app, 0, sizeof app);
-	app.sType = VR_STRUCTURE_TYPE_APPLICATION_INFO;
-	app.pApplicationName = "vrun";
-	app.applicationVersion = 1;
-	app.pEngineName = "vrun";
-	app.engineVersion = 1;
-	app.apiVersion = api;
-	vr_InstanceCreateInfo ci;
-	memset(&ci, 0, sizeof ci);
-	ci.sType = VR_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
-	ci.pNext = validate ? &mi : NULL; // messages from vkCreateInstance itself
-	ci.flags = flags;
-	ci.pApplicationInfo = &app;
-	ci.enabledLayerCount = nlayer;
-	ci.ppEnabledLayerNames = nlayer ? layers : NULL;
-	ci.enabledExtensionCount = next;
-	ci.ppEnabledExtensionNames = next ? exts : NULL;
+	vr_ApplicationInfo* app = &in->app;
+	app->sType = VR_STRUCTURE_TYPE_APPLICATION_INFO;
+	app->pApplicationName = "vrun";
+	app->applicationVersion = 1;
+	app->pEngineName = "vrun";
+	app->engineVersion = 1;
+	app->apiVersion = api;
+	vr_InstanceCreateInfo* ci = &in->info;
+	ci->sType = VR_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
+	ci->pNext = validate ? mi : NULL; // messages from vkCreateInstance itself
+	ci->flags = flags;
+	ci->pApplicationInfo = app;
+	ci->enabledLayerCount = nlayer;
+	ci->ppEnabledLayerNames = nlayer ? in->layers : NULL;
+	ci->enabledExtensionCount = next;
+	ci->ppEnabledExtensionNames = next ? in->exts : NULL;
 	void* instance = NULL;
-	int32_t r = create(&ci, NULL, &instance);
-	if (r != VR_SUCCESS) return r;
-	vr_inst* in = (vr_inst*)calloc(1, sizeof *in);
-	if (!in) {
-		void (VR_CALL *destroy)(void*, const void*) = NULL;
-		vr_store(&destroy, g(instance, "vkDestroyInstance"));
-		if (destroy) destroy(instance, NULL);
-		return VR_ERROR_OUT_OF_HOST_MEMORY;
+	int32_t r = create(ci, NULL, &instance);
+	if (r != VR_SUCCESS) {
+		free(in);
+		return r;
 	}
 	in->instance = instance;
 	in->gipa = g;
@@ -879,7 +879,7 @@ static int32_t vr_create_instance(vr_gipa_t g, uint32_t api, int portability, in
 		return VR_ERROR_INITIALIZATION_FAILED;
 	}
 	if (validate) {
-		r = in->CreateDebugUtilsMessengerEXT ? in->CreateDebugUtilsMessengerEXT(instance, &mi, NULL, &in->messenger) : VR_ERROR_EXTENSION_NOT_PRESENT;
+		r = in->CreateDebugUtilsMessengerEXT ? in->CreateDebugUtilsMessengerEXT(instance, mi, NULL, &in->messenger) : VR_ERROR_EXTENSION_NOT_PRESENT;
 		if (r != VR_SUCCESS) {
 			in->DestroyInstance(instance, NULL);
 			free(in);
