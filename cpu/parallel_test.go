@@ -107,6 +107,9 @@ func TestParallelForNoAlloc(t *testing.T) {
 // TestSubmitNoAlloc: replaying a recorded stream of elementwise ops (fast
 // and generic paths, small and parallel sizes) allocates nothing.
 func TestSubmitNoAlloc(t *testing.T) {
+	if raceEnabled {
+		t.Skip("-race: the race detector allocates (CI runs this test without it too)")
+	}
 	withProcs(t, 2, func() {
 		d := NewDevice()
 		defer d.Close()
