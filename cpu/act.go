@@ -2,15 +2,24 @@ package cpu
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/vrun-go/vrun/rt"
 )
 
 // actApply applies fn in place to every element of y. It is the unary
 // kernel for contiguous float data and the fused epilogue of MatMul and
-// Conv. Cheap functions are computed in T; transcendental ones in float64
-// and rounded, which matches rt.UnaryFn.Apply to the precision of T.
+// Conv. For float32 the vectorised kernels (unaryF32) take the functions
+// they have, the transcendental ones computed in float32 within the
+// bounds of ewf32.go; the rest is computed in T, or in float64 and
+// rounded, which matches rt.UnaryFn.Apply to the precision of T.
 func actApply[T floatT](fn rt.UnaryFn, alpha, beta float64, y []T) {
+	if fn == rt.Copy {
+		return
+	}
+	if y32, ok := asF32(y); ok && unaryF32(fn, alpha, beta, y32, y32) {
+		return
+	}
 	switch fn {
 	case rt.Copy:
 	case rt.Neg:
@@ -88,6 +97,15 @@ func actApply[T floatT](fn rt.UnaryFn, alpha, beta float64, y []T) {
 			y[i] = T(fn.Apply(float64(v), alpha, beta))
 		}
 	}
+}
+
+// asF32 views y as []float32 when T is float32.
+func asF32[T floatT](y []T) ([]float32, bool) {
+	var z T
+	if unsafe.Sizeof(z) != 4 {
+		return nil, false
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(y))), len(y)), true
 }
 
 func sigmoid(x float64) float64 {

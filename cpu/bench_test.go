@@ -247,3 +247,32 @@ func BenchmarkElementwise(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSmallGEMM times the GEMM shapes of the small test models
+// (LSTM steps, transformer projections and attention, classifier heads):
+// M×N×K, B transposed or not, batched.
+func BenchmarkSmallGEMM(b *testing.B) {
+	for _, c := range []struct {
+		batch, m, n, k int
+		tb             bool
+	}{
+		{1, 2, 192, 48, true},
+		{1, 32, 192, 32, true},
+		{1, 32, 192, 64, false},
+		{1, 32, 64, 128, false},
+		{1, 64, 256, 784, true},
+		{8, 16, 16, 16, false},
+		{8, 16, 16, 16, true},
+		{1, 2, 5, 48, true},
+	} {
+		b.Run(fmt.Sprintf("%dx%dx%dx%d/transB=%v", c.batch, c.m, c.n, c.k, c.tb), func(b *testing.B) {
+			d := NewDevice()
+			defer d.Close()
+			op := &rt.MatMul{A: benchBuf(b, d, rt.F32, c.batch*c.m*c.k), B: benchBuf(b, d, rt.F32, c.batch*c.k*c.n),
+				Y: benchBuf(b, d, rt.F32, c.batch*c.m*c.n), Batch: c.batch, M: c.m, N: c.n, K: c.k, TransB: c.tb, Alpha: 1,
+				StrideA: c.m * c.k, StrideB: c.k * c.n, StrideY: c.m * c.n}
+			benchOp(b, d, op)
+			b.ReportMetric(2*float64(c.batch*c.m*c.n*c.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -396,6 +396,11 @@ func unaryFast[T floatT](p *ewPlan, fn rt.UnaryFn, a, b float64) rowFunc {
 	return func(_ *ewScratch, offs [maxOps]int, n int) {
 		y := ys[offs[1] : offs[1]+n]
 		x := xs[offs[0] : offs[0]+n]
+		if y32, ok := asF32(y); ok {
+			if x32, _ := asF32(x); unaryF32(fn, a, b, y32, x32) {
+				return
+			}
+		}
 		if &x[0] != &y[0] {
 			copy(y, x)
 		}
@@ -510,10 +515,24 @@ func binaryFast[T floatT](p *ewPlan, fn rt.BinaryFn) rowFunc {
 	ai, bi := p.inc[0], p.inc[1]
 	return func(_ *ewScratch, offs [maxOps]int, n int) {
 		y := ys[offs[2] : offs[2]+n]
+		form := formVV
 		switch {
 		case ai == 0:
-			binScalarVec(fn, as[offs[0]], bs[offs[1]:offs[1]+n], y)
+			form = formSV
 		case bi == 0:
+			form = formVS
+		}
+		if y32, ok := asF32(y); ok {
+			a32, _ := asF32(as[offs[0]:])
+			b32, _ := asF32(bs[offs[1]:])
+			if binaryF32(fn, form, y32, a32, b32) {
+				return
+			}
+		}
+		switch form {
+		case formSV:
+			binScalarVec(fn, as[offs[0]], bs[offs[1]:offs[1]+n], y)
+		case formVS:
 			binVecScalar(fn, as[offs[0]:offs[0]+n], bs[offs[1]], y)
 		default:
 			binVecVec(fn, as[offs[0]:offs[0]+n], bs[offs[1]:offs[1]+n], y)

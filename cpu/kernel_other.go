@@ -6,3 +6,7 @@ func hwKernelLevel() int { return levelGo }
 
 func asmKernel32(int) (kernelInfo[float32], bool) { return kernelInfo[float32]{}, false }
 func asmKernel64(int) (kernelInfo[float64], bool) { return kernelInfo[float64]{}, false }
+
+func packBTAsm[T floatT]([]T, []T, int, int, int) bool { return false }
+
+func npGEMM[T floatT](*gemm[T]) bool { return false }

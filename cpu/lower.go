@@ -58,23 +58,8 @@ func data(r rt.Ref) []byte {
 	return b
 }
 
-// execute runs one validated op.
-func execute(op rt.Op) (err error) {
-	for _, f := range rt.Operands(op) {
-		if f.Ref.Buf == nil {
-			continue
-		}
-		if _, err := bytesOf(f.Ref.Buf); err != nil {
-			return fmt.Errorf("%s: operand %s: %w", op.OpName(), f.Name, err)
-		}
-	}
-	defer func() {
-		// Defence in depth only: inputs are validated at Launch, so this
-		// fires only if a buffer is freed while a kernel runs.
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%s: kernel fault: %v", op.OpName(), r)
-		}
-	}()
+// execute runs one validated op whose buffers Submit has checked.
+func execute(op rt.Op) error {
 	if rt.OpDType(op) == rt.F16 && !isElementwise(op) && !isIndexed(op) {
 		return runF16(op)
 	}

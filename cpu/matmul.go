@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math/bits"
 	"sync"
 
 	"github.com/vrun-go/vrun/rt"
@@ -109,23 +110,17 @@ func (g *gemm[T]) run() {
 	if g.threads < 1 {
 		g.threads = workers()
 	}
-	if int64(g.m)*int64(g.n)*int64(g.k) < 32*32*32 {
-		g.threads = 1
-	}
-	if g.k == 0 {
-		for i := 0; i < g.m; i++ {
-			clear(g.c[i*g.ldc : i*g.ldc+g.n])
-		}
-		g.epilogue(0, g.m, 0, g.n)
+	if g.serial() {
+		g.runOne()
 		return
 	}
-	if (g.m == 1 || g.n == 1) && g.bpack == nil { // gemv reads B directly
-		g.gemv()
+	if g.k == 0 || ((g.m == 1 || g.n == 1) && g.bpack == nil) {
+		g.runOne()
 		return
 	}
 	ki := kernelFor[T]()
 	mr, nr, kcMax := ki.mr, ki.nr, ki.kc
-	if g.m <= max(ki.mc/mr, 1)*mr && (g.threads == 1 || g.n >= 4*g.threads*nr) {
+	if g.m <= max(ki.mc/mr, 1)*mr && g.n >= 4*g.threads*nr {
 		g.runSmallM(ki)
 		return
 	}
@@ -196,31 +191,100 @@ func (g *gemm[T]) run() {
 	}
 }
 
-var scratch32, scratch64 sync.Pool
+// scratchPools holds GEMM scratch slices by element type and size class
+// (a power of two), so that requests of different sizes do not evict each
+// other's buffers.
+var scratchPools [2][48]sync.Pool
 
 // getScratch returns a slice of n elements of T, not zeroed, from a pool;
 // putScratch gives it back.
 func getScratch[T floatT](n int) *[]T {
 	var z T
-	p := &scratch32
+	t := 0
 	if _, ok := any(z).(float64); ok {
-		p = &scratch64
+		t = 1
 	}
-	if v, ok := p.Get().(*[]T); ok && cap(*v) >= n {
+	c := bits.Len(uint(max(n, 1) - 1))
+	if v, ok := scratchPools[t][c].Get().(*[]T); ok {
 		*v = (*v)[:n]
 		return v
 	}
-	s := make([]T, n)
+	s := make([]T, n, 1<<c)
 	return &s
 }
 
 func putScratch[T floatT](s *[]T) {
 	var z T
+	t := 0
 	if _, ok := any(z).(float64); ok {
-		scratch64.Put(s)
-	} else {
-		scratch32.Put(s)
+		t = 1
 	}
+	c := bits.Len(uint(cap(*s)) - 1)
+	if cap(*s) == 1<<c {
+		scratchPools[t][c].Put(s)
+	}
+}
+
+// serial reports whether the GEMM runs on the calling goroutine: one
+// thread asked for, or too little work to split.
+func (g *gemm[T]) serial() bool {
+	return g.threads == 1 || workers() == 1 || int64(g.m)*int64(g.n)*int64(g.k) < gemmParallelWork
+}
+
+// runOne runs the GEMM on the calling goroutine, except that the GEMV
+// path splits a large matrix-vector product. It neither allocates nor
+// lets g escape, so that callers can keep g on the stack.
+func (g *gemm[T]) runOne() {
+	if g.m <= 0 || g.n <= 0 {
+		return
+	}
+	if g.k == 0 {
+		for i := 0; i < g.m; i++ {
+			clear(g.c[i*g.ldc : i*g.ldc+g.n])
+		}
+		g.epilogue(0, g.m, 0, g.n)
+		return
+	}
+	if (g.m == 1 || g.n == 1) && g.bpack == nil { // gemv reads B directly
+		g.gemv(!g.serial())
+		return
+	}
+	if npGEMM(g) {
+		return
+	}
+	g.runSerial(kernelFor[T]())
+}
+
+// gemmParallelWork is the smallest M·N·K worth splitting between
+// workers: below it (about 10 µs on one core) waking a helper costs more
+// than it saves.
+const gemmParallelWork = 1 << 19
+
+// runSerial runs the GEMM on the calling goroutine without closures or
+// allocations (scratch comes from pools): each K block packs all of A,
+// then every B panel once, right before the row panels use it.
+func (g *gemm[T]) runSerial(ki kernelInfo[T]) {
+	mr, nr, kcMax := ki.mr, ki.nr, ki.kc
+	kcb := min(kcMax, g.k)
+	mpan := (g.m + mr - 1) / mr
+	aps := getScratch[T](mpan * mr * kcb)
+	bps := getScratch[T](kcb * nr)
+	tps := getScratch[T](mr * nr)
+	ap, bq, tile := *aps, *bps, *tps
+	for pc := 0; pc < g.k; pc += kcMax {
+		kc := min(kcMax, g.k-pc)
+		for r := 0; r < mpan; r++ {
+			g.packA(ap[r*kc*mr:(r+1)*kc*mr], r*mr, mr, pc, kc)
+		}
+		for j0 := 0; j0 < g.n; j0 += nr {
+			g.packPanelB(bq[:kc*nr], pc, kc, j0, nr)
+			g.panels(ki, kc, ap[:mpan*kc*mr], bq[:kc*nr], 0, mpan, j0, pc == 0, tile)
+		}
+	}
+	g.epilogue(0, g.m, 0, g.n)
+	putScratch(aps)
+	putScratch(bps)
+	putScratch(tps)
 }
 
 // runSmallM handles M within one row block: the workers split N, and each
@@ -361,16 +425,20 @@ func (g *gemm[T]) packB(dst []T, p0, kc, j0, nr int) {
 		}
 		return
 	}
-	for c := 0; c < nv; c++ {
-		src := g.b[(j0+c)*g.ldb+p0 : (j0+c)*g.ldb+p0+kc]
-		for p, v := range src {
-			dst[p*nr+c] = v
-		}
+	if nv == nr && packBTAsm(dst, g.b[j0*g.ldb+p0:], kc, g.ldb, nr) {
+		return
 	}
-	for c := nv; c < nr; c++ {
-		for p := 0; p < kc; p++ {
-			dst[p*nr+c] = 0
+	// Row by row of the panel: contiguous stores, and the nv source rows
+	// stay in L1 while p advances.
+	b := g.b[j0*g.ldb+p0:]
+	ldb := g.ldb
+	_ = b[(nv-1)*ldb+kc-1]
+	for p := 0; p < kc; p++ {
+		d := dst[p*nr : p*nr+nr]
+		for c := range nv {
+			d[c] = b[c*ldb+p]
 		}
+		clear(d[nv:])
 	}
 }
 
@@ -399,73 +467,113 @@ func (g *gemm[T]) epilogue(i0, i1, j0, j1 int) {
 }
 
 // gemv handles M == 1 or N == 1: a matrix-vector product that streams the
-// matrix once.
-func (g *gemm[T]) gemv() {
-	var x []T    // the vector, length k
-	var mat []T  // the matrix
-	var ld int   // its leading dimension
-	var dot bool // out[t] = dot(x, mat[t*ld:t*ld+k]); else out = sum_p x[p]*mat[p*ld:]
-	var nout int
-	x = make([]T, g.k)
+// matrix once, in parallel when par (its closures capture locals only, so
+// that the serial path keeps g off the heap).
+func (g *gemm[T]) gemv(par bool) {
+	k := g.k
+	var x []T        // the vector, length k
+	var mat []T      // the matrix
+	var ld int       // its leading dimension
+	var dot bool     // out[t] = dot(x, mat[t*ld:t*ld+k]); else out = sum_p x[p]*mat[p*ld:]
+	var nout, os int // outputs, and their stride in c
+	var xs *[]T
+	gather := func(src []T, st int) []T {
+		xs = getScratch[T](k)
+		for p := range *xs {
+			(*xs)[p] = src[p*st]
+		}
+		return *xs
+	}
 	if g.m == 1 {
-		nout = g.n
-		for p := range x {
-			if g.ta {
-				x[p] = g.a[p*g.lda]
-			} else {
-				x[p] = g.a[p]
-			}
+		nout, os = g.n, 1
+		if g.ta {
+			x = gather(g.a, g.lda)
+		} else {
+			x = g.a[:k]
 		}
 		mat, ld, dot = g.b, g.ldb, g.tb
 	} else {
-		nout = g.m
-		for p := range x {
-			if g.tb {
-				x[p] = g.b[p]
-			} else {
-				x[p] = g.b[p*g.ldb]
-			}
+		nout, os = g.m, g.ldc
+		if g.tb {
+			x = g.b[:k]
+		} else {
+			x = gather(g.b, g.ldb)
 		}
 		mat, ld, dot = g.a, g.lda, !g.ta
 	}
-	out := make([]T, nout)
-	k := g.k
+	c, alpha := g.c, g.alpha
 	if dot {
-		g.parallel(nout, max(16, 4096/max(k/64, 1)), func(_, lo, hi int) {
-			for t := lo; t < hi; t++ {
-				out[t] = dotT(x, mat[t*ld:t*ld+k])
-			}
-		})
+		if par {
+			parallelFor(nout, max(16, 4096/max(k/64, 1)), func(lo, hi int) {
+				gemvDot(x, mat, ld, c, os, alpha, lo, hi)
+			})
+		} else {
+			gemvDot(x, mat, ld, c, os, alpha, 0, nout)
+		}
 	} else {
-		// Contiguous column chunks, one per worker, each swept by four
-		// matrix rows at a time.
-		nw := max(1, min(g.threads, nout/64))
-		g.parallel(nw, 1, func(_, lo, hi int) {
-			for w := lo; w < hi; w++ {
-				j0, j1 := w*nout/nw, (w+1)*nout/nw
-				o := out[j0:j1]
-				p := 0
-				for ; p+4 <= k; p += 4 {
-					axpy4T(x[p:p+4], mat[p*ld+j0:p*ld+j1], mat[(p+1)*ld+j0:(p+1)*ld+j1],
-						mat[(p+2)*ld+j0:(p+2)*ld+j1], mat[(p+3)*ld+j0:(p+3)*ld+j1], o)
+		// The outputs accumulate in a contiguous vector: c itself when its
+		// stride is 1.
+		var accs *[]T
+		acc := c
+		if os != 1 {
+			accs = getScratch[T](nout)
+			acc = *accs
+		}
+		acc = acc[:nout]
+		if nw := min(workers(), nout/64); par && nw > 1 {
+			parallelFor(nw, 1, func(lo, hi int) {
+				for w := lo; w < hi; w++ {
+					j0, j1 := w*nout/nw, (w+1)*nout/nw
+					gemvAxpy(x, mat, ld, acc, alpha, j0, j1)
 				}
-				for ; p < k; p++ {
-					axpyT(x[p], mat[p*ld+j0:p*ld+j1], o)
-				}
+			})
+		} else {
+			gemvAxpy(x, mat, ld, acc, alpha, 0, nout)
+		}
+		if accs != nil {
+			for t, v := range acc {
+				c[t*os] = v
 			}
-		})
+			putScratch(accs)
+		}
+	}
+	if xs != nil {
+		putScratch(xs)
 	}
 	if g.m == 1 {
-		for j, v := range out {
-			g.c[j] = g.alpha * v
-		}
 		g.epilogue(0, 1, 0, g.n)
-		return
+	} else {
+		g.epilogue(0, g.m, 0, 1)
 	}
-	for i, v := range out {
-		g.c[i*g.ldc] = g.alpha * v
+}
+
+// gemvDot sets c[t*os] = alpha * dot(x, mat[t*ld:]) for t in [lo, hi).
+func gemvDot[T floatT](x, mat []T, ld int, c []T, os int, alpha T, lo, hi int) {
+	k := len(x)
+	for t := lo; t < hi; t++ {
+		c[t*os] = alpha * dotT(x, mat[t*ld:t*ld+k])
 	}
-	g.epilogue(0, g.m, 0, 1)
+}
+
+// gemvAxpy sets acc[j] = alpha * sum_p x[p]*mat[p*ld+j] for j in [j0, j1),
+// four matrix rows at a time.
+func gemvAxpy[T floatT](x, mat []T, ld int, acc []T, alpha T, j0, j1 int) {
+	k := len(x)
+	o := acc[j0:j1]
+	clear(o)
+	p := 0
+	for ; p+4 <= k; p += 4 {
+		axpy4T(x[p:p+4], mat[p*ld+j0:p*ld+j1], mat[(p+1)*ld+j0:(p+1)*ld+j1],
+			mat[(p+2)*ld+j0:(p+2)*ld+j1], mat[(p+3)*ld+j0:(p+3)*ld+j1], o)
+	}
+	for ; p < k; p++ {
+		axpyT(x[p], mat[p*ld+j0:p*ld+j1], o)
+	}
+	if alpha != 1 {
+		for j := range o {
+			o[j] *= alpha
+		}
+	}
 }
 
 func dotT[T floatT](x, y []T) T {
@@ -561,7 +669,7 @@ func matmulOp(o *rt.MatMul) {
 }
 
 func matmulT[T floatT](o *rt.MatMul) {
-	M, N, K := o.M, o.N, o.K
+	M, N, K, batch := o.M, o.N, o.K, o.Batch
 	A := lin[T](o.A, int(rt.BatchExtent(o.Batch, o.StrideA, M, K)))
 	B := lin[T](o.B, int(rt.BatchExtent(o.Batch, o.StrideB, K, N)))
 	Y := lin[T](o.Y, int(rt.BatchExtent(o.Batch, o.StrideY, M, N)))
@@ -580,25 +688,34 @@ func matmulT[T floatT](o *rt.MatMul) {
 		base.boff = int(o.Bias.Off) / o.Bias.DType.Size()
 		base.brs, base.bcs = st[0], st[1]
 	}
-	one := func(b, threads int) {
-		g := base
-		g.a = A[b*o.StrideA:]
-		g.b = B[b*o.StrideB:]
-		g.c = Y[b*o.StrideY:]
-		g.threads = threads
-		g.run()
+	// Batches that share B, with A and Y packed one after another, are one
+	// GEMM of batch·M rows (a linear layer applied to a [batch, M, K]
+	// input), when the bias does not differ by row.
+	if batch > 1 && o.StrideB == 0 && !o.TransA && o.StrideA == M*K && o.StrideY == M*N && (base.bias == nil || base.brs == 0) {
+		base.m, batch = M*batch, 1
 	}
 	w := workers()
-	if o.Batch >= 2 && w > 1 && int64(M)*int64(N)*int64(K) < 1<<21 {
-		parallelFor(o.Batch, 1, func(lo, hi int) {
+	if batch >= 2 && w > 1 && int64(M)*int64(N)*int64(K) < 1<<21 && int64(batch)*int64(M)*int64(N)*int64(K) >= gemmParallelWork {
+		pb := base // captured by the closure (only on this path)
+		parallelFor(batch, 1, func(lo, hi int) {
 			for b := lo; b < hi; b++ {
-				one(b, 1)
+				g := pb
+				g.a, g.b, g.c, g.threads = A[b*o.StrideA:], B[b*o.StrideB:], Y[b*o.StrideY:], 1
+				g.runOne()
 			}
 		})
 		return
 	}
-	for b := 0; b < o.Batch; b++ {
-		one(b, w)
+	for b := 0; b < batch; b++ {
+		g := base
+		g.a, g.b, g.c, g.threads = A[b*o.StrideA:], B[b*o.StrideB:], Y[b*o.StrideY:], w
+		if g.serial() || g.m == 1 || g.n == 1 {
+			g.runOne()
+			continue
+		}
+		gp := new(gemm[T]) // the parallel driver's closures capture it
+		*gp = g
+		gp.run()
 	}
 }
 

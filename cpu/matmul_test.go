@@ -173,3 +173,38 @@ func TestMatMulKernels(t *testing.T) {
 		})
 	}
 }
+
+// TestMatMulSmall covers the no-pack kernels of every row count (1 to 12
+// on AVX-512, 1 to 6 on AVX2) with full and edge column panels, K across
+// a block boundary, B transposed or not, bias per column, and the batched
+// shapes that fold into one GEMM, at each kernel level.
+func TestMatMulSmall(t *testing.T) {
+	defer func(l int) { maxKernelLevel = l }(maxKernelLevel)
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(35, 36))
+	for lv := hwKernelLevel(); lv >= levelGo; lv-- {
+		maxKernelLevel = lv
+		t.Run(fmt.Sprintf("level%d", lv), func(t *testing.T) {
+			for m := 1; m <= 13; m++ {
+				for _, n := range []int{2, 16, 31, 32, 33, 64} {
+					for _, k := range []int{1, 5, 390} {
+						c := mmCase{batch: 1, m: m, n: n, k: k, tb: (m+n)%2 == 1, alpha: 1}
+						if m%3 == 0 {
+							c.bias, c.beta = "row", 1
+							c.act = rt.Activation{Fn: rt.Sigmoid}
+						}
+						runMatMul(t, e, rt.F32, c, rng)
+					}
+				}
+			}
+			// Batches sharing B (one folded GEMM), with and without a
+			// per-column bias.
+			for _, c := range []mmCase{
+				{batch: 16, m: 2, n: 192, k: 64, alpha: 1, bcastB: true},
+				{batch: 3, m: 5, n: 40, k: 7, tb: true, alpha: 1, bcastB: true, bias: "row", beta: 1},
+			} {
+				runMatMul(t, e, rt.F32, c, rng)
+			}
+		})
+	}
+}

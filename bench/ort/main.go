@@ -69,6 +69,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; the table shows each side's smallest median")
 	short := flag.Bool("short", false, "a quick report (CI): -runs 10 -rounds 1 unless given")
 	only := flag.String("models", "", "comma-separated model names to run (default: all)")
+	profile := flag.Int("profile", 0, "after the table, profile each model's vrun run over `N` runs: per-node median times")
 	flag.Parse()
 	if *short {
 		set := map[string]bool{}
@@ -80,7 +81,7 @@ func main() {
 			*rounds = 1
 		}
 	}
-	if err := run(*threads, *runs, *rounds, *only, flag.Args()); err != nil {
+	if err := run(*threads, *runs, *rounds, *profile, *only, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/ort:", err)
 		os.Exit(1)
 	}
@@ -106,7 +107,7 @@ func nodeModules() (string, string) {
 	return "", "onnxruntime-node is not installed (npm install --ignore-scripts --prefix .ort onnxruntime-node)"
 }
 
-func run(threads, runs, rounds int, only string, extra []string) error {
+func run(threads, runs, rounds, profile int, only string, extra []string) error {
 	nm, why := nodeModules()
 	if nm == "" {
 		fmt.Printf("bench/ort: skipped: %s\n", why)
@@ -210,6 +211,58 @@ func run(threads, runs, rounds int, only string, extra []string) error {
 		}
 		v, o := minOf(r.vrun), minOf(r.ort)
 		fmt.Printf("%-16s %12.3f %12.3f %10.2f %10.2g\n", m.name, v, o, v/o, r.diff)
+	}
+	if profile > 0 {
+		for _, m := range models {
+			if err := profileModel(ctx, m, profile); err != nil {
+				fmt.Printf("%s: profile: %v\n", m.name, firstLine(err))
+			}
+		}
+	}
+	return nil
+}
+
+// profileModel runs m n times with per-node times and prints the nodes
+// with the largest median, which a single run's profile (vrun -profile)
+// cannot give on a shared machine.
+func profileModel(ctx context.Context, m *benchModel, n int) error {
+	shapes := map[string][]int{}
+	for name, t := range m.inputs {
+		shapes[name] = t.Shape
+	}
+	s, err := vrun.New(m.graph, vrun.Options{Device: "cpu", Shapes: shapes, Profile: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	times := map[string][]float64{}
+	ops := map[string]string{}
+	for i := 0; i < n+3; i++ {
+		if _, err := s.Run(ctx, m.inputs); err != nil {
+			return err
+		}
+		if i < 3 {
+			continue
+		}
+		for _, p := range s.Profile() {
+			times[p.Node] = append(times[p.Node], float64(p.Time)/1e6)
+			ops[p.Node] = p.Op
+		}
+	}
+	type row struct {
+		node string
+		med  float64
+	}
+	var rows []row
+	total := 0.0
+	for node, ts := range times {
+		rows = append(rows, row{node, median(ts)})
+		total += median(ts)
+	}
+	sort.Slice(rows, func(a, b int) bool { return rows[a].med > rows[b].med })
+	fmt.Printf("\n%s: %d nodes, sum of per-node medians %.3f ms over %d runs\n", m.name, len(rows), total, n)
+	for _, r := range rows[:min(10, len(rows))] {
+		fmt.Printf("  %9.4f ms %5.1f%%  %-14s %s\n", r.med, 100*r.med/total, ops[r.node], r.node)
 	}
 	return nil
 }
