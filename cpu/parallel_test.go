@@ -94,6 +94,9 @@ func TestParallelConcurrentNested(t *testing.T) {
 }
 
 func TestParallelForNoAlloc(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
 	withProcs(t, 2, func() {
 		var sink atomic.Int64
 		f := func(lo, hi int) { sink.Add(int64(hi - lo)) }
