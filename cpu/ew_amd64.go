@@ -63,3 +63,67 @@ func binaryF32(fn rt.BinaryFn, form int, y, a, b []float32) bool {
 	ewBinaryAsm[lv][fn][form](&y[0], &a[0], &b[0], n)
 	return true
 }
+
+// The row kernels of softmax, normalisation and reductions: each reports
+// false when this CPU has no vectorised kernel (the callers then run Go
+// loops).
+
+// sumF32 is the float32 sum of x (in lanes, then across them).
+func sumF32(x []float32) (float32, bool) {
+	switch kernelLevel() {
+	case levelAVX512:
+		return ewSumZ(unsafe.SliceData(x), len(x)), true
+	case levelAVX2:
+		return ewSumY(unsafe.SliceData(x), len(x)), true
+	}
+	return 0, false
+}
+
+// maxF32 is the largest element of x (len(x) > 0), NaN when any is NaN.
+func maxF32(x []float32) (float32, bool) {
+	switch kernelLevel() {
+	case levelAVX512:
+		return ewMaxZ(unsafe.SliceData(x), len(x)), true
+	case levelAVX2:
+		return ewMaxY(unsafe.SliceData(x), len(x)), true
+	}
+	return 0, false
+}
+
+// expShiftSumF32 sets y = exp(x - shift) and returns the sum of y.
+func expShiftSumF32(y, x []float32, shift float32) (float32, bool) {
+	y = y[:len(x)]
+	switch kernelLevel() {
+	case levelAVX512:
+		return ewExpShiftSumZ(unsafe.SliceData(y), unsafe.SliceData(x), len(x), shift), true
+	case levelAVX2:
+		return ewExpShiftSumY(unsafe.SliceData(y), unsafe.SliceData(x), len(x), shift), true
+	}
+	return 0, false
+}
+
+// sumSqDevF32 is the sum of (x - mean)^2.
+func sumSqDevF32(x []float32, mean float32) (float32, bool) {
+	switch kernelLevel() {
+	case levelAVX512:
+		return ewSumSqDevZ(unsafe.SliceData(x), len(x), mean), true
+	case levelAVX2:
+		return ewSumSqDevY(unsafe.SliceData(x), len(x), mean), true
+	}
+	return 0, false
+}
+
+// normApplyF32 sets y = (x - mean) * inv * scale + bias.
+func normApplyF32(y, x, scale, bias []float32, mean, inv float32) bool {
+	n := len(x)
+	y, scale, bias = y[:n], scale[:n], bias[:n]
+	switch kernelLevel() {
+	case levelAVX512:
+		ewNormApplyZ(unsafe.SliceData(y), unsafe.SliceData(x), unsafe.SliceData(scale), unsafe.SliceData(bias), n, mean, inv)
+		return true
+	case levelAVX2:
+		ewNormApplyY(unsafe.SliceData(y), unsafe.SliceData(x), unsafe.SliceData(scale), unsafe.SliceData(bias), n, mean, inv)
+		return true
+	}
+	return false
+}

@@ -72,6 +72,16 @@ TANH_P = [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e
 TANH_SMALL = 0.625
 SIGN, ABS = 0x80000000, 0x7FFFFFFF
 
+# erf and erfc (see ewf32.go): |x| < 1: x P(x^2); otherwise
+# erfc(a) = exp(-a^2) t H(u), t = max(1/a, ERF_TLO), u = t ERF_US + ERF_UO.
+ERF_P = [1.1283791065216064, -0.3761262595653534, 0.1128358542919159, -0.026853814721107483,
+         0.005188333801925182, -0.0008010239689610898, 7.854001160012558e-05]
+ERF_H = [0.5019057989120483, -0.07611510157585144, -0.003920010756701231, 0.008710475638508797,
+         -0.003866465762257576, 0.0009213568991981447, 9.93547000689432e-05, -0.00026238703867420554,
+         0.00013036400196142495, -1.9786000848398544e-05]
+ERF_TLO, ERF_US, ERF_UO = 0.10526315867900848, 2.2352941036224365, -1.2352941036224365
+INV_SQRT2 = 0.70710678118654752
+
 # Predicates of VCMPPS.
 LT, LE, UNORD, NEQ = 1, 2, 3, 4
 
@@ -159,6 +169,39 @@ class Gen:
         self.op("VMULPS", y, y, t2)
 
 
+def poly(g, acc, x, coefs):
+    """acc = coefs[-1] x^(n-1) + ... + coefs[0] by Horner."""
+    g.mov(acc, C.f(coefs[-1]))
+    for c in reversed(coefs[:-1]):
+        g.fma213(acc, x, C.f(c))
+
+
+def erfc_big(g, out, a, h, l, t1, t2, t3, t4):
+    """out = erfc(a) for a >= 1 with a^2 = h + l exactly; h and l clobbered."""
+    g.op(g.w.XOR, h, h, C.i(SIGN))
+    g.exp(out, h, t1, t2)  # exp(-h)
+    g.mov(t1, C.f(1.0))
+    g.op("VSUBPS", t1, t1, l)
+    g.op("VMULPS", out, out, t1)  # exp(-h) (1 - l)
+    g.mov(t1, C.f(1.0))
+    g.op("VDIVPS", t1, t1, a)
+    g.mov(t2, C.f(ERF_TLO))
+    g.op("VMAXPS", t1, t2, t1)  # t = max(1/a, lo), NaN kept
+    g.mov(t3, C.f(ERF_US))
+    g.mov(t2, t1)
+    g.fma213(t2, t3, C.f(ERF_UO))  # u
+    poly(g, t4, t2, ERF_H)
+    g.op("VMULPS", t4, t4, t1)
+    g.op("VMULPS", out, out, t4)
+
+
+def square_split(g, h, l, a):
+    """h = a*a rounded, l = a*a - h exactly."""
+    g.op("VMULPS", h, a, a)
+    g.mov(l, a)
+    g.e(f"VFMSUB213PS {h}, {a}, {l}")  # l = a*l - h
+
+
 def unary_bodies():
     """name -> (body(g, x, y), params): x is the input register (may be
     clobbered), y the output; registers 2..11 are free."""
@@ -219,6 +262,52 @@ def unary_bodies():
         g.op("VMULPS", R(3), R(3), R(5))  # e r
         g.select_sign(y, x, R(3), R(5))
 
+    def affine(g, x, y):
+        g.mov(y, x)
+        g.fma213(y, g.R(12), g.R(13))  # alpha x + beta, one rounding
+
+    def erf(g, x, y):
+        R = g.R
+        g.op(g.w.AND, R(2), x, C.i(ABS))  # |x|
+        g.op("VMULPS", R(3), x, x)
+        poly(g, R(4), R(3), ERF_P)
+        g.op("VMULPS", R(4), R(4), x)  # small: x P(x^2)
+        g.mov(R(5), C.f(16.0))
+        g.op("VMINPS", R(5), R(5), R(2))  # a = min(|x|, 16), NaN kept
+        square_split(g, R(6), R(7), R(5))
+        erfc_big(g, R(9), R(5), R(6), R(7), R(10), R(11), R(12), R(3))
+        g.mov(R(10), C.f(1.0))
+        g.op("VSUBPS", R(9), R(10), R(9))  # 1 - erfc
+        g.op(g.w.AND, R(10), x, C.i(SIGN))
+        g.op(g.w.OR, R(9), R(9), R(10))
+        g.select(y, LT, R(2), C.f(1.0), R(4), R(9), R(10))
+
+    def gelu(g, x, y):
+        R = g.R
+        g.op(g.w.AND, R(2), x, C.i(ABS))
+        g.op("VMULPS", R(2), R(2), C.f(INV_SQRT2))  # a = |x|/sqrt 2
+        g.op("VMULPS", R(3), R(2), R(2))
+        poly(g, R(4), R(3), ERF_P)
+        g.op("VMULPS", R(4), R(4), R(2))
+        g.mov(R(3), C.f(1.0))
+        g.op("VSUBPS", R(4), R(3), R(4))  # small erfc = 1 - erf(a)
+        g.mov(R(5), C.f(32.0))
+        g.op("VMINPS", R(5), R(5), x)
+        g.mov(R(6), C.f(-32.0))
+        g.op("VMAXPS", R(5), R(6), R(5))  # xc = clamp(x, -32, 32), NaN kept
+        square_split(g, R(6), R(7), R(5))
+        g.op("VMULPS", R(6), R(6), C.f(0.5))
+        g.op("VMULPS", R(7), R(7), C.f(0.5))  # a^2 = xc^2/2 = h + l exactly
+        g.op(g.w.AND, R(5), R(5), C.i(ABS))
+        g.op("VMULPS", R(5), R(5), C.f(INV_SQRT2))  # a of xc
+        erfc_big(g, R(9), R(5), R(6), R(7), R(10), R(11), R(12), R(3))
+        g.select(R(3), LT, R(2), C.f(1.0), R(4), R(9), R(10))  # erfc(a)
+        g.op("VMULPS", R(3), R(3), C.f(0.5))  # x < 0: Phi = erfc/2
+        g.mov(R(4), C.f(1.0))
+        g.op("VSUBPS", R(4), R(4), R(3))  # x >= 0: Phi = 1 - erfc/2
+        g.select_sign(R(5), x, R(3), R(4))
+        g.op("VMULPS", y, R(5), x)
+
     def silu(g, x, y):
         sigmoid_into(g, x, g.R(6))
         g.op("VMULPS", y, g.R(6), x)
@@ -235,6 +324,9 @@ def unary_bodies():
         "Tanh": (tanh, False),
         "Sigmoid": (sigmoid_into, False),
         "Silu": (silu, False),
+        "Affine": (affine, True),
+        "Erf": (erf, False),
+        "Gelu": (gelu, False),
     }
 
 
@@ -385,6 +477,185 @@ def binary(w, name, form):
     return "\n".join(o + g.o) + "\n"
 
 
+NEGINF = 0xFF800000
+
+
+def hsum(g, acc, op="VADDPS"):
+    """Reduces the lanes of acc into lane 0 of X<acc> with op."""
+    n = acc[1:]
+    if g.w.z:
+        g.e(f"VEXTRACTF64X4 $1, Z{n}, Y9")
+        g.e(f"{op} Y9, Y{n}, Y{n}")
+    g.e(f"VEXTRACTF128 $1, Y{n}, X9")
+    g.e(f"{op} X9, X{n}, X{n}")
+    g.e(f"VPERMILPS $0x4E, X{n}, X9")
+    g.e(f"{op} X9, X{n}, X{n}")
+    g.e(f"VPERMILPS $0xB1, X{n}, X9")
+    g.e(f"{op} X9, X{n}, X{n}")
+
+
+def skeleton(w, fn, sig, frame, args, init, body, finish):
+    """A loop over n elements at SI (and DI, DX, R8 as args set), lanes at
+    a time, then the masked tail: body(g, tail) emits one vector's work
+    (loads from (SI) etc. through load()). The mask is K2 or Y14."""
+    g = Gen(w)
+    o = [f"\n// func {fn}{sig}", f"TEXT ·{fn}(SB), NOSPLIT, ${frame}"]
+    for a in args:
+        g.e(a)
+    init(g)
+    g.e(f"CMPQ CX, ${w.lanes}")
+    g.e(f"JLT {fn}_tail")
+    g.o.append(f"{fn}_loop:")
+    body(g, False)
+    for reg in ("SI", "DI", "DX", "R8"):
+        if any(reg in a and "MOVQ" in a and "FP" in a for a in args):
+            g.e(f"ADDQ ${w.vb}, {reg}")
+    g.e(f"SUBQ ${w.lanes}, CX")
+    g.e(f"CMPQ CX, ${w.lanes}")
+    g.e(f"JGE {fn}_loop")
+    g.o.append(f"{fn}_tail:")
+    g.e("TESTQ CX, CX")
+    g.e(f"JEQ {fn}_done")
+    tail_mask(g, g.R(14))
+    body(g, True)
+    g.o.append(f"{fn}_done:")
+    finish(g)
+    g.e("VZEROUPPER")
+    g.e("RET")
+    return "\n".join(o + g.o) + "\n"
+
+
+def masked_acc(g, op, acc, v, tail):
+    """acc = acc op v, lanes beyond the tail left alone."""
+    if not tail:
+        g.op(op, acc, acc, v)
+    elif g.w.z:
+        g.e(f"{op} {v}, {acc}, K2, {acc}")
+    else:
+        g.op(g.w.AND, v, v, g.R(14))
+        g.op(op, acc, acc, v)
+
+
+def reductions(w):
+    R = lambda i: f"{w.r}{i}"
+    out = ""
+
+    def zero(g, r):
+        g.e(f"VPXORD {r}, {r}, {r}" if w.z else f"VXORPS {r}, {r}, {r}")
+
+    # ewSum: the sum of x[:n] in float32 lanes.
+    def sum_body(g, tail):
+        load(g, R(0), "(SI)", R(14), tail)
+        g.op("VADDPS", R(1), R(1), R(0))
+
+    def sum_finish(g):
+        hsum(g, R(1))
+        g.e("MOVSS X1, ret+16(FP)")
+    out += skeleton(w, f"ewSum{w.r}", "(x *float32, n int) float32", "0-20",
+                    ["MOVQ x+0(FP), SI", "MOVQ n+8(FP), CX"], lambda g: zero(g, R(1)), sum_body, sum_finish)
+
+    # ewMax: the largest of x[:n] (n > 0), NaN when any is NaN.
+    def max_init(g):
+        g.mov(R(1), C.i(NEGINF))
+        zero(g, R(5))
+        if w.z:
+            g.e("KXORW K4, K4, K4")
+
+    def max_body(g, tail):
+        if tail:
+            g.mov(R(0), C.i(NEGINF))
+            if w.z:
+                g.e(f"VMOVUPS (SI), K2, {R(0)}")
+            else:
+                g.e(f"VMASKMOVPS (SI), {R(14)}, {R(3)}")
+                g.e(f"VBLENDVPS {R(14)}, {R(3)}, {R(0)}, {R(0)}")
+        else:
+            g.e(f"VMOVUPS (SI), {R(0)}")
+        g.op("VMAXPS", R(1), R(1), R(0))
+        if w.z:
+            g.e(f"VCMPPS ${UNORD}, {R(0)}, {R(0)}, K3")
+            g.e("KORW K3, K4, K4")
+        else:
+            g.e(f"VCMPPS ${UNORD}, {R(0)}, {R(0)}, {R(4)}")
+            g.op("VORPS", R(5), R(5), R(4))
+
+    def max_finish(g):
+        hsum(g, R(1), "VMAXPS")
+        if w.z:
+            g.e("KORTESTW K4, K4")
+        else:
+            g.e(f"VMOVMSKPS {R(5)}, AX")
+            g.e("TESTL AX, AX")
+        g.e(f"JEQ ewMax{w.r}_ret")
+        g.e(f"MOVSS {C.i(0x7FC00000)}, X1")
+        g.o.append(f"ewMax{w.r}_ret:")
+        g.e("MOVSS X1, ret+16(FP)")
+    out += skeleton(w, f"ewMax{w.r}", "(x *float32, n int) float32", "0-20",
+                    ["MOVQ x+0(FP), SI", "MOVQ n+8(FP), CX"], max_init, max_body, max_finish)
+
+    # ewExpShiftSum: dst = exp(x - shift), returning the sum of dst.
+    def es_init(g):
+        g.e(f"VBROADCASTSS shift+24(FP), {R(12)}")
+        zero(g, R(13))
+
+    def es_body(g, tail):
+        load(g, R(0), "(SI)", R(14), tail)
+        g.op("VSUBPS", R(0), R(0), R(12))
+        g.exp(R(1), R(0), R(2), R(3))
+        store(g, R(1), "(DI)", R(14), tail)
+        masked_acc(g, "VADDPS", R(13), R(1), tail)
+
+    def es_finish(g):
+        hsum(g, R(13))
+        g.e("MOVSS X13, ret+32(FP)")
+    out += skeleton(w, f"ewExpShiftSum{w.r}", "(dst, x *float32, n int, shift float32) float32", "0-36",
+                    ["MOVQ dst+0(FP), DI", "MOVQ x+8(FP), SI", "MOVQ n+16(FP), CX"], es_init, es_body, es_finish)
+
+    # ewSumSqDev: the sum of (x - mean)^2.
+    def sq_init(g):
+        g.e(f"VBROADCASTSS mean+16(FP), {R(12)}")
+        zero(g, R(1))
+
+    def sq_body(g, tail):
+        load(g, R(0), "(SI)", R(14), tail)
+        g.op("VSUBPS", R(0), R(0), R(12))
+        g.op("VMULPS", R(0), R(0), R(0))
+        masked_acc(g, "VADDPS", R(1), R(0), tail)
+
+    def sq_finish(g):
+        hsum(g, R(1))
+        g.e("MOVSS X1, ret+24(FP)")
+    out += skeleton(w, f"ewSumSqDev{w.r}", "(x *float32, n int, mean float32) float32", "0-28",
+                    ["MOVQ x+0(FP), SI", "MOVQ n+8(FP), CX"], sq_init, sq_body, sq_finish)
+
+    # ewNormApply: dst = (x - mean) * inv * scale + bias.
+    def na_init(g):
+        g.e(f"VBROADCASTSS mean+40(FP), {R(12)}")
+        g.e(f"VBROADCASTSS inv+44(FP), {R(13)}")
+
+    def na_body(g, tail):
+        load(g, R(0), "(SI)", R(14), tail)
+        load(g, R(1), "(DX)", R(14), tail)
+        load(g, R(2), "(R8)", R(14), tail)
+        g.op("VSUBPS", R(0), R(0), R(12))
+        g.op("VMULPS", R(0), R(0), R(13))
+        g.fma213(R(0), R(1), R(2))
+        store(g, R(0), "(DI)", R(14), tail)
+    out += skeleton(w, f"ewNormApply{w.r}", "(dst, x, scale, bias *float32, n int, mean, inv float32)", "0-48",
+                    ["MOVQ dst+0(FP), DI", "MOVQ x+8(FP), SI", "MOVQ scale+16(FP), DX", "MOVQ bias+24(FP), R8",
+                     "MOVQ n+32(FP), CX"], na_init, na_body, lambda g: None)
+    return out
+
+
+REDUCTIONS = [
+    ("ewSum", "(x *float32, n int) float32"),
+    ("ewMax", "(x *float32, n int) float32"),
+    ("ewExpShiftSum", "(dst, x *float32, n int, shift float32) float32"),
+    ("ewSumSqDev", "(x *float32, n int, mean float32) float32"),
+    ("ewNormApply", "(dst, x, scale, bias *float32, n int, mean, inv float32)"),
+]
+
+
 def decls():
     """The Go declarations of the kernels and their tables (ewdecl_gen.go)."""
     o = ["// Code generated by ew_amd64_gen.py -decl; DO NOT EDIT.", "", "//go:build amd64 && !purego", "",
@@ -399,6 +670,11 @@ def decls():
                 o.append("//go:noescape")
                 o.append(f"func ew{name}{form}{r}(dst, a, b *float32, n int)")
                 o.append("")
+    for r in ("Z", "Y"):
+        for name, sig in REDUCTIONS:
+            o.append("//go:noescape")
+            o.append(f"func {name}{r}{sig}")
+            o.append("")
     for r, lv in (("Z", "levelAVX512"), ("Y", "levelAVX2")):
         o.append(f"func init() {{")
         for name in unary_bodies():
@@ -422,6 +698,7 @@ for z in (True, False):
     for name in BINARY:
         for form in ("VV", "VS", "SV"):
             out += binary(w, name, form)
+    out += reductions(w)
 out += "\n" + C.emit()
 # AVX2 tail masks: 8 all-ones lanes, then 8 zero lanes; the mask for r
 # remaining elements is the 8 lanes from index 8 - r.

@@ -40,6 +40,15 @@ func ewSigmoidZ(dst, x *float32, n int, alpha, beta float32)
 func ewSiluZ(dst, x *float32, n int, alpha, beta float32)
 
 //go:noescape
+func ewAffineZ(dst, x *float32, n int, alpha, beta float32)
+
+//go:noescape
+func ewErfZ(dst, x *float32, n int, alpha, beta float32)
+
+//go:noescape
+func ewGeluZ(dst, x *float32, n int, alpha, beta float32)
+
+//go:noescape
 func ewAddVVZ(dst, a, b *float32, n int)
 
 //go:noescape
@@ -127,6 +136,15 @@ func ewSigmoidY(dst, x *float32, n int, alpha, beta float32)
 func ewSiluY(dst, x *float32, n int, alpha, beta float32)
 
 //go:noescape
+func ewAffineY(dst, x *float32, n int, alpha, beta float32)
+
+//go:noescape
+func ewErfY(dst, x *float32, n int, alpha, beta float32)
+
+//go:noescape
+func ewGeluY(dst, x *float32, n int, alpha, beta float32)
+
+//go:noescape
 func ewAddVVY(dst, a, b *float32, n int)
 
 //go:noescape
@@ -180,6 +198,36 @@ func ewMinVSY(dst, a, b *float32, n int)
 //go:noescape
 func ewMinSVY(dst, a, b *float32, n int)
 
+//go:noescape
+func ewSumZ(x *float32, n int) float32
+
+//go:noescape
+func ewMaxZ(x *float32, n int) float32
+
+//go:noescape
+func ewExpShiftSumZ(dst, x *float32, n int, shift float32) float32
+
+//go:noescape
+func ewSumSqDevZ(x *float32, n int, mean float32) float32
+
+//go:noescape
+func ewNormApplyZ(dst, x, scale, bias *float32, n int, mean, inv float32)
+
+//go:noescape
+func ewSumY(x *float32, n int) float32
+
+//go:noescape
+func ewMaxY(x *float32, n int) float32
+
+//go:noescape
+func ewExpShiftSumY(dst, x *float32, n int, shift float32) float32
+
+//go:noescape
+func ewSumSqDevY(x *float32, n int, mean float32) float32
+
+//go:noescape
+func ewNormApplyY(dst, x, scale, bias *float32, n int, mean, inv float32)
+
 func init() {
 	ewUnaryAsm[levelAVX512][rt.Relu] = ewReluZ
 	ewUnaryAsm[levelAVX512][rt.LeakyRelu] = ewLeakyReluZ
@@ -192,6 +240,9 @@ func init() {
 	ewUnaryAsm[levelAVX512][rt.Tanh] = ewTanhZ
 	ewUnaryAsm[levelAVX512][rt.Sigmoid] = ewSigmoidZ
 	ewUnaryAsm[levelAVX512][rt.Silu] = ewSiluZ
+	ewUnaryAsm[levelAVX512][rt.Affine] = ewAffineZ
+	ewUnaryAsm[levelAVX512][rt.Erf] = ewErfZ
+	ewUnaryAsm[levelAVX512][rt.Gelu] = ewGeluZ
 	ewBinaryAsm[levelAVX512][rt.Add] = [3]ewBinaryKernel{ewAddVVZ, ewAddVSZ, ewAddSVZ}
 	ewBinaryAsm[levelAVX512][rt.Sub] = [3]ewBinaryKernel{ewSubVVZ, ewSubVSZ, ewSubSVZ}
 	ewBinaryAsm[levelAVX512][rt.Mul] = [3]ewBinaryKernel{ewMulVVZ, ewMulVSZ, ewMulSVZ}
@@ -212,6 +263,9 @@ func init() {
 	ewUnaryAsm[levelAVX2][rt.Tanh] = ewTanhY
 	ewUnaryAsm[levelAVX2][rt.Sigmoid] = ewSigmoidY
 	ewUnaryAsm[levelAVX2][rt.Silu] = ewSiluY
+	ewUnaryAsm[levelAVX2][rt.Affine] = ewAffineY
+	ewUnaryAsm[levelAVX2][rt.Erf] = ewErfY
+	ewUnaryAsm[levelAVX2][rt.Gelu] = ewGeluY
 	ewBinaryAsm[levelAVX2][rt.Add] = [3]ewBinaryKernel{ewAddVVY, ewAddVSY, ewAddSVY}
 	ewBinaryAsm[levelAVX2][rt.Sub] = [3]ewBinaryKernel{ewSubVVY, ewSubVSY, ewSubSVY}
 	ewBinaryAsm[levelAVX2][rt.Mul] = [3]ewBinaryKernel{ewMulVVY, ewMulVSY, ewMulSVY}

@@ -88,6 +88,8 @@ func TestF32TranscendentalULP(t *testing.T) {
 		{rt.Tanh, math.Tanh, 3},
 		{rt.Sigmoid, sigmoid64, 3},
 		{rt.Silu, func(x float64) float64 { return x * sigmoid64(x) }, 4},
+		{rt.Erf, math.Erf, 3},
+		{rt.Gelu, func(x float64) float64 { return 0.5 * x * math.Erfc(-x/math.Sqrt2) }, 16},
 	}
 	for _, lv := range ewLevels() {
 		for _, c := range cases {
@@ -107,6 +109,13 @@ func TestF32TranscendentalULP(t *testing.T) {
 						// as an absolute error of 2 subnormal steps times |x|.
 						if e := math.Abs(float64(y[i]) - want64); e > 2*0x1p-149*math.Abs(float64(x)) {
 							t.Errorf("silu(%g) = %g, want %g", x, y[i], want64)
+						}
+						continue
+					}
+					if c.fn == rt.Gelu && math.Abs(want64) < 0x1p-126 {
+						// Subnormal results (x < -13): an absolute bound.
+						if e := math.Abs(float64(y[i]) - want64); e > 0x1p-139 {
+							t.Errorf("gelu(%g) = %g, want %g", x, y[i], want64)
 						}
 						continue
 					}
@@ -180,13 +189,17 @@ func TestF32LevelsAgree(t *testing.T) {
 				}
 			}
 			// In place, against the Go level.
-			for _, fn := range []rt.UnaryFn{rt.Exp, rt.Tanh, rt.Sigmoid, rt.Silu} {
+			for _, fn := range []rt.UnaryFn{rt.Exp, rt.Tanh, rt.Sigmoid, rt.Silu, rt.Erf, rt.Gelu} {
 				y := append([]float32(nil), x...)
 				withLevel(lv, func() { unaryF32(fn, 0, 0, y, y) })
 				want := make([]float32, n)
 				unaryF32Go(fn, want, x)
 				for i := range x {
-					if d := ulpDiff(y[i], want[i]); d > 4 {
+					bound := 4.0
+					if fn == rt.Gelu {
+						bound = 16 // 1 - erf(a) cancels for x in (-√2, 0)
+					}
+					if d := ulpDiff(y[i], want[i]); d > bound {
 						t.Fatalf("%s %s n=%d [%d]: f(%v) = %v, Go %v", levelNames[lv], fn, n, i, x[i], y[i], want[i])
 					}
 				}
@@ -247,5 +260,84 @@ func TestF32Binary(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestF32RowKernels checks the row kernels (sum, max, exp-shift-sum, sum
+// of squared deviations, normalisation) of every vector level at every
+// length up to 70 against float64 loops, and that nothing beyond the row
+// is written.
+func TestF32RowKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, lv := range ewLevels()[1:] {
+		withLevel(lv, func() {
+			for n := 0; n <= 70; n++ {
+				x := make([]float32, n)
+				sc, bi := make([]float32, n), make([]float32, n)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64()*3 - 5)
+					sc[i], bi[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+				}
+				name := fmt.Sprintf("%s n=%d", levelNames[lv], n)
+				var s, m, sq float64
+				m = math.Inf(-1)
+				for _, v := range x {
+					s += float64(v)
+					m = math.Max(m, float64(v))
+				}
+				mean := float32(s / float64(max(n, 1)))
+				for _, v := range x {
+					sq += (float64(v) - float64(mean)) * (float64(v) - float64(mean))
+				}
+				if got, ok := sumF32(x); !ok || math.Abs(float64(got)-s) > 1e-5*(1+math.Abs(s))*float64(n+1) {
+					t.Errorf("%s: sum %v, want %v", name, got, s)
+				}
+				if got, _ := sumSqDevF32(x, mean); math.Abs(float64(got)-sq) > 1e-5*(1+sq) {
+					t.Errorf("%s: sum of squared deviations %v, want %v", name, got, sq)
+				}
+				if n > 0 {
+					if got, _ := maxF32(x); float64(got) != m {
+						t.Errorf("%s: max %v, want %v", name, got, m)
+					}
+					xn := append([]float32(nil), x...)
+					xn[rng.IntN(n)] = float32(math.NaN())
+					if got, _ := maxF32(xn); got == got {
+						t.Errorf("%s: max with a NaN = %v", name, got)
+					}
+				}
+				guard := make([]float32, n+20)
+				for i := range guard {
+					guard[i] = 42
+				}
+				y := guard[:n]
+				shift := float32(m)
+				got, _ := expShiftSumF32(y, x, shift)
+				es := 0.0
+				for i, v := range x {
+					// The kernel rounds x - shift to float32 first.
+					want := math.Exp(float64(v - shift))
+					es += want
+					if d := ulpDiff(y[i], float32(want)); d > 3 {
+						t.Fatalf("%s: exp(x-shift)[%d] = %v, want %v", name, i, y[i], want)
+					}
+				}
+				if math.Abs(float64(got)-es) > 1e-5*(1+es) {
+					t.Errorf("%s: exp sum %v, want %v", name, got, es)
+				}
+				inv := float32(0.7)
+				normApplyF32(y, x, sc, bi, mean, inv)
+				for i, v := range x {
+					want := (float64(v)-float64(mean))*float64(inv)*float64(sc[i]) + float64(bi[i])
+					if math.Abs(float64(y[i])-want) > 1e-5*(1+math.Abs(want)) {
+						t.Fatalf("%s: norm[%d] = %v, want %v", name, i, y[i], want)
+					}
+				}
+				for i := n; i < len(guard); i++ {
+					if guard[i] != 42 {
+						t.Fatalf("%s: element %d beyond the row written", name, i)
+					}
+				}
+			}
+		})
 	}
 }

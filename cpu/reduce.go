@@ -178,8 +178,58 @@ func reduceRowI[T intT](fn rt.ReduceFn, x []T, base, st, n int, last bool) (int6
 func softmaxOp(o *rt.Softmax) {
 	if o.X.DType == rt.F64 {
 		softmaxF[float64](o)
-	} else {
-		softmaxF[float32](o)
+		return
+	}
+	if o.Inner == 1 && softmaxRowsF32(o) {
+		return
+	}
+	softmaxF[float32](o)
+}
+
+// softmaxWork is the element count from which a row kernel is split
+// between workers.
+const softmaxWork = 1 << 16
+
+// softmaxRowsF32 runs an f32 softmax over contiguous rows with the
+// vectorised row kernels (max, then exp(x - max) with its sum, then a
+// scale or, for log-softmax, two shifts), and reports whether it could.
+func softmaxRowsF32(o *rt.Softmax) bool {
+	if _, ok := sumF32(nil); !ok {
+		return false
+	}
+	O, N := o.Outer, o.N
+	x := lin[float32](o.X, O*N)
+	y := lin[float32](o.Y, O*N)
+	if O*N < softmaxWork {
+		softmaxRange(x, y, N, o.Log, 0, O)
+		return true
+	}
+	log := o.Log
+	parallelFor(O, max(1, softmaxWork/max(N, 1)/4), func(lo, hi int) { softmaxRange(x, y, N, log, lo, hi) })
+	return true
+}
+
+func softmaxRange(x, y []float32, N int, log bool, lo, hi int) {
+	if N == 0 {
+		return
+	}
+	for r := lo; r < hi; r++ {
+		xr, yr := x[r*N:(r+1)*N], y[r*N:(r+1)*N]
+		m, _ := maxF32(xr)
+		s, _ := expShiftSumF32(yr, xr, m)
+		if log {
+			// log(s) is small when one element dominates: sum in float64
+			// so that it keeps its relative accuracy; then (x - m) - log(s),
+			// each step rounded once.
+			s64 := 0.0
+			for _, v := range yr {
+				s64 += float64(v)
+			}
+			unaryF32(rt.Affine, 1, -float64(m), yr, xr)
+			unaryF32(rt.Affine, 1, -math.Log(s64), yr, yr)
+			continue
+		}
+		unaryF32(rt.Affine, 1/float64(s), 0, yr, yr)
 	}
 }
 
@@ -228,8 +278,46 @@ func softmaxF[T floatT](o *rt.Softmax) {
 func normalizeOp(o *rt.Normalize) {
 	if o.X.DType == rt.F64 {
 		normalizeF[float64](o)
-	} else {
-		normalizeF[float32](o)
+		return
+	}
+	if o.Scale.Buf != nil && o.Bias.Buf != nil && normalizeRowsF32(o) {
+		return
+	}
+	normalizeF[float32](o)
+}
+
+// normalizeRowsF32 runs an f32 normalisation with scale and bias through
+// the vectorised row kernels (two passes for the mean and the variance,
+// one for the output), and reports whether it could.
+func normalizeRowsF32(o *rt.Normalize) bool {
+	if _, ok := sumF32(nil); !ok {
+		return false
+	}
+	O, N := o.Outer, o.N
+	x := lin[float32](o.X, O*N)
+	y := lin[float32](o.Y, O*N)
+	scale := lin[float32](o.Scale, N)
+	bias := lin[float32](o.Bias, N)
+	eps := o.Eps
+	if O*N < softmaxWork {
+		normalizeRange(x, y, scale, bias, N, eps, 0, O)
+		return true
+	}
+	parallelFor(O, max(1, softmaxWork/max(N, 1)/4), func(lo, hi int) { normalizeRange(x, y, scale, bias, N, eps, lo, hi) })
+	return true
+}
+
+func normalizeRange(x, y, scale, bias []float32, N int, eps float64, lo, hi int) {
+	if N == 0 {
+		return
+	}
+	for r := lo; r < hi; r++ {
+		xr, yr := x[r*N:(r+1)*N], y[r*N:(r+1)*N]
+		s, _ := sumF32(xr)
+		mean := float32(float64(s) / float64(N))
+		vs, _ := sumSqDevF32(xr, mean)
+		inv := 1 / math.Sqrt(float64(vs)/float64(N)+eps)
+		normApplyF32(yr, xr, scale, bias, mean, float32(inv))
 	}
 }
 
