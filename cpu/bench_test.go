@@ -276,3 +276,23 @@ func BenchmarkSmallGEMM(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMaxPool: squeezenet's first max pool (64×111×111, 3×3 stride 2,
+// ceil mode) and a 2×2 stride-2 pool, f32.
+func BenchmarkMaxPool(b *testing.B) {
+	for _, c := range []struct {
+		name                 string
+		nc, h, w, k, s, o, p int
+	}{
+		{"64x111x111/3x3s2", 64, 111, 111, 3, 2, 55, 0},
+		{"8x15x13/2x2s2", 16, 15, 13, 2, 2, 7, 0},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			d := NewDevice()
+			defer d.Close()
+			ow := (c.w-c.k)/c.s + 1
+			benchOp(b, d, &rt.Pool{Fn: rt.MaxPool, X: benchBuf(b, d, rt.F32, c.nc*c.h*c.w), Y: benchBuf(b, d, rt.F32, c.nc*c.o*ow),
+				NC: c.nc, H: c.h, W: c.w, OH: c.o, OW: ow, KH: c.k, KW: c.k, StrideH: c.s, StrideW: c.s, DilH: 1, DilW: 1})
+		})
+	}
+}

@@ -127,3 +127,31 @@ func normApplyF32(y, x, scale, bias []float32, mean, inv float32) bool {
 	}
 	return false
 }
+
+// hmaxF32 sets dst[j] = max over k < kw of src[stride*j + k] for j <
+// len(dst), stride 1 or 2; src must hold stride*len(dst) + kw + 64
+// elements (whole vectors are read past the last window).
+func hmaxF32(dst, src []float32, kw, stride int) bool {
+	n := len(dst)
+	lv := kernelLevel()
+	if lv < levelAVX2 || (stride != 1 && stride != 2) {
+		return false
+	}
+	if n == 0 {
+		return true
+	}
+	_ = src[stride*n+kw+63]
+	switch {
+	case lv == levelAVX512 && stride == 1:
+		ewHMax1Z(&dst[0], &src[0], n, kw)
+	case lv == levelAVX512 && stride == 2:
+		ewHMax2Z(&dst[0], &src[0], n, kw)
+	case lv == levelAVX2 && stride == 1:
+		ewHMax1Y(&dst[0], &src[0], n, kw)
+	case lv == levelAVX2 && stride == 2:
+		ewHMax2Y(&dst[0], &src[0], n, kw)
+	default:
+		return false
+	}
+	return true
+}

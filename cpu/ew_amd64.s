@@ -2169,6 +2169,97 @@ ewNormApplyZ_done:
 	VZEROUPPER
 	RET
 
+// func ewHMax1Z(dst, src *float32, n, kw int)
+TEXT ·ewHMax1Z(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ kw+24(FP), R8
+	TESTQ CX, CX
+	JEQ ewHMax1Z_done
+ewHMax1Z_chunk:
+	MOVQ SI, BX
+	VMOVUPS (BX), Z0
+	VCMPPS $3, Z0, Z0, K3
+	MOVQ R8, DX
+	DECQ DX
+	JEQ ewHMax1Z_store
+ewHMax1Z_k:
+	ADDQ $4, BX
+	VMOVUPS (BX), Z1
+	VMAXPS Z1, Z0, Z0
+	VCMPPS $3, Z1, Z1, K4
+	KORW K4, K3, K3
+	DECQ DX
+	JNE ewHMax1Z_k
+ewHMax1Z_store:
+	VBLENDMPS ewc<>+3072(SB), Z0, K3, Z0
+	CMPQ CX, $16
+	JLT ewHMax1Z_tail
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JNE ewHMax1Z_chunk
+	JMP ewHMax1Z_done
+ewHMax1Z_tail:
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K2
+	VMOVUPS Z0, K2, (DI)
+ewHMax1Z_done:
+	VZEROUPPER
+	RET
+
+// func ewHMax2Z(dst, src *float32, n, kw int)
+TEXT ·ewHMax2Z(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ kw+24(FP), R8
+	TESTQ CX, CX
+	JEQ ewHMax2Z_done
+	VMOVUPS hmaxidx<>(SB), Z7
+ewHMax2Z_chunk:
+	MOVQ SI, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z6
+	VPERMT2PS Z6, Z7, Z0
+	VCMPPS $3, Z0, Z0, K3
+	MOVQ R8, DX
+	DECQ DX
+	JEQ ewHMax2Z_store
+ewHMax2Z_k:
+	ADDQ $4, BX
+	VMOVUPS (BX), Z1
+	VMOVUPS 64(BX), Z6
+	VPERMT2PS Z6, Z7, Z1
+	VMAXPS Z1, Z0, Z0
+	VCMPPS $3, Z1, Z1, K4
+	KORW K4, K3, K3
+	DECQ DX
+	JNE ewHMax2Z_k
+ewHMax2Z_store:
+	VBLENDMPS ewc<>+3072(SB), Z0, K3, Z0
+	CMPQ CX, $16
+	JLT ewHMax2Z_tail
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	ADDQ $128, SI
+	SUBQ $16, CX
+	JNE ewHMax2Z_chunk
+	JMP ewHMax2Z_done
+ewHMax2Z_tail:
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K2
+	VMOVUPS Z0, K2, (DI)
+ewHMax2Z_done:
+	VZEROUPPER
+	RET
+
 // func ewReluY(dst, x *float32, n int, alpha, beta float32)
 TEXT ·ewReluY(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
@@ -4323,6 +4414,100 @@ ewNormApplyY_done:
 	VZEROUPPER
 	RET
 
+// func ewHMax1Y(dst, src *float32, n, kw int)
+TEXT ·ewHMax1Y(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ kw+24(FP), R8
+	TESTQ CX, CX
+	JEQ ewHMax1Y_done
+ewHMax1Y_chunk:
+	MOVQ SI, BX
+	VMOVUPS (BX), Y0
+	VCMPPS $3, Y0, Y0, Y3
+	MOVQ R8, DX
+	DECQ DX
+	JEQ ewHMax1Y_store
+ewHMax1Y_k:
+	ADDQ $4, BX
+	VMOVUPS (BX), Y1
+	VMAXPS Y1, Y0, Y0
+	VCMPPS $3, Y1, Y1, Y4
+	VORPS Y4, Y3, Y3
+	DECQ DX
+	JNE ewHMax1Y_k
+ewHMax1Y_store:
+	VMOVUPS ewc<>+3072(SB), Y4
+	VBLENDVPS Y3, Y4, Y0, Y0
+	CMPQ CX, $8
+	JLT ewHMax1Y_tail
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNE ewHMax1Y_chunk
+	JMP ewHMax1Y_done
+ewHMax1Y_tail:
+	MOVQ $8, AX
+	SUBQ CX, AX
+	LEAQ ewmask<>(SB), BX
+	VMOVUPS (BX)(AX*4), Y14
+	VMASKMOVPS Y0, Y14, (DI)
+ewHMax1Y_done:
+	VZEROUPPER
+	RET
+
+// func ewHMax2Y(dst, src *float32, n, kw int)
+TEXT ·ewHMax2Y(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ kw+24(FP), R8
+	TESTQ CX, CX
+	JEQ ewHMax2Y_done
+ewHMax2Y_chunk:
+	MOVQ SI, BX
+	VMOVUPS (BX), Y5
+	VMOVUPS 32(BX), Y6
+	VSHUFPS $0x88, Y6, Y5, Y0
+	VPERMPD $0xD8, Y0, Y0
+	VCMPPS $3, Y0, Y0, Y3
+	MOVQ R8, DX
+	DECQ DX
+	JEQ ewHMax2Y_store
+ewHMax2Y_k:
+	ADDQ $4, BX
+	VMOVUPS (BX), Y5
+	VMOVUPS 32(BX), Y6
+	VSHUFPS $0x88, Y6, Y5, Y1
+	VPERMPD $0xD8, Y1, Y1
+	VMAXPS Y1, Y0, Y0
+	VCMPPS $3, Y1, Y1, Y4
+	VORPS Y4, Y3, Y3
+	DECQ DX
+	JNE ewHMax2Y_k
+ewHMax2Y_store:
+	VMOVUPS ewc<>+3072(SB), Y4
+	VBLENDVPS Y3, Y4, Y0, Y0
+	CMPQ CX, $8
+	JLT ewHMax2Y_tail
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $64, SI
+	SUBQ $8, CX
+	JNE ewHMax2Y_chunk
+	JMP ewHMax2Y_done
+ewHMax2Y_tail:
+	MOVQ $8, AX
+	SUBQ CX, AX
+	LEAQ ewmask<>(SB), BX
+	VMOVUPS (BX)(AX*4), Y14
+	VMASKMOVPS Y0, Y14, (DI)
+ewHMax2Y_done:
+	VZEROUPPER
+	RET
+
 DATA ewc<>+0(SB)/4, $0x00000000
 DATA ewc<>+4(SB)/4, $0x00000000
 DATA ewc<>+8(SB)/4, $0x00000000
@@ -5108,6 +5293,23 @@ DATA ewc<>+3124(SB)/4, $0x7fc00000
 DATA ewc<>+3128(SB)/4, $0x7fc00000
 DATA ewc<>+3132(SB)/4, $0x7fc00000
 GLOBL ewc<>(SB), RODATA|NOPTR, $3136
+DATA hmaxidx<>+0(SB)/4, $0
+DATA hmaxidx<>+4(SB)/4, $2
+DATA hmaxidx<>+8(SB)/4, $4
+DATA hmaxidx<>+12(SB)/4, $6
+DATA hmaxidx<>+16(SB)/4, $8
+DATA hmaxidx<>+20(SB)/4, $10
+DATA hmaxidx<>+24(SB)/4, $12
+DATA hmaxidx<>+28(SB)/4, $14
+DATA hmaxidx<>+32(SB)/4, $16
+DATA hmaxidx<>+36(SB)/4, $18
+DATA hmaxidx<>+40(SB)/4, $20
+DATA hmaxidx<>+44(SB)/4, $22
+DATA hmaxidx<>+48(SB)/4, $24
+DATA hmaxidx<>+52(SB)/4, $26
+DATA hmaxidx<>+56(SB)/4, $28
+DATA hmaxidx<>+60(SB)/4, $30
+GLOBL hmaxidx<>(SB), RODATA|NOPTR, $64
 DATA ewmask<>+0(SB)/4, $0xffffffff
 DATA ewmask<>+4(SB)/4, $0xffffffff
 DATA ewmask<>+8(SB)/4, $0xffffffff

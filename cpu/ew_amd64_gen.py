@@ -647,12 +647,87 @@ def reductions(w):
     return out
 
 
+def hmax(w, stride):
+    """ewHMax{stride}: dst[j] = max over k < kw of src[stride*j + k], j < n
+    (NaN when any is NaN). The caller pads src so that whole vectors (two
+    per load with stride 2) can be read past the last window."""
+    g = Gen(w)
+    R = g.R
+    fn = f"ewHMax{stride}{w.r}"
+    o = [f"\n// func {fn}(dst, src *float32, n, kw int)", f"TEXT ·{fn}(SB), NOSPLIT, $0-32"]
+    g.e("MOVQ dst+0(FP), DI")
+    g.e("MOVQ src+8(FP), SI")
+    g.e("MOVQ n+16(FP), CX")
+    g.e("MOVQ kw+24(FP), R8")
+    g.e("TESTQ CX, CX")
+    g.e(f"JEQ {fn}_done")
+
+    def load(dst, k_reg_off):
+        """dst = the k-th window element of the current chunk; BX = SI + 4k."""
+        if stride == 1:
+            g.e(f"VMOVUPS (BX), {dst}")
+        elif w.z:
+            g.e(f"VMOVUPS (BX), {dst}")
+            g.e(f"VMOVUPS 64(BX), {R(6)}")
+            g.e(f"VPERMT2PS {R(6)}, {R(7)}, {dst}")  # evens of the 32
+        else:
+            g.e(f"VMOVUPS (BX), {R(5)}")
+            g.e(f"VMOVUPS 32(BX), {R(6)}")
+            g.e(f"VSHUFPS $0x88, {R(6)}, {R(5)}, {dst}")
+            g.e(f"VPERMPD $0xD8, {dst}, {dst}")
+
+    if stride == 2 and w.z:
+        g.mov(R(7), "hmaxidx<>(SB)")
+    g.o.append(f"{fn}_chunk:")
+    g.e("MOVQ SI, BX")
+    load(R(0), 0)
+    g.e(f"VCMPPS ${UNORD}, {R(0)}, {R(0)}, {R(3)}" if not w.z else f"VCMPPS ${UNORD}, {R(0)}, {R(0)}, K3")
+    g.e("MOVQ R8, DX")
+    g.e("DECQ DX")
+    g.e(f"JEQ {fn}_store")
+    g.o.append(f"{fn}_k:")
+    g.e("ADDQ $4, BX")
+    load(R(1), 0)
+    g.op("VMAXPS", R(0), R(0), R(1))
+    if w.z:
+        g.e(f"VCMPPS ${UNORD}, {R(1)}, {R(1)}, K4")
+        g.e("KORW K4, K3, K3")
+    else:
+        g.e(f"VCMPPS ${UNORD}, {R(1)}, {R(1)}, {R(4)}")
+        g.op("VORPS", R(3), R(3), R(4))
+    g.e("DECQ DX")
+    g.e(f"JNE {fn}_k")
+    g.o.append(f"{fn}_store:")
+    if w.z:
+        g.e(f"VBLENDMPS {C.i(0x7FC00000)}, {R(0)}, K3, {R(0)}")
+    else:
+        g.mov(R(4), C.i(0x7FC00000))
+        g.e(f"VBLENDVPS {R(3)}, {R(4)}, {R(0)}, {R(0)}")
+    g.e(f"CMPQ CX, ${w.lanes}")
+    g.e(f"JLT {fn}_tail")
+    g.e(f"VMOVUPS {R(0)}, (DI)")
+    g.e(f"ADDQ ${w.vb}, DI")
+    g.e(f"ADDQ ${w.vb * stride}, SI")
+    g.e(f"SUBQ ${w.lanes}, CX")
+    g.e(f"JNE {fn}_chunk")
+    g.e(f"JMP {fn}_done")
+    g.o.append(f"{fn}_tail:")
+    tail_mask(g, R(14))
+    store(g, R(0), "(DI)", R(14), True)
+    g.o.append(f"{fn}_done:")
+    g.e("VZEROUPPER")
+    g.e("RET")
+    return "\n".join(o + g.o) + "\n"
+
+
 REDUCTIONS = [
     ("ewSum", "(x *float32, n int) float32"),
     ("ewMax", "(x *float32, n int) float32"),
     ("ewExpShiftSum", "(dst, x *float32, n int, shift float32) float32"),
     ("ewSumSqDev", "(x *float32, n int, mean float32) float32"),
     ("ewNormApply", "(dst, x, scale, bias *float32, n int, mean, inv float32)"),
+    ("ewHMax1", "(dst, src *float32, n, kw int)"),
+    ("ewHMax2", "(dst, src *float32, n, kw int)"),
 ]
 
 
@@ -699,7 +774,12 @@ for z in (True, False):
         for form in ("VV", "VS", "SV"):
             out += binary(w, name, form)
     out += reductions(w)
+    out += hmax(w, 1)
+    out += hmax(w, 2)
 out += "\n" + C.emit()
+# VPERMT2PS indices of the even elements of two ZMM registers.
+out += "".join(f"DATA hmaxidx<>+{4 * j}(SB)/4, ${2 * j}\n" for j in range(16))
+out += "GLOBL hmaxidx<>(SB), RODATA|NOPTR, $64\n"
 # AVX2 tail masks: 8 all-ones lanes, then 8 zero lanes; the mask for r
 # remaining elements is the 8 lanes from index 8 - r.
 out += "".join(f"DATA ewmask<>+{4 * j}(SB)/4, ${0xFFFFFFFF if j < 8 else 0:#010x}\n" for j in range(16))

@@ -22,3 +22,5 @@ func maxF32([]float32) (float32, bool)                         { return 0, false
 func expShiftSumF32(_, _ []float32, _ float32) (float32, bool) { return 0, false }
 func sumSqDevF32([]float32, float32) (float32, bool)           { return 0, false }
 func normApplyF32(_, _, _, _ []float32, _, _ float32) bool     { return false }
+
+func hmaxF32(_, _ []float32, _, _ int) bool { return false }

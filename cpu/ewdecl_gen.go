@@ -214,6 +214,12 @@ func ewSumSqDevZ(x *float32, n int, mean float32) float32
 func ewNormApplyZ(dst, x, scale, bias *float32, n int, mean, inv float32)
 
 //go:noescape
+func ewHMax1Z(dst, src *float32, n, kw int)
+
+//go:noescape
+func ewHMax2Z(dst, src *float32, n, kw int)
+
+//go:noescape
 func ewSumY(x *float32, n int) float32
 
 //go:noescape
@@ -227,6 +233,12 @@ func ewSumSqDevY(x *float32, n int, mean float32) float32
 
 //go:noescape
 func ewNormApplyY(dst, x, scale, bias *float32, n int, mean, inv float32)
+
+//go:noescape
+func ewHMax1Y(dst, src *float32, n, kw int)
+
+//go:noescape
+func ewHMax2Y(dst, src *float32, n, kw int)
 
 func init() {
 	ewUnaryAsm[levelAVX512][rt.Relu] = ewReluZ

@@ -9,9 +9,71 @@ import (
 func poolOp(o *rt.Pool) {
 	if o.X.DType == rt.F64 {
 		poolT[float64](o)
-	} else {
-		poolT[float32](o)
+		return
 	}
+	if maxPoolF32(o) {
+		return
+	}
+	poolT[float32](o)
+}
+
+// maxPoolF32 runs an f32 MaxPool (no dilation, horizontal stride 1 or 2)
+// with the vectorised kernels: for each output row, the element-wise max
+// of its input rows (binary Max), written into a row padded with -Inf,
+// then the max over each window along it (hmaxF32). It reports whether
+// it could.
+func maxPoolF32(o *rt.Pool) bool {
+	if o.Fn != rt.MaxPool || o.DilH != 1 || o.DilW != 1 || (o.StrideW != 1 && o.StrideW != 2) || o.KW < 1 {
+		return false
+	}
+	if !hmaxF32(nil, nil, 1, 1) {
+		return false
+	}
+	if _, ok := sumF32(nil); !ok { // no vector kernels on this CPU
+		return false
+	}
+	NC, H, W, OH, OW := o.NC, o.H, o.W, o.OH, o.OW
+	x := lin[float32](o.X, NC*H*W)
+	y := lin[float32](o.Y, NC*OH*OW)
+	bufLen := max(o.PadL+W, o.StrideW*OW+o.KW) + 64
+	work := NC * OH * (OW*o.KW + W*o.KH)
+	if work < 1<<16 {
+		maxPoolRows(o, x, y, bufLen, 0, NC*OH)
+		return true
+	}
+	parallelFor(NC*OH, max(1, (1<<14)/max(OW*o.KW+W*o.KH, 1)), func(lo, hi int) { maxPoolRows(o, x, y, bufLen, lo, hi) })
+	return true
+}
+
+// maxPoolRows computes the output rows [lo, hi) of all planes (row r is
+// row r%OH of plane r/OH).
+func maxPoolRows(o *rt.Pool, x, y []float32, bufLen, lo, hi int) {
+	H, W, OH, OW := o.H, o.W, o.OH, o.OW
+	bs := getScratch[float32](bufLen)
+	buf := *bs
+	ninf := float32(math.Inf(-1))
+	for i := range buf {
+		buf[i] = ninf
+	}
+	mid := buf[o.PadL : o.PadL+W]
+	for r := lo; r < hi; r++ {
+		c, oh := r/OH, r%OH
+		xp := x[c*H*W : (c+1)*H*W]
+		hs := oh*o.StrideH - o.PadT
+		kh0, kh1 := validRange(hs, 1, H, o.KH)
+		if kh0 >= kh1 {
+			for i := range mid {
+				mid[i] = ninf
+			}
+		} else {
+			copy(mid, xp[(hs+kh0)*W:(hs+kh0+1)*W])
+			for kh := kh0 + 1; kh < kh1; kh++ {
+				binaryF32(rt.Max, formVV, mid, mid, xp[(hs+kh)*W:(hs+kh+1)*W])
+			}
+		}
+		hmaxF32(y[r*OW:(r+1)*OW], buf, o.KW, o.StrideW)
+	}
+	putScratch(bs)
 }
 
 // padCount is the number of window taps start + t*dil (t < k) inside

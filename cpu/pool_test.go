@@ -92,3 +92,56 @@ func TestPool(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxPoolF32Kernels runs f32 MaxPool at every kernel level on rows
+// wider than a vector (strides 1 and 2, windows 1 to 4, padding, ceil
+// mode), with NaN and -Inf inputs, against a float64 loop: bit for bit.
+func TestMaxPoolF32Kernels(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(29, 30))
+	for _, lv := range ewLevels() {
+		withLevel(lv, func() {
+			for _, w := range []int{1, 5, 16, 17, 33, 70} {
+				for _, sw := range []int{1, 2} {
+					for kw := 1; kw <= 4; kw++ {
+						h, kh, sh, pt, pl, pb := 5, 3, 2, 1, kw/2, 1
+						pr := kw - 1
+						OH := (h+pt+pb-kh)/sh + 1
+						OW := (w+pl+pr-kw+sw-1)/sw + 1 // ceil mode
+						NC := 2
+						xv := randVals(rng, NC*h*w, -3, 3)
+						xv[rng.IntN(len(xv))] = math.NaN()
+						xv[rng.IntN(len(xv))] = math.Inf(-1)
+						xr, yr := e.region(rt.F32, NC*h*w, stored(rt.F32, xv)), e.region(rt.F32, NC*OH*OW, nil)
+						e.run(&rt.Pool{Fn: rt.MaxPool, X: xr.ref(NC * h * w), Y: yr.ref(NC * OH * OW), NC: NC, H: h, W: w, OH: OH, OW: OW,
+							KH: kh, KW: kw, StrideH: sh, StrideW: sw, PadT: pt, PadL: pl, PadB: pb, PadR: pr, DilH: 1, DilW: 1})
+						got := e.values(yr)
+						xs := stored(rt.F32, xv)
+						for c := 0; c < NC; c++ {
+							for oh := 0; oh < OH; oh++ {
+								for ow := 0; ow < OW; ow++ {
+									m := math.Inf(-1)
+									for i := 0; i < kh; i++ {
+										for j := 0; j < kw; j++ {
+											ih, iw := oh*sh-pt+i, ow*sw-pl+j
+											if ih < 0 || ih >= h || iw < 0 || iw >= w {
+												continue
+											}
+											if v := xs[(c*h+ih)*w+iw]; v > m || v != v {
+												m = v
+											}
+										}
+									}
+									g := got[(c*OH+oh)*OW+ow]
+									if g != m && !(g != g && m != m) {
+										t.Fatalf("%s w=%d sw=%d kw=%d: y[%d,%d,%d] = %v, want %v", levelNames[lv], w, sw, kw, c, oh, ow, g, m)
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
