@@ -296,3 +296,32 @@ func BenchmarkMaxPool(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConvShapes times convolutions of the test models: squeezenet's
+// first layer (3→64, 3×3 stride 2), an expand 3×3 (16→64 on 55×55), a
+// squeeze 1×1 (128→16 on 55×55), its classifier (512→1000 1×1 on 13×13),
+// and the e2e CNN's first layer (3→8, 3×3 on 2×15×13).
+func BenchmarkConvShapes(b *testing.B) {
+	for _, c := range []struct {
+		name                     string
+		n, c, h, k, kk, s, p, oh int
+	}{
+		{"first/3-64/224/3x3s2", 1, 3, 224, 64, 3, 2, 0, 111},
+		{"expand3x3/16-64/55", 1, 16, 55, 64, 3, 1, 1, 55},
+		{"squeeze1x1/128-16/55", 1, 128, 55, 16, 1, 1, 0, 55},
+		{"classifier1x1/512-1000/13", 1, 512, 13, 1000, 1, 1, 0, 13},
+		{"e2e/3-8/15x15", 2, 3, 15, 8, 3, 1, 1, 15},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			d := NewDevice()
+			defer d.Close()
+			op := &rt.Conv{X: benchBuf(b, d, rt.F32, c.n*c.c*c.h*c.h), W: benchBuf(b, d, rt.F32, c.k*c.c*c.kk*c.kk),
+				Bias: benchBuf(b, d, rt.F32, c.k), Y: benchBuf(b, d, rt.F32, c.n*c.k*c.oh*c.oh),
+				N: c.n, C: c.c, H: c.h, Width: c.h, K: c.k, OH: c.oh, OW: c.oh, KH: c.kk, KW: c.kk, StrideH: c.s, StrideW: c.s,
+				PadT: c.p, PadL: c.p, DilH: 1, DilW: 1, Groups: 1, Act: rt.Activation{Fn: rt.Relu}}
+			benchOp(b, d, op)
+			flops := 2 * float64(c.n*c.k*c.c*c.kk*c.kk*c.oh*c.oh)
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

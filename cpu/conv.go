@@ -185,6 +185,20 @@ func im2colPacker[T floatT](o *rt.Conv, xg []T) func(dst []T, p0, kc, j0, nr int
 					clear(dr[hi:])
 					continue
 				}
+				if sw == 2 {
+					// dr[i] = xr[iw0+2i] where in the row: the even
+					// elements, vectorised when whole vectors can be read
+					// past the row (within the group's planes).
+					lo := min(max(0, (-iw0+1)/2), rn.n)
+					hi := max(lo, min(rn.n, (W-iw0+1)/2))
+					off := c*H*W + ih*W + iw0 + 2*lo
+					d32, ok := asF32(dr[lo:hi])
+					if x32, _ := asF32(xg[min(off, len(xg)):]); ok && hi > lo && len(x32) >= 2*(hi-lo)+65 && hmaxF32(d32, x32, 1, 2) {
+						clear(dr[:lo])
+						clear(dr[hi:])
+						continue
+					}
+				}
 				for i := range dr {
 					if iw := iw0 + i*sw; iw >= 0 && iw < W {
 						dr[i] = xr[iw]

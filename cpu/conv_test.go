@@ -42,12 +42,34 @@ var convCases = []convCase{
 	{n: 2, c: 6, h: 30, w: 20, k: 9, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 0, pb: 2, pr: 3, dh: 1, dw: 2, g: 1, bias: true, act: rt.Activation{Fn: rt.Gelu}},
 	{n: 1, c: 4, h: 40, w: 40, k: 5, kh: 3, kw: 3, sh: 2, sw: 2, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1},
 	{n: 1, c: 6, h: 23, w: 21, k: 4, kh: 2, kw: 3, sh: 1, sw: 3, pt: 0, pl: 4, pb: 1, pr: 0, dh: 2, dw: 1, g: 2, act: rt.Activation{Fn: rt.Relu}},
+	// Stride-2 im2col rows wider than a vector (the even-element kernel),
+	// with padding on both sides; and a 1×1 with many output channels
+	// (the parallel no-pack GEMM splits rows).
+	{n: 1, c: 3, h: 9, w: 111, k: 17, kh: 3, kw: 3, sh: 2, sw: 2, pt: 0, pl: 1, pb: 1, pr: 2, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Relu}},
+	{n: 1, c: 40, h: 13, w: 13, k: 200, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Relu}},
 }
 
 func TestConv(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(25, 26))
-	for _, dt := range []rt.DType{rt.F32, rt.F64, rt.F16} {
+	runConvCases(t, e, rng, []rt.DType{rt.F32, rt.F64, rt.F16}, true)
+}
+
+// TestConvLevels runs the f32 cases at every lower kernel level (AVX2,
+// pure Go) too.
+func TestConvLevels(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(27, 28))
+	for _, lv := range ewLevels() {
+		if lv == hwKernelLevel() {
+			continue
+		}
+		withLevel(lv, func() { runConvCases(t, e, rng, []rt.DType{rt.F32}, false) })
+	}
+}
+
+func runConvCases(t *testing.T, e *env, rng *rand.Rand, dts []rt.DType, transpose bool) {
+	for _, dt := range dts {
 		for ci, c := range convCases {
 			oh, ow := c.out()
 			cg, kg := c.c/c.g, c.k/c.g
@@ -93,7 +115,7 @@ func TestConv(t *testing.T) {
 			}
 			tol := map[rt.DType]float64{rt.F32: 1e-4, rt.F64: 1e-12, rt.F16: 2e-3}[dt]
 			checkVals(t, fmt.Sprintf("conv %s #%d", dt, ci), e.values(yr), stored(dt, want), tol, func(i int) float64 { return scale[i] })
-			if dt == rt.F32 && ci < 4 {
+			if transpose && dt == rt.F32 && ci < 4 {
 				testConvTranspose(t, e, c, rng)
 			}
 		}

@@ -65,25 +65,56 @@ func packBTAsm[T floatT](dst, b []T, kc, ldb, nr int) bool {
 // npKernel is a no-pack f32 micro-kernel (see kernel_amd64_gen.py).
 type npKernel func(kc int, a, b, c *float32, lda, ldb, ldc, acc int)
 
-// npGEMM runs g on the calling goroutine with the no-pack kernels: A's
-// rows are read where they are, B's too unless B is transposed or comes
-// through bpack (then each panel is packed once per K block); only edge
-// tiles go through scratch. It applies to f32 with AVX2 or AVX-512, A not
-// transposed and alpha 1, and reports whether it ran.
-func npGEMM[T floatT](g *gemm[T]) bool {
+// npApplies reports whether the no-pack kernels can run g: f32 with AVX2
+// or AVX-512, A not transposed and alpha 1.
+func npApplies[T floatT](g *gemm[T]) bool {
 	var z T
-	if unsafe.Sizeof(z) != 4 || g.ta || g.alpha != 1 {
+	return unsafe.Sizeof(z) == 4 && !g.ta && g.alpha == 1 && kernelLevel() >= levelAVX2
+}
+
+// npGEMM runs g on the calling goroutine with the no-pack kernels (see
+// npBlock), and reports whether they apply.
+func npGEMM[T floatT](g *gemm[T]) bool {
+	if !npApplies(g) {
 		return false
 	}
+	npBlock(g, 0, g.m, 0, g.n)
+	return true
+}
+
+// npParallel runs g with the no-pack kernels split between the workers:
+// by blocks of rows when there are enough, else by blocks of columns.
+func npParallel[T floatT](g *gemm[T]) bool {
+	if !npApplies(g) {
+		return false
+	}
+	mr, nr := 6, 16
+	if kernelLevel() == levelAVX512 {
+		mr, nr = 12, 32
+	}
+	w := g.threads
+	if g.m >= 4*w*mr {
+		rows := (g.m + mr - 1) / mr
+		parallelFor(rows, max(1, rows/(4*w)), func(lo, hi int) { npBlock(g, lo*mr, min(hi*mr, g.m), 0, g.n) })
+		return true
+	}
+	cols := (g.n + nr - 1) / nr
+	parallelFor(cols, max(1, cols/(4*w)), func(lo, hi int) { npBlock(g, 0, g.m, lo*nr, min(hi*nr, g.n)) })
+	return true
+}
+
+// npBlock computes C(i0:i1, j0:j1) with the no-pack kernels: A's rows are
+// read where they are, B's too unless B is transposed or comes through
+// bpack (then each panel is packed once per K block); only edge tiles go
+// through scratch. j0 is a multiple of the kernel's width. It applies the
+// epilogue to the block.
+func npBlock[T floatT](g *gemm[T], i0, i1, j0, j1 int) {
 	var kern []npKernel
 	nr, kcMax := 16, 256
-	switch kernelLevel() {
-	case levelAVX512:
+	if kernelLevel() == levelAVX512 {
 		kern, nr, kcMax = npKernels512[:], 32, 384
-	case levelAVX2:
+	} else {
 		kern = npKernels256[:]
-	default:
-		return false
 	}
 	f := func(s []T) []float32 { return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(s))), len(s)) }
 	a, b, c := f(g.a), f(g.b), f(g.c)
@@ -96,29 +127,29 @@ func npGEMM[T floatT](g *gemm[T]) bool {
 	for pc := 0; pc < g.k; pc += kcMax {
 		kc := min(kcMax, g.k-pc)
 		acc := b2i(pc > 0)
-		for j0 := 0; j0 < g.n; j0 += nr {
-			nv := min(nr, g.n-j0)
+		for jb := j0; jb < j1; jb += nr {
+			nv := min(nr, j1-jb)
 			var bp *float32
 			ldb := nr
 			if direct && nv == nr {
-				_ = b[(pc+kc-1)*g.ldb+j0+nr-1]
-				bp, ldb = &b[pc*g.ldb+j0], g.ldb
+				_ = b[(pc+kc-1)*g.ldb+jb+nr-1]
+				bp, ldb = &b[pc*g.ldb+jb], g.ldb
 			} else {
-				g.packPanelB(any(bq[:kc*nr]).([]T), pc, kc, j0, nr)
+				g.packPanelB(any(bq[:kc*nr]).([]T), pc, kc, jb, nr)
 				bp = &bq[0]
 			}
-			for i0 := 0; i0 < g.m; i0 += mrMax {
-				mr := min(mrMax, g.m-i0)
-				_ = a[(i0+mr-1)*g.lda+pc+kc-1]
-				ap := &a[i0*g.lda+pc]
+			for ib := i0; ib < i1; ib += mrMax {
+				mr := min(mrMax, i1-ib)
+				_ = a[(ib+mr-1)*g.lda+pc+kc-1]
+				ap := &a[ib*g.lda+pc]
 				if nv == nr {
-					_ = c[(i0+mr-1)*g.ldc+j0+nr-1]
-					kern[mr-1](kc, ap, bp, &c[i0*g.ldc+j0], g.lda, ldb, g.ldc, acc)
+					_ = c[(ib+mr-1)*g.ldc+jb+nr-1]
+					kern[mr-1](kc, ap, bp, &c[ib*g.ldc+jb], g.lda, ldb, g.ldc, acc)
 					continue
 				}
 				kern[mr-1](kc, ap, bp, &tile[0], g.lda, ldb, nr, 0)
 				for r := 0; r < mr; r++ {
-					crow := c[(i0+r)*g.ldc+j0 : (i0+r)*g.ldc+j0+nv]
+					crow := c[(ib+r)*g.ldc+jb : (ib+r)*g.ldc+jb+nv]
 					trow := tile[r*nr : r*nr+nv]
 					if acc == 0 {
 						copy(crow, trow)
@@ -133,8 +164,7 @@ func npGEMM[T floatT](g *gemm[T]) bool {
 	}
 	putScratch(bps)
 	putScratch(tps)
-	g.epilogue(0, g.m, 0, g.n)
-	return true
+	g.epilogue(i0, i1, j0, j1)
 }
 
 var (

@@ -10,3 +10,5 @@ func asmKernel64(int) (kernelInfo[float64], bool) { return kernelInfo[float64]{}
 func packBTAsm[T floatT]([]T, []T, int, int, int) bool { return false }
 
 func npGEMM[T floatT](*gemm[T]) bool { return false }
+
+func npParallel[T floatT](*gemm[T]) bool { return false }

@@ -118,6 +118,9 @@ func (g *gemm[T]) run() {
 		g.runOne()
 		return
 	}
+	if (g.n <= npMaxN || g.m <= npMaxN) && g.k >= 32 && npParallel(g) {
+		return
+	}
 	ki := kernelFor[T]()
 	mr, nr, kcMax := ki.mr, ki.nr, ki.kc
 	if g.m <= max(ki.mc/mr, 1)*mr && g.n >= 4*g.threads*nr {
@@ -254,6 +257,11 @@ func (g *gemm[T]) runOne() {
 	}
 	g.runSerial(kernelFor[T]())
 }
+
+// npMaxN: a parallel GEMM with M or N up to this (and K at least 32) runs
+// with the no-pack kernels, where packing would cost as much as it saves
+// (measured with BenchmarkGEMM and BenchmarkConvShapes, VRUN_CPU_NPMAXN).
+var npMaxN = 512
 
 // gemmParallelWork is the smallest M·N·K worth splitting between
 // workers: below it (about 10 µs on one core) waking a helper costs more
@@ -451,11 +459,16 @@ func (g *gemm[T]) epilogue(i0, i1, j0, j1 int) {
 		row := g.c[i*g.ldc+j0 : i*g.ldc+j1]
 		if g.bias != nil {
 			bo := g.boff + i*g.brs + j0*g.bcs
+			r32, f32 := asF32(row)
 			if g.bcs == 0 {
 				v := g.beta * g.bias[bo]
-				for j := range row {
-					row[j] += v
+				if !f32 || !unaryF32(rt.Affine, 1, float64(v), r32, r32) {
+					for j := range row {
+						row[j] += v
+					}
 				}
+			} else if b32, _ := asF32(g.bias[bo:]); f32 && g.bcs == 1 && g.beta == 1 && binaryF32(rt.Add, formVV, r32, r32, b32) {
+				// row += bias, vectorised
 			} else {
 				for j := range row {
 					row[j] += g.beta * g.bias[bo+j*g.bcs]
