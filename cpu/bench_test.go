@@ -264,6 +264,8 @@ func BenchmarkSmallGEMM(b *testing.B) {
 		{8, 16, 16, 16, false},
 		{8, 16, 16, 16, true},
 		{1, 2, 5, 48, true},
+		{1, 64, 3025, 144, false},
+		{1, 16, 3025, 128, false},
 	} {
 		b.Run(fmt.Sprintf("%dx%dx%dx%d/transB=%v", c.batch, c.m, c.n, c.k, c.tb), func(b *testing.B) {
 			d := NewDevice()

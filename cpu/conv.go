@@ -120,8 +120,33 @@ func convT[T floatT](o *rt.Conv) {
 		}
 		return
 	}
-	// im2col is never materialised: the GEMM packs its B panels straight
+	// The im2col matrix of one image and group, CKK × P, is materialised
+	// when it is small enough (row by row: contiguous copies), so that the
+	// GEMM reads B in place; otherwise the GEMM packs its B panels straight
 	// from the input.
+	if int64(CKK)*int64(P) <= im2colLimit {
+		cs := getScratch[T](CKK * P)
+		col := *cs
+		for n := 0; n < N; n++ {
+			for g := 0; g < G; g++ {
+				xg := x[(n*C+g*Cg)*H*W : (n*C+(g+1)*Cg)*H*W]
+				if CKK*P < 1<<15 {
+					im2colRows(o, xg, col, 0, CKK)
+				} else {
+					parallelFor(CKK, max(1, (1<<14)/P), func(lo, hi int) { im2colRows(o, xg, col, lo, hi) })
+				}
+				gg := g0
+				gg.n, gg.k = P, CKK
+				gg.a = w[g*Kg*CKK:]
+				gg.b, gg.ldb = col, P
+				gg.c = y[(n*K+g*Kg)*P:]
+				gg.boff = g * Kg
+				gg.run()
+			}
+		}
+		putScratch(cs)
+		return
+	}
 	for n := 0; n < N; n++ {
 		for g := 0; g < G; g++ {
 			gg := g0
@@ -131,6 +156,58 @@ func convT[T floatT](o *rt.Conv) {
 			gg.c = y[(n*K+g*Kg)*P:]
 			gg.boff = g * Kg
 			gg.run()
+		}
+	}
+}
+
+// im2colLimit is the largest im2col matrix, in elements, that convolutions
+// materialise (16 MiB of f32).
+const im2colLimit = 1 << 22
+
+// im2colRows writes rows [r0, r1) of the im2col matrix of one image and
+// group, xg (Cg planes of H×W), into col (CKK × OH·OW): row r = (c*KH +
+// kh)*KW + kw, column oh*OW + ow holds xg[c][oh*sh-pt+kh*dh][ow*sw-pl+kw*dw],
+// or 0 in the padding.
+func im2colRows[T floatT](o *rt.Conv, xg, col []T, r0, r1 int) {
+	H, W, OH, OW, KH, KW := o.H, o.Width, o.OH, o.OW, o.KH, o.KW
+	P := OH * OW
+	sh, sw := o.StrideH, o.StrideW
+	for r := r0; r < r1; r++ {
+		c, kh, kw := r/(KH*KW), (r/KW)%KH, r%KW
+		xc := xg[c*H*W : (c+1)*H*W]
+		dst := col[r*P : (r+1)*P]
+		iw0 := kw*o.DilW - o.PadL
+		// ow in [lo, hi) reads inside the row.
+		lo := min(max(0, ceilDiv(-iw0, sw)), OW)
+		hi := max(lo, min(OW, ceilDiv(W-iw0, sw)))
+		for oh := 0; oh < OH; oh++ {
+			d := dst[oh*OW : (oh+1)*OW]
+			ih := oh*sh - o.PadT + kh*o.DilH
+			if ih < 0 || ih >= H {
+				clear(d)
+				continue
+			}
+			xr := xc[ih*W : (ih+1)*W]
+			clear(d[:lo])
+			clear(d[hi:])
+			if hi == lo {
+				continue
+			}
+			switch sw {
+			case 1:
+				copy(d[lo:hi], xr[iw0+lo:iw0+hi])
+			default:
+				if sw == 2 {
+					off := c*H*W + ih*W + iw0 + 2*lo
+					d32, ok := asF32(d[lo:hi])
+					if x32, _ := asF32(xg[min(off, len(xg)):]); ok && len(x32) >= 2*(hi-lo)+65 && hmaxF32(d32, x32, 1, 2) {
+						continue
+					}
+				}
+				for i := lo; i < hi; i++ {
+					d[i] = xr[iw0+i*sw]
+				}
+			}
 		}
 	}
 }

@@ -58,9 +58,89 @@ func snp5x16(kc int, a, b, c *float32, lda, ldb, ldc, acc int)
 //go:noescape
 func snp6x16(kc int, a, b, c *float32, lda, ldb, ldc, acc int)
 
+//go:noescape
+func dnp1x16(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp2x16(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp3x16(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp4x16(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp5x16(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp6x16(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp7x16(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp8x16(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp9x16(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp10x16(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp11x16(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp12x16(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp1x8(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp2x8(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp3x8(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp4x8(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp5x8(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func dnp6x8(kc int, a, b, c *float64, lda, ldb, ldc, acc int)
+
+//go:noescape
+func ddot1Z(x, a *float64, lda, k int) (r0 float64)
+
+//go:noescape
+func ddot4Z(x, a *float64, lda, k int) (r0, r1, r2, r3 float64)
+
+//go:noescape
+func ddot1Y(x, a *float64, lda, k int) (r0 float64)
+
+//go:noescape
+func ddot4Y(x, a *float64, lda, k int) (r0, r1, r2, r3 float64)
+
+//go:noescape
+func sdot1Z(x, a *float32, lda, k int) (r0 float32)
+
+//go:noescape
+func sdot4Z(x, a *float32, lda, k int) (r0, r1, r2, r3 float32)
+
+//go:noescape
+func sdot1Y(x, a *float32, lda, k int) (r0 float32)
+
+//go:noescape
+func sdot4Y(x, a *float32, lda, k int) (r0, r1, r2, r3 float32)
+
 // npKernels512 and npKernels256 hold the no-pack kernels by row count
 // (index mr-1): 32 columns on AVX-512, 16 on AVX2.
 var (
-	npKernels512 = [...]npKernel{snp1x32, snp2x32, snp3x32, snp4x32, snp5x32, snp6x32, snp7x32, snp8x32, snp9x32, snp10x32, snp11x32, snp12x32}
-	npKernels256 = [...]npKernel{snp1x16, snp2x16, snp3x16, snp4x16, snp5x16, snp6x16}
+	npKernels512  = [...]npKernel{snp1x32, snp2x32, snp3x32, snp4x32, snp5x32, snp6x32, snp7x32, snp8x32, snp9x32, snp10x32, snp11x32, snp12x32}
+	npKernels256  = [...]npKernel{snp1x16, snp2x16, snp3x16, snp4x16, snp5x16, snp6x16}
+	npKernels512D = [...]npKernelD{dnp1x16, dnp2x16, dnp3x16, dnp4x16, dnp5x16, dnp6x16, dnp7x16, dnp8x16, dnp9x16, dnp10x16, dnp11x16, dnp12x16}
+	npKernels256D = [...]npKernelD{dnp1x8, dnp2x8, dnp3x8, dnp4x8, dnp5x8, dnp6x8}
 )

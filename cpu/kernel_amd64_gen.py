@@ -101,7 +101,7 @@ def kernel(name, mr, nvec, reg, vbytes, esz, accregs, bregs, bcregs, unroll=4):
     return "\n".join(o) + "\n"
 
 
-def np_kernel(name, mr, z, unroll=4):
+def np_kernel(name, mr, z, unroll=4, esz=4):
     """A no-pack f32 kernel: the mr x nr tile (nr = 32 with ZMM, 16 with
     YMM) of C = A B from A's rows as they are (row stride lda) and B's rows
     (row stride ldb: B itself, or a packed panel with ldb = nr), storing
@@ -115,29 +115,31 @@ def np_kernel(name, mr, z, unroll=4):
     acc = [[f"{r}{accregs[i * nvec + v]}" for v in range(nvec)] for i in range(mr)]
     B = [f"{r}0", f"{r}1"]
     BC = [f"{r}{x}" for x in bc]
-    ps = "PS"
+    ps = "PS" if esz == 4 else "PD"
+    sh = 2 if esz == 4 else 3
+    bcast = "VBROADCASTSS" if esz == 4 else "VBROADCASTSD"
     o = []
     e = o.append
-    e(f"\n// func {name}(kc int, a, b, c *float32, lda, ldb, ldc, acc int)")
+    e(f"\n// func {name}(kc int, a, b, c *float{8 * esz}, lda, ldb, ldc, acc int)")
     e(f"TEXT ·{name}(SB), NOSPLIT, $0-64")
     e("\tMOVQ kc+0(FP), CX")
     e("\tMOVQ a+8(FP), SI")
     e("\tMOVQ b+16(FP), DI")
     e("\tMOVQ c+24(FP), DX")
     e("\tMOVQ lda+32(FP), R9")
-    e("\tSHLQ $2, R9")
+    e(f"\tSHLQ ${sh}, R9")
     e("\tLEAQ (R9)(R9*2), R10")  # 3 lda
     e("\tLEAQ (SI)(R9*4), R11")  # row 4
     e("\tLEAQ (R11)(R9*4), R12")  # row 8
     e("\tMOVQ ldb+40(FP), R13")
-    e("\tSHLQ $2, R13")
+    e(f"\tSHLQ ${sh}, R13")
     e("\tMOVQ ldc+48(FP), R8")
-    e("\tSHLQ $2, R8")
+    e(f"\tSHLQ ${sh}, R8")
     bases = ["SI", "R11", "R12"]
     idx = ["", "(R9*1)", "(R9*2)", "(R10*1)"]
 
     def arow(i, k):
-        return f"{4 * k}({bases[i // 4]}){idx[i % 4]}"
+        return f"{esz * k}({bases[i // 4]}){idx[i % 4]}"
 
     for row in acc:
         for x in row:
@@ -145,11 +147,11 @@ def np_kernel(name, mr, z, unroll=4):
 
     def step(k):
         for v in range(nvec):
-            e(f"\tVMOVUPS {v * vb}(DI), {B[v]}")
+            e(f"\tVMOVUP{ps[1]} {v * vb}(DI), {B[v]}")
         e("\tADDQ R13, DI")
         for i in range(mr):
             b = BC[i % len(BC)]
-            e(f"\tVBROADCASTSS {arow(i, k)}, {b}")
+            e(f"\t{bcast} {arow(i, k)}, {b}")
             for v in range(nvec):
                 e(f"\tVFMADD231{ps} {B[v]}, {b}, {acc[i][v]}")
 
@@ -158,7 +160,7 @@ def np_kernel(name, mr, z, unroll=4):
 
     def advance(n):
         for b in used:
-            e(f"\tADDQ ${4 * n}, {b}")
+            e(f"\tADDQ ${esz * n}, {b}")
 
     e(f"\tCMPQ CX, ${unroll}")
     e(f"\tJLT {L}_tail")
@@ -183,7 +185,7 @@ def np_kernel(name, mr, z, unroll=4):
     e(f"\tJNE {L}_accum")
     for i in range(mr):
         for v in range(nvec):
-            e(f"\tVMOVUPS {acc[i][v]}, {v * vb}(DX)")
+            e(f"\tVMOVUP{ps[1]} {acc[i][v]}, {v * vb}(DX)")
         if i < mr - 1:
             e("\tADDQ R8, DX")
     e("\tVZEROUPPER")
@@ -191,10 +193,109 @@ def np_kernel(name, mr, z, unroll=4):
     e(f"{L}_accum:")
     for i in range(mr):
         for v in range(nvec):
-            e(f"\tVADDPS {v * vb}(DX), {acc[i][v]}, {acc[i][v]}")
-            e(f"\tVMOVUPS {acc[i][v]}, {v * vb}(DX)")
+            e(f"\tVADD{ps} {v * vb}(DX), {acc[i][v]}, {acc[i][v]}")
+            e(f"\tVMOVUP{ps[1]} {acc[i][v]}, {v * vb}(DX)")
         if i < mr - 1:
             e("\tADDQ R8, DX")
+    e("\tVZEROUPPER")
+    e("\tRET")
+    return "\n".join(o) + "\n"
+
+
+def dot_kernel(name, rows, z, esz=4):
+    """Dot products of x with `rows` rows of a (row stride lda), in f32
+    lanes (two sets, 32 or 16 elements a step), masked tail.
+
+        func name(x, a *float32, lda, k int) (r0[, r1, r2, r3] float32)
+    """
+    r, vb = ("Z", 64) if z else ("Y", 32)
+    lanes = vb // esz
+    ps = "PS" if esz == 4 else "PD"
+    ty = f"float{8 * esz}"
+    ptr = ["DI", "R9", "R10", "R11"][:rows]
+    acc = [f"{r}{i}" for i in range(rows)]
+    acc2 = [f"{r}{4 + i}" for i in range(rows)]
+    xr, xr2, t = f"{r}8", f"{r}9", f"{r}10"
+    res = ["r0", "r1", "r2", "r3"][:rows]
+    o = []
+    e = o.append
+    e(f"\n// func {name}(x, a *{ty}, lda, k int) ({', '.join(res)} {ty})")
+    e(f"TEXT ·{name}(SB), NOSPLIT, $0-{32 + esz * rows}")
+    e("\tMOVQ x+0(FP), SI")
+    e("\tMOVQ a+8(FP), DI")
+    e("\tMOVQ lda+16(FP), R8")
+    e(f"\tSHLQ ${2 if esz == 4 else 3}, R8")
+    e("\tMOVQ k+24(FP), CX")
+    if rows > 1:
+        e("\tLEAQ (DI)(R8*1), R9")
+        e("\tLEAQ (DI)(R8*2), R10")
+        e("\tLEAQ (R9)(R8*2), R11")
+    zero = "VPXORD" if z else "VXORPS"
+    for x in acc + acc2:
+        e(f"\t{zero} {x}, {x}, {x}")
+    L = name
+    e(f"\tCMPQ CX, ${2 * lanes}")
+    e(f"\tJLT {L}_one")
+    e(f"{L}_two:")
+    e(f"\tVMOVUP{ps[1]} (SI), {xr}")
+    e(f"\tVMOVUP{ps[1]} {vb}(SI), {xr2}")
+    for i, p in enumerate(ptr):
+        e(f"\tVFMADD231{ps} ({p}), {xr}, {acc[i]}")
+        e(f"\tVFMADD231{ps} {vb}({p}), {xr2}, {acc2[i]}")
+    for p in ["SI"] + ptr:
+        e(f"\tADDQ ${2 * vb}, {p}")
+    e(f"\tSUBQ ${2 * lanes}, CX")
+    e(f"\tCMPQ CX, ${2 * lanes}")
+    e(f"\tJGE {L}_two")
+    e(f"{L}_one:")
+    e(f"\tCMPQ CX, ${lanes}")
+    e(f"\tJLT {L}_tail")
+    e(f"\tVMOVUP{ps[1]} (SI), {xr}")
+    for i, p in enumerate(ptr):
+        e(f"\tVFMADD231{ps} ({p}), {xr}, {acc[i]}")
+    for p in ["SI"] + ptr:
+        e(f"\tADDQ ${vb}, {p}")
+    e(f"\tSUBQ ${lanes}, CX")
+    e(f"{L}_tail:")
+    e("\tTESTQ CX, CX")
+    e(f"\tJEQ {L}_sum")
+    if z:
+        e("\tMOVL $1, AX")
+        e("\tSHLL CX, AX")
+        e("\tDECL AX")
+        e("\tKMOVW AX, K2")
+        e(f"\tVMOVUP{ps[1]}.Z (SI), K2, {xr}")
+        for i, p in enumerate(ptr):
+            e(f"\tVMOVUP{ps[1]}.Z ({p}), K2, {t}")
+            e(f"\tVFMADD231{ps} {t}, {xr}, {acc[i]}")
+    else:
+        # dotmask holds 8 all-ones dwords then 8 zero dwords: the mask of
+        # the first CX elements starts (lanes - CX) elements in.
+        e(f"\tMOVQ ${lanes}, AX")
+        e("\tSUBQ CX, AX")
+        e("\tLEAQ dotmask<>(SB), BX")
+        e(f"\tVMOVUPS (BX)(AX*{esz}), {r}11")
+        e(f"\tVMASKMOV{ps} (SI), {r}11, {xr}")
+        for i, p in enumerate(ptr):
+            e(f"\tVMASKMOV{ps} ({p}), {r}11, {t}")
+            e(f"\tVFMADD231{ps} {t}, {xr}, {acc[i]}")
+    e(f"{L}_sum:")
+    for i in range(rows):
+        e(f"\tVADD{ps} {acc2[i]}, {acc[i]}, {acc[i]}")
+        n = i
+        if z:
+            e(f"\tVEXTRACTF64X4 $1, Z{n}, Y9")
+            e(f"\tVADD{ps} Y9, Y{n}, Y{n}")
+        e(f"\tVEXTRACTF128 $1, Y{n}, X9")
+        e(f"\tVADD{ps} X9, X{n}, X{n}")
+        e(f"\tVPERMILPS $0x4E, X{n}, X9")
+        e(f"\tVADD{ps} X9, X{n}, X{n}")
+        if esz == 4:
+            e(f"\tVPERMILPS $0xB1, X{n}, X9")
+            e(f"\tVADDPS X9, X{n}, X{n}")
+            e(f"\tMOVSS X{n}, {res[i]}+{32 + 4 * i}(FP)")
+        else:
+            e(f"\tMOVSD X{n}, {res[i]}+{32 + 8 * i}(FP)")
     e("\tVZEROUPPER")
     e("\tRET")
     return "\n".join(o) + "\n"
@@ -209,11 +310,32 @@ def np_decls():
             o.append("//go:noescape")
             o.append(f"func snp{mr}x{32 if z else 16}(kc int, a, b, c *float32, lda, ldb, ldc, acc int)")
             o.append("")
+    for z, top in ((True, 12), (False, 6)):
+        for mr in range(1, top + 1):
+            o.append("//go:noescape")
+            o.append(f"func dnp{mr}x{16 if z else 8}(kc int, a, b, c *float64, lda, ldb, ldc, acc int)")
+            o.append("")
+    for r in ("Z", "Y"):
+        o.append("//go:noescape")
+        o.append(f"func ddot1{r}(x, a *float64, lda, k int) (r0 float64)")
+        o.append("")
+        o.append("//go:noescape")
+        o.append(f"func ddot4{r}(x, a *float64, lda, k int) (r0, r1, r2, r3 float64)")
+        o.append("")
+    for r in ("Z", "Y"):
+        o.append("//go:noescape")
+        o.append(f"func sdot1{r}(x, a *float32, lda, k int) (r0 float32)")
+        o.append("")
+        o.append("//go:noescape")
+        o.append(f"func sdot4{r}(x, a *float32, lda, k int) (r0, r1, r2, r3 float32)")
+        o.append("")
     o.append("// npKernels512 and npKernels256 hold the no-pack kernels by row count")
     o.append("// (index mr-1): 32 columns on AVX-512, 16 on AVX2.")
     o.append("var (")
     o.append("\tnpKernels512 = [...]npKernel{" + ", ".join(f"snp{m}x32" for m in range(1, 13)) + "}")
     o.append("\tnpKernels256 = [...]npKernel{" + ", ".join(f"snp{m}x16" for m in range(1, 7)) + "}")
+    o.append("\tnpKernels512D = [...]npKernelD{" + ", ".join(f"dnp{m}x16" for m in range(1, 13)) + "}")
+    o.append("\tnpKernels256D = [...]npKernelD{" + ", ".join(f"dnp{m}x8" for m in range(1, 7)) + "}")
     o.append(")")
     return "\n".join(o) + "\n"
 
@@ -280,6 +402,17 @@ for mr in range(1, 13):
     out += np_kernel(f"snp{mr}x32", mr, True)
 for mr in range(1, 7):
     out += np_kernel(f"snp{mr}x16", mr, False)
+for mr in range(1, 13):
+    out += np_kernel(f"dnp{mr}x16", mr, True, esz=8)
+for mr in range(1, 7):
+    out += np_kernel(f"dnp{mr}x8", mr, False, esz=8)
+for z in (True, False):
+    out += dot_kernel(f"sdot1{'Z' if z else 'Y'}", 1, z)
+    out += dot_kernel(f"sdot4{'Z' if z else 'Y'}", 4, z)
+    out += dot_kernel(f"ddot1{'Z' if z else 'Y'}", 1, z, esz=8)
+    out += dot_kernel(f"ddot4{'Z' if z else 'Y'}", 4, z, esz=8)
+out += "".join(f"DATA dotmask<>+{4 * j}(SB)/4, ${0xFFFFFFFF if j < 8 else 0:#010x}\n" for j in range(16))
+out += "GLOBL dotmask<>(SB), RODATA|NOPTR, $64\n"
 out += pack_bt("spackBT32", True)
 out += pack_bt("spackBT16", False)
 out += "".join(f"DATA packiota<>+{4 * j}(SB)/4, ${j}\n" for j in range(16))

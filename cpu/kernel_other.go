@@ -12,3 +12,7 @@ func packBTAsm[T floatT]([]T, []T, int, int, int) bool { return false }
 func npGEMM[T floatT](*gemm[T]) bool { return false }
 
 func npParallel[T floatT](*gemm[T]) bool { return false }
+
+func gemvDotAsm[T floatT](_, _ []T, _, _ int, _ []T, _ int, _ T, _, _ int) bool { return false }
+
+func npApplies[T floatT](*gemm[T]) bool { return false }

@@ -115,10 +115,10 @@ func (g *gemm[T]) run() {
 		return
 	}
 	if g.k == 0 || ((g.m == 1 || g.n == 1) && g.bpack == nil) {
-		g.runOne()
+		g.runOne() // the GEMV paths split large products themselves
 		return
 	}
-	if (g.n <= npMaxN || g.m <= npMaxN) && g.k >= 32 && npParallel(g) {
+	if (g.n <= npMaxN || g.m <= npMaxN) && (g.k >= 32 || g.bpack == nil) && npParallel(g) {
 		return
 	}
 	ki := kernelFor[T]()
@@ -248,8 +248,16 @@ func (g *gemm[T]) runOne() {
 		g.epilogue(0, g.m, 0, g.n)
 		return
 	}
-	if (g.m == 1 || g.n == 1) && g.bpack == nil { // gemv reads B directly
+	if (g.m == 1 || g.n == 1) && g.bpack == nil && !(g.m == 1 && !g.tb && g.n >= 16 && npApplies(g)) {
+		// gemv reads B directly; x·B with B not transposed is the no-pack
+		// kernels' one-row case, below.
 		g.gemv(!g.serial())
+		return
+	}
+	if !g.serial() && g.m == 1 && npApplies(g) {
+		gp := new(gemm[T]) // the workers' closures capture it, not g
+		*gp = *g
+		npParallel(gp)
 		return
 	}
 	if npGEMM(g) {
@@ -258,9 +266,10 @@ func (g *gemm[T]) runOne() {
 	g.runSerial(kernelFor[T]())
 }
 
-// npMaxN: a parallel GEMM with M or N up to this (and K at least 32) runs
-// with the no-pack kernels, where packing would cost as much as it saves
-// (measured with BenchmarkGEMM and BenchmarkConvShapes, VRUN_CPU_NPMAXN).
+// npMaxN: a parallel GEMM with M or N up to this runs with the no-pack
+// kernels (when B comes through bpack, with K at least 32), where packing
+// would cost as much as it saves (measured with BenchmarkGEMM and
+// BenchmarkConvShapes, VRUN_CPU_NPMAXN).
 var npMaxN = 512
 
 // gemmParallelWork is the smallest M·N·K worth splitting between
@@ -497,17 +506,17 @@ func (g *gemm[T]) gemv(par bool) {
 		}
 		return *xs
 	}
-	if g.m == 1 {
+	if g.m == 1 && g.n != 1 {
 		nout, os = g.n, 1
-		if g.ta {
+		if g.ta && g.lda != 1 {
 			x = gather(g.a, g.lda)
 		} else {
 			x = g.a[:k]
 		}
 		mat, ld, dot = g.b, g.ldb, g.tb
-	} else {
+	} else { // N == 1 (a dot product when M == 1 too)
 		nout, os = g.m, g.ldc
-		if g.tb {
+		if g.tb || g.ldb == 1 {
 			x = g.b[:k]
 		} else {
 			x = gather(g.b, g.ldb)
@@ -553,16 +562,15 @@ func (g *gemm[T]) gemv(par bool) {
 	if xs != nil {
 		putScratch(xs)
 	}
-	if g.m == 1 {
-		g.epilogue(0, 1, 0, g.n)
-	} else {
-		g.epilogue(0, g.m, 0, 1)
-	}
+	g.epilogue(0, g.m, 0, g.n)
 }
 
 // gemvDot sets c[t*os] = alpha * dot(x, mat[t*ld:]) for t in [lo, hi).
 func gemvDot[T floatT](x, mat []T, ld int, c []T, os int, alpha T, lo, hi int) {
 	k := len(x)
+	if gemvDotAsm(x, mat, ld, k, c, os, alpha, lo, hi) {
+		return
+	}
 	for t := lo; t < hi; t++ {
 		c[t*os] = alpha * dotT(x, mat[t*ld:t*ld+k])
 	}

@@ -176,8 +176,9 @@ func TestMatMulKernels(t *testing.T) {
 
 // TestMatMulSmall covers the no-pack kernels of every row count (1 to 12
 // on AVX-512, 1 to 6 on AVX2) with full and edge column panels, K across
-// a block boundary, B transposed or not, bias per column, and the batched
-// shapes that fold into one GEMM, at each kernel level.
+// a block boundary, B transposed or not, bias per column, the GEMV and
+// dot-product shapes (M or N of 1), f32 and f64, and the batched shapes
+// that fold into one GEMM, at each kernel level.
 func TestMatMulSmall(t *testing.T) {
 	defer func(l int) { maxKernelLevel = l }(maxKernelLevel)
 	e := newEnv(t)
@@ -185,15 +186,17 @@ func TestMatMulSmall(t *testing.T) {
 	for lv := hwKernelLevel(); lv >= levelGo; lv-- {
 		maxKernelLevel = lv
 		t.Run(fmt.Sprintf("level%d", lv), func(t *testing.T) {
-			for m := 1; m <= 13; m++ {
-				for _, n := range []int{2, 16, 31, 32, 33, 64} {
-					for _, k := range []int{1, 5, 390} {
-						c := mmCase{batch: 1, m: m, n: n, k: k, tb: (m+n)%2 == 1, alpha: 1}
-						if m%3 == 0 {
-							c.bias, c.beta = "row", 1
-							c.act = rt.Activation{Fn: rt.Sigmoid}
+			for _, dt := range []rt.DType{rt.F32, rt.F64} {
+				for m := 1; m <= 13; m++ {
+					for _, n := range []int{1, 2, 8, 16, 17, 31, 32, 33, 64} {
+						for _, k := range []int{1, 5, 390} {
+							c := mmCase{batch: 1, m: m, n: n, k: k, tb: (m+n)%2 == 1, alpha: 1}
+							if m%3 == 0 {
+								c.bias, c.beta = "row", 1
+								c.act = rt.Activation{Fn: rt.Sigmoid}
+							}
+							runMatMul(t, e, dt, c, rng)
 						}
-						runMatMul(t, e, rt.F32, c, rng)
 					}
 				}
 			}
