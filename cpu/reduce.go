@@ -11,6 +11,9 @@ import (
 func reduceOp(o *rt.Reduce) {
 	switch o.X.DType {
 	case rt.F32:
+		if o.Inner == 1 && reduceRowsF32(o) {
+			return
+		}
 		reduceRows(o, reduceRowF[float32])
 	case rt.F64:
 		reduceRows(o, reduceRowF[float64])
@@ -52,6 +55,66 @@ func reduceRows[T number, S scratch](o *rt.Reduce, row func(fn rt.ReduceFn, x []
 			}
 		}
 	})
+}
+
+// reduceChunk is the number of elements the f32 row kernels sum in
+// float32 lanes before the partial sum joins a float64 total.
+const reduceChunk = 4096
+
+// reduceRowsF32 reduces contiguous f32 rows (Inner == 1) with the
+// vectorised row kernels for Sum, Mean, SumSquare, L2 and Max, and
+// reports whether it could.
+func reduceRowsF32(o *rt.Reduce) bool {
+	switch o.Fn {
+	case rt.Sum, rt.Mean, rt.SumSquare, rt.L2, rt.RMax:
+	default:
+		return false
+	}
+	if _, ok := sumF32(nil); !ok {
+		return false
+	}
+	O, N := o.Outer, o.N
+	x := lin[float32](o.X, O*N)
+	y := lin[float32](o.Y, O)
+	if O*N < 1<<17 {
+		reduceRangeF32(o.Fn, x, y, N, 0, O)
+		return true
+	}
+	fn := o.Fn
+	parallelFor(O, max(1, (1<<16)/max(N, 1)), func(lo, hi int) { reduceRangeF32(fn, x, y, N, lo, hi) })
+	return true
+}
+
+func reduceRangeF32(fn rt.ReduceFn, x, y []float32, N, lo, hi int) {
+	for r := lo; r < hi; r++ {
+		xr := x[r*N : (r+1)*N]
+		if fn == rt.RMax {
+			if N == 0 {
+				y[r] = float32(math.Inf(-1))
+			} else {
+				y[r], _ = maxF32(xr)
+			}
+			continue
+		}
+		s := 0.0
+		for c := 0; c < N; c += reduceChunk {
+			xc := xr[c:min(c+reduceChunk, N)]
+			var v float32
+			if fn == rt.SumSquare || fn == rt.L2 {
+				v, _ = sumSqDevF32(xc, 0)
+			} else {
+				v, _ = sumF32(xc)
+			}
+			s += float64(v)
+		}
+		switch fn {
+		case rt.Mean:
+			s /= float64(N)
+		case rt.L2:
+			s = math.Sqrt(s)
+		}
+		y[r] = float32(s)
+	}
 }
 
 // reduceRowF reduces x[base + j*st] for j < n.

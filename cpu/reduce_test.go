@@ -223,3 +223,41 @@ func TestSoftmaxNormalize(t *testing.T) {
 		}
 	}
 }
+
+// TestReduceF32Rows checks the vectorised f32 row reductions (Sum, Mean,
+// SumSquare, L2, Max over contiguous rows, chunked past reduceChunk) at
+// every kernel level against float64 sums.
+func TestReduceF32Rows(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, lv := range ewLevels() {
+		withLevel(lv, func() {
+			for _, n := range []int{0, 1, 17, 100, 5000, 9000} {
+				O := 3
+				xv := stored(rt.F32, randVals(rng, O*n, -2, 3))
+				if n > 50 {
+					xv[n+7] = math.NaN() // row 1
+				}
+				for _, fn := range []rt.ReduceFn{rt.Sum, rt.Mean, rt.SumSquare, rt.L2, rt.RMax} {
+					xr, yr := e.region(rt.F32, max(O*n, 1), xv), e.region(rt.F32, O, nil)
+					e.run(&rt.Reduce{Fn: fn, X: xr.ref(O * n), Y: yr.ref(O), Outer: O, N: n, Inner: 1})
+					got := e.values(yr)
+					for r := 0; r < O; r++ {
+						s, sq, m := 0.0, 0.0, math.Inf(-1)
+						for _, v := range xv[r*n : (r+1)*n] {
+							s += v
+							sq += v * v
+							if v > m || v != v {
+								m = v
+							}
+						}
+						want := map[rt.ReduceFn]float64{rt.Sum: s, rt.Mean: s / float64(n), rt.SumSquare: sq, rt.L2: math.Sqrt(sq), rt.RMax: m}[fn]
+						if !closeTo(got[r], float64(float32(want)), 1e-5, 1e-3) {
+							t.Errorf("%s n=%d %s row %d: %v, want %v", levelNames[lv], n, fn, r, got[r], want)
+						}
+					}
+				}
+			}
+		})
+	}
+}
