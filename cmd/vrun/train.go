@@ -142,13 +142,19 @@ func trainCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := interruptContext()
 	defer stop()
 	go func() {
 		<-ctx.Done()
 		stop() // a second Ctrl-C kills the process
 	}()
 	return f.run(ctx, pos[0], cfg, stdout, stderr)
+}
+
+// interruptContext is cancelled by the first Ctrl-C (SIGINT); tests wrap
+// it to learn when the signal has arrived.
+var interruptContext = func() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt)
 }
 
 // optimizer turns the flags into an optimizer with PyTorch's defaults.

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -34,6 +35,23 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// pausingWriter is a syncBuffer that calls pause, once, from the first
+// write containing at, before that write returns.
+type pausingWriter struct {
+	syncBuffer
+	at    string
+	pause func()
+	once  sync.Once
+}
+
+func (w *pausingWriter) Write(p []byte) (int, error) {
+	n, err := w.syncBuffer.Write(p)
+	if strings.Contains(string(p), w.at) {
+		w.once.Do(w.pause)
+	}
+	return n, err
+}
+
 // Ctrl-C (SIGINT) in the middle of an epoch writes a checkpoint and the
 // log so far, and stops cleanly (exit status 130, no model written);
 // resuming from it gives the log and the model of a run that was never
@@ -47,22 +65,35 @@ func TestTrainInterrupt(t *testing.T) {
 	os.Mkdir(part, 0o755)
 	mustTrain(t, append(base, "-log", full+"/log.csv", "-o", full+"/m.bin")...)
 
-	var stdout, stderr syncBuffer
+	// The progress writer stops training at its first line of epoch 1,
+	// sends SIGINT and holds the step until the signal has cancelled the
+	// run's context, so the interruption lands mid-epoch however fast
+	// the machine is.
+	started := make(chan context.Context, 1)
+	orig := interruptContext
+	interruptContext = func() (context.Context, context.CancelFunc) {
+		ctx, stop := orig()
+		started <- ctx
+		return ctx, stop
+	}
+	defer func() { interruptContext = orig }()
+	var stdout syncBuffer
+	stderr := &pausingWriter{at: "epoch 1/3  step", pause: func() {
+		ctx := <-started
+		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+			t.Error(err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(60 * time.Second):
+			t.Error("SIGINT did not cancel the run")
+		}
+	}}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(append([]string{"train"}, append(base, "-log", part+"/log.csv", "-o", part+"/m.bin")...), &stdout, &stderr)
+		done <- run(append([]string{"train"}, append(base, "-log", part+"/log.csv", "-o", part+"/m.bin")...), &stdout, stderr)
 	}()
-	// Wait for training to start (a progress line), then interrupt.
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(stderr.String(), "epoch 1/3  step") {
-		if time.Now().After(deadline) {
-			t.Fatalf("training did not start:\n%s", stderr.String())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
 	err := <-done
 	var ie interrupted
 	if !errors.As(err, &ie) || !errors.Is(err, train.ErrInterrupted) {
