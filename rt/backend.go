@@ -50,6 +50,20 @@ type DeviceInfo struct {
 	FP16     bool // f16 arithmetic or at least f16 storage is usable
 	FP64     bool // f64 arithmetic is usable
 	Unified  bool // device memory is host-visible (UMA, ReBAR, CPU)
+	// UUID identifies the physical device across APIs, formatted
+	// "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" ([FormatUUID]): Vulkan's
+	// deviceUUID, CUDA's cuDeviceGetUuid, OpenCL's CL_DEVICE_UUID_KHR. The
+	// same GPU seen through Vulkan and CUDA has the same UUID (see
+	// [SamePhysical]). Empty when the API reports none (the CPU backend).
+	UUID string
+	// Logical is set on the logical devices that a backend makes of one
+	// physical device for testing (see [LogicalDevices]): cpu:0..cpu:N-1 of
+	// VRUN_LOGICAL_DEVICES=cpu=N. Logical devices of one physical device
+	// may be listed together in one device list.
+	Logical bool
+	// Physical is the index of the physical device in the backend's own
+	// list; it equals Index unless Logical.
+	Physical int
 	// Details are extra capability lines for `vrun devices`, in display
 	// order: {"subgroup size", "32"}, {"max shared memory", "48 KiB"}, ...
 	Details [][2]string
