@@ -1,0 +1,318 @@
+package dist_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	_ "github.com/vrun-go/vrun/clshim"
+	"github.com/vrun-go/vrun/cpu"
+	"github.com/vrun-go/vrun/dist"
+	"github.com/vrun-go/vrun/rt"
+	_ "github.com/vrun-go/vrun/rt/vulkan"
+)
+
+// devices returns n logical CPU devices, then, when they open, lavapipe
+// (vulkan:0) and pocl (opencl:0) as extra members of a mixed list.
+func devices(t *testing.T, n int, mixed bool) []rt.Device {
+	t.Helper()
+	var out []rt.Device
+	for range n {
+		d := cpu.NewDevice()
+		t.Cleanup(func() { d.Close() })
+		out = append(out, d)
+	}
+	if mixed {
+		for _, spec := range []string{"vulkan:0", "opencl:0"} {
+			d, err := rt.Open(spec, nil)
+			if err != nil {
+				t.Logf("%s not used: %v", spec, err)
+				continue
+			}
+			t.Cleanup(func() { d.Close() })
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func random(dt rt.DType, shape []int, seed uint64) *rt.Tensor {
+	r := rand.New(rand.NewPCG(seed, 1))
+	n := int(rt.NumElements(shape))
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = r.Float64()*4 - 2 + 0.01
+	}
+	return rt.FromFloat64(dt, v, shape...)
+}
+
+// TestSplit checks the row shares.
+func TestSplit(t *testing.T) {
+	for _, tc := range []struct {
+		n, parts int
+		want     []int
+	}{{10, 3, []int{4, 3, 3}}, {9, 3, []int{3, 3, 3}}, {2, 3, []int{1, 1, 0}}, {7, 1, []int{7}}, {5, 4, []int{2, 1, 1, 1}}} {
+		if got := dist.Split(tc.n, tc.parts); !slices.Equal(got, tc.want) {
+			t.Errorf("Split(%d, %d) = %v, want %v", tc.n, tc.parts, got, tc.want)
+		}
+	}
+}
+
+// TestBuckets checks bucket planning: whole elements, full coverage.
+func TestBuckets(t *testing.T) {
+	for _, tc := range []struct {
+		n      int64
+		es     int
+		bucket int64
+		want   []dist.Bucket
+	}{
+		{40, 4, 16, []dist.Bucket{{0, 16}, {16, 16}, {32, 8}}},
+		{40, 4, 18, []dist.Bucket{{0, 16}, {16, 16}, {32, 8}}},
+		{12, 8, 3, []dist.Bucket{{0, 8}, {8, 4}}}, // at least one element (the tail is what is left)
+		{0, 4, 16, nil},
+		{100, 4, 0, []dist.Bucket{{0, 100}}},
+	} {
+		if got := dist.Buckets(tc.n, tc.es, tc.bucket); !slices.Equal(got, tc.want) {
+			t.Errorf("Buckets(%d, %d, %d) = %v, want %v", tc.n, tc.es, tc.bucket, got, tc.want)
+		}
+	}
+}
+
+// TestScatterGather splits odd shapes along each axis and joins them
+// back; each shard must hold exactly its rows.
+func TestScatterGather(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		n     int
+		mixed bool
+		dt    rt.DType
+		shape []int
+		axis  int
+	}{
+		{"2cpu-axis0", 2, false, rt.F32, []int{7, 3}, 0},
+		{"3cpu-axis1", 3, false, rt.F64, []int{2, 5, 3}, 1},
+		{"3cpu-axis2", 3, false, rt.F16, []int{2, 3, 4}, 2},
+		{"4cpu-exact", 4, false, rt.I64, []int{4}, 0},
+		{"mixed-axis0", 1, true, rt.F32, []int{11, 5}, 0},
+		{"mixed-axis1", 1, true, rt.F32, []int{3, 7, 2}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			devs := devices(t, tc.n, tc.mixed)
+			x := random(tc.dt, tc.shape, 7)
+			a, err := dist.Scatter(devs, x, tc.axis)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Free()
+			rows := dist.Split(tc.shape[tc.axis], len(devs))
+			starts := a.Offsets()
+			inner := 1
+			for _, d := range tc.shape[tc.axis+1:] {
+				inner *= d
+			}
+			outer := int(rt.NumElements(tc.shape[:tc.axis]))
+			for k, s := range a.Shards {
+				if s.Shape[tc.axis] != rows[k] {
+					t.Fatalf("shard %d has %d rows, want %d", k, s.Shape[tc.axis], rows[k])
+				}
+				got := &rt.Tensor{DType: tc.dt, Shape: s.Shape, Data: make([]byte, s.Bytes(tc.dt))}
+				if err := s.Dev.Read(got.Data, s.Buf, s.Off); err != nil {
+					t.Fatal(err)
+				}
+				for o := range outer {
+					for r := range rows[k] {
+						for i := range inner {
+							want := x.Float64((o*tc.shape[tc.axis]+starts[k]+r)*inner + i)
+							if g := got.Float64((o*rows[k]+r)*inner + i); g != want {
+								t.Fatalf("shard %d [%d %d %d] = %g, want %g", k, o, r, i, g, want)
+							}
+						}
+					}
+				}
+			}
+			back, err := a.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(back.Shape, x.Shape) || string(back.Data) != string(x.Data) {
+				t.Fatalf("gather differs from the scattered tensor")
+			}
+		})
+	}
+}
+
+// TestReduce checks all-reduce and reduce against float64 sums, with
+// buckets that cut the data at odd places.
+func TestReduce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		n       int
+		mixed   bool
+		dt      rt.DType
+		len     int
+		op      dist.ReduceOp
+		weights []float64
+		bucket  int64
+		root    int // -1: all-reduce
+		tol     float64
+	}{
+		{"sum-2cpu-f64", 2, false, rt.F64, 37, dist.Sum, nil, 0, -1, 1e-15},
+		{"mean-3cpu-f32-buckets", 3, false, rt.F32, 1001, dist.Mean, nil, 28, -1, 1e-6},
+		{"wmean-3cpu-f64-buckets", 3, false, rt.F64, 99, dist.Mean, []float64{4, 3, 3}, 8 * 7, -1, 1e-15},
+		{"wsum-4cpu-f32", 4, false, rt.F32, 13, dist.Sum, []float64{0.5, 0.25, 0.25, 2}, 12, -1, 1e-6},
+		{"reduce-root1-f16", 3, false, rt.F16, 50, dist.Sum, nil, 6, 1, 2e-3},
+		{"mixed-mean-f32", 1, true, rt.F32, 333, dist.Mean, nil, 100, -1, 1e-6},
+		{"mixed-reduce-root0", 2, true, rt.F32, 64, dist.Mean, nil, 0, 0, 1e-6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			devs := devices(t, tc.n, tc.mixed)
+			var shards []dist.Shard
+			var inputs []*rt.Tensor
+			for k, d := range devs {
+				x := random(tc.dt, []int{tc.len}, uint64(k+1))
+				inputs = append(inputs, x)
+				// A view at an odd place in a larger buffer.
+				off := int64(256)
+				b, err := d.Alloc(off + int64(len(x.Data)) + 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Free()
+				if err := d.Write(b, off, x.Data); err != nil {
+					t.Fatal(err)
+				}
+				shards = append(shards, dist.Shard{Dev: d, Buf: b, Off: off, Shape: []int{tc.len}})
+			}
+			a, err := dist.View(tc.dt, []int{tc.len}, dist.Replicated, shards)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := tc.weights
+			if len(w) == 0 {
+				w = nil
+			}
+			opts := dist.ReduceOptions{Weights: w, BucketBytes: tc.bucket}
+			if tc.root < 0 {
+				err = a.AllReduce(tc.op, opts)
+			} else {
+				err = a.Reduce(tc.root, tc.op, opts)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// float64 reference
+			want := make([]float64, tc.len)
+			total := 0.0
+			for k := range devs {
+				wk := 1.0
+				if w != nil {
+					wk = w[k]
+				}
+				total += wk
+				for i := range want {
+					want[i] += wk * inputs[k].Float64(i)
+				}
+			}
+			if tc.op == dist.Mean {
+				for i := range want {
+					want[i] /= total
+				}
+			}
+			for k, s := range a.Shards {
+				got := &rt.Tensor{DType: tc.dt, Shape: []int{tc.len}, Data: make([]byte, s.Bytes(tc.dt))}
+				if err := s.Dev.Read(got.Data, s.Buf, s.Off); err != nil {
+					t.Fatal(err)
+				}
+				changed := tc.root < 0 || k == tc.root
+				for i := range want {
+					ref := want[i]
+					if !changed {
+						ref = inputs[k].Float64(i)
+					}
+					if d := math.Abs(got.Float64(i) - ref); d > tc.tol*(1+math.Abs(ref)) {
+						t.Fatalf("device %d element %d = %g, want %g", k, i, got.Float64(i), ref)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestBroadcastReplicate replicates a tensor, changes shard 0 and
+// broadcasts it.
+func TestBroadcastReplicate(t *testing.T) {
+	devs := devices(t, 3, true)
+	x := random(rt.F32, []int{5, 3}, 3)
+	a, err := dist.Replicate(devs, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Free()
+	y := random(rt.F32, []int{5, 3}, 4)
+	if err := devs[1].Write(a.Shards[1].Buf, 0, y.Data); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Broadcast(1); err != nil {
+		t.Fatal(err)
+	}
+	for k, s := range a.Shards {
+		got := make([]byte, len(y.Data))
+		if err := s.Dev.Read(got, s.Buf, s.Off); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(y.Data) {
+			t.Errorf("device %d (%s) does not hold the broadcast value", k, s.Dev.Info().Spec())
+		}
+	}
+	g, err := a.Gather()
+	if err != nil || string(g.Data) != string(y.Data) {
+		t.Errorf("gather of a replicated array: %v", err)
+	}
+}
+
+// TestErrors checks the bad-input errors.
+func TestErrors(t *testing.T) {
+	devs := devices(t, 2, false)
+	x := random(rt.F32, []int{3, 2}, 1)
+	for _, tc := range []struct {
+		name, want string
+		f          func() error
+	}{
+		{"twice", "listed twice", func() error { _, err := dist.Scatter([]rt.Device{devs[0], devs[0]}, x, 0); return err }},
+		{"few rows", "cannot be split", func() error { _, err := dist.Scatter(devs, random(rt.F32, []int{1, 2}, 1), 0); return err }},
+		{"axis", "out of range", func() error { _, err := dist.Scatter(devs, x, 2); return err }},
+		{"none", "no devices", func() error { _, err := dist.Replicate(nil, x); return err }},
+		{"weights", "2 devices", func() error {
+			a, err := dist.Replicate(devs, x)
+			if err != nil {
+				return err
+			}
+			defer a.Free()
+			return a.AllReduce(dist.Mean, dist.ReduceOptions{Weights: []float64{1}})
+		}},
+		{"split reduce", "not replicated", func() error {
+			a, err := dist.Scatter(devs, x, 0)
+			if err != nil {
+				return err
+			}
+			defer a.Free()
+			return a.AllReduce(dist.Sum, dist.ReduceOptions{})
+		}},
+		{"zero weights", "add up to zero", func() error {
+			a, err := dist.Replicate(devs, x)
+			if err != nil {
+				return err
+			}
+			defer a.Free()
+			return a.AllReduce(dist.Mean, dist.ReduceOptions{Weights: []float64{1, -1}})
+		}},
+	} {
+		err := tc.f()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+

@@ -1,0 +1,264 @@
+package dist
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// ReduceOp combines the shards of a replicated array.
+type ReduceOp int
+
+// Reductions.
+const (
+	// Sum adds the shards, each scaled by its weight (1 by default).
+	Sum ReduceOp = iota
+	// Mean is Sum divided by the sum of the weights: the plain mean by
+	// default, the weighted mean with ReduceOptions.Weights.
+	Mean
+)
+
+func (op ReduceOp) String() string {
+	switch op {
+	case Sum:
+		return "sum"
+	case Mean:
+		return "mean"
+	}
+	return fmt.Sprintf("ReduceOp(%d)", int(op))
+}
+
+// DefaultBucketBytes is the bucket size of a reduction when
+// ReduceOptions.BucketBytes is zero.
+const DefaultBucketBytes = 4 << 20
+
+// ReduceOptions tunes a reduction.
+type ReduceOptions struct {
+	// Weights scale each shard (one per device, finite, at least one
+	// non-zero); nil means 1 each. With Mean and the shards' batch sizes
+	// as weights, the mean of per-shard mean gradients is the gradient of
+	// the whole batch.
+	Weights []float64
+	// BucketBytes is the size of the slices that are read, reduced and
+	// written as a pipeline: the reads of bucket b+1 overlap the host
+	// reduction of bucket b and the writes of bucket b-1. Zero means
+	// DefaultBucketBytes.
+	BucketBytes int64
+}
+
+// Bucket is a byte range [Off, Off+Len) of a flat buffer.
+type Bucket struct{ Off, Len int64 }
+
+// Buckets cuts n bytes of elements of elemSize bytes into buckets of at
+// most bucketBytes (rounded down to whole elements, at least one
+// element); zero or negative bucketBytes means DefaultBucketBytes.
+func Buckets(n int64, elemSize int, bucketBytes int64) []Bucket {
+	if bucketBytes <= 0 {
+		bucketBytes = DefaultBucketBytes
+	}
+	es := int64(max(elemSize, 1))
+	bucketBytes = max(bucketBytes/es*es, es)
+	var out []Bucket
+	for off := int64(0); off < n; off += bucketBytes {
+		out = append(out, Bucket{Off: off, Len: min(bucketBytes, n-off)})
+	}
+	return out
+}
+
+// AllReduce combines the shards of a replicated array with op and writes
+// the result to every shard.
+func (a *Array) AllReduce(op ReduceOp, opts ReduceOptions) error {
+	targets := make([]int, len(a.Shards))
+	for k := range targets {
+		targets[k] = k
+	}
+	return a.reduce(op, opts, targets, "all-reduce")
+}
+
+// Reduce combines the shards of a replicated array with op and writes the
+// result to shard root only.
+func (a *Array) Reduce(root int, op ReduceOp, opts ReduceOptions) error {
+	if root < 0 || root >= len(a.Shards) {
+		return fmt.Errorf("dist: reduce: root %d out of range (%d devices)", root, len(a.Shards))
+	}
+	return a.reduce(op, opts, []int{root}, "reduce")
+}
+
+// scales returns each shard's factor in the sum.
+func (a *Array) scales(op ReduceOp, w []float64) ([]float64, error) {
+	n := len(a.Shards)
+	if w == nil {
+		w = make([]float64, n)
+		for k := range w {
+			w[k] = 1
+		}
+	}
+	if len(w) != n {
+		return nil, fmt.Errorf("%d weights for %d devices", len(w), n)
+	}
+	total := 0.0
+	for _, v := range w {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("weight %g", v)
+		}
+		total += v
+	}
+	out := append([]float64(nil), w...)
+	switch op {
+	case Sum:
+	case Mean:
+		if total == 0 {
+			return nil, fmt.Errorf("the weights %v add up to zero", w)
+		}
+		for k := range out {
+			out[k] /= total
+		}
+	default:
+		return nil, fmt.Errorf("unknown %v", op)
+	}
+	return out, nil
+}
+
+// reduce runs the bucketed pipeline: a reader goroutine per device, the
+// reduction on the calling goroutine, a writer goroutine per target.
+func (a *Array) reduce(op ReduceOp, opts ReduceOptions, targets []int, what string) error {
+	if a.Axis != Replicated {
+		return fmt.Errorf("dist: %s: the array is split along axis %d, not replicated", what, a.Axis)
+	}
+	sc, err := a.scales(op, opts.Weights)
+	if err != nil {
+		return fmt.Errorf("dist: %s: %w", what, err)
+	}
+	dt := a.DType
+	if !dt.IsFloat() && dt != rt.I32 && dt != rt.I64 {
+		return fmt.Errorf("dist: %s: dtype %s cannot be reduced", what, dt)
+	}
+	n := a.Shards[0].Bytes(dt)
+	bs := Buckets(n, dt.Size(), opts.BucketBytes)
+	if len(bs) == 0 {
+		return nil
+	}
+	stop := make(chan struct{})
+	var once sync.Once
+	var first error
+	fail := func(err error) {
+		once.Do(func() { first = err; close(stop) })
+	}
+	// Readers: bucket b of device k arrives on in[k] in order.
+	in := make([]chan []byte, len(a.Shards))
+	var wg sync.WaitGroup
+	for k, s := range a.Shards {
+		in[k] = make(chan []byte, 2)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(in[k])
+			for _, b := range bs {
+				buf := make([]byte, b.Len)
+				if err := s.Dev.Read(buf, s.Buf, s.Off+b.Off); err != nil {
+					fail(devErr(what, k, s.Dev, err))
+					return
+				}
+				select {
+				case in[k] <- buf:
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	// Writers: the reduced bucket b goes to every target.
+	out := make([]chan []byte, len(targets))
+	for j, k := range targets {
+		out[j] = make(chan []byte, 2)
+		s := a.Shards[k]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, b := range bs {
+				var buf []byte
+				select {
+				case buf = <-out[j]:
+				case <-stop:
+					return
+				}
+				if err := s.Dev.Write(s.Buf, s.Off+b.Off, buf); err != nil {
+					fail(devErr(what, k, s.Dev, err))
+					return
+				}
+			}
+		}()
+	}
+	acc := make([]float64, bs[0].Len/int64(dt.Size()))
+loop:
+	for _, b := range bs {
+		m := int(b.Len) / dt.Size()
+		acc := acc[:m]
+		clear(acc)
+		for k := range a.Shards {
+			var buf []byte
+			select {
+			case buf = <-in[k]:
+			case <-stop:
+				break loop
+			}
+			if buf == nil { // the reader failed
+				break loop
+			}
+			accumulate(acc, buf, dt, sc[k])
+		}
+		res := make([]byte, b.Len)
+		store(res, acc, dt)
+		for j := range out {
+			select {
+			case out[j] <- res:
+			case <-stop:
+				break loop
+			}
+		}
+	}
+	wg.Wait() // every goroutine ends: all buckets done, or stop closed
+	return first
+}
+
+// accumulate adds s × the elements of buf (dtype dt) to acc.
+func accumulate(acc []float64, buf []byte, dt rt.DType, s float64) {
+	switch dt {
+	case rt.F32:
+		for i := range acc {
+			acc[i] += s * float64(math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:])))
+		}
+	case rt.F64:
+		for i := range acc {
+			acc[i] += s * math.Float64frombits(binary.LittleEndian.Uint64(buf[8*i:]))
+		}
+	default:
+		t := &rt.Tensor{DType: dt, Shape: []int{len(acc)}, Data: buf}
+		for i := range acc {
+			acc[i] += s * t.Float64(i)
+		}
+	}
+}
+
+// store writes acc into buf in dtype dt (rounding to nearest; integers
+// truncate).
+func store(buf []byte, acc []float64, dt rt.DType) {
+	switch dt {
+	case rt.F32:
+		for i, v := range acc {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(float32(v)))
+		}
+	case rt.F64:
+		for i, v := range acc {
+			binary.LittleEndian.PutUint64(buf[8*i:], math.Float64bits(v))
+		}
+	default:
+		t := &rt.Tensor{DType: dt, Shape: []int{len(acc)}, Data: buf}
+		for i, v := range acc {
+			t.SetFloat64(i, v)
+		}
+	}
+}
