@@ -315,4 +315,3 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
-
