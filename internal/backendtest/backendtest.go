@@ -10,6 +10,16 @@ import (
 // it. Any error fails t.
 func Run(t testing.TB, d rt.Device, ops ...rt.Op) {
 	t.Helper()
+	if err := RunErr(t, d, ops...); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+}
+
+// RunErr is [Run] that returns Wait's error instead of failing t (for
+// tests of errors found while the stream runs). An error of NewStream,
+// Launch or Submit still fails t.
+func RunErr(t testing.TB, d rt.Device, ops ...rt.Op) error {
+	t.Helper()
 	s, err := d.NewStream(rt.StreamOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -23,9 +33,7 @@ func Run(t testing.TB, d rt.Device, ops ...rt.Op) {
 	if err := s.Submit(); err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
-	if err := s.Wait(); err != nil {
-		t.Fatalf("Wait: %v", err)
-	}
+	return s.Wait()
 }
 
 // Upload allocates a buffer of len(data) bytes on d and writes data into

@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/vrun-go/vrun/engine"
-	"github.com/vrun-go/vrun/model"
-	"github.com/vrun-go/vrun/npy"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -39,20 +36,9 @@ func rows(t *rt.Tensor, k int) *rt.Tensor {
 func Concurrent(t *testing.T, dev rt.Device) {
 	for _, name := range Models {
 		t.Run(name, func(t *testing.T) {
-			dir := Dir()
-			m, err := model.Load(filepath.Join(dir, name+".bin"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			x, err := npy.ReadFile(filepath.Join(dir, name, "x.npy"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := npy.ReadFile(filepath.Join(dir, name, "y.npy"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := load(t, name)
+			defer c.m.Close()
+			m, x, want := c.m, c.x, c.want
 			n := x.Shape[0]
 			exact := dev.Info().Kind == rt.KindCPU
 			// Serial references, one per batch size, from a session of

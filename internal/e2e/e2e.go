@@ -53,24 +53,41 @@ func Compare(got, want *rt.Tensor, rtol, atol float64) error {
 	return nil
 }
 
+// testCase is a test model with its input and NumPy's output.
+type testCase struct {
+	m       *model.Model
+	x, want *rt.Tensor
+}
+
+// load reads the test model name with its input and NumPy's output from
+// [Dir]; any error fails t. The caller closes the model.
+func load(t testing.TB, name string) testCase {
+	t.Helper()
+	dir := Dir()
+	m, err := model.Load(filepath.Join(dir, name+".bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := npy.ReadFile(filepath.Join(dir, name, "x.npy"))
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	want, err := npy.ReadFile(filepath.Join(dir, name, "y.npy"))
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	return testCase{m, x, want}
+}
+
 // Check runs every test model on dev and compares with NumPy.
 func Check(t *testing.T, dev rt.Device) {
 	for _, name := range Models {
 		t.Run(name, func(t *testing.T) {
-			dir := Dir()
-			m, err := model.Load(filepath.Join(dir, name+".bin"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Close()
-			x, err := npy.ReadFile(filepath.Join(dir, name, "x.npy"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := npy.ReadFile(filepath.Join(dir, name, "y.npy"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := load(t, name)
+			defer c.m.Close()
+			m, x, want := c.m, c.x, c.want
 			s, err := engine.New(m, dev, engine.Options{Shapes: map[string][]int{"x": x.Shape}})
 			if err != nil {
 				t.Fatal(err)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	"github.com/vrun-go/vrun/engine"
-	"github.com/vrun-go/vrun/model"
-	"github.com/vrun-go/vrun/npy"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -26,23 +23,11 @@ import (
 // every Vulkan call went through rt/vulkan's own shim.
 func StressGC(t *testing.T, open func() (rt.Device, error), goroutines, cycles int) {
 	t.Helper()
-	dir := Dir()
-	var cases []stressCase
+	var cases []testCase
 	for _, name := range Models {
-		m, err := model.Load(filepath.Join(dir, name+".bin"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer m.Close()
-		x, err := npy.ReadFile(filepath.Join(dir, name, "x.npy"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := npy.ReadFile(filepath.Join(dir, name, "y.npy"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cases = append(cases, stressCase{m, x, want})
+		c := load(t, name)
+		defer c.m.Close()
+		cases = append(cases, c)
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(1))
 
@@ -86,15 +71,9 @@ func StressGC(t *testing.T, open func() (rt.Device, error), goroutines, cycles i
 	t.Logf("%d x %d Open/Run/Close cycles under GOGC=1 in %v", goroutines, cycles, time.Since(start).Round(time.Millisecond))
 }
 
-// stressCase is a model with its input and NumPy's output.
-type stressCase struct {
-	m       *model.Model
-	x, want *rt.Tensor
-}
-
 // stressCycle opens a device, runs every case twice on a new session,
 // and closes it.
-func stressCycle(open func() (rt.Device, error), cases []stressCase) error {
+func stressCycle(open func() (rt.Device, error), cases []testCase) error {
 	d, err := open()
 	if err != nil {
 		return err

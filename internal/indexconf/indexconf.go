@@ -37,25 +37,6 @@ func seq(n int) []float64 {
 	return v
 }
 
-// run records ops on a new stream, runs it once and returns Wait's error.
-func run(t *testing.T, d rt.Device, ops ...rt.Op) error {
-	t.Helper()
-	s, err := d.NewStream(rt.StreamOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for _, op := range ops {
-		if err := s.Launch(op); err != nil {
-			t.Fatalf("Launch %s: %v", op.OpName(), err)
-		}
-	}
-	if err := s.Submit(); err != nil {
-		t.Fatalf("Submit: %v", err)
-	}
-	return s.Wait()
-}
-
 // wantIndexError checks that err is the IndexError of op at launch, with
 // one of the indices in idx and the axis size.
 func wantIndexError(t *testing.T, err error, op string, launch int, axis int, idx ...int64) {
@@ -147,7 +128,7 @@ func Run(t *testing.T, d rt.Device) {
 				idx := ref(t, d, c.dt, f64s(c.idx), len(c.idx))
 				y := ref(t, d, rt.F32, make([]float64, outer*len(c.idx)*inner), outer, len(c.idx), inner)
 				fill := &rt.Fill{Y: ref(t, d, rt.F32, []float64{0}, 1), Value: 1}
-				err := run(t, d, fill, &rt.Gather{X: x(), Idx: idx, Y: y, Outer: outer, Axis: axis, Inner: inner, AllowOutOfRange: allow})
+				err := backendtest.RunErr(t, d, fill, &rt.Gather{X: x(), Idx: idx, Y: y, Outer: outer, Axis: axis, Inner: inner, AllowOutOfRange: allow})
 				if allow {
 					if err != nil {
 						t.Fatalf("AllowOutOfRange: Wait returned %v, want nil", err)
@@ -168,7 +149,7 @@ func Run(t *testing.T, d rt.Device) {
 			idx := ref(t, d, rt.I32, f64s(iv), 2, inner)
 			idx.Shape, idx.Strides = []int{outer, 2, inner}, []int{0, inner, 1}
 			y := ref(t, d, rt.F32, make([]float64, outer*2*inner), outer, 2, inner)
-			err := run(t, d, &rt.GatherElements{X: x(), Idx: idx, Y: y, Outer: outer, Axis: axis, N: 2, Inner: inner, AllowOutOfRange: allow})
+			err := backendtest.RunErr(t, d, &rt.GatherElements{X: x(), Idx: idx, Y: y, Outer: outer, Axis: axis, N: 2, Inner: inner, AllowOutOfRange: allow})
 			if allow {
 				if err != nil {
 					t.Fatalf("AllowOutOfRange: Wait returned %v, want nil", err)
@@ -203,7 +184,7 @@ func Run(t *testing.T, d rt.Device) {
 			y := ref(t, d, rt.F32, seq(6), 1, 3, 2)
 			idx := ref(t, d, rt.I64, f64s(iv), 1, 3, 2)
 			upd := ref(t, d, rt.F32, []float64{10, 20, 30, 40, 50, 60}, 1, 3, 2)
-			err := run(t, d, &rt.ScatterElements{Fn: rt.ScatterAdd, Y: y, Idx: idx, Upd: upd, Outer: 1, Axis: 3, N: 3, Inner: 2, AllowOutOfRange: allow})
+			err := backendtest.RunErr(t, d, &rt.ScatterElements{Fn: rt.ScatterAdd, Y: y, Idx: idx, Upd: upd, Outer: 1, Axis: 3, N: 3, Inner: 2, AllowOutOfRange: allow})
 			if allow {
 				if err != nil {
 					t.Fatalf("AllowOutOfRange: Wait returned %v, want nil", err)
