@@ -20,34 +20,16 @@ func actApply[T floatT](fn rt.UnaryFn, alpha, beta float64, y []T) {
 	if y32, ok := asF32(y); ok && unaryF32(fn, alpha, beta, y32, y32) {
 		return
 	}
+	if signedInPlace(fn, y) {
+		return
+	}
 	switch fn {
-	case rt.Copy:
-	case rt.Neg:
-		for i, v := range y {
-			y[i] = -v
-		}
-	case rt.Abs:
-		for i, v := range y {
-			if v < 0 {
-				y[i] = -v
-			}
-		}
-	case rt.Relu:
-		for i, v := range y {
-			if v < 0 {
-				y[i] = 0
-			}
-		}
 	case rt.LeakyRelu:
 		a := T(alpha)
 		for i, v := range y {
 			if v < 0 {
 				y[i] = a * v
 			}
-		}
-	case rt.Square:
-		for i, v := range y {
-			y[i] = v * v
 		}
 	case rt.Affine:
 		for i, v := range y {

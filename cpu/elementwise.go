@@ -408,50 +408,59 @@ func unaryFast[T floatT](p *ewPlan, fn rt.UnaryFn, a, b float64) rowFunc {
 	}
 }
 
+// unaryI64 computes the integer unary functions, y = fn(x).
 func unaryI64(fn rt.UnaryFn, x, y []int64) {
 	y = y[:len(x)]
+	copy(y, x)
+	if signedInPlace(fn, y) {
+		return
+	}
 	switch fn {
-	case rt.Copy:
-		copy(y, x)
-	case rt.Neg:
-		for i, v := range x {
-			y[i] = -v
-		}
-	case rt.Abs:
-		for i, v := range x {
-			if v < 0 {
-				v = -v
-			}
-			y[i] = v
-		}
-	case rt.Relu:
-		for i, v := range x {
-			y[i] = max(v, 0)
-		}
 	case rt.Sign:
-		for i, v := range x {
+		for i, v := range y {
 			switch {
 			case v > 0:
 				y[i] = 1
 			case v < 0:
 				y[i] = -1
-			default:
-				y[i] = 0
 			}
 		}
 	case rt.Not:
-		for i, v := range x {
-			if v == 0 {
-				y[i] = 1
-			} else {
+		for i, v := range y {
+			y[i] = int64(b2u(v == 0))
+		}
+	}
+}
+
+// signedInPlace applies Neg, Abs, Relu or Square in place to y, the
+// functions that are the same for integers and floats, and reports
+// whether fn is one of them. Abs and Relu keep -0.
+func signedInPlace[T ~int64 | floatT](fn rt.UnaryFn, y []T) bool {
+	switch fn {
+	case rt.Neg:
+		for i, v := range y {
+			y[i] = -v
+		}
+	case rt.Abs:
+		for i, v := range y {
+			if v < 0 {
+				y[i] = -v
+			}
+		}
+	case rt.Relu:
+		for i, v := range y {
+			if v < 0 {
 				y[i] = 0
 			}
 		}
 	case rt.Square:
-		for i, v := range x {
+		for i, v := range y {
 			y[i] = v * v
 		}
+	default:
+		return false
 	}
+	return true
 }
 
 // ---- Binary ----
@@ -567,6 +576,31 @@ func fmin[T floatT](a, b T) T {
 }
 
 func binVecVec[T floatT](fn rt.BinaryFn, a, b, y []T) {
+	if addSubMul(fn, a, b, y) {
+		return
+	}
+	a = a[:len(y)]
+	b = b[:len(y)]
+	switch fn {
+	case rt.Div:
+		for i := range y {
+			y[i] = a[i] / b[i]
+		}
+	case rt.Max:
+		for i := range y {
+			y[i] = fmax(a[i], b[i])
+		}
+	case rt.Min:
+		for i := range y {
+			y[i] = fmin(a[i], b[i])
+		}
+	}
+}
+
+// addSubMul computes y = a fn b for Add, Sub and Mul, the functions that
+// are the same for integers and floats, and reports whether fn is one of
+// them.
+func addSubMul[T ~int64 | floatT](fn rt.BinaryFn, a, b, y []T) bool {
 	a = a[:len(y)]
 	b = b[:len(y)]
 	switch fn {
@@ -582,19 +616,10 @@ func binVecVec[T floatT](fn rt.BinaryFn, a, b, y []T) {
 		for i := range y {
 			y[i] = a[i] * b[i]
 		}
-	case rt.Div:
-		for i := range y {
-			y[i] = a[i] / b[i]
-		}
-	case rt.Max:
-		for i := range y {
-			y[i] = fmax(a[i], b[i])
-		}
-	case rt.Min:
-		for i := range y {
-			y[i] = fmin(a[i], b[i])
-		}
+	default:
+		return false
 	}
+	return true
 }
 
 func binScalarVec[T floatT](fn rt.BinaryFn, a T, b, y []T) {
@@ -691,21 +716,12 @@ func binaryF64(fn rt.BinaryFn, a, b, y []float64) {
 }
 
 func binaryI64(fn rt.BinaryFn, a, b, y []int64) {
+	if addSubMul(fn, a, b, y) {
+		return
+	}
 	a = a[:len(y)]
 	b = b[:len(y)]
 	switch fn {
-	case rt.Add:
-		for i := range y {
-			y[i] = a[i] + b[i]
-		}
-	case rt.Sub:
-		for i := range y {
-			y[i] = a[i] - b[i]
-		}
-	case rt.Mul:
-		for i := range y {
-			y[i] = a[i] * b[i]
-		}
 	case rt.Div:
 		for i := range y {
 			if b[i] == 0 {
