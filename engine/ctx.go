@@ -213,25 +213,19 @@ func (c *nodeCtx) defineInplace(i int, dt rt.DType, shape []int, t *tensor) (*te
 
 // Attribute access.
 
-func (c *nodeCtx) attrInt(name string, def int64) int64 {
-	if a, ok := c.n.Attr(name); ok {
-		switch a.Kind {
-		case model.AttrInt:
-			return a.Int
-		case model.AttrFloat:
-			return int64(a.Float)
-		}
-	}
-	return def
-}
+func (c *nodeCtx) attrInt(name string, def int64) int64 { return attrNum(c, name, def) }
 
-func (c *nodeCtx) attrFloat(name string, def float64) float64 {
+func (c *nodeCtx) attrFloat(name string, def float64) float64 { return attrNum(c, name, def) }
+
+// attrNum returns the int or float attribute name converted to T, or def
+// when the node has no such attribute.
+func attrNum[T int64 | float64](c *nodeCtx, name string, def T) T {
 	if a, ok := c.n.Attr(name); ok {
 		switch a.Kind {
-		case model.AttrFloat:
-			return a.Float
 		case model.AttrInt:
-			return float64(a.Int)
+			return T(a.Int)
+		case model.AttrFloat:
+			return T(a.Float)
 		}
 	}
 	return def
