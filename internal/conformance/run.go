@@ -22,18 +22,12 @@ import (
 // internal/floors, so that cases which start to skip are noticed.
 func Run(t *testing.T, dev rt.Device) {
 	t.Helper()
-	floors.Run(t, floors.Conformance, dev, DefaultDir, runDir)
+	floors.Run(t, floors.Conformance, dev, DefaultDir, RunDir)
 }
 
-// RunDir is [Run] with the cases in dir, without a floor.
-func RunDir(t *testing.T, dev rt.Device, dir string) {
-	t.Helper()
-	runDir(t, dev, dir)
-}
-
-// runDir runs the cases in dir and returns how many passed (a case that
-// -run filters out counts as passed).
-func runDir(t *testing.T, dev rt.Device, dir string) int {
+// RunDir is [Run] with the cases in dir, without a floor. It returns how
+// many cases passed (a case that -run filters out counts as passed).
+func RunDir(t *testing.T, dev rt.Device, dir string) int {
 	t.Helper()
 	cases, err := Cases(dir)
 	if err != nil {
