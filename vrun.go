@@ -149,7 +149,9 @@ func (m *Model) Close() error {
 // device, with the reason for each unavailable backend.
 func DescribeDevices() string {
 	var b strings.Builder
-	for _, l := range rt.ListDevices() {
+	ls := rt.ListDevices()
+	same := rt.SameAs(ls)
+	for _, l := range ls {
 		if l.Err != nil {
 			fmt.Fprintf(&b, "%-8s unavailable: %v\n", l.Backend, l.Err)
 			continue
@@ -163,6 +165,12 @@ func DescribeDevices() string {
 				fmt.Fprintf(&b, "    driver: %s\n", d.Driver)
 			}
 			fmt.Fprintf(&b, "    memory: %s  fp16: %v  fp64: %v  unified: %v\n", FormatBytes(d.Memory), d.FP16, d.FP64, d.Unified)
+			if d.UUID != "" {
+				fmt.Fprintf(&b, "    uuid: %s\n", d.UUID)
+			}
+			if s := same[d.Spec()]; len(s) > 0 {
+				fmt.Fprintf(&b, "    same physical device as: %s\n", strings.Join(s, ", "))
+			}
 			for _, kv := range d.Details {
 				fmt.Fprintf(&b, "    %s: %s\n", kv[0], kv[1])
 			}

@@ -139,6 +139,10 @@ func describe(i int, p clPlatform, d clDevice) devEntry {
 		},
 	}
 	info.MaxAlloc = c.maxAlloc
+	info.Physical = i
+	if hasExt(exts, "cl_khr_device_uuid") {
+		info.UUID = rt.FormatUUID(deviceUUID(d))
+	}
 	return devEntry{plat: p, dev: d, info: info, caps: c}
 }
 
@@ -152,17 +156,33 @@ func (Backend) Devices() ([]rt.DeviceInfo, error) {
 	for i, d := range ds {
 		out[i] = d.info
 	}
-	return out, nil
+	n, err := rt.LogicalDevices(BackendName)
+	if err != nil {
+		return nil, fmt.Errorf("opencl: %w: %w", err, rt.ErrUnavailable)
+	}
+	return rt.ExpandLogical(out, n), nil
 }
 
 // Open opens device index: a context and a queue for synchronous copies.
-func (Backend) Open(index int) (rt.Device, error) {
+// A logical device (VRUN_LOGICAL_DEVICES=opencl=N) is a context of its
+// own on the physical device.
+func (b Backend) Open(index int) (rt.Device, error) {
 	ds, err := devices()
 	if err != nil {
 		return nil, err
 	}
-	if index < 0 || index >= len(ds) {
-		return nil, fmt.Errorf("opencl: no device %d (have %d)", index, len(ds))
+	infos, err := b.Devices()
+	if err != nil {
+		return nil, err
 	}
-	return openDevice(ds[index])
+	if index < 0 || index >= len(infos) {
+		return nil, fmt.Errorf("opencl: no device %d (have %d)", index, len(infos))
+	}
+	e := ds[infos[index].Physical]
+	e.info = infos[index]
+	d, err := openDevice(e)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return d, nil
 }

@@ -240,6 +240,7 @@ const (
 	clDeviceVersion           = 0x102F
 	clDeviceExtensions        = 0x1030
 	clDeviceOpenCLCVersion    = 0x103D
+	clDeviceUUIDKHR           = 0x106A // cl_khr_device_uuid
 
 	clQueueProfilingEnable = 1 << 1
 
@@ -404,6 +405,17 @@ func deviceString(d clDevice, param C.cl_uint) string {
 		return ""
 	}
 	return strings.TrimRight(string(buf), "\x00 ")
+}
+
+// deviceUUID reads CL_DEVICE_UUID_KHR (cl_khr_device_uuid), or returns
+// zeros.
+func deviceUUID(d clDevice) [16]byte {
+	var u [16]byte
+	var n C.size_t
+	if C.vr_device_info(d, clDeviceUUIDKHR, 16, unsafe.Pointer(&u[0]), &n) != C.CL_SUCCESS || n != 16 {
+		return [16]byte{}
+	}
+	return u
 }
 
 // deviceUint reads a numeric device parameter of 4 or 8 bytes.

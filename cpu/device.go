@@ -34,15 +34,35 @@ type Backend struct{}
 // Name returns "cpu".
 func (Backend) Name() string { return BackendName }
 
-// Devices returns the single host device.
-func (Backend) Devices() ([]rt.DeviceInfo, error) { return []rt.DeviceInfo{deviceInfo()}, nil }
-
-// Open opens the host device; index must be 0.
-func (Backend) Open(index int) (rt.Device, error) {
-	if index != 0 {
-		return nil, fmt.Errorf("cpu: no device %d (the CPU backend has one device, 0)", index)
+// Devices returns the host device: one, or N logical devices cpu:0 to
+// cpu:N-1 with VRUN_CPU_DEVICES=N or VRUN_LOGICAL_DEVICES=cpu=N (see
+// rt.LogicalDevices). Logical CPU devices are independent devices (their
+// own buffers and streams) that share the host's cores and worker pool.
+func (Backend) Devices() ([]rt.DeviceInfo, error) {
+	n, err := rt.LogicalDevices(BackendName)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w: %w", err, rt.ErrUnavailable)
 	}
-	return NewDevice(), nil
+	return rt.ExpandLogical([]rt.DeviceInfo{deviceInfo()}, n), nil
+}
+
+// Open opens the host device: index 0, or a logical device (see Devices).
+func (b Backend) Open(index int) (rt.Device, error) {
+	ds, err := b.Devices()
+	if err != nil {
+		return nil, err
+	}
+	if index < 0 || index >= len(ds) {
+		if len(ds) == 1 {
+			return nil, fmt.Errorf("cpu: no device %d (the CPU backend has one device, 0; VRUN_CPU_DEVICES=N makes N logical devices)", index)
+		}
+		return nil, fmt.Errorf("cpu: no device %d (the CPU backend has %d logical devices, 0 to %d)", index, len(ds), len(ds)-1)
+	}
+	d := NewDevice()
+	if ds[index].Logical {
+		d.info = &ds[index]
+	}
+	return d, nil
 }
 
 var (
@@ -148,6 +168,7 @@ type Device struct {
 	closed  bool
 	bufs    map[*Buffer]struct{}
 	streams map[*Stream]struct{}
+	info    *rt.DeviceInfo // a logical device's, or nil for the host's
 }
 
 // NewDevice opens a new host device; Backend.Open(0) calls it.
@@ -156,7 +177,12 @@ func NewDevice() *Device {
 }
 
 // Info describes the device.
-func (d *Device) Info() rt.DeviceInfo { return deviceInfo() }
+func (d *Device) Info() rt.DeviceInfo {
+	if d.info != nil {
+		return *d.info
+	}
+	return deviceInfo()
+}
 
 // Buffer is a block of host memory allocated by a [Device]. It implements
 // [rt.Buffer].

@@ -128,15 +128,17 @@ func describe(i int, d C.CUdevice) rt.DeviceInfo {
 		optim = fmt.Sprintf("ISA %s, target %s", ver, target)
 	}
 	return rt.DeviceInfo{
-		Backend: BackendName,
-		Index:   i,
-		Name:    cuDeviceName(d),
-		Kind:    kind,
-		Driver:  drv,
-		Memory:  cuDeviceTotalMem(d),
-		FP16:    true,
-		FP64:    true,
-		Unified: integrated,
+		Backend:  BackendName,
+		Index:    i,
+		Name:     cuDeviceName(d),
+		Kind:     kind,
+		Driver:   drv,
+		Memory:   cuDeviceTotalMem(d),
+		FP16:     true,
+		FP64:     true,
+		Unified:  integrated,
+		UUID:     cuDeviceUUID(lib.driver, d),
+		Physical: i,
 		Details: [][2]string{
 			{"compute capability", fmt.Sprintf("%d.%d", major, minor)},
 			{"multiprocessors", strconv.Itoa(cuAttr(d, attrMultiprocessors))},
@@ -159,15 +161,31 @@ func (Backend) Devices() ([]rt.DeviceInfo, error) {
 	if err := loadLib(); err != nil {
 		return nil, err
 	}
-	return append([]rt.DeviceInfo(nil), lib.devices...), nil
+	n, err := rt.LogicalDevices(BackendName)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w: %w", err, rt.ErrUnavailable)
+	}
+	return rt.ExpandLogical(append([]rt.DeviceInfo(nil), lib.devices...), n), nil
 }
 
 // Open opens device index: it retains the device's primary context and
-// loads the kernels' PTX module.
-func (Backend) Open(index int) (rt.Device, error) {
-	d, err := openDevice(index, true)
+// loads the kernels' PTX module. A logical device
+// (VRUN_LOGICAL_DEVICES=cuda=N) shares the physical device's primary
+// context, with its own module, streams, cuBLAS handle and buffers.
+func (b Backend) Open(index int) (rt.Device, error) {
+	infos, err := b.Devices()
 	if err != nil {
 		return nil, err
+	}
+	if index < 0 || index >= len(infos) {
+		return nil, fmt.Errorf("cuda: no device %d (%d devices)", index, len(infos))
+	}
+	d, err := openDevice(infos[index].Physical, true)
+	if err != nil {
+		return nil, err
+	}
+	if infos[index].Logical {
+		d.info = infos[index]
 	}
 	return d, nil
 }

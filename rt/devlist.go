@@ -302,3 +302,23 @@ func PhysicalDevice(index, n int) int {
 	}
 	return index / n
 }
+
+// SameAs maps each device spec of ls to the specs of the other devices
+// (through other backends, or logical devices of one physical device)
+// that are the same physical device, in listing order; devices that
+// have no twin are absent. `vrun devices` shows it.
+func SameAs(ls []DeviceList) map[string][]string {
+	var all []DeviceInfo
+	for _, l := range ls {
+		all = append(all, l.Devices...)
+	}
+	out := map[string][]string{}
+	for i, a := range all {
+		for j, b := range all {
+			if i != j && SamePhysical(a, b) {
+				out[a.Spec()] = append(out[a.Spec()], b.Spec())
+			}
+		}
+	}
+	return out
+}

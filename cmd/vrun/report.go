@@ -250,6 +250,9 @@ type deviceJSON struct {
 	FP16     bool              `json:"fp16"`
 	FP64     bool              `json:"fp64"`
 	Unified  bool              `json:"unified"`
+	UUID     string            `json:"uuid,omitempty"`
+	Logical  bool              `json:"logical,omitempty"`
+	SameAs   []string          `json:"same_as,omitempty"`
 	Details  map[string]string `json:"details,omitempty"`
 }
 
@@ -261,14 +264,17 @@ type backendJSON struct {
 
 func devicesJSON() []backendJSON {
 	out := []backendJSON{}
-	for _, l := range rt.ListDevices() {
+	ls := rt.ListDevices()
+	same := rt.SameAs(ls)
+	for _, l := range ls {
 		b := backendJSON{Backend: l.Backend, Devices: []deviceJSON{}}
 		if l.Err != nil {
 			b.Error = l.Err.Error()
 		}
 		for _, d := range l.Devices {
 			dj := deviceJSON{Spec: d.Spec(), Name: d.Name, Kind: d.Kind.String(), Driver: d.Driver, Memory: d.Memory,
-				MaxAlloc: d.MaxAlloc, MaxRange: d.MaxRange, FP16: d.FP16, FP64: d.FP64, Unified: d.Unified}
+				MaxAlloc: d.MaxAlloc, MaxRange: d.MaxRange, FP16: d.FP16, FP64: d.FP64, Unified: d.Unified,
+				UUID: d.UUID, Logical: d.Logical, SameAs: same[d.Spec()]}
 			for _, kv := range d.Details {
 				if dj.Details == nil {
 					dj.Details = map[string]string{}

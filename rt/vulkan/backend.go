@@ -53,7 +53,11 @@ func (backend) Devices() ([]rt.DeviceInfo, error) {
 	for i := range in.phys {
 		out[i] = in.physInfo(i).info
 	}
-	return out, nil
+	n, err := rt.LogicalDevices(backendName)
+	if err != nil {
+		return nil, fmt.Errorf("vulkan: %w: %w", err, rt.ErrUnavailable)
+	}
+	return rt.ExpandLogical(out, n), nil
 }
 
 func (b backend) Open(index int) (rt.Device, error) {
@@ -64,7 +68,16 @@ func (b backend) Open(index int) (rt.Device, error) {
 	if index < 0 || index >= len(infos) {
 		return nil, fmt.Errorf("vulkan: device index %d out of range (%d devices)", index, len(infos))
 	}
-	return openDevice(index)
+	// A logical device (VRUN_LOGICAL_DEVICES=vulkan=N) is a VkDevice of
+	// its own on the physical device.
+	d, err := openDevice(infos[index].Physical)
+	if err != nil {
+		return nil, err
+	}
+	if infos[index].Logical {
+		d.(*device).phys.info = infos[index]
+	}
+	return d, nil
 }
 
 // validationEnabled reports whether VRUN_VK_VALIDATION asks for the

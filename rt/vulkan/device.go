@@ -100,7 +100,9 @@ func (in *instance) physInfo(index int) *physInfo {
 		FP16:    p.caps.storage16,
 		FP64:    p.caps.shaderFloat64,
 		Unified: p.unifiedTyp >= 0,
+		UUID:    rt.FormatUUID(p.caps.deviceUUID),
 	}
+	p.info.Physical = index
 	p.info.Details = p.details()
 	p.info.MaxAlloc, p.info.MaxRange = max(int64(p.caps.maxAlloc), 0), int64(p.limits.MaxStorageBufferRange)
 	return p

@@ -132,6 +132,7 @@ type caps struct {
 	subgroupSize, subgroupOps, driverID                                               uint32
 	maxAlloc                                                                          uint64
 	driverName, driverInfo                                                            string
+	deviceUUID                                                                        [16]byte
 }
 
 // describe reads pd's properties.
@@ -185,6 +186,9 @@ func (in vkInst) describe(pd unsafe.Pointer) rawPhys {
 		subgroupSize: uint32(c.subgroupSize), subgroupOps: uint32(c.subgroupOps), driverID: uint32(c.driverID),
 		maxAlloc:   uint64(c.maxMemoryAllocationSize),
 		driverName: C.GoString(&c.driverName[0]), driverInfo: C.GoString(&c.driverInfo[0]),
+	}
+	for i := range r.caps.deviceUUID {
+		r.caps.deviceUUID[i] = byte(c.deviceUUID[i])
 	}
 	for i := 0; i < int(p.coopCount); i++ {
 		x := p.coop[i]

@@ -76,6 +76,7 @@ typedef vr_pfn (VR_CALL *vr_gipa_t)(void* instance, const char* name);
 #define VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES 1000094000
 #define VR_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT 1000128004
 #define VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES 1000168000
+#define VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES 1000071004
 #define VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES 1000196000
 #define VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV 1000249000
 #define VR_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV 1000249001
@@ -361,6 +362,16 @@ typedef struct {
 	uint32_t maxPerSetDescriptors;
 	uint64_t maxMemoryAllocationSize;
 } vr_PhysicalDeviceMaintenance3Properties;
+
+typedef struct {
+	int32_t sType;
+	void* pNext;
+	uint8_t deviceUUID[16];
+	uint8_t driverUUID[16];
+	uint8_t deviceLUID[8];
+	uint32_t deviceNodeMask;
+	uint32_t deviceLUIDValid;
+} vr_PhysicalDeviceIDProperties;
 
 typedef struct {
 	uint8_t major;
@@ -929,6 +940,7 @@ typedef struct {
 	uint64_t maxMemoryAllocationSize;
 	char driverName[256];
 	char driverInfo[256];
+	uint8_t deviceUUID[16]; // VkPhysicalDeviceIDProperties (Vulkan 1.1)
 } vr_caps;
 
 // vr_physinfo is everything vrun reads about a physical device.
@@ -988,13 +1000,15 @@ static void vr_query_caps(vr_inst* in, void* pd, uint32_t apiVersion, uint32_t n
 	vr_PhysicalDeviceProperties2* p2 = (vr_PhysicalDeviceProperties2*)calloc(1, sizeof *p2);
 	if (!p2) return;
 	vr_PhysicalDeviceSubgroupProperties sg; vr_PhysicalDeviceMaintenance3Properties m3; vr_PhysicalDeviceDriverProperties drv;
-	memset(&sg, 0, sizeof sg); memset(&m3, 0, sizeof m3); memset(&drv, 0, sizeof drv);
+	vr_PhysicalDeviceIDProperties id;
+	memset(&sg, 0, sizeof sg); memset(&m3, 0, sizeof m3); memset(&drv, 0, sizeof drv); memset(&id, 0, sizeof id);
 	p2->sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
 	sg.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
 	m3.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
 	drv.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
-	p2->pNext = &sg; sg.pNext = &m3;
-	if (out->vk12) m3.pNext = &drv;
+	id.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
+	p2->pNext = &sg; sg.pNext = &m3; m3.pNext = &id;
+	if (out->vk12) id.pNext = &drv;
 	in->GetPhysicalDeviceProperties2(pd, p2);
 	free(p2);
 	out->subgroupSize = sg.subgroupSize;
@@ -1003,6 +1017,7 @@ static void vr_query_caps(vr_inst* in, void* pd, uint32_t apiVersion, uint32_t n
 	out->driverID = (uint32_t)drv.driverID;
 	memcpy(out->driverName, drv.driverName, 256); out->driverName[255] = 0;
 	memcpy(out->driverInfo, drv.driverInfo, 256); out->driverInfo[255] = 0;
+	memcpy(out->deviceUUID, id.deviceUUID, 16);
 }
 
 // vr_describe fills out with pd's properties, memory, queue families,
