@@ -34,69 +34,65 @@ func rows(t *rt.Tensor, k int) *rt.Tensor {
 // pocl), bit for bit against a serial run of the same batch. Run it under
 // -race.
 func Concurrent(t *testing.T, dev rt.Device) {
-	for _, name := range Models {
-		t.Run(name, func(t *testing.T) {
-			c := load(t, name)
-			defer c.m.Close()
-			m, x, want := c.m, c.x, c.want
-			n := x.Shape[0]
-			exact := dev.Info().Kind == rt.KindCPU
-			// Serial references, one per batch size, from a session of
-			// their own.
-			serial := make([]*rt.Tensor, n+1)
-			ref, err := engine.New(m, dev, engine.Options{Shapes: map[string][]int{"x": rows(x, 1).Shape}})
+	forEachModel(t, func(t *testing.T, c testCase) {
+		m, x, want := c.m, c.x, c.want
+		n := x.Shape[0]
+		exact := dev.Info().Kind == rt.KindCPU
+		// Serial references, one per batch size, from a session of
+		// their own.
+		serial := make([]*rt.Tensor, n+1)
+		ref, err := engine.New(m, dev, engine.Options{Shapes: map[string][]int{"x": rows(x, 1).Shape}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := 1; k <= n; k++ {
+			out, err := ref.Run(context.Background(), map[string]*rt.Tensor{"x": rows(x, k)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for k := 1; k <= n; k++ {
-				out, err := ref.Run(context.Background(), map[string]*rt.Tensor{"x": rows(x, k)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := Compare(out["y"], rows(want, k), RelTol, AbsTol); err != nil {
-					t.Fatalf("serial batch %d: %v", k, err)
-				}
-				serial[k] = out["y"]
+			if err := Compare(out["y"], rows(want, k), RelTol, AbsTol); err != nil {
+				t.Fatalf("serial batch %d: %v", k, err)
 			}
-			ref.Close()
+			serial[k] = out["y"]
+		}
+		ref.Close()
 
-			sessions := make([]*engine.Session, 2)
-			for i := range sessions {
-				s, err := engine.New(m, dev, engine.Options{Parallel: 3, Shapes: map[string][]int{"x": rows(x, n).Shape}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer s.Close()
-				sessions[i] = s
+		sessions := make([]*engine.Session, 2)
+		for i := range sessions {
+			s, err := engine.New(m, dev, engine.Options{Parallel: 3, Shapes: map[string][]int{"x": rows(x, n).Shape}})
+			if err != nil {
+				t.Fatal(err)
 			}
-			var wg sync.WaitGroup
-			errs := make(chan error, Goroutines)
-			for g := 0; g < Goroutines; g++ {
-				wg.Add(1)
-				go func(g int) {
-					defer wg.Done()
-					s := sessions[g%len(sessions)]
-					for r := 0; r < RunsEach; r++ {
-						k := 1 + (g*5+r*3)%n
-						out, err := s.Run(context.Background(), map[string]*rt.Tensor{"x": rows(x, k)})
-						if err == nil {
-							err = Compare(out["y"], rows(want, k), RelTol, AbsTol)
-						}
-						if err == nil && exact && !bytes.Equal(out["y"].Data, serial[k].Data) {
-							err = fmt.Errorf("output differs from the serial run's bits")
-						}
-						if err != nil {
-							errs <- fmt.Errorf("goroutine %d, run %d, batch %d: %w", g, r, k, err)
-							return
-						}
+			defer s.Close()
+			sessions[i] = s
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, Goroutines)
+		for g := 0; g < Goroutines; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				s := sessions[g%len(sessions)]
+				for r := 0; r < RunsEach; r++ {
+					k := 1 + (g*5+r*3)%n
+					out, err := s.Run(context.Background(), map[string]*rt.Tensor{"x": rows(x, k)})
+					if err == nil {
+						err = Compare(out["y"], rows(want, k), RelTol, AbsTol)
 					}
-				}(g)
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-		})
-	}
+					if err == nil && exact && !bytes.Equal(out["y"].Data, serial[k].Data) {
+						err = fmt.Errorf("output differs from the serial run's bits")
+					}
+					if err != nil {
+						errs <- fmt.Errorf("goroutine %d, run %d, batch %d: %w", g, r, k, err)
+						return
+					}
+				}
+			}(g)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
 }

@@ -83,25 +83,32 @@ func load(t testing.TB, name string) testCase {
 
 // Check runs every test model on dev and compares with NumPy.
 func Check(t *testing.T, dev rt.Device) {
+	forEachModel(t, func(t *testing.T, c testCase) {
+		s, err := engine.New(c.m, dev, engine.Options{Shapes: map[string][]int{"x": c.x.Shape}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		for run := 0; run < 2; run++ { // the second run replays the recorded stream
+			out, err := s.Run(context.Background(), map[string]*rt.Tensor{"x": c.x})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Compare(out["y"], c.want, RelTol, AbsTol); err != nil {
+				t.Fatalf("run %d: %v", run, err)
+			}
+		}
+	})
+}
+
+// forEachModel runs f on every test model, loaded, in a subtest named
+// after the model.
+func forEachModel(t *testing.T, f func(t *testing.T, c testCase)) {
 	for _, name := range Models {
 		t.Run(name, func(t *testing.T) {
 			c := load(t, name)
 			defer c.m.Close()
-			m, x, want := c.m, c.x, c.want
-			s, err := engine.New(m, dev, engine.Options{Shapes: map[string][]int{"x": x.Shape}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			for run := 0; run < 2; run++ { // the second run replays the recorded stream
-				out, err := s.Run(context.Background(), map[string]*rt.Tensor{"x": x})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := Compare(out["y"], want, RelTol, AbsTol); err != nil {
-					t.Fatalf("run %d: %v", run, err)
-				}
-			}
+			f(t, c)
 		})
 	}
 }
