@@ -478,35 +478,32 @@ func binaryPlan(o *rt.Binary, a, b, y []byte) *ewPlan {
 			return p
 		}
 	}
+	p.scratch = true
+	if ad.IsFloat() {
+		p.body = binaryScratch(p, o.Fn, binaryF64, func(w *ewScratch) *[3][ewChunk]float64 { return &w.f })
+	} else {
+		p.body = binaryScratch(p, o.Fn, binaryI64, func(w *ewScratch) *[3][ewChunk]int64 { return &w.i })
+	}
+	return p
+}
+
+// binaryScratch is the general binary body: chunk by chunk, it loads A
+// and B into the scratch rows buf picks (float64 or int64), computes
+// f(fn, a, b, y) there and stores Y.
+func binaryScratch[S scratch](p *ewPlan, fn rt.BinaryFn, f func(fn rt.BinaryFn, a, b, y []S), buf func(*ewScratch) *[3][ewChunk]S) rowFunc {
 	A, B, Y := p.op[0], p.op[1], p.op[2]
 	ai, bi, yi := p.inc[0], p.inc[1], p.inc[2]
-	fn := o.Fn
-	if !ad.IsFloat() {
-		p.scratch = true
-		p.body = func(w *ewScratch, offs [maxOps]int, n int) {
-			for s := 0; s < n; s += ewChunk {
-				m := min(ewChunk, n-s)
-				as, bs, ys := w.i[0][:m], w.i[1][:m], w.i[2][:m]
-				load(as, A, offs[0]+s*ai, ai)
-				load(bs, B, offs[1]+s*bi, bi)
-				binaryI64(fn, as, bs, ys)
-				store(ys, Y, offs[2]+s*yi, yi)
-			}
-		}
-		return p
-	}
-	p.scratch = true
-	p.body = func(w *ewScratch, offs [maxOps]int, n int) {
+	return func(w *ewScratch, offs [maxOps]int, n int) {
+		sc := buf(w)
 		for s := 0; s < n; s += ewChunk {
 			m := min(ewChunk, n-s)
-			as, bs, ys := w.f[0][:m], w.f[1][:m], w.f[2][:m]
+			as, bs, ys := sc[0][:m], sc[1][:m], sc[2][:m]
 			load(as, A, offs[0]+s*ai, ai)
 			load(bs, B, offs[1]+s*bi, bi)
-			binaryF64(fn, as, bs, ys)
+			f(fn, as, bs, ys)
 			store(ys, Y, offs[2]+s*yi, yi)
 		}
 	}
-	return p
 }
 
 func fastBinary(fn rt.BinaryFn) bool {
