@@ -91,11 +91,12 @@ type rnnLower struct {
 	reverse               bool  // direction "reverse"
 	stateShape            []int // of initial_h, initial_c, Y_h and Y_c
 	clip                  float64
-	acts                  [][]actChain // per direction: f, g, h
-	r                     *tensor      // recurrence weights [dirs, G*hid, hid]
-	xw                    *tensor      // input projections [dirs, seq*batch, G*hid], rows in X's order
-	recBias               *tensor      // GRU linear_before_reset: Rb as [dirs, 2*G*hid] (offset G*hid); else nil
-	peep                  *tensor      // LSTM P [dirs, 3*hid] or nil
+	acts                  [][]actChain       // per direction: f, g, h
+	r                     *tensor            // recurrence weights [dirs, G*hid, hid]
+	rT                    map[[3]int]*tensor // transposed blocks of a constant R, by direction, first row, rows
+	xw                    *tensor            // input projections [dirs, seq*batch, G*hid], rows in X's order
+	recBias               *tensor            // GRU linear_before_reset: Rb as [dirs, 2*G*hid] (offset G*hid); else nil
+	peep                  *tensor            // LSTM P [dirs, 3*hid] or nil
 	inputForget           bool
 	lbr                   bool    // GRU linear_before_reset
 	masked                bool    // some steps are past a sequence's length
@@ -443,13 +444,28 @@ func (l *rnnLower) projectInputs(x, w *tensor, lbr bool) {
 		return
 	}
 	for d := range l.dirs {
-		op := &rt.MatMul{A: c.ref(x), B: c.view(w, []int{gh, in}, nil, d*gh*in), Y: c.view(l.xw, []int{rows, gh}, nil, d*rows*gh),
-			Batch: 1, M: rows, N: gh, K: in, TransB: true, Alpha: 1}
+		b, tb := c.view(w, []int{gh, in}, nil, d*gh*in), true
+		if w.value != nil {
+			b, tb = c.ref(transposedConst(c, w, d*gh, gh, in)), false
+		}
+		op := &rt.MatMul{A: c.ref(x), B: b, Y: c.view(l.xw, []int{rows, gh}, nil, d*rows*gh),
+			Batch: 1, M: rows, N: gh, K: in, TransB: tb, Alpha: 1}
 		if bias != nil {
 			op.Bias, op.Beta = c.view(bias, []int{rows, gh}, []int{0, 1}, d*biasStride), 1
 		}
 		c.emit(op)
 	}
+}
+
+// transposedConst returns rows [row, row+n) of the plan-time constant w,
+// seen as a matrix of rows of k values, as a new constant holding the
+// block transposed ([k, n]). A MatMul then takes it with TransB false, so
+// that a backend multiplies it in place: the CPU's GEMM would otherwise
+// pack the transpose at every run, or every time step of a recurrence.
+func transposedConst(c *nodeCtx, w *tensor, row, n, k int) *tensor {
+	es := w.dtype.Size()
+	blk := &rt.Tensor{DType: w.dtype, Shape: []int{n, k}, Data: w.value.Data[row*k*es : (row+n)*k*es]}
+	return c.newConst(permuteConst(blk, blk.Shape, []int{1, 0}))
 }
 
 // initState returns the initial state of direction d from input i
@@ -518,8 +534,21 @@ func (l *rnnLower) cols(r rt.Ref, width, col, n int) rt.Ref {
 func (l *rnnLower) recur(d int, hPrev rt.Ref, row, n int, bias, out rt.Ref, act actChain) {
 	c := l.c
 	gh := l.kind.gates() * l.hid
-	op := &rt.MatMul{A: hPrev, B: c.view(l.r, []int{n, l.hid}, nil, (d*gh+row)*l.hid), Y: out,
-		Batch: 1, M: l.batch, N: n, K: l.hid, TransB: true, Alpha: 1}
+	b, tb := c.view(l.r, []int{n, l.hid}, nil, (d*gh+row)*l.hid), true
+	if l.r.value != nil {
+		key := [3]int{d, row, n}
+		t := l.rT[key]
+		if t == nil {
+			t = transposedConst(c, l.r, d*gh+row, n, l.hid)
+			if l.rT == nil {
+				l.rT = map[[3]int]*tensor{}
+			}
+			l.rT[key] = t
+		}
+		b, tb = c.ref(t), false
+	}
+	op := &rt.MatMul{A: hPrev, B: b, Y: out,
+		Batch: 1, M: l.batch, N: n, K: l.hid, TransB: tb, Alpha: 1}
 	if bias.Buf != nil {
 		op.Bias, op.Beta = bias, 1
 	}
