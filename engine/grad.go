@@ -151,6 +151,7 @@ func (g *gctx) layoutParams() error {
 	g.block = p.tensors[g.spec.params[0]].block
 	g.paramsG = p.addTensor(&tensor{name: "params.grad", dtype: g.block.dtype, shape: g.block.shape,
 		defined: true, first: math.MaxInt32})
+	p.paramsG = g.paramsG
 	for _, i := range g.spec.params {
 		t := p.tensors[i]
 		g.units[t] = &gunit{root: g.paramsG, off: t.blockOff, bytes: t.bytes(), dtype: t.dtype}

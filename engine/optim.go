@@ -160,6 +160,7 @@ func (g *gctx) optimize(s *optimSpec) error {
 		op.Scale = c
 	}
 	g.emit(&op)
+	p.optFrom = len(p.steps) // the step end appends
 	g.end()
 	return nil
 }

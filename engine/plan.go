@@ -100,6 +100,8 @@ type plan struct {
 	hyper    *tensor      // per-step optimizer values, fed like an input
 	optState []*tensor    // optimizer state in the weight buffer
 	masks    []dropMask   // Dropout masks, fed like inputs
+	optFrom  int          // index of the optimizer step in steps; 0 without one
+	paramsG  *tensor      // the flat gradient block of the trained parameters
 }
 
 // PlanError reports a planning failure at a node.

@@ -55,7 +55,11 @@ type Session struct {
 	wOffs   map[string]int64 // weight-buffer offsets of shared tensors, by weightKey
 	wSize   int64
 	mode    planMode // how plans are made (training sessions: mutable weights)
-	valIn   []string // graph inputs planned by value, in model order (values.go)
+	// splitOpt records a training plan's optimizer step into a second
+	// stream (execCtx.opt), run after the gradients have been reduced
+	// across data-parallel replicas (dp.go).
+	splitOpt bool
+	valIn    []string // graph inputs planned by value, in model order (values.go)
 
 	lastProf []OpTime
 
@@ -87,6 +91,7 @@ type execCtx struct {
 	inBufs  [][]byte
 	outBufs [][]byte
 	stale   bool       // weights moved: re-record before the next run
+	opt     rt.Stream  // the optimizer step, with Session.splitOpt
 	w       *weightBuf // the weights the stream is recorded against
 }
 
@@ -475,7 +480,26 @@ func (s *Session) record(p *plan, c *execCtx) error {
 			return fmt.Errorf("engine: input %q: %w", t.name, err)
 		}
 	}
-	for _, st := range p.steps {
+	steps, rest := p.steps, []step(nil)
+	if s.splitOpt && p.optFrom > 0 {
+		steps, rest = p.steps[:p.optFrom], p.steps[p.optFrom:]
+		if c.opt == nil {
+			st, err := s.dev.NewStream(rt.StreamOptions{Profile: s.opts.Profile})
+			if err != nil {
+				return fmt.Errorf("engine: optimizer stream: %w", err)
+			}
+			c.opt = st
+		}
+		c.opt.Reset()
+		for _, st := range rest {
+			for _, op := range st.ops {
+				if err := c.opt.Launch(s.bind(op, c.arena, c.w)); err != nil {
+					return &PlanError{Node: st.node.Name, Op: st.node.Op, Err: err}
+				}
+			}
+		}
+	}
+	for _, st := range steps {
 		for _, op := range st.ops {
 			bound := s.bind(op, c.arena, c.w)
 			if err := c.stream.Launch(bound); err != nil {
@@ -771,6 +795,9 @@ func (s *Session) Close() error {
 		for _, c := range ps.all {
 			if c.stream != nil {
 				errs = append(errs, c.stream.Close())
+			}
+			if c.opt != nil {
+				errs = append(errs, c.opt.Close())
 			}
 			c.arena.Free()
 		}

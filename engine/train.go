@@ -36,6 +36,10 @@ type TrainOptions struct {
 	Seed uint64
 	// Profile records per-op device times, read with Trainer.Profile.
 	Profile bool
+	// BucketBytes is the size of the buckets in which a data-parallel
+	// trainer (NewDataParallel) reduces the gradients; 0 means
+	// dist.DefaultBucketBytes.
+	BucketBytes int64
 }
 
 // Trainer trains a model on one device. A training step — forward,
@@ -59,6 +63,8 @@ type Trainer struct {
 	pcg   *rand.PCG // rng's source, whose state State saves
 	last  *planState
 	lastC *execCtx
+
+	reps []*Trainer // data-parallel replicas on the other devices (dp.go)
 }
 
 // StepResult is what one training step returns.
@@ -200,6 +206,9 @@ func (t *Trainer) inputShapes(inputs map[string]*rt.Tensor) (map[string][]int, e
 // trainer has an optimizer, the update. It returns the loss and the
 // model's outputs.
 func (t *Trainer) Step(ctx context.Context, inputs map[string]*rt.Tensor) (StepResult, error) {
+	if len(t.reps) > 0 {
+		return t.stepDP(ctx, inputs)
+	}
 	shapes, err := t.inputShapes(inputs)
 	if err != nil {
 		return StepResult{}, err
@@ -313,8 +322,20 @@ func (t *Trainer) weightOffset(i int) (int64, bool) {
 }
 
 // SetWeights overwrites trained parameters or running statistics, by
-// name, on the device.
+// name, on the device (on every device of a data-parallel trainer).
 func (t *Trainer) SetWeights(w map[string]*rt.Tensor) error {
+	if err := t.setWeights(w); err != nil {
+		return err
+	}
+	for k, r := range t.reps {
+		if err := r.setWeights(w); err != nil {
+			return t.devErr(k+1, err)
+		}
+	}
+	return nil
+}
+
+func (t *Trainer) setWeights(w map[string]*rt.Tensor) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.s
@@ -388,5 +409,12 @@ func (t *Trainer) Profile() []OpTime { return t.s.Profile() }
 // Info describes the training plan for the last input shapes.
 func (t *Trainer) Info() Info { return t.s.Info() }
 
-// Close frees the trainer's device memory.
-func (t *Trainer) Close() error { return t.s.Close() }
+// Close frees the trainer's device memory (on every device of a
+// data-parallel trainer).
+func (t *Trainer) Close() error {
+	errs := []error{t.s.Close()}
+	for _, r := range t.reps {
+		errs = append(errs, r.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,510 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vrun-go/vrun/dist"
+	"github.com/vrun-go/vrun/model"
+	"github.com/vrun-go/vrun/rt"
+)
+
+// NewDataParallel plans a data-parallel training step of m over devs: the
+// parameters are replicated on every device, each step splits its batch
+// (the leading dim of every input) into len(devs) shares as dist.Split
+// gives them, runs forward and backward of each share on its device
+// concurrently, and reduces the gradients into devs[0] as the mean
+// weighted by the shares' sizes — the gradient of the whole batch when
+// the loss is a mean over the batch, as the train package's losses are.
+// The optimizer step (with gradient clipping) then runs on devs[0] alone
+// and the updated parameters are broadcast to the other devices, so the
+// replicas stay bit-identical even on mixed backends. The loss StepResult
+// reports is the same weighted mean; outputs whose leading dim is the
+// batch are joined in device order.
+//
+// The reduction goes through host memory (package dist), in buckets of
+// opts.BucketBytes whose reads, reduction and writes overlap. It cannot
+// overlap the backward pass itself: each device runs its forward and
+// backward as one recorded stream, whose completion is the first moment
+// the host sees any gradient.
+//
+// BatchNormalization in training mode normalises each share by its own
+// statistics (PyTorch DistributedDataParallel without SyncBatchNorm), and
+// the running statistics are those of devs[0], copied to the other
+// devices after each step (DDP's broadcast_buffers). Dropout masks are
+// drawn for the whole batch from one generator, as on one device, and
+// split with the batch, so a run with Dropout follows the single-device
+// run. InputGrads is not supported.
+//
+// Weights, Grads, State, Eval and Profile read devs[0]; SetWeights writes
+// every device. The caller keeps ownership of m and of the devices; one
+// device listed twice is an error (open a backend twice for two logical
+// devices on one physical one).
+func NewDataParallel(m *model.Model, devs []rt.Device, opts TrainOptions) (*Trainer, error) {
+	if len(devs) == 0 {
+		return nil, errors.New("engine: data-parallel trainer: no devices")
+	}
+	for i, d := range devs {
+		if d == nil {
+			return nil, fmt.Errorf("engine: data-parallel trainer: device %d is nil", i)
+		}
+		for j := range i {
+			if devs[j] == d {
+				return nil, fmt.Errorf("engine: data-parallel trainer: device %s is listed twice (positions %d and %d)", d.Info().Spec(), j, i)
+			}
+		}
+	}
+	if len(devs) == 1 {
+		return NewTrainer(m, devs[0], opts)
+	}
+	if len(opts.InputGrads) > 0 {
+		return nil, errors.New("engine: data-parallel trainer: InputGrads is not supported on several devices")
+	}
+	shapes := make([]map[string][]int, len(devs))
+	if len(opts.Shapes) > 0 {
+		n, err := batchOf(opts.Shapes, len(devs))
+		if err != nil {
+			return nil, err
+		}
+		rows := dist.Split(n, len(devs))
+		for k := range devs {
+			shapes[k] = map[string][]int{}
+			for name, sh := range opts.Shapes {
+				shapes[k][name] = append([]int{rows[k]}, sh[1:]...)
+			}
+		}
+	}
+	var reps []*Trainer
+	closeAll := func() {
+		for _, r := range reps {
+			r.Close()
+		}
+	}
+	for k, d := range devs {
+		o := opts
+		o.Shapes = shapes[k]
+		if k > 0 {
+			o.Optimizer = nil // the update runs on devs[0] (see stepDP)
+			o.Profile = false
+		}
+		r, err := NewTrainer(m, d, o)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("engine: data-parallel trainer: device %d (%s): %w", k, d.Info().Spec(), err)
+		}
+		reps = append(reps, r)
+	}
+	t := reps[0]
+	t.s.splitOpt = true
+	t.reps = reps[1:]
+	return t, nil
+}
+
+// batchOf returns the leading dim that every shape shares, and checks it
+// against the device count.
+func batchOf(shapes map[string][]int, devs int) (int, error) {
+	n, first := -1, ""
+	for _, name := range sortedKeys(shapes) {
+		sh := shapes[name]
+		if len(sh) == 0 {
+			return 0, fmt.Errorf("engine: data-parallel step: input %q is a scalar; every input needs the batch as its leading dim", name)
+		}
+		if n >= 0 && sh[0] != n {
+			return 0, fmt.Errorf("engine: data-parallel step: input %q has %d rows, input %q %d; every input needs the batch as its leading dim", name, sh[0], first, n)
+		}
+		n, first = sh[0], name
+	}
+	if n < devs {
+		return 0, fmt.Errorf("engine: data-parallel step: a batch of %d samples cannot be split over %d devices", n, devs)
+	}
+	return n, nil
+}
+
+// replica returns trainer k of a data-parallel group (0 is t).
+func (t *Trainer) replica(k int) *Trainer {
+	if k == 0 {
+		return t
+	}
+	return t.reps[k-1]
+}
+
+// execStart runs the first part of a split training step (forward and
+// backward, and the output reads) and returns its context, still
+// acquired: execFinish must follow.
+func (s *Session) execStart(ctx context.Context, ps *planState, feed func(i int, t *tensor, dst []byte) error) (*execCtx, error) {
+	c, err := s.acquire(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	p := ps.p
+	for i, t := range p.inputs {
+		if err := feed(i, t, c.inBufs[i]); err != nil {
+			s.release(ps, c)
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		s.release(ps, c)
+		return nil, err
+	}
+	if err := c.stream.Submit(); err != nil {
+		s.release(ps, c)
+		return nil, fmt.Errorf("engine: submit: %w", err)
+	}
+	if err := c.stream.Wait(); err != nil {
+		p.nameIndexError(err)
+		s.release(ps, c)
+		return nil, fmt.Errorf("engine: run: %w", err)
+	}
+	return c, nil
+}
+
+// execFinish runs the optimizer stream of c when opt is set, returns the
+// outputs and releases c.
+func (s *Session) execFinish(ps *planState, c *execCtx, opt bool) (map[string]*rt.Tensor, error) {
+	defer s.release(ps, c)
+	p := ps.p
+	var ts []time.Duration
+	if s.opts.Profile {
+		ts = c.stream.Timings()
+	}
+	if opt && c.opt != nil {
+		if err := c.opt.Submit(); err != nil {
+			return nil, fmt.Errorf("engine: submit: %w", err)
+		}
+		if err := c.opt.Wait(); err != nil {
+			return nil, fmt.Errorf("engine: optimizer step: %w", err)
+		}
+		if s.opts.Profile {
+			ts = append(ts, c.opt.Timings()...)
+		}
+	}
+	if s.opts.Profile {
+		prof := profileOf(p, ts)
+		s.mu.Lock()
+		s.lastProf = prof
+		s.mu.Unlock()
+	}
+	out := make(map[string]*rt.Tensor, len(p.outputs))
+	for i, x := range p.outputs {
+		out[x.name] = &rt.Tensor{DType: x.dtype, Shape: append([]int{}, x.shape...), Data: append([]byte(nil), c.outBufs[i]...)}
+	}
+	return out, nil
+}
+
+// devErr names replica k's device in err.
+func (t *Trainer) devErr(k int, err error) error {
+	return fmt.Errorf("engine: data-parallel step: device %d (%s): %w", k, t.replica(k).s.dev.Info().Spec(), err)
+}
+
+// stepDP is Step on a data-parallel group (see NewDataParallel).
+func (t *Trainer) stepDP(ctx context.Context, inputs map[string]*rt.Tensor) (StepResult, error) {
+	shapes, err := t.inputShapes(inputs)
+	if err != nil {
+		return StepResult{}, err
+	}
+	R := 1 + len(t.reps)
+	n, err := batchOf(shapes, R)
+	if err != nil {
+		return StepResult{}, err
+	}
+	rows := dist.Split(n, R)
+	starts := make([]int, R+1)
+	for k, r := range rows {
+		starts[k+1] = starts[k] + r
+	}
+	// Each share's inputs: rows [starts[k], starts[k+1]) of every input.
+	shards := make([]map[string]*rt.Tensor, R)
+	pss := make([]*planState, R)
+	for k := range R {
+		shards[k] = map[string]*rt.Tensor{}
+		sh := map[string][]int{}
+		for name, x := range inputs {
+			per := len(x.Data) / n
+			s := append([]int{rows[k]}, x.Shape[1:]...)
+			shards[k][name] = &rt.Tensor{DType: x.DType, Shape: s, Data: x.Data[starts[k]*per : starts[k+1]*per]}
+			sh[name] = s
+		}
+		if pss[k], err = t.replica(k).trainPlan(sh); err != nil {
+			return StepResult{}, t.devErr(k, err)
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	step := t.steps + 1
+	feeds, err := t.dpMasks(pss, rows)
+	if err != nil {
+		return StepResult{}, err
+	}
+	p0 := pss[0].p
+	cs := make([]*execCtx, R)
+	errs := make([]error, R)
+	var wg sync.WaitGroup
+	for k := range R {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, p := t.replica(k), pss[k].p
+			cs[k], errs[k] = r.s.execStart(ctx, pss[k], func(i int, x *tensor, dst []byte) error {
+				switch {
+				case k == 0 && x == p.hyper:
+					h := t.optim.hyper(step, t.lr)
+					copy(dst, rt.FromFloat64(x.dtype, h, len(h)).Data)
+				case feeds[k][i] != nil:
+					copy(dst, feeds[k][i])
+				default:
+					copy(dst, shards[k][x.name].Data)
+				}
+				return nil
+			})
+			if errs[k] != nil {
+				errs[k] = t.devErr(k, errs[k])
+			}
+		}()
+	}
+	wg.Wait()
+	release := func() {
+		for k, c := range cs {
+			if c != nil {
+				t.replica(k).s.execFinish(pss[k], c, false)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		release()
+		return StepResult{}, err
+	}
+	// Reduce the gradients into replica 0.
+	if g := p0.paramsG; g != nil {
+		sh := make([]dist.Shard, R)
+		for k := range R {
+			pg := pss[k].p.paramsG
+			if pg == nil || pg.bytes() != g.bytes() {
+				release()
+				return StepResult{}, t.devErr(k, errors.New("the replica's gradient block differs from device 0's"))
+			}
+			sh[k] = dist.Shard{Dev: t.replica(k).s.dev, Buf: cs[k].arena, Off: pg.root.offset, Shape: pg.shape}
+		}
+		a, err := dist.View(g.dtype, g.shape, dist.Replicated, sh)
+		if err == nil {
+			w := make([]float64, R)
+			for k, r := range rows {
+				w[k] = float64(r)
+			}
+			err = a.Reduce(0, dist.Mean, dist.ReduceOptions{Weights: w, BucketBytes: t.opts.BucketBytes})
+		}
+		if err != nil {
+			release()
+			return StepResult{}, fmt.Errorf("engine: data-parallel step: gradients: %w", err)
+		}
+	}
+	c0 := cs[0]
+	outs := make([]map[string]*rt.Tensor, R)
+	for k := R - 1; k >= 0; k-- {
+		out, err := t.replica(k).s.execFinish(pss[k], cs[k], k == 0)
+		cs[k] = nil
+		if err != nil {
+			release()
+			return StepResult{}, t.devErr(k, err)
+		}
+		outs[k] = out
+	}
+	if err := t.syncReplicas(); err != nil {
+		return StepResult{}, err
+	}
+	t.steps = step
+	t.last, t.lastC = pss[0], c0 // c0's arena keeps the reduced gradients (Grads)
+	out := joinOutputs(outs, rows, n)
+	return StepResult{Loss: out[t.opts.Loss].Float64(0), Outputs: out}, nil
+}
+
+// dpMasks draws the Dropout masks of a data-parallel step: for each mask
+// of replica 0's plan, in input order, the mask of the whole batch as
+// one device would draw it, split by rows. A mask whose leading dim is
+// not the batch is drawn for each replica in turn.
+func (t *Trainer) dpMasks(pss []*planState, rows []int) ([][][]byte, error) {
+	R := len(pss)
+	feeds := make([][][]byte, R)
+	for k := range R {
+		feeds[k] = make([][]byte, len(pss[k].p.inputs))
+	}
+	ratio := func(p *plan, x *tensor) float64 {
+		for _, mk := range p.masks {
+			if mk.t == x {
+				return mk.ratio
+			}
+		}
+		return 0
+	}
+	draw := func(r float64, v []float64) {
+		for i := range v {
+			v[i] = 0
+			if t.rng.Float64() >= r {
+				v[i] = 1 / (1 - r)
+			}
+		}
+	}
+	// The masks of each plan, in input order (replica 0's plan also has
+	// the optimizer's input, so input indices differ).
+	masks := make([][]int, R)
+	for k := range R {
+		for i, x := range pss[k].p.inputs {
+			if ratio(pss[k].p, x) > 0 {
+				masks[k] = append(masks[k], i)
+			}
+		}
+		if len(masks[k]) != len(masks[0]) {
+			return nil, t.devErr(k, fmt.Errorf("the replica has %d Dropout masks, device 0 %d", len(masks[k]), len(masks[0])))
+		}
+	}
+	p0 := pss[0].p
+	for j, i0 := range masks[0] {
+		x := p0.inputs[i0]
+		r := ratio(p0, x)
+		batched := len(x.shape) > 0 && x.shape[0] == rows[0]
+		for k := range R {
+			xk := pss[k].p.inputs[masks[k][j]]
+			if xk.name != x.name || ratio(pss[k].p, xk) != r {
+				return nil, t.devErr(k, fmt.Errorf("the Dropout masks differ from device 0's"))
+			}
+			if xs := xk.shape; len(xs) == 0 || xs[0] != rows[k] || !slices.Equal(xs[1:], x.shape[1:]) {
+				batched = false
+			}
+		}
+		if batched {
+			per := int(rt.NumElements(x.shape[1:]))
+			total := 0
+			for _, n := range rows {
+				total += n
+			}
+			v := make([]float64, total*per)
+			draw(r, v)
+			at := 0
+			for k := range R {
+				m := rows[k] * per
+				feeds[k][masks[k][j]] = rt.FromFloat64(x.dtype, v[at:at+m], m).Data
+				at += m
+			}
+			continue
+		}
+		for k := range R {
+			xk := pss[k].p.inputs[masks[k][j]]
+			v := make([]float64, rt.NumElements(xk.shape))
+			draw(r, v)
+			feeds[k][masks[k][j]] = rt.FromFloat64(xk.dtype, v, len(v)).Data
+		}
+	}
+	return feeds, nil
+}
+
+// joinOutputs combines the replicas' outputs: those whose leading dim is
+// each share's row count are joined along it; float scalars become the
+// mean weighted by the rows; anything else is replica 0's.
+func joinOutputs(outs []map[string]*rt.Tensor, rows []int, n int) map[string]*rt.Tensor {
+	res := map[string]*rt.Tensor{}
+	for name, x0 := range outs[0] {
+		batched := true
+		for k, o := range outs {
+			x := o[name]
+			if x == nil || len(x.Shape) == 0 || x.Shape[0] != rows[k] || !slices.Equal(x.Shape[1:], x0.Shape[1:]) || x.DType != x0.DType {
+				batched = false
+			}
+		}
+		switch {
+		case batched:
+			y := &rt.Tensor{DType: x0.DType, Shape: append([]int{n}, x0.Shape[1:]...)}
+			for _, o := range outs {
+				y.Data = append(y.Data, o[name].Data...)
+			}
+			res[name] = y
+		case x0.DType.IsFloat() && x0.Len() == 1:
+			v := 0.0
+			for k, o := range outs {
+				v += float64(rows[k]) / float64(n) * o[name].Float64(0)
+			}
+			res[name] = rt.FromFloat64(x0.DType, []float64{v}, x0.Shape...)
+		default:
+			res[name] = x0
+		}
+	}
+	return res
+}
+
+// syncReplicas copies the trained parameters (one flat block) and the
+// running statistics of replica 0 to the others; t.mu must be held.
+func (t *Trainer) syncReplicas() error {
+	type region struct {
+		key  string // weight-buffer key
+		data []byte
+	}
+	s := t.s
+	s.mu.Lock()
+	var regs []region
+	if s.weights != nil {
+		var keys []string
+		if _, ok := s.wOffs["p:params"]; ok && t.optim != nil {
+			keys = append(keys, "p:params")
+		}
+		for i := range t.names {
+			if k := fmt.Sprint("w:", i); !slices.Contains(t.params, i) {
+				if _, ok := s.wOffs[k]; ok {
+					keys = append(keys, k)
+				}
+			}
+		}
+		for _, key := range keys {
+			n := t.regionBytes(key)
+			b := make([]byte, n)
+			if err := s.dev.Read(b, s.weights.buf, s.wOffs[key]); err != nil {
+				s.mu.Unlock()
+				return t.devErr(0, fmt.Errorf("reading %s: %w", key, err))
+			}
+			regs = append(regs, region{key, b})
+		}
+	}
+	s.mu.Unlock()
+	errs := make([]error, len(t.reps))
+	var wg sync.WaitGroup
+	for j, r := range t.reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rs := r.s
+			rs.mu.Lock()
+			defer rs.mu.Unlock()
+			for _, g := range regs {
+				off, ok := rs.wOffs[g.key]
+				if !ok || rs.weights == nil {
+					errs[j] = t.devErr(j+1, fmt.Errorf("%s is not on the device", g.key))
+					return
+				}
+				if err := rs.dev.Write(rs.weights.buf, off, g.data); err != nil {
+					errs[j] = t.devErr(j+1, fmt.Errorf("writing %s: %w", g.key, err))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// regionBytes is the size of a weight-buffer region named by key: the
+// flat parameter block or one weight.
+func (t *Trainer) regionBytes(key string) int64 {
+	m := t.s.m
+	if key == "p:params" {
+		var n int64
+		for _, i := range t.params {
+			n += int64(len(m.Tensors[i].Data))
+		}
+		return n
+	}
+	var i int
+	fmt.Sscan(key[2:], &i)
+	return int64(len(m.Tensors[i].Data))
+}

@@ -1,0 +1,389 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/vrun-go/vrun/cpu"
+	"github.com/vrun-go/vrun/dist"
+	"github.com/vrun-go/vrun/engine"
+	"github.com/vrun-go/vrun/model"
+	"github.com/vrun-go/vrun/rt"
+)
+
+// dpModel is a two-layer classifier with a dynamic batch: x [N, 5] →
+// Gemm → (BatchNormalization) → Relu → (Dropout 0.3) → Gemm → logits
+// [N, 3], and the mean cross-entropy against onehot [N, 3] as "loss".
+func dpModel(dt rt.DType, bn, dropout bool) (*model.Model, error) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	b := model.NewBuilder()
+	b.Input("x", dt, -1, 5)
+	b.Input("onehot", dt, -1, 3)
+	w := func(name string, shape ...int) string {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = (rng.Float64()*2 - 1) * 0.6
+		}
+		return b.Weight(name, dt, shape64(shape...), rt.FromFloat64(dt, v, n).Data)
+	}
+	h := b.Op("Gemm", []string{"x", w("w1", 8, 5), w("b1", 8)}, model.Attrs{"transB": 1})
+	if bn {
+		ones := rt.FromFloat64(dt, []float64{1, 1, 1, 1, 1, 1, 1, 1}, 8).Data
+		h = b.Op("BatchNormalization", []string{h, w("gamma", 8), w("beta", 8),
+			b.Weight("rmean", dt, []int64{8}, make([]byte, 8*dt.Size())), b.Weight("rvar", dt, []int64{8}, ones)}, nil)
+	}
+	h = b.Op("Relu", []string{h}, nil)
+	if dropout {
+		h = b.Op("Dropout", []string{h, b.Weight("ratio", dt, []int64{}, rt.FromFloat64(dt, []float64{0.3}).Data)}, nil)
+	}
+	b.Node("logits", "Gemm", []string{h, w("w2", 3, 8), w("b2", 3)}, []string{"logits"}, model.Attrs{"transB": 1})
+	ls := b.Op("LogSoftmax", []string{"logits"}, model.Attrs{"axis": 1})
+	s := b.Op("ReduceSum", []string{b.Op("Mul", []string{ls, "onehot"}, nil)}, model.Attrs{"axes": []int64{1}, "keepdims": 0})
+	b.Node("loss", "Neg", []string{b.Op("ReduceMean", []string{s}, model.Attrs{"keepdims": 0})}, []string{"loss"}, nil)
+	b.Output("loss", "logits")
+	return b.Build()
+}
+
+// dpBatch is a random batch of n samples.
+func dpBatch(dt rt.DType, n int, seed uint64) map[string]*rt.Tensor {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	x := make([]float64, n*5)
+	for i := range x {
+		x[i] = rng.Float64()*2 - 1 + 0.05
+	}
+	y := make([]float64, n*3)
+	for i := range n {
+		y[i*3+rng.IntN(3)] = 1
+	}
+	return map[string]*rt.Tensor{"x": rt.FromFloat64(dt, x, n, 5), "onehot": rt.FromFloat64(dt, y, n, 3)}
+}
+
+// dpDevices opens the devices of a list: "cpu" is a new logical CPU
+// device each time; others go through the registry (skipped when they
+// do not open).
+func dpDevices(t testing.TB, specs string) []rt.Device {
+	var out []rt.Device
+	for _, spec := range strings.Split(specs, ",") {
+		var d rt.Device
+		if spec == "cpu" {
+			d = cpu.NewDevice()
+		} else {
+			var err error
+			if d, err = rt.Open(spec, nil); err != nil {
+				t.Skipf("%s: %v", spec, err)
+			}
+		}
+		t.Cleanup(func() { d.Close() })
+		out = append(out, d)
+	}
+	return out
+}
+
+func relErr(got, want float64) float64 { return math.Abs(got-want) / (1e-3 + math.Abs(want)) }
+
+// TestDataParallelTrajectory trains on N devices and on one, from the
+// same weights with the same batches (of sizes not divisible by N), and
+// compares the losses step by step, the joined outputs and the final
+// weights; it also checks that the replicas stay identical.
+func TestDataParallelTrajectory(t *testing.T) {
+	sgd := &engine.Optimizer{Kind: engine.SGD, LR: 0.2, Momentum: 0.9}
+	adam := &engine.Optimizer{Kind: engine.Adam, LR: 0.02, ClipNorm: 0.5}
+	for _, tc := range []struct {
+		name    string
+		devs    string
+		dt      rt.DType
+		opt     *engine.Optimizer
+		dropout bool
+		batches []int
+		bucket  int64
+		tol     float64
+	}{
+		{"2cpu-sgd", "cpu,cpu", rt.F64, sgd, false, []int{7, 7, 5, 9, 2}, 0, 1e-10},
+		{"3cpu-adam-clip-buckets", "cpu,cpu,cpu", rt.F64, adam, false, []int{10, 11, 4, 3, 10}, 40, 1e-10},
+		{"3cpu-dropout", "cpu,cpu,cpu", rt.F64, sgd, true, []int{8, 13, 5, 8}, 0, 1e-10},
+		{"4cpu-f32-adam", "cpu,cpu,cpu,cpu", rt.F32, adam, false, []int{9, 6, 17, 4}, 64, 2e-5},
+		{"cpu+vulkan", "cpu,vulkan:0", rt.F32, sgd, false, []int{7, 9, 5, 7}, 0, 1e-4},
+		{"cpu+vulkan-dropout", "cpu,vulkan:0", rt.F32, adam, true, []int{9, 5, 9}, 0, 1e-4},
+		{"cpu+opencl", "cpu,opencl:0", rt.F32, sgd, false, []int{7, 9, 5, 7}, 0, 1e-4},
+		{"cpu+opencl+vulkan-adam", "cpu,opencl:0,vulkan:0", rt.F32, adam, false, []int{11, 7, 4}, 100, 1e-4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := dpModel(tc.dt, false, tc.dropout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			devs := dpDevices(t, tc.devs)
+			opts := engine.TrainOptions{Loss: "loss", Optimizer: tc.opt, Seed: 17, BucketBytes: tc.bucket,
+				Shapes: map[string][]int{"x": {tc.batches[0], 5}, "onehot": {tc.batches[0], 3}}}
+			if tc.dropout {
+				opts.Frozen = []string{"ratio"}
+			}
+			dp, err := engine.NewDataParallel(m, devs, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dp.Close()
+			ref := cpu.NewDevice()
+			defer ref.Close()
+			one, err := engine.NewTrainer(m, ref, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer one.Close()
+			for s, n := range tc.batches {
+				in := dpBatch(tc.dt, n, uint64(s+1))
+				got, err := dp.Step(context.Background(), in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := one.Step(context.Background(), in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e := relErr(got.Loss, want.Loss); e > tc.tol {
+					t.Fatalf("step %d (batch %d): loss %.12g, one device %.12g (rel %.3g)", s+1, n, got.Loss, want.Loss, e)
+				}
+				gl, wl := got.Outputs["logits"], want.Outputs["logits"]
+				if gl.Shape[0] != n {
+					t.Fatalf("step %d: joined logits have shape %v", s+1, gl.Shape)
+				}
+				for i := range wl.Len() {
+					if e := relErr(gl.Float64(i), wl.Float64(i)); e > tc.tol {
+						t.Fatalf("step %d: logits[%d] %g, one device %g", s+1, i, gl.Float64(i), wl.Float64(i))
+					}
+				}
+			}
+			gw, err := dp.Weights()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ww, err := one.Weights()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, w := range ww {
+				for i := range w.Len() {
+					if e := relErr(gw[name].Float64(i), w.Float64(i)); e > tc.tol*10 {
+						t.Fatalf("weight %s[%d] = %g, one device %g", name, i, gw[name].Float64(i), w.Float64(i))
+					}
+				}
+			}
+			for k := 1; k < len(devs); k++ {
+				rw, err := engine.ReplicaWeights(dp, k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for name, w := range gw {
+					if string(rw[name].Data) != string(w.Data) {
+						t.Fatalf("replica %d (%s) holds another %s than device 0", k, devs[k].Info().Spec(), name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDataParallelBatchNorm checks the per-share BatchNormalization
+// semantics (DDP without SyncBatchNorm) against an independent float64
+// reference: gradients of each share on one device, their mean weighted
+// by share size, a plain SGD update, and device 0's running statistics.
+func TestDataParallelBatchNorm(t *testing.T) {
+	const lr = 0.1
+	for _, tc := range []struct {
+		name    string
+		devs    string
+		batches []int
+	}{
+		{"2cpu", "cpu,cpu", []int{7, 9, 5}},
+		{"3cpu", "cpu,cpu,cpu", []int{10, 8, 13}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := dpModel(rt.F64, true, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			devs := dpDevices(t, tc.devs)
+			shapes := map[string][]int{"x": {tc.batches[0], 5}, "onehot": {tc.batches[0], 3}}
+			dp, err := engine.NewDataParallel(m, devs, engine.TrainOptions{Loss: "loss", Shapes: shapes, Optimizer: &engine.Optimizer{Kind: engine.SGD, LR: lr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dp.Close()
+			ref := cpu.NewDevice()
+			defer ref.Close()
+			g, err := engine.NewTrainer(m, ref, engine.TrainOptions{Loss: "loss", Shapes: shapes}) // gradients only
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			w, err := g.Weights()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for s, n := range tc.batches {
+				in := dpBatch(rt.F64, n, uint64(s+20))
+				got, err := dp.Step(context.Background(), in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows := dist.Split(n, len(devs))
+				sum := map[string][]float64{}
+				loss := 0.0
+				var stats map[string]*rt.Tensor
+				at := 0
+				for k, r := range rows {
+					if err := g.SetWeights(w); err != nil {
+						t.Fatal(err)
+					}
+					share := map[string]*rt.Tensor{}
+					for name, x := range in {
+						per := x.Len() / n
+						share[name] = rt.FromFloat64(rt.F64, x.Float64s()[at*per:(at+r)*per], r, per)
+					}
+					at += r
+					res, err := g.Step(context.Background(), share)
+					if err != nil {
+						t.Fatal(err)
+					}
+					loss += float64(r) / float64(n) * res.Loss
+					gr, err := g.Grads()
+					if err != nil {
+						t.Fatal(err)
+					}
+					for name, v := range gr {
+						if sum[name] == nil {
+							sum[name] = make([]float64, v.Len())
+						}
+						for i := range sum[name] {
+							sum[name][i] += float64(r) / float64(n) * v.Float64(i)
+						}
+					}
+					if k == 0 {
+						if stats, err = g.Weights(); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				if e := relErr(got.Loss, loss); e > 1e-10 {
+					t.Fatalf("step %d: loss %.12g, reference %.12g", s+1, got.Loss, loss)
+				}
+				for name := range w {
+					if gv, ok := sum[name]; ok {
+						v := w[name].Float64s()
+						for i := range v {
+							v[i] -= lr * gv[i]
+						}
+						w[name] = rt.FromFloat64(rt.F64, v, w[name].Shape...)
+					} else { // running statistics: device 0's share
+						w[name] = stats[name]
+					}
+				}
+				dw, err := dp.Weights()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for name, v := range w {
+					for i := range v.Len() {
+						if e := relErr(dw[name].Float64(i), v.Float64(i)); e > 1e-10 {
+							t.Fatalf("step %d: %s[%d] = %.12g, reference %.12g", s+1, name, i, dw[name].Float64(i), v.Float64(i))
+						}
+					}
+				}
+				for k := 1; k < len(devs); k++ {
+					rw, err := engine.ReplicaWeights(dp, k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, name := range []string{"rmean", "rvar", "w1"} {
+						if string(rw[name].Data) != string(dw[name].Data) {
+							t.Fatalf("step %d: replica %d holds another %s", s+1, k, name)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDataParallelErrors checks the bad inputs.
+func TestDataParallelErrors(t *testing.T) {
+	m, err := dpModel(rt.F64, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := dpDevices(t, "cpu,cpu,cpu")
+	opts := engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: engine.SGD, LR: 0.1},
+		Shapes: map[string][]int{"x": {6, 5}, "onehot": {6, 3}}}
+	for _, tc := range []struct {
+		name, want string
+		f          func() error
+	}{
+		{"twice", "listed twice", func() error {
+			_, err := engine.NewDataParallel(m, []rt.Device{devs[0], devs[1], devs[0]}, opts)
+			return err
+		}},
+		{"shapes smaller than devices", "cannot be split over 3 devices", func() error {
+			o := opts
+			o.Shapes = map[string][]int{"x": {2, 5}, "onehot": {2, 3}}
+			_, err := engine.NewDataParallel(m, devs, o)
+			return err
+		}},
+		{"batch smaller than devices", "cannot be split over 3 devices", func() error {
+			tr, err := engine.NewDataParallel(m, devs, opts)
+			if err != nil {
+				return err
+			}
+			defer tr.Close()
+			_, err = tr.Step(context.Background(), dpBatch(rt.F64, 2, 1))
+			return err
+		}},
+		{"input grads", "InputGrads", func() error {
+			o := opts
+			o.InputGrads = []string{"x"}
+			_, err := engine.NewDataParallel(m, devs, o)
+			return err
+		}},
+	} {
+		err := tc.f()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// BenchmarkDataParallel measures training steps per second of a
+// batch-256 MLP on one CPU device and on N logical CPU devices (on this
+// machine they share its cores; the figure shows the overhead of the
+// host-path reduction, not a speed-up).
+func BenchmarkDataParallel(b *testing.B) {
+	for _, n := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("cpu*%d", n), func(b *testing.B) {
+			m, err := dpModel(rt.F32, false, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			devs := dpDevices(b, strings.TrimSuffix(strings.Repeat("cpu,", n), ","))
+			tr, err := engine.NewDataParallel(m, devs, engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: engine.Adam, LR: 0.01},
+				Shapes: map[string][]int{"x": {256, 5}, "onehot": {256, 3}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tr.Close()
+			in := dpBatch(rt.F32, 256, 1)
+			for b.Loop() {
+				if _, err := tr.Step(context.Background(), in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
+		})
+	}
+}
