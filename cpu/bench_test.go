@@ -305,24 +305,33 @@ func BenchmarkMaxPool(b *testing.B) {
 // and the e2e CNN's first layer (3→8, 3×3 on 2×15×13).
 func BenchmarkConvShapes(b *testing.B) {
 	for _, c := range []struct {
-		name                     string
-		n, c, h, k, kk, s, p, oh int
+		name                        string
+		n, c, h, k, kk, s, p, oh, g int
 	}{
-		{"first/3-64/224/3x3s2", 1, 3, 224, 64, 3, 2, 0, 111},
-		{"expand3x3/16-64/55", 1, 16, 55, 64, 3, 1, 1, 55},
-		{"squeeze1x1/128-16/55", 1, 128, 55, 16, 1, 1, 0, 55},
-		{"classifier1x1/512-1000/13", 1, 512, 13, 1000, 1, 1, 0, 13},
-		{"e2e/3-8/15x15", 2, 3, 15, 8, 3, 1, 1, 15},
+		{"first/3-64/224/3x3s2", 1, 3, 224, 64, 3, 2, 0, 111, 1},
+		{"expand3x3/16-64/55", 1, 16, 55, 64, 3, 1, 1, 55, 1},
+		{"squeeze1x1/128-16/55", 1, 128, 55, 16, 1, 1, 0, 55, 1},
+		{"classifier1x1/512-1000/13", 1, 512, 13, 1000, 1, 1, 0, 13, 1},
+		{"e2e/3-8/15x15", 2, 3, 15, 8, 3, 1, 1, 15, 1},
+		{"lenet1/64x1-6/28/5x5p2", 64, 1, 28, 6, 5, 1, 2, 28, 1},
+		{"lenet2/64x6-16/14/5x5", 64, 6, 14, 16, 5, 1, 0, 10, 1},
+		{"dw/32/112/3x3", 1, 32, 112, 32, 3, 1, 1, 112, 32},
+		{"dw/96/112/3x3s2", 1, 96, 112, 96, 3, 2, 1, 56, 96},
+		{"dw/144/56/3x3", 1, 144, 56, 144, 3, 1, 1, 56, 144},
+		{"dw/960/7/3x3", 1, 960, 7, 960, 3, 1, 1, 7, 960},
+		{"resnet/64/56/3x3", 1, 64, 56, 64, 3, 1, 1, 56, 1},
+		{"resnet/256/14/3x3", 1, 256, 14, 256, 3, 1, 1, 14, 1},
+		{"stem/3-64/224/7x7s2", 1, 3, 224, 64, 7, 2, 3, 112, 1},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			d := NewDevice()
 			defer d.Close()
-			op := &rt.Conv{X: benchBuf(b, d, rt.F32, c.n*c.c*c.h*c.h), W: benchBuf(b, d, rt.F32, c.k*c.c*c.kk*c.kk),
+			op := &rt.Conv{X: benchBuf(b, d, rt.F32, c.n*c.c*c.h*c.h), W: benchBuf(b, d, rt.F32, c.k*c.c/c.g*c.kk*c.kk),
 				Bias: benchBuf(b, d, rt.F32, c.k), Y: benchBuf(b, d, rt.F32, c.n*c.k*c.oh*c.oh),
 				N: c.n, C: c.c, H: c.h, Width: c.h, K: c.k, OH: c.oh, OW: c.oh, KH: c.kk, KW: c.kk, StrideH: c.s, StrideW: c.s,
-				PadT: c.p, PadL: c.p, DilH: 1, DilW: 1, Groups: 1, Act: rt.Activation{Fn: rt.Relu}}
+				PadT: c.p, PadL: c.p, DilH: 1, DilW: 1, Groups: c.g, Act: rt.Activation{Fn: rt.Relu}}
 			benchOp(b, d, op)
-			flops := 2 * float64(c.n*c.k*c.c*c.kk*c.kk*c.oh*c.oh)
+			flops := 2 * float64(c.n*c.k*c.c/c.g*c.kk*c.kk*c.oh*c.oh)
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}

@@ -47,6 +47,18 @@ var convCases = []convCase{
 	// (the parallel no-pack GEMM splits rows).
 	{n: 1, c: 3, h: 9, w: 111, k: 17, kh: 3, kw: 3, sh: 2, sw: 2, pt: 0, pl: 1, pb: 1, pr: 2, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Relu}},
 	{n: 1, c: 40, h: 13, w: 13, k: 200, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Relu}},
+	// Direct convolutions (conv_direct.go): LeNet's layers at a batch,
+	// output-channel blocks of uneven sizes, stride 2 and 3 phases with
+	// dilation and uneven padding, depthwise with a multiplier, planes cut
+	// into row chunks, and one image split between the workers.
+	{n: 5, c: 1, h: 28, w: 28, k: 6, kh: 5, kw: 5, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Relu}},
+	{n: 3, c: 6, h: 14, w: 14, k: 16, kh: 5, kw: 5, sh: 1, sw: 1, dh: 1, dw: 1, g: 1, bias: true},
+	{n: 2, c: 3, h: 17, w: 19, k: 20, kh: 3, kw: 3, sh: 2, sw: 2, pt: 1, pl: 0, pb: 2, pr: 1, dh: 1, dw: 2, g: 1, bias: true},
+	{n: 1, c: 4, h: 16, w: 23, k: 10, kh: 3, kw: 2, sh: 3, sw: 2, pt: 2, pl: 1, pb: 0, pr: 2, dh: 2, dw: 1, g: 2, act: rt.Activation{Fn: rt.Clip, Alpha: 0, Beta: 6}},
+	{n: 2, c: 7, h: 21, w: 15, k: 14, kh: 3, kw: 3, sh: 2, sw: 2, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 7, bias: true, act: rt.Activation{Fn: rt.Relu}},
+	{n: 1, c: 5, h: 120, w: 61, k: 5, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 5, bias: true},
+	{n: 1, c: 3, h: 64, w: 67, k: 21, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Relu}},
+	{n: 1, c: 2, h: 5, w: 3, k: 3, kh: 5, kw: 5, sh: 1, sw: 1, pt: 3, pl: 4, pb: 3, pr: 4, dh: 1, dw: 1, g: 1}, // padding wider than the input
 }
 
 func TestConv(t *testing.T) {

@@ -16,3 +16,7 @@ func npParallel[T floatT](*gemm[T]) bool { return false }
 func gemvDotAsm[T floatT](_, _ []T, _, _ int, _ []T, _ int, _ T, _, _ int) bool { return false }
 
 func npApplies[T floatT](*gemm[T]) bool { return false }
+
+func dconvMaxKB() int { return 0 }
+
+func dconvRun(_, _ int, _ []float32, _ []int, _, _, _ []float32, _ int) {}

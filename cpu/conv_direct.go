@@ -1,0 +1,235 @@
+package cpu
+
+import (
+	"github.com/vrun-go/vrun/rt"
+)
+
+// Direct convolution (f32, AVX-512): each image's input planes of one
+// group are copied, zero-padded, into a scratch buffer, split into stride
+// phases: phase (a, b) of a channel holds the padded plane's rows a, a+sh,
+// a+2sh... and, of those, the columns b, b+sw, ... So that output (oh, ow)
+// of tap (c, kh, kw) reads phase ((kh·dh) mod sh, (kw·dw) mod sw) of
+// channel c at row oh + kh·dh/sh and column ow + kw·dw/sw: with the
+// outputs numbered q = oh·Wq + ow (Wq the phase width, at least OW), the
+// tap reads x[q + offs[tap]] whatever the stride. The convolution of a
+// block of output channels is then one sum over taps of weight times a
+// shifted run of the buffer (dconvRun), over the flat range of q; the
+// columns ow >= OW of that range are computed and dropped.
+//
+// It replaces im2col + GEMM where the GEMM is poor: depthwise
+// convolutions (one tap set per channel, no reduction over channels) and
+// convolutions with few input channels per group, whose im2col matrix is
+// large for the work (LeNet's 1→6 and 6→16 5×5, first layers on RGB).
+
+// directConvTaps bounds Cg·KH·KW for non-depthwise direct convolutions,
+// and directConvMaxKg their output channels per group (measured with
+// BenchmarkConvShapes: beyond them im2col + GEMM is faster).
+const (
+	directConvTaps  = 160
+	directConvMaxKg = 32
+)
+
+// useDirectConv reports whether o runs as a direct convolution.
+func useDirectConv(o *rt.Conv) bool {
+	if dconvMaxKB() == 0 || o.X.DType != rt.F32 {
+		return false
+	}
+	Cg, Kg := o.C/o.Groups, o.K/o.Groups
+	taps := Cg * o.KH * o.KW
+	if taps == 0 || o.OH <= 0 || o.OW <= 0 {
+		return false
+	}
+	if Cg == 1 {
+		return true
+	}
+	return taps <= directConvTaps && Kg <= directConvMaxKg && o.KH*o.KW > 1
+}
+
+// dconvPlan is the layout of a direct convolution.
+type dconvPlan struct {
+	o          *rt.Conv
+	cg, kg     int
+	hq, wq     int   // phase plane
+	ps         int   // a channel's phases, elements
+	buf        int   // buffer length per group
+	offs       []int // per tap
+	wp         []float32
+	bias       []float32
+	kb0        []int // output-channel blocks within a group: [kb0[i], kb0[i+1])
+	rows       int   // output rows per chunk
+	nchunk     int
+	taps, nout int
+}
+
+func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
+	p := &dconvPlan{o: o, cg: o.C / o.Groups, kg: o.K / o.Groups}
+	sh, sw := o.StrideH, o.StrideW
+	hp := (o.OH-1)*sh + (o.KH-1)*o.DilH + 1
+	wpd := (o.OW-1)*sw + (o.KW-1)*o.DilW + 1
+	p.hq, p.wq = ceilDiv(hp, sh), ceilDiv(wpd, sw)
+	p.ps = sh * sw * p.hq * p.wq
+	p.taps = p.cg * o.KH * o.KW
+	p.offs = make([]int, 0, p.taps)
+	hi := 0
+	for c := 0; c < p.cg; c++ {
+		for kh := 0; kh < o.KH; kh++ {
+			dh := kh * o.DilH
+			for kw := 0; kw < o.KW; kw++ {
+				dw := kw * o.DilW
+				off := c*p.ps + ((dh%sh)*sw+dw%sw)*p.hq*p.wq + dh/sh*p.wq + dw/sw
+				p.offs = append(p.offs, off)
+				hi = max(hi, off)
+			}
+		}
+	}
+	p.nout = (o.OH-1)*p.wq + o.OW
+	p.buf = max(p.cg*p.ps, hi+p.nout)
+	// Output-channel blocks of at most dconvMaxKB, of even sizes.
+	mk := dconvMaxKB()
+	nb := (p.kg + mk - 1) / mk
+	for i := 0; i <= nb; i++ {
+		p.kb0 = append(p.kb0, i*p.kg/nb)
+	}
+	// Weights packed per block: block of channels [k0, k1) (of all K) at
+	// k0·taps, as [tap][k].
+	p.wp = make([]float32, o.K*p.taps)
+	for g := 0; g < o.Groups; g++ {
+		for i := 0; i+1 < len(p.kb0); i++ {
+			k0, k1 := g*p.kg+p.kb0[i], g*p.kg+p.kb0[i+1]
+			kb := k1 - k0
+			dst := p.wp[k0*p.taps : k1*p.taps]
+			for k := k0; k < k1; k++ {
+				src := w[k*p.taps : (k+1)*p.taps]
+				for t, v := range src {
+					dst[t*kb+k-k0] = v
+				}
+			}
+		}
+	}
+	p.bias = make([]float32, o.K)
+	copy(p.bias, bias)
+	p.rows = max(1, min(o.OH, 2048/p.wq))
+	p.nchunk = (o.OH + p.rows - 1) / p.rows
+	return p
+}
+
+// fill writes the padded phase planes of image n, group g into buf.
+func (p *dconvPlan) fill(x, buf []float32, n, g int) {
+	o := p.o
+	H, W, sh, sw := o.H, o.Width, o.StrideH, o.StrideW
+	hq, wq := p.hq, p.wq
+	for c := 0; c < p.cg; c++ {
+		xc := x[(n*o.C+g*p.cg+c)*H*W : (n*o.C+g*p.cg+c+1)*H*W]
+		xoff := (n*o.C + g*p.cg + c) * H * W
+		for a := 0; a < sh; a++ {
+			for b := 0; b < sw; b++ {
+				ph := buf[c*p.ps+(a*sw+b)*hq*wq : c*p.ps+(a*sw+b+1)*hq*wq]
+				// Columns cc of the phase read input column cc·sw + b - PadL.
+				lo := min(max(0, ceilDiv(o.PadL-b, sw)), wq)
+				hi := max(lo, min(wq, ceilDiv(W+o.PadL-b, sw)))
+				iw0 := lo*sw + b - o.PadL
+				for r := 0; r < hq; r++ {
+					row := ph[r*wq : (r+1)*wq]
+					ih := r*sh + a - o.PadT
+					if ih < 0 || ih >= H || hi == lo {
+						clear(row)
+						continue
+					}
+					clear(row[:lo])
+					clear(row[hi:])
+					d := row[lo:hi]
+					xr := xc[ih*W+iw0:]
+					switch {
+					case sw == 1:
+						copy(d, xr[:len(d)])
+					case sw == 2 && len(x)-(xoff+ih*W+iw0) >= 2*len(d)+65 && hmaxF32(d, x[xoff+ih*W+iw0:], 1, 2):
+					default:
+						for i := range d {
+							d[i] = xr[i*sw]
+						}
+					}
+				}
+			}
+		}
+	}
+	clear(buf[p.cg*p.ps:])
+}
+
+// chunk computes output rows [oh0, oh1) of channel block i of image n,
+// group g, from the filled buf; out is scratch of dconvMaxKB·rows·wq.
+func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
+	o := p.o
+	P := o.OH * o.OW
+	k0, k1 := g*p.kg+p.kb0[i], g*p.kg+p.kb0[i+1]
+	kb := k1 - k0
+	nq := (oh1-oh0-1)*p.wq + o.OW
+	xb := buf[oh0*p.wq:]
+	wb := p.wp[k0*p.taps : k1*p.taps]
+	yb := y[(n*o.K+k0)*P:]
+	if p.wq == o.OW {
+		dconvRun(kb, nq, xb, p.offs, wb, p.bias[k0:k1], yb[oh0*o.OW:], P)
+	} else {
+		ldo := (oh1 - oh0) * p.wq
+		dconvRun(kb, nq, xb, p.offs, wb, p.bias[k0:k1], out, ldo)
+		for k := 0; k < kb; k++ {
+			for oh := oh0; oh < oh1; oh++ {
+				copy(yb[k*P+oh*o.OW:k*P+(oh+1)*o.OW], out[k*ldo+(oh-oh0)*p.wq:])
+			}
+		}
+	}
+	if o.Act.Fn != rt.Copy {
+		for k := 0; k < kb; k++ {
+			actApply(o.Act.Fn, o.Act.Alpha, o.Act.Beta, yb[k*P+oh0*o.OW:k*P+oh1*o.OW])
+		}
+	}
+}
+
+// directConv runs o (see useDirectConv) on x, w, bias (nil: none) and y.
+func directConv(o *rt.Conv, x, w, bias, y []float32) {
+	p := newDconvPlan(o, w, bias)
+	units := o.N * o.Groups
+	nkb := len(p.kb0) - 1
+	outLen := dconvMaxKB() * p.rows * p.wq
+	unit := func(buf, out []float32, u int) {
+		n, g := u/o.Groups, u%o.Groups
+		p.fill(x, buf, n, g)
+		for i := 0; i < nkb; i++ {
+			for oh0 := 0; oh0 < o.OH; oh0 += p.rows {
+				p.chunk(buf, out, y, n, g, i, oh0, min(o.OH, oh0+p.rows))
+			}
+		}
+	}
+	work := int64(o.N) * int64(o.K) * int64(p.taps) * int64(o.OH*o.OW)
+	if workers() == 1 || work < 1<<18 || units >= 2*workers() {
+		grain := 1
+		if work < 1<<18 {
+			grain = units
+		}
+		parallelFor(units, grain, func(lo, hi int) {
+			bs, os := getScratch[float32](p.buf), getScratch[float32](outLen)
+			for u := lo; u < hi; u++ {
+				unit(*bs, *os, u)
+			}
+			putScratch(bs)
+			putScratch(os)
+		})
+		return
+	}
+	// Few images and groups: fill each group's buffer, then split its
+	// channel blocks and row chunks between the workers.
+	bs := getScratch[float32](p.buf)
+	for u := 0; u < units; u++ {
+		n, g := u/o.Groups, u%o.Groups
+		p.fill(x, *bs, n, g)
+		parallelFor(nkb*p.nchunk, 1, func(lo, hi int) {
+			os := getScratch[float32](outLen)
+			for t := lo; t < hi; t++ {
+				i, c := t/p.nchunk, t%p.nchunk
+				oh0 := c * p.rows
+				p.chunk(*bs, *os, y, n, g, i, oh0, min(o.OH, oh0+p.rows))
+			}
+			putScratch(os)
+		})
+	}
+	putScratch(bs)
+}
