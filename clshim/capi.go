@@ -58,6 +58,9 @@ typedef cl_int (VR_CALL *p_clReleaseKernel)(cl_kernel);
 typedef cl_int (VR_CALL *p_clEnqueueNDRangeKernel)(cl_command_queue, cl_kernel, cl_uint, const size_t*, const size_t*, const size_t*, cl_uint, const cl_event*, cl_event*);
 typedef cl_int (VR_CALL *p_clEnqueueWriteBuffer)(cl_command_queue, cl_mem, cl_uint, size_t, size_t, const void*, cl_uint, const cl_event*, cl_event*);
 typedef cl_int (VR_CALL *p_clEnqueueReadBuffer)(cl_command_queue, cl_mem, cl_uint, size_t, size_t, void*, cl_uint, const cl_event*, cl_event*);
+typedef cl_int (VR_CALL *p_clEnqueueCopyBuffer)(cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, cl_uint, const cl_event*, cl_event*);
+typedef void* (VR_CALL *p_clEnqueueMapBuffer)(cl_command_queue, cl_mem, cl_uint, cl_bitfield, size_t, size_t, cl_uint, const cl_event*, cl_event*, cl_int*);
+typedef cl_int (VR_CALL *p_clEnqueueUnmapMemObject)(cl_command_queue, cl_mem, void*, cl_uint, const cl_event*, cl_event*);
 typedef cl_int (VR_CALL *p_clFinish)(cl_command_queue);
 typedef cl_int (VR_CALL *p_clFlush)(cl_command_queue);
 typedef cl_int (VR_CALL *p_clGetEventProfilingInfo)(cl_event, cl_uint, size_t, void*, size_t*);
@@ -72,7 +75,8 @@ typedef cl_int (VR_CALL *p_clReleaseEvent)(cl_event);
 	X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel) X(clSetKernelArg) \
 	X(clReleaseKernel) X(clEnqueueNDRangeKernel) X(clEnqueueWriteBuffer) \
 	X(clEnqueueReadBuffer) X(clFinish) X(clFlush) X(clGetEventProfilingInfo) \
-	X(clGetEventInfo) X(clReleaseEvent)
+	X(clGetEventInfo) X(clReleaseEvent) X(clEnqueueCopyBuffer) X(clEnqueueMapBuffer) \
+	X(clEnqueueUnmapMemObject)
 
 #define VR_DECL(f) static p_##f vr_##f;
 VR_FUNCS(VR_DECL)
@@ -139,6 +143,27 @@ static cl_int vr_read(cl_command_queue q, cl_mem m, cl_uint blocking, size_t off
 	return vr_clEnqueueReadBuffer(q, m, blocking, off, n, dst, 0, NULL, NULL);
 }
 static cl_int vr_finish(cl_command_queue q) { return vr_clFinish(q); }
+// vr_copy copies n bytes between two buffers and waits.
+static cl_int vr_copy(cl_command_queue q, cl_mem src, cl_mem dst, size_t so, size_t dof, size_t n) {
+	cl_int e = vr_clEnqueueCopyBuffer(q, src, dst, so, dof, n, 0, NULL, NULL);
+	if (e != CL_SUCCESS) return e;
+	return vr_clFinish(q);
+}
+// vr_host_buffer creates a buffer in host memory the driver allocates
+// (CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR: pinned on GPU drivers) and
+// maps it for reading and writing.
+static cl_mem vr_host_buffer(cl_context c, cl_command_queue q, size_t size, void** ptr, cl_int* err) {
+	cl_mem m = vr_clCreateBuffer(c, 1 | (1 << 4), size, NULL, err);
+	if (*err != CL_SUCCESS) return NULL;
+	*ptr = vr_clEnqueueMapBuffer(q, m, 1, 1 | 2, 0, size, 0, NULL, NULL, err);
+	if (*err != CL_SUCCESS) { vr_clReleaseMemObject(m); return NULL; }
+	return m;
+}
+static cl_int vr_unmap(cl_command_queue q, cl_mem m, void* p) {
+	cl_int e = vr_clEnqueueUnmapMemObject(q, m, p, 0, NULL, NULL);
+	if (e != CL_SUCCESS) return e;
+	return vr_clFinish(q);
+}
 
 // vr_cmd is one recorded command of a stream.
 typedef struct {
@@ -522,6 +547,27 @@ func readSync(q clQueue, m clMem, off int64, dst []byte) error {
 }
 
 func finish(q clQueue) error { return clErr("clFinish", C.vr_finish(q)) }
+
+// copySync copies n bytes from src at so to dst at do and returns when
+// done.
+func copySync(q clQueue, src, dst clMem, so, do, n int64) error {
+	return clErr("clEnqueueCopyBuffer", C.vr_copy(q, src, dst, C.size_t(so), C.size_t(do), C.size_t(n)))
+}
+
+// hostBuffer creates a driver-allocated host buffer of size bytes and
+// maps it.
+func hostBuffer(c clContext, q clQueue, size int64) (clMem, unsafe.Pointer, int) {
+	var e C.cl_int
+	var p unsafe.Pointer
+	m := C.vr_host_buffer(c, q, C.size_t(size), &p, &e)
+	return m, p, int(e)
+}
+
+// unmapRelease unmaps a host buffer and releases it.
+func unmapRelease(q clQueue, m clMem, p unsafe.Pointer) {
+	C.vr_unmap(q, m, p)
+	releaseMem(m)
+}
 
 func buildLog(p clProgram, d clDevice) string {
 	var n C.size_t

@@ -28,6 +28,7 @@ type device struct {
 	mu      sync.Mutex // guards everything below and queue
 	closed  bool
 	bufs    map[*buffer]struct{}
+	hosts   map[*hostBuf]struct{}
 	streams map[*stream]struct{}
 	progs   map[string]clProgram
 	progErr map[string]error
@@ -74,7 +75,7 @@ func openDevice(e devEntry) (*device, error) {
 		return nil, fmt.Errorf("opencl: open %s: %w", e.info.Spec(), err)
 	}
 	d := &device{ent: e, ctx: ctx, queue: q, cfg: tuningFor(e.caps),
-		bufs: map[*buffer]struct{}{}, streams: map[*stream]struct{}{},
+		bufs: map[*buffer]struct{}{}, hosts: map[*hostBuf]struct{}{}, streams: map[*stream]struct{}{},
 		progs: map[string]clProgram{}, progErr: map[string]error{}, cacheDir: cacheDir()}
 	d.opts = fmt.Sprintf("-DEWL=%d -DRWG=%d", d.cfg.ewLocal, d.cfg.redWG)
 	return d, nil
@@ -258,6 +259,11 @@ func (d *device) Close() error {
 		}
 	}
 	d.bufs = map[*buffer]struct{}{}
+	for h := range d.hosts {
+		unmapRelease(d.queue, h.mem, h.ptr)
+		h.mem = nil
+	}
+	d.hosts = map[*hostBuf]struct{}{}
 	for k, p := range d.progs {
 		releaseProgram(p)
 		delete(d.progs, k)

@@ -167,13 +167,14 @@ type Device struct {
 	mu      sync.Mutex
 	closed  bool
 	bufs    map[*Buffer]struct{}
+	hosts   map[*hostBuf]struct{}
 	streams map[*Stream]struct{}
 	info    *rt.DeviceInfo // a logical device's, or nil for the host's
 }
 
 // NewDevice opens a new host device; Backend.Open(0) calls it.
 func NewDevice() *Device {
-	return &Device{bufs: map[*Buffer]struct{}{}, streams: map[*Stream]struct{}{}}
+	return &Device{bufs: map[*Buffer]struct{}{}, hosts: map[*hostBuf]struct{}{}, streams: map[*Stream]struct{}{}}
 }
 
 // Info describes the device.
@@ -340,6 +341,7 @@ func (d *Device) Close() error {
 	bufs := d.bufs
 	streams := d.streams
 	d.bufs = map[*Buffer]struct{}{}
+	d.hosts = map[*hostBuf]struct{}{}
 	d.streams = map[*Stream]struct{}{}
 	d.mu.Unlock()
 	for b := range bufs {

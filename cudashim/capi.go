@@ -33,7 +33,7 @@ var cuNames = []string{
 	"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags", "cuGraphLaunch",
 	"cuGraphExecDestroy", "cuGraphDestroy", "cuModuleLoadDataEx", "cuModuleGetFunction",
 	"cuModuleUnload", "cuLaunchKernel", "cuEventCreate", "cuEventDestroy_v2", "cuEventRecord",
-	"cuEventElapsedTime", "cuGetErrorName", "cuGetErrorString",
+	"cuEventElapsedTime", "cuGetErrorName", "cuGetErrorString", "cuMemcpyDtoDAsync_v2",
 }
 
 var blasNames = []string{

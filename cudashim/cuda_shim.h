@@ -74,6 +74,7 @@ typedef CUresult(VR_API* pfn_cuMemHostAlloc)(void**, size_t, unsigned int);
 typedef CUresult(VR_API* pfn_cuMemFreeHost)(void*);
 typedef CUresult(VR_API* pfn_cuMemcpyHtoDAsync_v2)(CUdeviceptr, const void*, size_t, CUstream);
 typedef CUresult(VR_API* pfn_cuMemcpyDtoHAsync_v2)(void*, CUdeviceptr, size_t, CUstream);
+typedef CUresult(VR_API* pfn_cuMemcpyDtoDAsync_v2)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 typedef CUresult(VR_API* pfn_cuStreamCreate)(CUstream*, unsigned int);
 typedef CUresult(VR_API* pfn_cuStreamDestroy_v2)(CUstream);
 typedef CUresult(VR_API* pfn_cuStreamSynchronize)(CUstream);
@@ -125,7 +126,7 @@ enum {
   VR_cuStreamBeginCapture_v2, VR_cuStreamEndCapture, VR_cuGraphInstantiateWithFlags, VR_cuGraphLaunch,
   VR_cuGraphExecDestroy, VR_cuGraphDestroy, VR_cuModuleLoadDataEx, VR_cuModuleGetFunction,
   VR_cuModuleUnload, VR_cuLaunchKernel, VR_cuEventCreate, VR_cuEventDestroy_v2, VR_cuEventRecord,
-  VR_cuEventElapsedTime, VR_cuGetErrorName, VR_cuGetErrorString,
+  VR_cuEventElapsedTime, VR_cuGetErrorName, VR_cuGetErrorString, VR_cuMemcpyDtoDAsync_v2,
   VR_CU_COUNT
 };
 enum {
@@ -187,6 +188,9 @@ static CUresult vr_cuMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, CUs
 }
 static CUresult vr_cuMemcpyDtoHAsync(void* d, CUdeviceptr s, size_t n, CUstream st) {
   return CU(cuMemcpyDtoHAsync_v2)(d, s, n, st);
+}
+static CUresult vr_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
+  return CU(cuMemcpyDtoDAsync_v2)(d, s, n, st);
 }
 static CUresult vr_cuStreamCreate(CUstream* s) { return CU(cuStreamCreate)(s, VR_CU_STREAM_NON_BLOCKING); }
 static CUresult vr_cuStreamDestroy(CUstream s) { return CU(cuStreamDestroy_v2)(s); }

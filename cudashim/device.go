@@ -295,6 +295,7 @@ type Device struct {
 	closed  bool
 	lost    error // set once a launch or sync reported a device-lost error
 	bufs    map[*Buffer]struct{}
+	hosts   map[*hostBuf]struct{} // AllocHost buffers
 	streams map[*Stream]struct{}
 
 	ioMu     sync.Mutex // guards the staging buffer and copy stream
@@ -332,7 +333,7 @@ func openDevice(index int, cublas bool) (*Device, error) {
 			index, lib.devices[index].Name, major, cuAttr(cd, attrCCMinor), rt.ErrUnavailable)
 	}
 	d := &Device{info: lib.devices[index], cudev: cd, cublas: cublas, tf32: useTF32(),
-		bufs: map[*Buffer]struct{}{}, streams: map[*Stream]struct{}{}}
+		bufs: map[*Buffer]struct{}{}, hosts: map[*hostBuf]struct{}{}, streams: map[*Stream]struct{}{}}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := check(C.vr_cuDevicePrimaryCtxRetain(&d.ctx, cd), "cuDevicePrimaryCtxRetain"); err != nil {
@@ -602,6 +603,22 @@ func (d *Device) xfer(what string, buf rt.Buffer, off int64, host []byte, toDevi
 	if err != nil {
 		return fmt.Errorf("cuda: %s: %w", what, err)
 	}
+	if hp := d.hostOf(host); hp != nil {
+		// Pinned memory of AllocHost: one DMA, no staging copy.
+		dp := C.CUdeviceptr(ptr + uint64(off))
+		if toDevice {
+			err = check(C.vr_cuMemcpyHtoDAsync(dp, hp, C.size_t(len(host)), d.ioStream), "cuMemcpyHtoDAsync_v2")
+		} else {
+			err = check(C.vr_cuMemcpyDtoHAsync(hp, dp, C.size_t(len(host)), d.ioStream), "cuMemcpyDtoHAsync_v2")
+		}
+		if err == nil {
+			err = check(C.vr_cuStreamSynchronize(d.ioStream), "cuStreamSynchronize")
+		}
+		if err != nil {
+			return d.noteErr(fmt.Errorf("cuda: %s: %w", what, err))
+		}
+		return nil
+	}
 	stage := unsafe.Slice((*byte)(d.ioStage), d.ioSize)
 	for done := 0; done < len(host); {
 		n := min(len(host)-done, int(d.ioSize))
@@ -660,8 +677,10 @@ func (d *Device) Close() error {
 	}
 	streams := d.streams
 	bufs := d.bufs
+	hosts := d.hosts
 	d.streams = map[*Stream]struct{}{}
 	d.bufs = map[*Buffer]struct{}{}
+	d.hosts = map[*hostBuf]struct{}{}
 	d.mu.Unlock()
 	for s := range streams {
 		s.Close()
@@ -681,6 +700,12 @@ func (d *Device) Close() error {
 			b.ptr = 0
 		}
 		b.mu.Unlock()
+	}
+	for h := range hosts {
+		if h.ptr != nil {
+			C.vr_cuMemFreeHost(h.ptr)
+			h.ptr = nil
+		}
 	}
 	d.release()
 	return nil

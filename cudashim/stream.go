@@ -28,11 +28,14 @@ const (
 )
 
 type command struct {
-	kind     cmdKind
-	buf      *Buffer
-	off      int64
-	host     []byte
-	stage    int64    // offset in the stream's pinned staging memory
+	kind  cmdKind
+	buf   *Buffer
+	off   int64
+	host  []byte
+	stage int64 // offset in the stream's pinned staging memory
+	// pin is host itself when it lies in a Device.AllocHost buffer: the
+	// copy goes from or to it directly, without the staging copy.
+	pin      unsafe.Pointer
 	launches []launch // cmdLaunch
 	bufs     []*Buffer
 	name     string
@@ -105,7 +108,7 @@ func (s *Stream) record(what string, dst *Buffer, off int64, host []byte, kind c
 	if err := checkRange(dst, off, len(host)); err != nil {
 		return fmt.Errorf("cuda: Stream.%s: %w", what, err)
 	}
-	s.cmds = append(s.cmds, command{kind: kind, buf: dst, off: off, host: host, bufs: []*Buffer{dst}})
+	s.cmds = append(s.cmds, command{kind: kind, buf: dst, off: off, host: host, bufs: []*Buffer{dst}, pin: s.dev.hostOf(host)})
 	s.dirty = true
 	return nil
 }
@@ -207,7 +210,7 @@ func (s *Stream) prepare() error {
 	var need int64
 	for i := range s.cmds {
 		c := &s.cmds[i]
-		if c.kind == cmdLaunch {
+		if c.kind == cmdLaunch || c.pin != nil {
 			continue
 		}
 		c.stage = need
@@ -309,6 +312,9 @@ func (s *Stream) issueCmds() error {
 			}
 			dp := C.CUdeviceptr(p + uint64(c.off))
 			hp := unsafe.Add(s.pinned, c.stage)
+			if c.pin != nil {
+				hp = c.pin
+			}
 			if c.kind == cmdWrite {
 				err = check(C.vr_cuMemcpyHtoDAsync(dp, hp, C.size_t(len(c.host)), s.cs), "cuMemcpyHtoDAsync_v2")
 			} else {
@@ -437,7 +443,7 @@ func (s *Stream) submitLocked() error {
 	}
 	for i := range s.cmds {
 		c := &s.cmds[i]
-		if c.kind == cmdWrite && len(c.host) > 0 {
+		if c.kind == cmdWrite && len(c.host) > 0 && c.pin == nil {
 			copy(unsafe.Slice((*byte)(unsafe.Add(s.pinned, c.stage)), len(c.host)), c.host)
 		}
 	}
@@ -485,7 +491,7 @@ func (s *Stream) waitLocked() {
 	}
 	for i := range s.cmds {
 		c := &s.cmds[i]
-		if c.kind == cmdRead && len(c.host) > 0 {
+		if c.kind == cmdRead && len(c.host) > 0 && c.pin == nil {
 			copy(c.host, unsafe.Slice((*byte)(unsafe.Add(s.pinned, c.stage)), len(c.host)))
 		}
 	}

@@ -207,6 +207,7 @@ type device struct {
 
 	mu      sync.Mutex
 	buffers map[*buffer]struct{}
+	hosts   map[*buffer]struct{} // AllocHost buffers
 	streams map[*stream]struct{}
 	pipes   map[string]*pipeline
 	layouts map[int]*layout
@@ -240,7 +241,7 @@ func openDevice(index int) (rt.Device, error) {
 	}
 	d := &device{
 		phys: p, in: in,
-		buffers: map[*buffer]struct{}{}, streams: map[*stream]struct{}{},
+		buffers: map[*buffer]struct{}{}, hosts: map[*buffer]struct{}{}, streams: map[*stream]struct{}{},
 		pipes: map[string]*pipeline{}, layouts: map[int]*layout{},
 		bufType: -1, stageType: -1,
 	}
@@ -353,6 +354,10 @@ func (d *device) Close() error {
 			b.release()
 		}
 		d.buffers = nil
+		for b := range d.hosts {
+			b.release()
+		}
+		d.hosts = nil
 		d.savePipelineCache()
 		for _, p := range d.pipes {
 			d.vd.destroyPipeline(p.pl)

@@ -58,7 +58,7 @@ func (b *buffer) bytes() []byte {
 func (d *device) initMemory() error {
 	p := d.phys
 	const hv = vk.MemoryPropertyHostVisibleBit | vk.MemoryPropertyHostCoherentBit
-	if p.unifiedTyp >= 0 {
+	if p.unifiedTyp >= 0 && !forceStaging {
 		d.bufType, d.bufMapped = p.unifiedTyp, true
 	} else {
 		for i, t := range p.memTypes {
@@ -319,6 +319,13 @@ func (d *device) Write(dst rt.Buffer, off int64, src []byte) error {
 	}
 	d.xmu.Lock()
 	defer d.xmu.Unlock()
+	if hb, hOff := d.hostOf(src); hb != nil {
+		// Pinned memory of AllocHost: copy from it, no staging copy.
+		if err := d.copySync(hb.buf, b.buf, hOff, off, int64(len(src))); err != nil {
+			return err
+		}
+		return d.valErr()
+	}
 	for len(src) > 0 {
 		n := min(int64(len(src)), stageChunk)
 		st, err := d.stage(n)
@@ -351,6 +358,12 @@ func (d *device) Read(dst []byte, src rt.Buffer, off int64) error {
 	}
 	d.xmu.Lock()
 	defer d.xmu.Unlock()
+	if hb, hOff := d.hostOf(dst); hb != nil {
+		if err := d.copySync(b.buf, hb.buf, off, hOff, int64(len(dst))); err != nil {
+			return err
+		}
+		return d.valErr()
+	}
 	for len(dst) > 0 {
 		n := min(int64(len(dst)), stageChunk)
 		st, err := d.stage(n)

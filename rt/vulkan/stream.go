@@ -27,7 +27,11 @@ type command struct {
 	off   int64
 	host  []byte // Write source / Read destination
 	stOff int64  // offset in the stream's staging buffer
-	disps []dispatch
+	// pin is the AllocHost buffer that holds host (at pinOff), which the
+	// command copies from or to directly, without staging; or nil.
+	pin    *buffer
+	pinOff int64
+	disps  []dispatch
 }
 
 // stream records commands Go-side; the first Submit after a change records
@@ -127,7 +131,8 @@ func (s *stream) Write(dst rt.Buffer, off int64, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	s.cmds = append(s.cmds, command{kind: cmdWrite, b: b, off: off, host: src})
+	pin, pinOff := s.d.hostOf(src)
+	s.cmds = append(s.cmds, command{kind: cmdWrite, b: b, off: off, host: src, pin: pin, pinOff: pinOff})
 	s.dirty = true
 	return nil
 }
@@ -146,7 +151,8 @@ func (s *stream) Read(dst []byte, src rt.Buffer, off int64) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	s.cmds = append(s.cmds, command{kind: cmdRead, b: b, off: off, host: dst})
+	pin, pinOff := s.d.hostOf(dst)
+	s.cmds = append(s.cmds, command{kind: cmdRead, b: b, off: off, host: dst, pin: pin, pinOff: pinOff})
 	s.dirty = true
 	return nil
 }
@@ -286,6 +292,9 @@ func (s *stream) record() error {
 		c := &s.cmds[i]
 		switch c.kind {
 		case cmdWrite, cmdRead:
+			if c.pin != nil {
+				continue
+			}
 			c.stOff = stageSize
 			stageSize += (int64(len(c.host)) + 15) &^ 15
 		case cmdLaunch:
@@ -365,12 +374,20 @@ func (s *stream) record() error {
 		case cmdWrite:
 			w := span{c.b, c.off, c.off + int64(len(c.host))}
 			hazard(nil, []span{w})
-			vd.cmdCopyBuffer(cb, s.stage.buf, c.b.buf, c.stOff, c.off, int64(len(c.host)))
+			if c.pin != nil {
+				vd.cmdCopyBuffer(cb, c.pin.buf, c.b.buf, c.pinOff, c.off, int64(len(c.host)))
+			} else {
+				vd.cmdCopyBuffer(cb, s.stage.buf, c.b.buf, c.stOff, c.off, int64(len(c.host)))
+			}
 			pendW = append(pendW, w)
 		case cmdRead:
 			r := span{c.b, c.off, c.off + int64(len(c.host))}
 			hazard([]span{r}, nil)
-			vd.cmdCopyBuffer(cb, c.b.buf, s.stage.buf, c.off, c.stOff, int64(len(c.host)))
+			if c.pin != nil {
+				vd.cmdCopyBuffer(cb, c.b.buf, c.pin.buf, c.off, c.pinOff, int64(len(c.host)))
+			} else {
+				vd.cmdCopyBuffer(cb, c.b.buf, s.stage.buf, c.off, c.stOff, int64(len(c.host)))
+			}
 			pendR = append(pendR, r)
 			anyRead = true
 		case cmdLaunch:
@@ -438,7 +455,7 @@ func (s *stream) Submit() error {
 		}
 	}
 	for _, c := range s.cmds {
-		if c.kind != cmdLaunch && c.b.freed {
+		if c.kind != cmdLaunch && (c.b.freed || c.pin != nil && c.pin.freed) {
 			return fmt.Errorf("vulkan: stream uses a freed buffer: %w", rt.ErrClosed)
 		}
 		for _, x := range c.disps {
@@ -461,7 +478,7 @@ func (s *stream) Submit() error {
 	if s.stage != nil {
 		st := s.stage.bytes()
 		for _, c := range s.cmds {
-			if c.kind == cmdWrite {
+			if c.kind == cmdWrite && c.pin == nil {
 				copy(st[c.stOff:], c.host)
 			}
 		}
@@ -496,7 +513,7 @@ func (s *stream) Wait() error {
 	if s.stage != nil {
 		st := s.stage.bytes()
 		for _, c := range s.cmds {
-			if c.kind == cmdRead {
+			if c.kind == cmdRead && c.pin == nil {
 				copy(c.host, st[c.stOff:c.stOff+int64(len(c.host))])
 			}
 		}

@@ -1,0 +1,104 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// The CPU device implements the optional memory interfaces of rt: its
+// buffers are host memory, so Map is the buffer itself (zero-copy), Copy
+// is one memmove, and AllocHost is ordinary aligned memory (nothing needs
+// pinning).
+var (
+	_ rt.Copier         = (*Device)(nil)
+	_ rt.Mapper         = (*Device)(nil)
+	_ rt.HostAllocator  = (*Device)(nil)
+	_ rt.MemoryReporter = (*Device)(nil)
+)
+
+// Copy copies n bytes of src at srcOff into dst at dstOff.
+func (d *Device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int64) error {
+	if err := d.check(); err != nil {
+		return fmt.Errorf("cpu: Copy: %w", err)
+	}
+	s, err := bytesOf(src)
+	if err != nil {
+		return fmt.Errorf("cpu: Copy: %w", err)
+	}
+	t, err := bytesOf(dst)
+	if err != nil {
+		return fmt.Errorf("cpu: Copy: %w", err)
+	}
+	if n < 0 || int64(int(n)) != n {
+		return fmt.Errorf("cpu: Copy: bad size %d", n)
+	}
+	rs, err := rangeOf(s, srcOff, int(n))
+	if err != nil {
+		return fmt.Errorf("cpu: Copy: source %w", err)
+	}
+	rd, err := rangeOf(t, dstOff, int(n))
+	if err != nil {
+		return fmt.Errorf("cpu: Copy: destination %w", err)
+	}
+	copy(rd, rs)
+	return nil
+}
+
+// Map returns the buffer's memory: CPU buffers are host memory. It
+// returns nil for a freed buffer or one of another backend.
+func (d *Device) Map(b rt.Buffer) []byte {
+	cb, ok := b.(*Buffer)
+	if !ok || cb == nil || cb.dev != d {
+		return nil
+	}
+	return cb.Bytes()
+}
+
+// hostBuf is host memory from AllocHost.
+type hostBuf struct {
+	d    *Device
+	data []byte
+}
+
+func (h *hostBuf) Bytes() []byte { return h.data }
+
+func (h *hostBuf) Free() {
+	h.d.mu.Lock()
+	defer h.d.mu.Unlock()
+	if h.data != nil {
+		delete(h.d.hosts, h)
+		h.data = nil
+	}
+}
+
+// AllocHost allocates size bytes of host memory, aligned like Alloc.
+func (d *Device) AllocHost(size int64) (rt.HostBuffer, error) {
+	b, err := d.Alloc(size) // same limits and alignment
+	if err != nil {
+		return nil, err
+	}
+	cb := b.(*Buffer)
+	h := &hostBuf{d: d, data: cb.Bytes()}
+	d.mu.Lock()
+	delete(d.bufs, cb) // the memory now belongs to h
+	d.hosts[h] = struct{}{}
+	d.mu.Unlock()
+	return h, nil
+}
+
+// MemoryUsage counts the live buffers and host buffers.
+func (d *Device) MemoryUsage() rt.MemoryUsage {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var u rt.MemoryUsage
+	for b := range d.bufs {
+		u.Buffers++
+		u.Bytes += b.size
+	}
+	for h := range d.hosts {
+		u.HostBuffers++
+		u.HostBytes += int64(len(h.data))
+	}
+	return u
+}

@@ -1,0 +1,184 @@
+//go:build cgo
+
+package cudashim
+
+/*
+#include "cuda_shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// The CUDA device implements the optional memory interfaces of rt
+// (untested on hardware in the session that wrote them):
+//   - Copy is cuMemcpyDtoDAsync on the device's transfer stream, waited
+//     for;
+//   - AllocHost is cuMemHostAlloc (portable, page-locked): Write, Read
+//     and the stream's copies from or to it are one DMA each, without the
+//     staging copy (a stream's graph captures the pointer itself);
+//   - Map returns nil: device memory is not host-visible through the
+//     driver API.
+var (
+	_ rt.Copier         = (*Device)(nil)
+	_ rt.Mapper         = (*Device)(nil)
+	_ rt.HostAllocator  = (*Device)(nil)
+	_ rt.MemoryReporter = (*Device)(nil)
+)
+
+// Copy copies n bytes of src at srcOff into dst at dstOff and waits.
+func (d *Device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int64) error {
+	if err := d.check(); err != nil {
+		return fmt.Errorf("cuda: Copy: %w", err)
+	}
+	sb, err := d.bufferOf(src)
+	if err != nil {
+		return fmt.Errorf("cuda: Copy: %w", err)
+	}
+	db, err := d.bufferOf(dst)
+	if err != nil {
+		return fmt.Errorf("cuda: Copy: %w", err)
+	}
+	if n < 0 || int64(int(n)) != n {
+		return fmt.Errorf("cuda: Copy: bad size %d", n)
+	}
+	if err := checkRange(sb, srcOff, int(n)); err != nil {
+		return fmt.Errorf("cuda: Copy: source: %w", err)
+	}
+	if err := checkRange(db, dstOff, int(n)); err != nil {
+		return fmt.Errorf("cuda: Copy: destination: %w", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	d.ioMu.Lock()
+	defer d.ioMu.Unlock()
+	leave, err := d.enter()
+	if err != nil {
+		return d.noteErr(err)
+	}
+	defer leave()
+	sp, err := sb.devptr()
+	if err != nil {
+		return fmt.Errorf("cuda: Copy: %w", err)
+	}
+	dp, err := db.devptr()
+	if err != nil {
+		return fmt.Errorf("cuda: Copy: %w", err)
+	}
+	err = check(C.vr_cuMemcpyDtoDAsync(C.CUdeviceptr(dp+uint64(dstOff)), C.CUdeviceptr(sp+uint64(srcOff)), C.size_t(n), d.ioStream), "cuMemcpyDtoDAsync_v2")
+	if err == nil {
+		err = check(C.vr_cuStreamSynchronize(d.ioStream), "cuStreamSynchronize")
+	}
+	if err != nil {
+		return d.noteErr(fmt.Errorf("cuda: Copy: %w", err))
+	}
+	return nil
+}
+
+// Map returns nil: CUDA device memory is not host-visible here.
+func (d *Device) Map(rt.Buffer) []byte { return nil }
+
+// hostBuf is page-locked host memory from cuMemHostAlloc.
+type hostBuf struct {
+	d    *Device
+	ptr  unsafe.Pointer
+	size int64
+}
+
+func (h *hostBuf) Bytes() []byte {
+	h.d.mu.Lock()
+	defer h.d.mu.Unlock()
+	if h.ptr == nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(h.ptr), h.size)
+}
+
+func (h *hostBuf) Free() {
+	d := h.d
+	d.mu.Lock()
+	p := h.ptr
+	h.ptr = nil
+	delete(d.hosts, h)
+	closed := d.closed
+	d.mu.Unlock()
+	if p == nil || closed {
+		return
+	}
+	if leave, err := d.enter(); err == nil {
+		C.vr_cuMemFreeHost(p)
+		leave()
+	}
+}
+
+// AllocHost allocates size bytes of page-locked host memory.
+func (d *Device) AllocHost(size int64) (rt.HostBuffer, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("cuda: AllocHost: negative size %d", size)
+	}
+	if err := d.check(); err != nil {
+		return nil, fmt.Errorf("cuda: AllocHost: %w", err)
+	}
+	leave, err := d.enter()
+	if err != nil {
+		return nil, d.noteErr(err)
+	}
+	defer leave()
+	var p unsafe.Pointer
+	if err := check(C.vr_cuMemHostAlloc(&p, C.size_t(max(size, 1))), "cuMemHostAlloc"); err != nil {
+		if errors.Is(err, rt.ErrOutOfMemory) {
+			return nil, &rt.OOMError{Backend: BackendName, Request: size, Heap: "pinned host memory", Detail: err.Error()}
+		}
+		return nil, d.noteErr(err)
+	}
+	h := &hostBuf{d: d, ptr: p, size: size}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		C.vr_cuMemFreeHost(p)
+		return nil, fmt.Errorf("cuda: AllocHost: device %w", rt.ErrClosed)
+	}
+	d.hosts[h] = struct{}{}
+	return h, nil
+}
+
+// hostOf returns host itself when it lies within one AllocHost buffer of
+// d, or nil.
+func (d *Device) hostOf(host []byte) unsafe.Pointer {
+	if len(host) == 0 {
+		return nil
+	}
+	lo := uintptr(unsafe.Pointer(&host[0]))
+	hi := lo + uintptr(len(host))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for h := range d.hosts {
+		base := uintptr(h.ptr)
+		if h.ptr != nil && lo >= base && hi <= base+uintptr(h.size) {
+			return unsafe.Pointer(&host[0])
+		}
+	}
+	return nil
+}
+
+// MemoryUsage counts the live buffers and host buffers.
+func (d *Device) MemoryUsage() rt.MemoryUsage {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var u rt.MemoryUsage
+	for b := range d.bufs {
+		u.Buffers++
+		u.Bytes += b.size
+	}
+	for h := range d.hosts {
+		u.HostBuffers++
+		u.HostBytes += h.size
+	}
+	return u
+}

@@ -1,0 +1,53 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"testing"
+
+	"github.com/vrun-go/vrun/internal/backendtest"
+	"github.com/vrun-go/vrun/rt"
+)
+
+// TestMemory runs the memory conformance checks twice: on the device as
+// it is (on lavapipe: unified, mapped buffers) and with buffers forced
+// into unmapped memory, the staging and pinned paths of a discrete GPU.
+func TestMemory(t *testing.T) {
+	testDevice(t) // skips without a device
+	for _, staging := range []bool{false, true} {
+		name := "native"
+		if staging {
+			name = "staging"
+		}
+		t.Run(name, func(t *testing.T) {
+			forceStaging = staging
+			defer func() { forceStaging = false }()
+			b, _ := rt.Lookup("vulkan")
+			d, err := b.Open(testIndex())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if staging && rt.MapBuffer(d, mustAlloc(t, d)) != nil {
+				t.Error("forced staging still maps device buffers")
+			}
+			backendtest.Memory(t, d, 1<<62)
+			backendtest.MemPool(t, d)
+			// Host buffers still alive at Close are freed by it.
+			if _, err := d.(rt.HostAllocator).AllocHost(12345); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func mustAlloc(t *testing.T, d rt.Device) rt.Buffer {
+	b, err := d.Alloc(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Free)
+	return b
+}
