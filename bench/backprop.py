@@ -38,7 +38,8 @@ import os
 import re
 import subprocess
 import sys
-import time
+
+import timing
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 args = sys.argv[1:]
@@ -73,16 +74,9 @@ def seconds(s):
 
 
 def timeit(fn, bt):
-    min_time, iters = bt
-    fn()
-    fn()  # warm up
-    n, start = 0, time.perf_counter()
-    while True:
-        fn()
-        n += 1
-        el = time.perf_counter() - start
-        if (iters and n >= iters) or (not iters and el >= min_time and n >= 3):
-            return el / n
+    """Seconds per call of fn under -benchtime bt (seconds, iterations),
+    after two warm-up calls."""
+    return timing.timeit(fn, *bt, warmup=2)[0]
 
 
 def worker():

@@ -13,47 +13,18 @@ GoMNIST module, and run
 PyTorch keeps the whole training set on the GPU and slices batches from
 it (no loader), eager mode. vrun's loader prepares batches on the host.
 """
-import os
 import subprocess
 import sys
-import time
 
-import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
-from mnist_idx import read_idx
+from lenet_torch import load_mnist, train_lenet
 
 
 def run_torch(d, epochs):
-    dev = torch.device("cuda")
     torch.manual_seed(1)
-    norm = lambda a: torch.from_numpy((a.astype(np.float32) / 255 - 0.1307) / 0.3081).reshape(-1, 1, 28, 28).to(dev)
-    x = norm(read_idx(os.path.join(d, "train-images-idx3-ubyte.gz")))
-    y = torch.from_numpy(read_idx(os.path.join(d, "train-labels-idx1-ubyte.gz")).astype(np.int64)).to(dev)
-    tx = norm(read_idx(os.path.join(d, "t10k-images-idx3-ubyte.gz")))
-    ty = torch.from_numpy(read_idx(os.path.join(d, "t10k-labels-idx1-ubyte.gz")).astype(np.int64)).to(dev)
-    net = nn.Sequential(
-        nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-        nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10)).to(dev)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    times = []
-    for _ in range(epochs):
-        perm = torch.randperm(len(x), device=dev)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for i in range(0, len(x), 64):
-            idx = perm[i:i + 64]
-            loss = F.cross_entropy(net(x[idx]), y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    with torch.no_grad():
-        acc = float((net(tx).argmax(1) == ty).float().mean())
+    x, y, tx, ty = load_mnist(d)
+    times, _, acc = train_lenet(x, y, tx, ty, torch.device("cuda"), epochs)
     return times, acc
 
 

@@ -47,14 +47,12 @@ files, and run with -binary DIR/lenet -data MNISTDIR -device cuda:0
 -torch-device cuda (PyTorch then synchronises at the end of each epoch;
 vrun's steps each wait for their one submit).
 """
-import resource
 import shutil
 import os
 import subprocess
 import sys
-import time
 
-from mnist_idx import read_idx
+from lenet_torch import load_mnist, train_lenet
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 args = sys.argv[1:]
@@ -84,52 +82,13 @@ def mnist_dir():
 
 
 def run_torch():
-    import numpy as np
     import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
     torch.set_num_threads(threads)
     torch.manual_seed(1)
-    dev = torch.device(torch_device)
-    d = mnist_dir()
-    x = read_idx(os.path.join(d, "train-images-idx3-ubyte.gz")).astype(np.float32) / 255
-    y = read_idx(os.path.join(d, "train-labels-idx1-ubyte.gz")).astype(np.int64)
-    tx = read_idx(os.path.join(d, "t10k-images-idx3-ubyte.gz")).astype(np.float32) / 255
-    ty = read_idx(os.path.join(d, "t10k-labels-idx1-ubyte.gz")).astype(np.int64)
-    norm = lambda a: torch.from_numpy((a - 0.1307) / 0.3081).reshape(-1, 1, 28, 28)
-    x, tx, y, ty = norm(x), norm(tx), torch.from_numpy(y), torch.from_numpy(ty)
+    x, y, tx, ty = load_mnist(mnist_dir())
     if steps:
         x, y = x[:steps * 64], y[:steps * 64]
-    x, y, tx, ty = x.to(dev), y.to(dev), tx.to(dev), ty.to(dev)
-    net = nn.Sequential(
-        nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-        nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10)).to(dev)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    times = []
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    cpu = lambda: (lambda r: r.ru_utime + r.ru_stime)(resource.getrusage(resource.RUSAGE_SELF))
-    cpus = []
-    for e in range(epochs):
-        perm = torch.randperm(len(x), device=dev)
-        sync()
-        t0 = time.perf_counter()
-        n = 0
-        for i in range(0, len(x), 64):
-            idx = perm[i:i + 64]
-            loss = F.cross_entropy(net(x[idx]), y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            n += 1
-            if n == 1:
-                c0 = cpu()
-        sync()
-        times.append(time.perf_counter() - t0)
-        cpus.append((cpu() - c0) * n / max(n - 1, 1))
-    with torch.no_grad():
-        acc = float((net(tx).argmax(1) == ty).float().mean())
-    return times, cpus, acc
+    return train_lenet(x, y, tx, ty, torch.device(torch_device), epochs)
 
 
 def run_vrun(binary):

@@ -18,23 +18,17 @@ Run with Debian's NumPy:  /usr/bin/python3 bench/numpy_baseline.py [-short]
 line names the BLAS library the process loaded.
 """
 import sys
-import time
 
 import numpy as np
+
+import timing
 
 short = "-short" in sys.argv
 MIN_TIME = 0.1 if short else 0.5
 
 
-def timeit(fn, min_time=MIN_TIME):
-    fn()  # warm up
-    n, start = 0, time.perf_counter()
-    while True:
-        fn()
-        n += 1
-        el = time.perf_counter() - start
-        if el >= min_time and n >= 3:
-            return el / n, n
+def timeit(fn):
+    return timing.timeit(fn, MIN_TIME)
 
 
 def report(name, sec, n, metric, unit):
