@@ -75,32 +75,27 @@ func LoadArrays(dt rt.DType) (map[string]*rt.Tensor, error) {
 	return npy.ReadNPZFile(filepath.Join(dir, dt.String()+".npz"))
 }
 
-// Tolerances: |got - want| <= Atol + Rtol·M for every element of the
-// parameter, the states and the scaled gradient after every step, where M
-// is the largest |want| of that array after that step. The backend and
-// torch evaluate the same formula in the same dtype; they differ where
-// one rounds a product before an add and the other fuses them (torch's
-// CPU kernels are built with multiply-add contraction), a unit in the
-// last place here and there. Where terms of opposite signs meet (a
-// momentum buffer, m = β₁m + (1-β₁)g, a centered variance) the sum is
-// smaller than its terms and those rounding errors stay as large as the
-// terms', so the error is measured against the array's scale rather than
-// each element. Measured on the CPU backend: at most 3.2e-6·M in f32
-// (about 30 units in the last place of an element 10 times smaller than
-// M), 6.1e-15·M in f64. A wrong coefficient, a missed term or a swapped
-// state is off by far more: weight decay moves a parameter by 1e-3·M per
-// step, Adam's eps (1e-8) by more than 1e-11·M in f64.
-var (
-	RtolF32, AtolF32 = 1e-5, 1e-9
-	RtolF64, AtolF64 = 5e-14, 1e-18
-)
-
-// Tol returns the tolerances of dt.
+// Tol returns the tolerances (rtol, atol) of dt: |got - want| <= atol +
+// rtol·M for every element of the parameter, the states and the scaled
+// gradient after every step, where M is the largest |want| of that array
+// after that step. The backend and torch evaluate the same formula in the
+// same dtype; they differ where one rounds a product before an add and the
+// other fuses them (torch's CPU kernels are built with multiply-add
+// contraction), a unit in the last place here and there. Where terms of
+// opposite signs meet (a momentum buffer, m = β₁m + (1-β₁)g, a centered
+// variance) the sum is smaller than its terms and those rounding errors
+// stay as large as the terms', so the error is measured against the
+// array's scale rather than each element. Measured on the CPU backend: at
+// most 3.2e-6·M in f32 (about 30 units in the last place of an element 10
+// times smaller than M), 6.1e-15·M in f64. A wrong coefficient, a missed
+// term or a swapped state is off by far more: weight decay moves a
+// parameter by 1e-3·M per step, Adam's eps (1e-8) by more than 1e-11·M in
+// f64.
 func Tol(dt rt.DType) (rtol, atol float64) {
 	if dt == rt.F64 {
-		return RtolF64, AtolF64
+		return 5e-14, 1e-18
 	}
-	return RtolF32, AtolF32
+	return 1e-5, 1e-9
 }
 
 // Run checks d's OptimStep on every case, size and dtype. A dtype the

@@ -95,22 +95,17 @@ func Load() (*Manifest, error) {
 	return &m, nil
 }
 
-// Tolerances: |got - want| <= Atol + Rtol*|want| for every weight after
-// every step. f64 runs the same arithmetic as torch up to the order of a
-// few roundings (e.g. m/(sqrt(v)/sqrt(bc2)+eps) vs m/(sqrt(v)*(1/sqrt(bc2))+eps)),
-// so 1e-10 holds with a wide margin; f32 differs by a few ulps per step,
+// Tol returns the tolerances (rtol, atol) of dt: |got - want| <= atol +
+// rtol*|want| for every weight after every step. f64 runs the same
+// arithmetic as torch up to the order of a few roundings (e.g.
+// m/(sqrt(v)/sqrt(bc2)+eps) vs m/(sqrt(v)*(1/sqrt(bc2))+eps)), so 1e-10
+// holds with a wide margin; f32 differs by a few ulps per step,
 // accumulated over 20 steps.
-var (
-	RtolF64, AtolF64 = 1e-10, 1e-12
-	RtolF32, AtolF32 = 1e-5, 1e-6
-)
-
-// Tol returns the tolerances for dt.
 func Tol(dt rt.DType) (rtol, atol float64) {
 	if dt == rt.F64 {
-		return RtolF64, AtolF64
+		return 1e-10, 1e-12
 	}
-	return RtolF32, AtolF32
+	return 1e-5, 1e-6
 }
 
 // LRFunc returns the learning rate of step k (0-based), given the losses
