@@ -30,3 +30,19 @@ func TestStressGCCPU(t *testing.T) {
 	}
 	e2e.StressGC(t, func() (rt.Device, error) { return cpu.NewDevice(), nil }, 2, 10)
 }
+
+// TestDataParallelCPU splits the test models' batches across three
+// logical CPU devices (VRUN_CPU_DEVICES=3).
+func TestDataParallelCPU(t *testing.T) {
+	t.Setenv("VRUN_CPU_DEVICES", "3")
+	for _, list := range []string{"cpu:0,cpu:1", "cpu:0,cpu:1,cpu:2"} {
+		t.Run(list, func(t *testing.T) {
+			devs, err := rt.OpenList(list, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.CloseAll(devs)
+			e2e.DataParallel(t, devs)
+		})
+	}
+}
