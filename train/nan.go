@@ -57,7 +57,11 @@ func locate(n *Net, cfg Config, snap *checkpoint.Checkpoint, in map[string]*rt.T
 	for name, t := range in {
 		opts.Shapes[name] = t.Shape
 	}
-	tr, err := engine.NewTrainer(dbg, cfg.Device, opts)
+	dev := cfg.Device
+	if len(cfg.Devices) > 0 {
+		dev = cfg.Devices[0] // a data-parallel run replays the step on its first device
+	}
+	tr, err := engine.NewTrainer(dbg, dev, opts)
 	if err != nil {
 		return "", err
 	}

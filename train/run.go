@@ -26,6 +26,18 @@ type Config struct {
 	Net *Net
 	// Device runs the training steps. The caller keeps ownership.
 	Device rt.Device
+	// Devices, with two or more devices, trains data-parallel over them
+	// (engine.NewDataParallel): each step's batch is split between the
+	// devices, their gradients are reduced (the mean weighted by share
+	// size, equal to the whole batch's gradient) and the update runs on
+	// Devices[0], whose weights are copied to the others. Device must then
+	// be nil or Devices[0]. Validation runs on Devices[0]. BatchNorm
+	// layers normalise each device's share by its own statistics. The
+	// caller keeps ownership.
+	Devices []rt.Device
+	// BucketBytes is the bucket size of the data-parallel gradient
+	// reduction; 0 means dist.DefaultBucketBytes.
+	BucketBytes int64
 	// Optimizer is the update rule; zero hyperparameters take
 	// torch.optim's defaults. LR must be set.
 	Optimizer engine.Optimizer
@@ -237,8 +249,10 @@ func (r *run) check() error {
 	switch {
 	case c.Net == nil:
 		return errors.New("train: Config.Net is nil")
-	case c.Device == nil:
+	case c.Device == nil && len(c.Devices) == 0:
 		return errors.New("train: Config.Device is nil")
+	case len(c.Devices) > 0 && c.Device != nil && c.Device != c.Devices[0]:
+		return errors.New("train: Config.Device is not Config.Devices[0]; set one of them")
 	case c.Train == nil:
 		return errors.New("train: no training set")
 	case c.BatchSize <= 0:
@@ -247,6 +261,11 @@ func (r *run) check() error {
 		return fmt.Errorf("train: %d epochs", c.Epochs)
 	case !(c.Optimizer.LR >= 0) && c.Schedule == nil:
 		return fmt.Errorf("train: learning rate %g", c.Optimizer.LR)
+	}
+	if len(c.Devices) > 1 {
+		if err := r.checkDP(); err != nil {
+			return err
+		}
 	}
 	m := r.net.Base
 	r.inDT = m.Tensors[m.TensorIndex(r.net.Input)].DType
@@ -371,7 +390,8 @@ func (r *run) setup() error {
 	opts.Profile = c.Profile
 	b := min(c.BatchSize, c.Train.Len())
 	opts.Shapes = map[string][]int{r.net.Input: append([]int{b}, sample...), r.net.Target: append([]int{b}, r.tShape...)}
-	if r.tr, err = engine.NewTrainer(r.net.Model, c.Device, opts); err != nil {
+	opts.BucketBytes = c.BucketBytes
+	if r.tr, err = engine.NewDataParallel(r.net.Model, r.devices(), opts); err != nil {
 		r.loader.Close()
 		return fmt.Errorf("train: %w", err)
 	}
@@ -799,4 +819,48 @@ func ReadCheckpoint(path string) (*checkpoint.Checkpoint, error) {
 		path = filepath.Join(path, CheckpointFile)
 	}
 	return checkpoint.Read(path)
+}
+
+// devices is the device list of a run: Devices, or Device alone.
+func (r *run) devices() []rt.Device {
+	if len(r.cfg.Devices) > 0 {
+		return r.cfg.Devices
+	}
+	return []rt.Device{r.cfg.Device}
+}
+
+// checkDP checks a data-parallel run: every batch, the last of each
+// epoch included, must give each device at least one sample, and the
+// devices must agree on the model's dtypes.
+func (r *run) checkDP() error {
+	c := r.cfg
+	n := len(c.Devices)
+	if c.BatchSize < n {
+		return fmt.Errorf("train: a batch of %d samples cannot be split over %d devices; the batch size must be at least the device count", c.BatchSize, n)
+	}
+	if c.Train != nil && r.net.Batch == 0 {
+		if last := c.Train.Len() % c.BatchSize; last > 0 && last < n && c.Train.Len() > c.BatchSize {
+			return fmt.Errorf("train: the last batch of each epoch has %d samples (%d samples in batches of %d), fewer than the %d devices; choose a batch size that leaves at least %d", last, c.Train.Len(), c.BatchSize, n, n)
+		}
+		if c.Train.Len() < n {
+			return fmt.Errorf("train: the training set has %d samples, fewer than the %d devices", c.Train.Len(), n)
+		}
+	}
+	infos := make([]rt.DeviceInfo, n)
+	for k, d := range c.Devices {
+		if d == nil {
+			return fmt.Errorf("train: Config.Devices[%d] is nil", k)
+		}
+		infos[k] = d.Info()
+	}
+	var need []rt.DType
+	for _, t := range r.net.Model.Tensors {
+		if t.DType.IsFloat() && !slices.Contains(need, t.DType) {
+			need = append(need, t.DType)
+		}
+	}
+	if err := rt.CheckDTypes(infos, need); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	return nil
 }

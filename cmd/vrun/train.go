@@ -76,7 +76,7 @@ func newTrainFlags() *trainFlags {
 	fs.IntVar(&f.epochs, "epochs", 1, "epochs (including those of a resumed run)")
 	fs.BoolVar(&f.shuffle, "shuffle", true, "shuffle the training set each epoch")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the initial weights of a built-in architecture, the shuffling, the validation split and Dropout")
-	fs.StringVar(&f.device, "device", "auto", "device: auto, cpu, vulkan, vulkan:N, cuda:N, opencl:N")
+	fs.StringVar(&f.device, "device", "auto", "device: auto, cpu, vulkan, vulkan:N, cuda:N, opencl:N, or a comma-separated list (cpu,opencl:0) to train data-parallel")
 	fs.StringVar(&f.out, "o", "", "write the trained model to `OUT.bin` (OUT.onnx: as ONNX), and the loss and accuracy curves to OUT.png")
 	fs.StringVar(&f.log, "log", "", "write step,epoch,loss,lr per step to a CSV `file`")
 	fs.StringVar(&f.ckpt, "checkpoint", "", "write a checkpoint to `DIR`/last.ckpt after every epoch")
@@ -523,15 +523,22 @@ func (f *trainFlags) run(ctx context.Context, arg string, opt engine.Optimizer, 
 	if f.verbose {
 		logf = func(format string, args ...any) { fmt.Fprintf(stderr, "vrun: "+format+"\n", args...) }
 	}
-	dev, err := rt.Open(f.device, logf)
+	devs, err := rt.OpenList(f.device, logf)
 	if err != nil {
 		return err
 	}
-	defer dev.Close()
+	defer rt.CloseAll(devs)
+	dev := devs[0]
 
-	info := dev.Info()
 	fmt.Fprintf(stdout, "model    %s  (%d trained tensors, %d parameters)\n", name, len(net.Params), paramCount(m, net.Params))
-	fmt.Fprintf(stdout, "device   %s  %s\n", info.Spec(), info.Name)
+	for k, d := range devs {
+		info := d.Info()
+		fmt.Fprintf(stdout, "device   %s  %s", info.Spec(), info.Name)
+		if len(devs) > 1 {
+			fmt.Fprintf(stdout, "  (data-parallel, share %d of %d)", k+1, len(devs))
+		}
+		fmt.Fprintln(stdout)
+	}
 	fmt.Fprintf(stdout, "data     %d training samples %s", d.train.Len(), shapeString(d.train.X.DType, d.train.X.Shape[1:]))
 	if d.val != nil {
 		fmt.Fprintf(stdout, ", %d for validation (%s)", d.val.Len(), d.valName)
@@ -566,7 +573,7 @@ func (f *trainFlags) run(ctx context.Context, arg string, opt engine.Optimizer, 
 		}
 	}()
 	cfg := train.Config{
-		Net: net, Device: dev, Optimizer: opt,
+		Net: net, Device: dev, Devices: devs, Optimizer: opt,
 		Train: d.train, Val: d.val, BatchSize: f.batch, Epochs: f.epochs, Shuffle: f.shuffle, Seed: f.seed,
 		Mean: d.mean, Std: d.std,
 		CheckpointDir: ckptDir, EpochCheckpoints: epochCkpt, CheckpointEvery: f.ckptEvery,

@@ -694,3 +694,34 @@ func TestTrainErrors(t *testing.T) {
 		})
 	}
 }
+
+// A device list trains data-parallel: -device cpu,opencl:0 (and
+// cpu,vulkan:0) logs the single-device run's losses.
+func TestTrainDeviceList(t *testing.T) {
+	f := newFixture(t)
+	cpuLog := filepath.Join(t.TempDir(), "cpu.csv")
+	mustTrain(t, append(f.xy("y.npy"), "mlp", "-device", "cpu", "-epochs", "2", "-batch", "25", "-log", cpuLog)...)
+	want, _, _, _ := readLog(t, cpuLog)
+	for _, list := range []string{"cpu,opencl:0", "cpu,vulkan:0"} {
+		t.Run(list, func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "log.csv")
+			out, err := runCLI(t, append([]string{"train"}, append(f.xy("y.npy"), "mlp", "-device", list, "-epochs", "2", "-batch", "25", "-log", log)...)...)
+			if err != nil && (strings.Contains(err.Error(), "unavailable") || strings.Contains(err.Error(), "no devices")) {
+				t.Skip(err)
+			}
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			contains(t, out, "(data-parallel, share 2 of 2)")
+			got, _, _, _ := readLog(t, log)
+			if len(got) != len(want) {
+				t.Fatalf("%d steps, want %d", len(got), len(want))
+			}
+			for k := range want {
+				if math.Abs(got[k]-want[k]) > 1e-4*math.Abs(want[k]) {
+					t.Fatalf("step %d: loss %g on %s, %g on cpu", k+1, got[k], list, want[k])
+				}
+			}
+		})
+	}
+}
