@@ -20,6 +20,15 @@ func actApply[T floatT](fn rt.UnaryFn, alpha, beta float64, y []T) {
 	if y32, ok := asF32(y); ok && unaryF32(fn, alpha, beta, y32, y32) {
 		return
 	}
+	if y32, ok := asF32(y); ok && fn == rt.Clip {
+		// max(x, lo) then min(·, hi) with the vectorised binary kernels (NaN
+		// kept, as below); clamping to the float32 bounds is the same as
+		// clamping to the float64 ones and rounding.
+		lo, hi := [1]float32{float32(alpha)}, [1]float32{float32(beta)}
+		if binaryF32(rt.Max, formVS, y32, y32, lo[:]) && binaryF32(rt.Min, formVS, y32, y32, hi[:]) {
+			return
+		}
+	}
 	if signedInPlace(fn, y) {
 		return
 	}

@@ -118,6 +118,9 @@ func (p *dconvPlan) fill(x, buf []float32, n, g int) {
 	o := p.o
 	H, W, sh, sw := o.H, o.Width, o.StrideH, o.StrideW
 	hq, wq := p.hq, p.wq
+	if sw == 2 && p.fill2(x, buf, n, g) {
+		return
+	}
 	for c := 0; c < p.cg; c++ {
 		xc := x[(n*o.C+g*p.cg+c)*H*W : (n*o.C+g*p.cg+c+1)*H*W]
 		xoff := (n*o.C + g*p.cg + c) * H * W
@@ -153,6 +156,43 @@ func (p *dconvPlan) fill(x, buf []float32, n, g int) {
 		}
 	}
 	clear(buf[p.cg*p.ps:])
+}
+
+// fill2 is fill for StrideW == 2: each input row is copied, padded, into
+// a scratch row, whose even and odd elements go to the two column phases
+// in one pass. It reports false where the kernel is missing.
+func (p *dconvPlan) fill2(x, buf []float32, n, g int) bool {
+	o := p.o
+	H, W, sh := o.H, o.Width, o.StrideH
+	hq, wq := p.hq, p.wq
+	ts := getScratch[float32](2 * wq)
+	defer putScratch(ts)
+	tmp := *ts
+	lo, hi := min(o.PadL, 2*wq), max(min(o.PadL, 2*wq), min(2*wq, o.PadL+W))
+	clear(tmp[:lo])
+	clear(tmp[hi:])
+	for c := 0; c < p.cg; c++ {
+		xc := x[(n*o.C+g*p.cg+c)*H*W : (n*o.C+g*p.cg+c+1)*H*W]
+		for a := 0; a < sh; a++ {
+			ph0 := buf[c*p.ps+(a*2)*hq*wq : c*p.ps+(a*2+1)*hq*wq]
+			ph1 := buf[c*p.ps+(a*2+1)*hq*wq : c*p.ps+(a*2+2)*hq*wq]
+			for r := 0; r < hq; r++ {
+				r0, r1 := ph0[r*wq:(r+1)*wq], ph1[r*wq:(r+1)*wq]
+				ih := r*sh + a - o.PadT
+				if ih < 0 || ih >= H || hi == lo {
+					clear(r0)
+					clear(r1)
+					continue
+				}
+				copy(tmp[lo:hi], xc[ih*W+lo-o.PadL:])
+				if !deinterleave2(r0, r1, tmp) {
+					return false
+				}
+			}
+		}
+	}
+	clear(buf[p.cg*p.ps:])
+	return true
 }
 
 // chunk computes output rows [oh0, oh1) of channel block i of image n,

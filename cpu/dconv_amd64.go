@@ -33,3 +33,18 @@ func dconvRun(kb, n int, x []float32, offs []int, w, bias, y []float32, ldy int)
 	_ = y[(kb-1)*ldy+n-1]
 	dconvKernels[kb-1](n, &x[0], &offs[0], len(offs), &w[0], &bias[0], &y[0], ldy)
 }
+
+// deinterleave2 sets even[i] = src[2i] and odd[i] = src[2i+1] for i <
+// len(even) == len(odd), and reports whether a kernel did it.
+func deinterleave2(even, odd, src []float32) bool {
+	n := len(even)
+	if kernelLevel() < levelAVX512 || len(odd) != n {
+		return false
+	}
+	if n == 0 {
+		return true
+	}
+	_ = src[2*n-1]
+	deint2(&even[0], &odd[0], &src[0], n)
+	return true
+}

@@ -4,6 +4,40 @@
 
 #include "textflag.h"
 
+DATA ·deintIdx+0(SB)/4, $0
+DATA ·deintIdx+4(SB)/4, $2
+DATA ·deintIdx+8(SB)/4, $4
+DATA ·deintIdx+12(SB)/4, $6
+DATA ·deintIdx+16(SB)/4, $8
+DATA ·deintIdx+20(SB)/4, $10
+DATA ·deintIdx+24(SB)/4, $12
+DATA ·deintIdx+28(SB)/4, $14
+DATA ·deintIdx+32(SB)/4, $16
+DATA ·deintIdx+36(SB)/4, $18
+DATA ·deintIdx+40(SB)/4, $20
+DATA ·deintIdx+44(SB)/4, $22
+DATA ·deintIdx+48(SB)/4, $24
+DATA ·deintIdx+52(SB)/4, $26
+DATA ·deintIdx+56(SB)/4, $28
+DATA ·deintIdx+60(SB)/4, $30
+DATA ·deintIdx+64(SB)/4, $1
+DATA ·deintIdx+68(SB)/4, $3
+DATA ·deintIdx+72(SB)/4, $5
+DATA ·deintIdx+76(SB)/4, $7
+DATA ·deintIdx+80(SB)/4, $9
+DATA ·deintIdx+84(SB)/4, $11
+DATA ·deintIdx+88(SB)/4, $13
+DATA ·deintIdx+92(SB)/4, $15
+DATA ·deintIdx+96(SB)/4, $17
+DATA ·deintIdx+100(SB)/4, $19
+DATA ·deintIdx+104(SB)/4, $21
+DATA ·deintIdx+108(SB)/4, $23
+DATA ·deintIdx+112(SB)/4, $25
+DATA ·deintIdx+116(SB)/4, $27
+DATA ·deintIdx+120(SB)/4, $29
+DATA ·deintIdx+124(SB)/4, $31
+GLOBL ·deintIdx(SB), RODATA|NOPTR, $128
+
 // func dconv1x4(n int, x *float32, offs *int, ntaps int, w, bias, y *float32, ldy int)
 TEXT ·dconv1x4(SB), NOSPLIT, $0-64
 	MOVQ n+0(FP), CX
@@ -1142,5 +1176,68 @@ dconv8x3_r_tap:
 	SUBQ $16, CX
 	JMP dconv8x3_rest
 dconv8x3_done:
+	VZEROUPPER
+	RET
+
+// func deint2(even, odd, src *float32, n int)
+// even[i] = src[2i], odd[i] = src[2i+1] for i < n (AVX-512F).
+TEXT ·deint2(SB), NOSPLIT, $0-32
+	MOVQ even+0(FP), DI
+	MOVQ odd+8(FP), DX
+	MOVQ src+16(FP), SI
+	MOVQ n+24(FP), CX
+	VMOVUPS ·deintIdx+0(SB), Z4
+	VMOVUPS ·deintIdx+64(SB), Z5
+deint2_loop:
+	CMPQ CX, $16
+	JLT deint2_tail
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VPERMT2PS Z1, Z4, Z2
+	VPERMT2PS Z1, Z5, Z3
+	VMOVUPS Z2, (DI)
+	VMOVUPS Z3, (DX)
+	ADDQ $128, SI
+	ADDQ $64, DI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP deint2_loop
+deint2_tail:
+	TESTQ CX, CX
+	JLE deint2_done
+	// K1: n lanes; K2, K3: the 2n source lanes over two vectors.
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	SHLQ $1, CX
+	MOVL $0xffff, AX
+	CMPQ CX, $16
+	JGE deint2_m2
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K2
+	KXORW K3, K3, K3
+	JMP deint2_load
+deint2_m2:
+	KMOVW AX, K2
+	SUBQ $16, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3
+deint2_load:
+	VMOVUPS.Z (SI), K2, Z0
+	VMOVUPS.Z 64(SI), K3, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VPERMT2PS Z1, Z4, Z2
+	VPERMT2PS Z1, Z5, Z3
+	VMOVUPS Z2, K1, (DI)
+	VMOVUPS Z3, K1, (DX)
+deint2_done:
 	VZEROUPPER
 	RET

@@ -28,6 +28,9 @@ func dconv7x3(n int, x *float32, offs *int, ntaps int, w, bias, y *float32, ldy 
 //go:noescape
 func dconv8x3(n int, x *float32, offs *int, ntaps int, w, bias, y *float32, ldy int)
 
+//go:noescape
+func deint2(even, odd, src *float32, n int)
+
 // dconvKernels are the direct-convolution kernels by row count (index KB-1).
 var dconvKernels = [...]func(n int, x *float32, offs *int, ntaps int, w, bias, y *float32, ldy int){
 	dconv1x4,

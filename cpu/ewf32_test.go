@@ -341,3 +341,46 @@ func TestF32RowKernels(t *testing.T) {
 		})
 	}
 }
+
+// TestActClipF32: the f32 Clip activation (max then min with the binary
+// kernels) at every level against the float64 formula, NaN kept, with
+// bounds that float32 does not represent.
+func TestActClipF32(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, lv := range ewLevels() {
+		for _, b := range [][2]float64{{0, 6}, {-0.5, 0.5}, {0.1, 0.7}, {-1e-3, math.Inf(1)}} {
+			for n := 0; n <= 70; n++ {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64() * 4)
+					switch i % 17 {
+					case 3:
+						x[i] = float32(math.NaN())
+					case 5:
+						x[i] = float32(math.Copysign(0, -1))
+					case 7:
+						x[i] = float32(b[0])
+					}
+				}
+				guard := make([]float32, n+20)
+				for i := range guard {
+					guard[i] = 42
+				}
+				y := guard[:n]
+				copy(y, x)
+				withLevel(lv, func() { actApply(rt.Clip, b[0], b[1], y) })
+				for i := n; i < len(guard); i++ {
+					if guard[i] != 42 {
+						t.Fatalf("%s clip n=%d: element %d beyond the end written", levelNames[lv], n, i)
+					}
+				}
+				for i, v := range x {
+					want := float32(math.Min(math.Max(float64(v), b[0]), b[1]))
+					if y[i] != want && !(want != want && y[i] != y[i]) {
+						t.Fatalf("%s clip%v n=%d [%d]: f(%v) = %v, want %v", levelNames[lv], b, n, i, v, y[i], want)
+					}
+				}
+			}
+		}
+	}
+}

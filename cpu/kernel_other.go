@@ -20,3 +20,5 @@ func npApplies[T floatT](*gemm[T]) bool { return false }
 func dconvMaxKB() int { return 0 }
 
 func dconvRun(_, _ int, _ []float32, _ []int, _, _, _ []float32, _ int) {}
+
+func deinterleave2(_, _, _ []float32) bool { return false }

@@ -3,7 +3,7 @@
 // a table of median latencies with their ratio (vrun / onnxruntime: above
 // 1 means vrun is slower).
 //
-//	go run ./bench/ort [-threads 2] [-runs 30] [-rounds 3] [-short] [-models a,b] [extra.onnx ...]
+//	go run ./bench/ort [-threads 2] [-runs 30] [-rounds 3] [-short] [-models a,b] [-profile N [-top M]] [extra.onnx ...]
 //
 // The models are every testdata/models/NAME.onnx with its input
 // NAME.x.npy, and the end-to-end models testdata/e2e/NAME.bin with
@@ -53,6 +53,9 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
+// profileTop is the -top flag.
+var profileTop *int
+
 //go:embed ort_bench.js
 var script []byte
 
@@ -69,6 +72,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; the table shows each side's smallest median")
 	short := flag.Bool("short", false, "a quick report (CI): -runs 10 -rounds 1 unless given")
 	only := flag.String("models", "", "comma-separated model names to run (default: all)")
+	profileTop = flag.Int("top", 10, "with -profile, the `number` of nodes listed")
 	profile := flag.Int("profile", 0, "after the table, profile each model's vrun run over `N` runs: per-node median times")
 	flag.Parse()
 	if *short {
@@ -261,9 +265,23 @@ func profileModel(ctx context.Context, m *benchModel, n int) error {
 	}
 	sort.Slice(rows, func(a, b int) bool { return rows[a].med > rows[b].med })
 	fmt.Printf("\n%s: %d nodes, sum of per-node medians %.3f ms over %d runs\n", m.name, len(rows), total, n)
-	for _, r := range rows[:min(10, len(rows))] {
+	for _, r := range rows[:min(*profileTop, len(rows))] {
 		fmt.Printf("  %9.4f ms %5.1f%%  %-14s %s\n", r.med, 100*r.med/total, ops[r.node], r.node)
 	}
+	byOp := map[string]float64{}
+	for _, r := range rows {
+		byOp[ops[r.node]] += r.med
+	}
+	opNames := make([]string, 0, len(byOp))
+	for op := range byOp {
+		opNames = append(opNames, op)
+	}
+	sort.Slice(opNames, func(a, b int) bool { return byOp[opNames[a]] > byOp[opNames[b]] })
+	fmt.Printf("  by op:")
+	for _, op := range opNames {
+		fmt.Printf(" %s %.1f%%", op, 100*byOp[op]/total)
+	}
+	fmt.Println()
 	return nil
 }
 
