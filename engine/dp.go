@@ -119,7 +119,7 @@ func batchOf(shapes map[string][]int, devs int) (int, error) {
 		n, first = sh[0], name
 	}
 	if n < devs {
-		return 0, fmt.Errorf("engine: data-parallel step: a batch of %d samples cannot be split over %d devices", n, devs)
+		return 0, fmt.Errorf("engine: data-parallel step: a batch of %d samples cannot be split over %d devices: %w", n, devs, ErrBatchTooSmall)
 	}
 	return n, nil
 }

@@ -2,11 +2,14 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vrun-go/vrun/cpu"
 	"github.com/vrun-go/vrun/dist"
@@ -19,6 +22,12 @@ import (
 // Gemm → (BatchNormalization) → Relu → (Dropout 0.3) → Gemm → logits
 // [N, 3], and the mean cross-entropy against onehot [N, 3] as "loss".
 func dpModel(dt rt.DType, bn, dropout bool) (*model.Model, error) {
+	return dpModelSized(dt, bn, dropout, 8, 0)
+}
+
+// dpModelSized is dpModel with hidden units, and with a second hidden
+// layer of mid units when mid > 0.
+func dpModelSized(dt rt.DType, bn, dropout bool, hidden, mid int) (*model.Model, error) {
 	rng := rand.New(rand.NewPCG(5, 9))
 	b := model.NewBuilder()
 	b.Input("x", dt, -1, 5)
@@ -34,17 +43,25 @@ func dpModel(dt rt.DType, bn, dropout bool) (*model.Model, error) {
 		}
 		return b.Weight(name, dt, shape64(shape...), rt.FromFloat64(dt, v, n).Data)
 	}
-	h := b.Op("Gemm", []string{"x", w("w1", 8, 5), w("b1", 8)}, model.Attrs{"transB": 1})
+	h := b.Op("Gemm", []string{"x", w("w1", hidden, 5), w("b1", hidden)}, model.Attrs{"transB": 1})
 	if bn {
-		ones := rt.FromFloat64(dt, []float64{1, 1, 1, 1, 1, 1, 1, 1}, 8).Data
-		h = b.Op("BatchNormalization", []string{h, w("gamma", 8), w("beta", 8),
-			b.Weight("rmean", dt, []int64{8}, make([]byte, 8*dt.Size())), b.Weight("rvar", dt, []int64{8}, ones)}, nil)
+		ones := make([]float64, hidden)
+		for i := range ones {
+			ones[i] = 1
+		}
+		h = b.Op("BatchNormalization", []string{h, w("gamma", hidden), w("beta", hidden),
+			b.Weight("rmean", dt, []int64{int64(hidden)}, make([]byte, hidden*dt.Size())),
+			b.Weight("rvar", dt, []int64{int64(hidden)}, rt.FromFloat64(dt, ones, hidden).Data)}, nil)
 	}
 	h = b.Op("Relu", []string{h}, nil)
 	if dropout {
 		h = b.Op("Dropout", []string{h, b.Weight("ratio", dt, []int64{}, rt.FromFloat64(dt, []float64{0.3}).Data)}, nil)
 	}
-	b.Node("logits", "Gemm", []string{h, w("w2", 3, 8), w("b2", 3)}, []string{"logits"}, model.Attrs{"transB": 1})
+	if mid > 0 {
+		h = b.Op("Relu", []string{b.Op("Gemm", []string{h, w("wm", mid, hidden), w("bm", mid)}, model.Attrs{"transB": 1})}, nil)
+		hidden = mid
+	}
+	b.Node("logits", "Gemm", []string{h, w("w2", 3, hidden), w("b2", 3)}, []string{"logits"}, model.Attrs{"transB": 1})
 	ls := b.Op("LogSoftmax", []string{"logits"}, model.Attrs{"axis": 1})
 	s := b.Op("ReduceSum", []string{b.Op("Mul", []string{ls, "onehot"}, nil)}, model.Attrs{"axes": []int64{1}, "keepdims": 0})
 	b.Node("loss", "Neg", []string{b.Op("ReduceMean", []string{s}, model.Attrs{"keepdims": 0})}, []string{"loss"}, nil)
@@ -356,34 +373,110 @@ func TestDataParallelErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
+		if strings.Contains(tc.name, "smaller") && !errors.Is(err, engine.ErrBatchTooSmall) {
+			t.Errorf("%s: error %v does not match ErrBatchTooSmall", tc.name, err)
+		}
 	}
 }
 
-// BenchmarkDataParallel measures training steps per second of a
-// batch-256 MLP on one CPU device and on N logical CPU devices (on this
-// machine they share its cores; the figure shows the overhead of the
-// host-path reduction, not a speed-up).
+// lostDevice fails every stream's Wait with rt.ErrDeviceLost once lost is
+// set.
+type lostDevice struct {
+	rt.Device
+	lost *atomic.Bool
+}
+
+type lostStream struct {
+	rt.Stream
+	lost *atomic.Bool
+}
+
+func (d lostDevice) NewStream(o rt.StreamOptions) (rt.Stream, error) {
+	s, err := d.Device.NewStream(o)
+	return lostStream{s, d.lost}, err
+}
+
+func (s lostStream) Wait() error {
+	if err := s.Stream.Wait(); err != nil {
+		return err
+	}
+	if s.lost.Load() {
+		return fmt.Errorf("lost in a test: %w", rt.ErrDeviceLost)
+	}
+	return nil
+}
+
+// TestDataParallelDeviceLost loses device 1 in the middle of a run: the
+// step's error names it and matches rt.ErrDeviceLost, and every device's
+// work is released (Close returns).
+func TestDataParallelDeviceLost(t *testing.T) {
+	m, err := dpModel(rt.F64, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := dpDevices(t, "cpu,cpu,cpu")
+	var lost atomic.Bool
+	devs[1] = lostDevice{devs[1], &lost}
+	tr, err := engine.NewDataParallel(m, devs, engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: engine.SGD, LR: 0.1},
+		Shapes: map[string][]int{"x": {6, 5}, "onehot": {6, 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Step(context.Background(), dpBatch(rt.F64, 6, 1)); err != nil {
+		t.Fatal(err)
+	}
+	lost.Store(true)
+	_, err = tr.Step(context.Background(), dpBatch(rt.F64, 7, 2))
+	if err == nil || !errors.Is(err, rt.ErrDeviceLost) || !strings.Contains(err.Error(), "device 1") {
+		t.Fatalf("error %v, want rt.ErrDeviceLost naming device 1", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- tr.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hangs: a device's run was not released")
+	}
+}
+
+// BenchmarkDataParallel measures training steps per second (Adam, batch
+// 256) on one CPU device and on N logical CPU devices, of a tiny MLP
+// (5-8-3: overhead-bound) and a wide one (5-512-512-3, 1 MiB of
+// gradients). Logical devices share this machine's cores, so the figures
+// show the cost of splitting and of the host-path reduction, not a
+// speed-up.
 func BenchmarkDataParallel(b *testing.B) {
-	for _, n := range []int{1, 2, 4} {
-		b.Run(fmt.Sprintf("cpu*%d", n), func(b *testing.B) {
-			m, err := dpModel(rt.F32, false, false)
-			if err != nil {
-				b.Fatal(err)
-			}
-			devs := dpDevices(b, strings.TrimSuffix(strings.Repeat("cpu,", n), ","))
-			tr, err := engine.NewDataParallel(m, devs, engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: engine.Adam, LR: 0.01},
-				Shapes: map[string][]int{"x": {256, 5}, "onehot": {256, 3}}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer tr.Close()
-			in := dpBatch(rt.F32, 256, 1)
-			for b.Loop() {
-				if _, err := tr.Step(context.Background(), in); err != nil {
+	for _, size := range []struct {
+		name        string
+		hidden, mid int
+	}{{"tiny", 8, 0}, {"wide", 512, 512}} {
+		for _, n := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("%s/cpu*%d", size.name, n), func(b *testing.B) {
+				m, err := dpModelSized(rt.F32, false, false, size.hidden, size.mid)
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
-		})
+				devs := dpDevices(b, strings.TrimSuffix(strings.Repeat("cpu,", n), ","))
+				tr, err := engine.NewDataParallel(m, devs, engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: engine.Adam, LR: 0.01},
+					Shapes: map[string][]int{"x": {256, 5}, "onehot": {256, 3}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer tr.Close()
+				in := dpBatch(rt.F32, 256, 1)
+				if _, err := tr.Step(context.Background(), in); err != nil { // records the streams
+					b.Fatal(err)
+				}
+				for b.Loop() {
+					if _, err := tr.Step(context.Background(), in); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
+			})
+		}
 	}
 }
