@@ -23,7 +23,11 @@ import (
 // Options configures Load.
 type Options struct {
 	// Device selects the device: "auto" (or ""), "cpu", "vulkan",
-	// "vulkan:1", "cuda:0", "opencl:0".
+	// "vulkan:1", "cuda:0", "opencl:0"; or a comma-separated list of
+	// devices ("cuda:0,cuda:1", "vulkan:0,cuda:0", "cpu,opencl:0"; see
+	// rt.OpenList), over which Run splits each batch (data-parallel
+	// inference; see engine.ParallelSession). Shapes and Dims are then the
+	// whole batch's.
 	Device string
 	// Logf, if set, receives progress and the reasons "auto" skipped a
 	// backend.
@@ -66,6 +70,13 @@ var (
 	// ScatterElements, GatherND or ScatterND was out of range during Run
 	// (an *IndexError names the node).
 	ErrIndexOutOfRange = rt.ErrIndexOutOfRange
+	// ErrNotSplittable: a model loaded on a device list cannot have its
+	// batch split across the devices (no dynamic leading batch dim, or a
+	// node that mixes the rows of the batch; the error says which).
+	ErrNotSplittable = engine.ErrNotSplittable
+	// ErrBatchTooSmall: a run on a device list was given fewer batch rows
+	// than devices.
+	ErrBatchTooSmall = engine.ErrBatchTooSmall
 )
 
 // InputError is the error of a bad input; see engine.InputError.
@@ -81,10 +92,19 @@ type TensorInfo = engine.TensorInfo
 
 // Model is a loaded model planned on one device. Inputs and Outputs
 // describe its inputs and outputs; Info its plan.
+//
+// With a device list, Device and Session are the first device's (its
+// plan describes every device's, for its share of the batch), Devices
+// lists them all, and Split runs the batches across them.
 type Model struct {
 	*engine.Session
 	Graph  *model.Model
 	Device rt.Device
+	// Devices are the opened devices, in list order (one without a list).
+	Devices []rt.Device
+	// Split is the data-parallel session over Devices, or nil for one
+	// device.
+	Split *engine.ParallelSession
 }
 
 // Load reads a model file (model.bin, or an ONNX model converted in
@@ -119,22 +139,37 @@ func loadGraph(path string, mmap bool) (*model.Model, error) {
 // New plans an in-memory model graph on the selected device. Close
 // releases the device and the graph.
 func New(g *model.Model, opts Options) (*Model, error) {
-	dev, err := rt.Open(opts.Device, opts.Logf)
+	devs, err := rt.OpenList(opts.Device, opts.Logf)
 	if err != nil {
 		return nil, err
 	}
-	s, err := engine.New(g, dev, engine.Options{Shapes: opts.Shapes, Dims: opts.Dims, Parallel: opts.Parallel, Profile: opts.Profile})
-	if err != nil {
-		dev.Close()
-		return nil, err
+	eo := engine.Options{Shapes: opts.Shapes, Dims: opts.Dims, Parallel: opts.Parallel, Profile: opts.Profile}
+	if len(devs) == 1 {
+		s, err := engine.New(g, devs[0], eo)
+		if err != nil {
+			devs[0].Close()
+			return nil, err
+		}
+		return &Model{Session: s, Graph: g, Device: devs[0], Devices: devs}, nil
 	}
-	return &Model{Session: s, Graph: g, Device: dev}, nil
+	p, err := engine.NewParallelSession(g, devs, eo)
+	if err != nil {
+		return nil, errors.Join(err, rt.CloseAll(devs))
+	}
+	return &Model{Session: p.Sessions()[0], Graph: g, Device: devs[0], Devices: devs, Split: p}, nil
 }
 
 // Run runs the model once; see engine.Session.Run. Input problems are
 // *InputError values matching ErrShape, ErrDType, ErrMissingInput or
 // ErrUnknownInput; a cancelled or expired ctx returns ctx.Err().
+//
+// With a device list, each batch is split across the devices (see
+// engine.ParallelSession.Run): a batch of fewer rows than devices is an
+// error, and a failed or lost device is named in the error.
 func (m *Model) Run(ctx context.Context, inputs map[string]*rt.Tensor) (map[string]*rt.Tensor, error) {
+	if m.Split != nil {
+		return m.Split.Run(ctx, inputs)
+	}
 	return m.Session.Run(ctx, inputs)
 }
 
@@ -142,7 +177,23 @@ func (m *Model) Run(ctx context.Context, inputs map[string]*rt.Tensor) (map[stri
 // and the model's memory map. Runs started after Close fail with
 // rt.ErrClosed.
 func (m *Model) Close() error {
+	if m.Split != nil {
+		return errors.Join(m.Split.Close(), rt.CloseAll(m.Devices), m.Graph.Close())
+	}
 	return errors.Join(m.Session.Close(), m.Device.Close(), m.Graph.Close())
+}
+
+// DeviceSpecs returns the selectors of the model's devices, joined by
+// commas: "cpu:0" or "cpu:0,opencl:0".
+func (m *Model) DeviceSpecs() string {
+	var specs []string
+	for _, d := range m.Devices {
+		specs = append(specs, d.Info().Spec())
+	}
+	if len(specs) == 0 && m.Device != nil {
+		specs = append(specs, m.Device.Info().Spec())
+	}
+	return strings.Join(specs, ",")
 }
 
 // DescribeDevices returns a human-readable list of every backend and

@@ -99,7 +99,7 @@ func NewParallelSession(m *model.Model, devs []rt.Device, opts Options) (*Parall
 		}
 		explicit := !strings.Contains(strings.Join(defaulted, " "), "[0]") // the batch was given
 		if n < k && explicit {
-			return nil, fmt.Errorf("engine: a batch of %d rows is smaller than the %d devices %s: %w", n, k, strings.Join(p.specs, ","), ErrBatchTooSmall)
+			return nil, fmt.Errorf("engine: a batch of %d rows is smaller than the %d devices %s; plan for at least %d rows (Options.Shapes or Dims) or list fewer devices: %w", n, k, strings.Join(p.specs, ","), k, ErrBatchTooSmall)
 		}
 		// Check the split now, with at least two rows, so that a model
 		// that cannot be split fails here, not at its first Run.

@@ -52,10 +52,10 @@ func demo(f *runFlags, w, stderr io.Writer) error {
 	}
 	defer m.Close()
 	plan := time.Since(t0)
-	info := m.Device.Info()
+	dref := modelDevices(m)
 	desc, _ := g.MetaValue("description")
 	fmt.Fprintf(w, "vrun demo: %s\n", desc)
-	fmt.Fprintf(w, "device     %s  %s\n", info.Spec(), info.Name)
+	fmt.Fprintf(w, "device     %s  %s\n", dref.Spec, dref.Name)
 	t0 = time.Now()
 	out, err := m.Run(context.Background(), map[string]*rt.Tensor{"image": images})
 	if err != nil {

@@ -92,7 +92,7 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 func newFlags(stderr io.Writer) *runFlags {
 	f := &runFlags{fs: flag.NewFlagSet("vrun", flag.ContinueOnError)}
 	f.fs.SetOutput(io.Discard) // errors are reported once, by main
-	f.fs.StringVar(&f.device, "device", "auto", "device: auto, cpu, vulkan, vulkan:N, cuda:N, opencl:N")
+	f.fs.StringVar(&f.device, "device", "auto", "device: auto, cpu, vulkan, vulkan:N, cuda:N, opencl:N, or a comma-separated `list` (cuda:0,cuda:1 or cpu,opencl:0) to split each batch across")
 	f.fs.Var(&f.inputs, "i", "input from a .npy file, as `name=file.npy` (repeatable)")
 	f.fs.Var(&f.shapes, "shape", "bind a dynamic input shape, as `name=1x3x224x224` (repeatable)")
 	f.fs.StringVar(&f.outDir, "o", "", "write outputs as .npy files into `DIR`")
@@ -349,8 +349,8 @@ func runModel(f *runFlags, path string, stdout, stderr io.Writer) error {
 
 func runAndReport(f *runFlags, m *vrun.Model, name string, inputs map[string]*rt.Tensor, source map[string]string, loadTime time.Duration, w io.Writer) error {
 	ctx := context.Background()
-	info := m.Device.Info()
-	rep := runJSON{Model: name, Device: deviceRef{Spec: info.Spec(), Name: info.Name}, PlanMS: ms(loadTime)}
+	dref := modelDevices(m)
+	rep := runJSON{Model: name, Device: dref, PlanMS: ms(loadTime)}
 	for _, i := range m.Graph.Inputs() {
 		mt := m.Graph.Tensors[i]
 		t := inputs[mt.Name]
@@ -358,7 +358,7 @@ func runAndReport(f *runFlags, m *vrun.Model, name string, inputs map[string]*rt
 	}
 	if !f.json {
 		fmt.Fprintf(w, "model    %s\n", name)
-		fmt.Fprintf(w, "device   %s  %s\n", info.Spec(), info.Name)
+		fmt.Fprintf(w, "device   %s  %s\n", dref.Spec, dref.Name)
 		for _, in := range rep.Inputs {
 			fmt.Fprintf(w, "input    %-12s %s%v  (%s)\n", in.Name, in.DType, in.Shape, in.Source)
 		}
@@ -576,8 +576,7 @@ func info(f *runFlags, path string, stdout, stderr io.Writer) error {
 	}
 	defer m.Close()
 	pi := m.Info()
-	dev := m.Device.Info()
-	rep.Device = deviceRef{Spec: dev.Spec(), Name: dev.Name}
+	rep.Device = modelDevices(m)
 	rep.Plan = planJSON{InputShapes: pi.InputShapes, Ops: pi.Ops, OpCounts: pi.OpCounts, ArenaBytes: pi.ArenaBytes,
 		TensorBytes: pi.TensorBytes, DeviceWeight: pi.WeightBytes, ChunkRows: pi.ChunkRows, Rows: pi.Rows, ChunkReason: pi.ChunkReason}
 	for _, t := range m.Inputs() {
@@ -593,7 +592,10 @@ func info(f *runFlags, path string, stdout, stderr io.Writer) error {
 		name := g.Tensors[i].Name
 		fmt.Fprintf(stdout, "output   %-12s %s  (for inputs %v)\n", name, shapeString(pi.OutputTypes[name], pi.OutputShapes[name]), shapesString(pi.InputShapes))
 	}
-	fmt.Fprintf(stdout, "device   %s  %s\n", dev.Spec(), dev.Name)
+	fmt.Fprintf(stdout, "device   %s  %s\n", rep.Device.Spec, rep.Device.Name)
+	if len(m.Devices) > 1 {
+		fmt.Fprintf(stdout, "split    each batch across %d devices; the plan below is %s's, for its share\n", len(m.Devices), m.Device.Info().Spec())
+	}
 	fmt.Fprintf(stdout, "plan     %d primitive ops: %s\n", pi.Ops, countString(pi.OpCounts))
 	saved := 0.0
 	if pi.TensorBytes > 0 {

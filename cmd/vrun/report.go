@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vrun-go/vrun"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -342,8 +343,27 @@ type runJSON struct {
 }
 
 type deviceRef struct {
-	Spec string `json:"spec"`
-	Name string `json:"name"`
+	Spec string `json:"spec"` // "cpu:0", or a list "cpu:0,opencl:0"
+	Name string `json:"name"` // the device's name; a list's joined by " + "
+	// Devices are a device list's devices, in order.
+	Devices []deviceRef `json:"devices,omitempty"`
+}
+
+// modelDevices describes the model's device, or its device list.
+func modelDevices(m *vrun.Model) deviceRef {
+	if len(m.Devices) <= 1 {
+		info := m.Device.Info()
+		return deviceRef{Spec: info.Spec(), Name: info.Name}
+	}
+	r := deviceRef{Spec: m.DeviceSpecs()}
+	var names []string
+	for _, d := range m.Devices {
+		info := d.Info()
+		r.Devices = append(r.Devices, deviceRef{Spec: info.Spec(), Name: info.Name})
+		names = append(names, info.Name)
+	}
+	r.Name = strings.Join(names, " + ")
+	return r
 }
 
 // infoJSON is the result of `vrun info -json MODEL`.
