@@ -157,13 +157,6 @@ func (d *device) memOf(b rt.Buffer) (clMem, error) {
 	return cb.mem, nil
 }
 
-func checkRange(b rt.Buffer, off int64, n int) error {
-	if off < 0 || off > b.Size() || int64(n) > b.Size()-off {
-		return fmt.Errorf("range [%d,%d) outside buffer of %d bytes", off, off+int64(n), b.Size())
-	}
-	return nil
-}
-
 // Write copies src into dst at byte offset off and returns when done.
 func (d *device) Write(dst rt.Buffer, off int64, src []byte) error {
 	d.mu.Lock()
@@ -175,7 +168,7 @@ func (d *device) Write(dst rt.Buffer, off int64, src []byte) error {
 	if err != nil {
 		return fmt.Errorf("opencl: Write: %w", err)
 	}
-	if err := checkRange(dst, off, len(src)); err != nil {
+	if err := rt.CheckRange(dst.Size(), off, int64(len(src))); err != nil {
 		return fmt.Errorf("opencl: Write: %w", err)
 	}
 	if err := writeSync(d.queue, m, off, src); err != nil {
@@ -195,7 +188,7 @@ func (d *device) Read(dst []byte, src rt.Buffer, off int64) error {
 	if err != nil {
 		return fmt.Errorf("opencl: Read: %w", err)
 	}
-	if err := checkRange(src, off, len(dst)); err != nil {
+	if err := rt.CheckRange(src.Size(), off, int64(len(dst))); err != nil {
 		return fmt.Errorf("opencl: Read: %w", err)
 	}
 	if err := readSync(d.queue, m, off, dst); err != nil {

@@ -39,14 +39,8 @@ func (d *device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int6
 	if err != nil {
 		return fmt.Errorf("opencl: Copy: %w", err)
 	}
-	if n < 0 || int64(int(n)) != n {
-		return fmt.Errorf("opencl: Copy: bad size %d", n)
-	}
-	if err := checkRange(src, srcOff, int(n)); err != nil {
-		return fmt.Errorf("opencl: Copy: source: %w", err)
-	}
-	if err := checkRange(dst, dstOff, int(n)); err != nil {
-		return fmt.Errorf("opencl: Copy: destination: %w", err)
+	if err := rt.CheckCopy(dst.Size(), dstOff, src.Size(), srcOff, n); err != nil {
+		return fmt.Errorf("opencl: Copy: %w", err)
 	}
 	if n == 0 {
 		return nil

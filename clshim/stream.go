@@ -58,7 +58,7 @@ func (s *stream) recordCopy(kind int, what string, b rt.Buffer, off int64, host 
 	if err != nil {
 		return fmt.Errorf("opencl: Stream.%s: %w", what, err)
 	}
-	if err := checkRange(b, off, len(host)); err != nil {
+	if err := rt.CheckRange(b.Size(), off, int64(len(host))); err != nil {
 		return fmt.Errorf("opencl: Stream.%s: %w", what, err)
 	}
 	if len(host) == 0 {

@@ -277,8 +277,8 @@ func bytesOf(b rt.Buffer) ([]byte, error) {
 }
 
 func rangeOf(data []byte, off int64, n int) ([]byte, error) {
-	if off < 0 || off > int64(len(data)) || int64(n) > int64(len(data))-off {
-		return nil, fmt.Errorf("range [%d,%d) outside buffer of %d bytes", off, off+int64(n), len(data))
+	if err := rt.CheckRange(int64(len(data)), off, int64(n)); err != nil {
+		return nil, err
 	}
 	return data[off : off+int64(n)], nil
 }
@@ -438,10 +438,7 @@ func checkRange(b rt.Buffer, off int64, n int) error {
 	if _, err := bytesOf(b); err != nil {
 		return err
 	}
-	if off < 0 || off > b.Size() || int64(n) > b.Size()-off {
-		return fmt.Errorf("range [%d,%d) outside buffer of %d bytes", off, off+int64(n), b.Size())
-	}
-	return nil
+	return rt.CheckRange(b.Size(), off, int64(n))
 }
 
 // Launch validates op and records it.

@@ -30,18 +30,10 @@ func (d *Device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int6
 	if err != nil {
 		return fmt.Errorf("cpu: Copy: %w", err)
 	}
-	if n < 0 || int64(int(n)) != n {
-		return fmt.Errorf("cpu: Copy: bad size %d", n)
+	if err := rt.CheckCopy(int64(len(t)), dstOff, int64(len(s)), srcOff, n); err != nil {
+		return fmt.Errorf("cpu: Copy: %w", err)
 	}
-	rs, err := rangeOf(s, srcOff, int(n))
-	if err != nil {
-		return fmt.Errorf("cpu: Copy: source %w", err)
-	}
-	rd, err := rangeOf(t, dstOff, int(n))
-	if err != nil {
-		return fmt.Errorf("cpu: Copy: destination %w", err)
-	}
-	copy(rd, rs)
+	copy(t[dstOff:dstOff+n], s[srcOff:srcOff+n])
 	return nil
 }
 

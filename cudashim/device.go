@@ -560,13 +560,6 @@ func (d *Device) Alloc(size int64) (rt.Buffer, error) {
 	return b, nil
 }
 
-func checkRange(b *Buffer, off int64, n int) error {
-	if off < 0 || off > b.size || int64(n) > b.size-off {
-		return fmt.Errorf("range [%d,%d) outside buffer of %d bytes", off, off+int64(n), b.size)
-	}
-	return nil
-}
-
 // Write copies src into dst at byte offset off, through pinned staging
 // memory, and returns when done.
 func (d *Device) Write(dst rt.Buffer, off int64, src []byte) error {
@@ -586,7 +579,7 @@ func (d *Device) xfer(what string, buf rt.Buffer, off int64, host []byte, toDevi
 	if err != nil {
 		return fmt.Errorf("cuda: %s: %w", what, err)
 	}
-	if err := checkRange(b, off, len(host)); err != nil {
+	if err := rt.CheckRange(b.size, off, int64(len(host))); err != nil {
 		return fmt.Errorf("cuda: %s: %w", what, err)
 	}
 	if len(host) == 0 {

@@ -44,14 +44,8 @@ func (d *Device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int6
 	if err != nil {
 		return fmt.Errorf("cuda: Copy: %w", err)
 	}
-	if n < 0 || int64(int(n)) != n {
-		return fmt.Errorf("cuda: Copy: bad size %d", n)
-	}
-	if err := checkRange(sb, srcOff, int(n)); err != nil {
-		return fmt.Errorf("cuda: Copy: source: %w", err)
-	}
-	if err := checkRange(db, dstOff, int(n)); err != nil {
-		return fmt.Errorf("cuda: Copy: destination: %w", err)
+	if err := rt.CheckCopy(db.size, dstOff, sb.size, srcOff, n); err != nil {
+		return fmt.Errorf("cuda: Copy: %w", err)
 	}
 	if n == 0 {
 		return nil

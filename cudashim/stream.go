@@ -105,7 +105,7 @@ func (s *Stream) record(what string, dst *Buffer, off int64, host []byte, kind c
 	if err := s.usable(); err != nil {
 		return fmt.Errorf("cuda: Stream.%s: %w", what, err)
 	}
-	if err := checkRange(dst, off, len(host)); err != nil {
+	if err := rt.CheckRange(dst.size, off, int64(len(host))); err != nil {
 		return fmt.Errorf("cuda: Stream.%s: %w", what, err)
 	}
 	s.cmds = append(s.cmds, command{kind: kind, buf: dst, off: off, host: host, bufs: []*Buffer{dst}, pin: s.dev.hostOf(host)})

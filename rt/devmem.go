@@ -66,6 +66,33 @@ type MemoryReporter interface {
 	MemoryUsage() MemoryUsage
 }
 
+// CheckRange returns an error unless the n bytes at off lie within a
+// buffer of size bytes. Backends check the ranges of Write, Read and Copy
+// with it.
+func CheckRange(size, off, n int64) error {
+	if off < 0 || n < 0 || off > size || n > size-off {
+		return fmt.Errorf("range [%d,%d) outside buffer of %d bytes", off, off+n, size)
+	}
+	return nil
+}
+
+// CheckCopy returns an error unless n, a size that fits in an int, and the
+// n bytes at srcOff of a buffer of srcSize bytes and at dstOff of one of
+// dstSize bytes lie within their buffers: the argument check of
+// [Copier.Copy].
+func CheckCopy(dstSize, dstOff, srcSize, srcOff, n int64) error {
+	if n < 0 || int64(int(n)) != n {
+		return fmt.Errorf("bad size %d", n)
+	}
+	if err := CheckRange(srcSize, srcOff, n); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	if err := CheckRange(dstSize, dstOff, n); err != nil {
+		return fmt.Errorf("destination: %w", err)
+	}
+	return nil
+}
+
 // CopyBuffer copies n bytes from src at srcOff to dst at dstOff, both
 // buffers of dev, through [Copier] when dev has it and through host
 // memory otherwise. It returns when done.

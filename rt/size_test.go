@@ -134,3 +134,34 @@ func TestOpenErrorsSayBackendOnce(t *testing.T) {
 		t.Errorf("%v does not wrap the backend's error", err)
 	}
 }
+
+func TestCheckRange(t *testing.T) {
+	for _, c := range []struct {
+		size, off, n int64
+		ok           bool
+	}{
+		{10, 0, 10, true}, {10, 10, 0, true}, {10, 3, 7, true}, {0, 0, 0, true},
+		{10, 0, 11, false}, {10, 4, 7, false}, {10, 11, 0, false}, {10, -1, 1, false},
+		{10, 0, -1, false}, {10, 5, math.MaxInt64, false}, {10, math.MaxInt64, 1, false},
+	} {
+		if err := CheckRange(c.size, c.off, c.n); (err == nil) != c.ok {
+			t.Errorf("CheckRange(%d, %d, %d) = %v, want ok %v", c.size, c.off, c.n, err, c.ok)
+		}
+	}
+	if err := CheckCopy(8, 0, 8, 0, 8); err != nil {
+		t.Errorf("CheckCopy of whole buffers: %v", err)
+	}
+	for _, c := range []struct {
+		dstSize, dstOff, srcSize, srcOff, n int64
+		want                                string
+	}{
+		{8, 0, 8, 0, -1, "bad size -1"},
+		{8, 0, 4, 1, 4, "source: range [1,5) outside buffer of 4 bytes"},
+		{8, 5, 8, 0, 4, "destination: range [5,9) outside buffer of 8 bytes"},
+	} {
+		err := CheckCopy(c.dstSize, c.dstOff, c.srcSize, c.srcOff, c.n)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("CheckCopy(%d, %d, %d, %d, %d) = %v, want %q", c.dstSize, c.dstOff, c.srcSize, c.srcOff, c.n, err, c.want)
+		}
+	}
+}

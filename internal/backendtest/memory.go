@@ -70,6 +70,14 @@ func Memory(t *testing.T, d rt.Device, maxSize int64) {
 				t.Fatal(err)
 			}
 			check(t, "copy", got2, want)
+			if c, ok := d.(rt.Copier); ok {
+				// Copier.Copy checks its ranges itself.
+				for _, bad := range [][3]int64{{0, 1, n}, {4, 0, n}, {0, 0, -1}, {-1, 0, 1}} {
+					if err := c.Copy(b, bad[0], a, bad[1], bad[2]); err == nil {
+						t.Errorf("Copy(dstOff %d, srcOff %d, n %d) of %d bytes into %d: no error", bad[0], bad[1], bad[2], n, n+3)
+					}
+				}
+			}
 			if n > 1 {
 				// A copy inside one buffer (disjoint halves).
 				h := n / 2

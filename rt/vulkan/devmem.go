@@ -43,11 +43,8 @@ func (d *device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int6
 	if err != nil {
 		return err
 	}
-	if err := checkRange(s, srcOff, n); err != nil {
-		return fmt.Errorf("vulkan: Copy: source: %w", err)
-	}
-	if err := checkRange(t, dstOff, n); err != nil {
-		return fmt.Errorf("vulkan: Copy: destination: %w", err)
+	if err := rt.CheckCopy(t.size, dstOff, s.size, srcOff, n); err != nil {
+		return fmt.Errorf("vulkan: Copy: %w", err)
 	}
 	if n == 0 {
 		return nil

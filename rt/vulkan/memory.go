@@ -178,13 +178,6 @@ func (d *device) own(x rt.Buffer) (*buffer, error) {
 	return b, nil
 }
 
-func checkRange(b *buffer, off, n int64) error {
-	if off < 0 || n < 0 || off+n > b.size {
-		return fmt.Errorf("vulkan: range [%d,%d) outside buffer of %d bytes", off, off+n, b.size)
-	}
-	return nil
-}
-
 // ---- synchronous transfers ----
 
 func (d *device) initTransfer() error {
@@ -310,8 +303,8 @@ func (d *device) Write(dst rt.Buffer, off int64, src []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRange(b, off, int64(len(src))); err != nil {
-		return err
+	if err := rt.CheckRange(b.size, off, int64(len(src))); err != nil {
+		return fmt.Errorf("vulkan: Write: %w", err)
 	}
 	if b.mapped {
 		copy(b.bytes()[off:], src)
@@ -349,8 +342,8 @@ func (d *device) Read(dst []byte, src rt.Buffer, off int64) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRange(b, off, int64(len(dst))); err != nil {
-		return err
+	if err := rt.CheckRange(b.size, off, int64(len(dst))); err != nil {
+		return fmt.Errorf("vulkan: Read: %w", err)
 	}
 	if b.mapped {
 		copy(dst, b.bytes()[off:])

@@ -125,8 +125,8 @@ func (s *stream) Write(dst rt.Buffer, off int64, src []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRange(b, off, int64(len(src))); err != nil {
-		return err
+	if err := rt.CheckRange(b.size, off, int64(len(src))); err != nil {
+		return fmt.Errorf("vulkan: Stream.Write: %w", err)
 	}
 	if len(src) == 0 {
 		return nil
@@ -145,8 +145,8 @@ func (s *stream) Read(dst []byte, src rt.Buffer, off int64) error {
 	if err != nil {
 		return err
 	}
-	if err := checkRange(b, off, int64(len(dst))); err != nil {
-		return err
+	if err := rt.CheckRange(b.size, off, int64(len(dst))); err != nil {
+		return fmt.Errorf("vulkan: Stream.Read: %w", err)
 	}
 	if len(dst) == 0 {
 		return nil
