@@ -20,7 +20,16 @@ func unsupported(op rt.Op, dt rt.DType, reason string) error {
 	return &rt.UnsupportedError{Backend: BackendName, Op: op.OpName(), DType: dt, Reason: reason}
 }
 
-func supports(op rt.Op) error { return rt.ReferenceSupport(BackendName, op) }
+func supports(op rt.Op) error {
+	if o, ok := op.(*rt.Fused); ok {
+		// The optional fused elementwise op: f32 and f64.
+		if dt := rt.OpDType(o); dt != rt.F32 && dt != rt.F64 {
+			return unsupported(op, dt, "")
+		}
+		return nil
+	}
+	return rt.ReferenceSupport(BackendName, op)
+}
 
 // validate is what Launch checks: rt.CheckOp and dtype support.
 func validate(op rt.Op) error {
@@ -96,6 +105,9 @@ func prepare(op rt.Op) kernel {
 	if isElementwise(op) {
 		return elementwisePlan(op)
 	}
+	if o, ok := op.(*rt.Fused); ok {
+		return fusedKernel(o)
+	}
 	return opKernel{op}
 }
 
@@ -129,6 +141,8 @@ func lower(op rt.Op) error {
 		topKOp(o)
 	case *rt.OptimStep:
 		optimOp(o)
+	case *rt.Fused:
+		fusedOp(o)
 	default:
 		return unsupported(op, rt.OpDType(op), "unknown op")
 	}

@@ -170,6 +170,8 @@ func checkParams(op Op) error {
 		}
 	case *OptimStep:
 		return checkOptim(o)
+	case *Fused:
+		return checkFused(o)
 	}
 	return nil
 }

@@ -495,6 +495,10 @@ func OpDType(op Op) DType {
 		return o.X.DType
 	case *OptimStep:
 		return o.P.DType
+	case *Fused:
+		if len(o.Out) > 0 {
+			return o.Out[0].DType
+		}
 	}
 	return InvalidDType
 }
@@ -523,6 +527,10 @@ func MapRefs(op Op, f func(name string, r *Ref)) {
 // CloneOp returns a copy of op's struct; shape and stride slices are
 // shared. Streams record clones so that a caller may reuse its op values.
 func CloneOp(op Op) Op {
+	if f, ok := op.(*Fused); ok {
+		// Its operands live in slices, which MapRefs rebinds in place.
+		return cloneFused(f)
+	}
 	v := reflect.ValueOf(op)
 	c := reflect.New(v.Elem().Type())
 	c.Elem().Set(v.Elem())

@@ -51,6 +51,9 @@ func ReferenceSupport(backend string, op Op) error {
 		return c.floatOp()
 	case *OptimStep:
 		return c.optim(o)
+	case *Fused:
+		// Optional: a backend that runs it says so in its own Supports.
+		return c.unsupported(c.dt, "optional op")
 	}
 	return c.unsupported(c.dt, fmt.Sprintf("unknown op type %T", op))
 }

@@ -1,0 +1,221 @@
+package cpu
+
+import (
+	"sync"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// rt.Fused: the operands (inputs, then outputs) are walked together as
+// rows of their innermost coalesced dim, in chunks of fusedChunk elements.
+// Per chunk, each input register is the input's memory itself when its
+// elements are contiguous, else a scratch row it is gathered (or
+// broadcast) into; each instruction writes its own scratch row with the
+// vectorised row kernels (unaryF32, binaryF32, actApply); then the
+// outputs are stored. A chunk reads all its inputs before it stores, so an
+// output may alias an input exactly.
+
+const fusedChunk = 256
+
+// fusedPlan is a Fused op made ready to run: buffers resolved and the
+// loop nest coalesced.
+type fusedPlan[T floatT] struct {
+	o      *rt.Fused
+	nIn    int
+	data   [][]T // per operand: the whole buffer
+	off    []int // per operand: element offset of element 0
+	outer  []int // coalesced outer dims
+	ost    [][]int
+	inc    []int // per operand: stride of the inner dim
+	inner  int
+	rows   int
+	cpr    int    // chunks per row
+	stage  []bool // per input: copy into scratch even when contiguous (it is also a result)
+	pool   sync.Pool
+	parRun func(lo, hi int)
+}
+
+// fusedScratch holds a chunk's registers.
+type fusedScratch[T floatT] struct {
+	buf  []T
+	regs [][]T
+}
+
+func fusedKernel(o *rt.Fused) kernel {
+	if o.Out[0].DType == rt.F64 {
+		return newFusedPlan[float64](o)
+	}
+	return newFusedPlan[float32](o)
+}
+
+func fusedOp(o *rt.Fused) {
+	_ = fusedKernel(o).run()
+}
+
+func newFusedPlan[T floatT](o *rt.Fused) *fusedPlan[T] {
+	refs := append(append([]rt.Ref(nil), o.In...), o.Out...)
+	p := &fusedPlan[T]{o: o, nIn: len(o.In)}
+	strides := make([][]int, len(refs))
+	for k, r := range refs {
+		p.data = append(p.data, elems[T](data(r)))
+		p.off = append(p.off, int(r.Off/int64(r.DType.Size())))
+		strides[k] = r.StridesOrContiguous()
+	}
+	cs, cst := rt.Coalesce(o.Out[0].Shape, strides...)
+	p.inner, p.rows = 1, 1
+	p.inc = make([]int, len(refs))
+	p.ost = make([][]int, len(refs))
+	if n := len(cs); n > 0 {
+		p.inner = cs[n-1]
+		for k := range refs {
+			p.inc[k] = cst[k][n-1]
+			p.ost[k] = cst[k][:n-1]
+		}
+		p.outer = cs[:n-1]
+	}
+	for _, s := range p.outer {
+		p.rows *= s
+	}
+	if p.rows*p.inner == 0 {
+		p.rows, p.inner = 0, 0
+	}
+	p.cpr = max(1, (p.inner+fusedChunk-1)/fusedChunk)
+	p.stage = make([]bool, p.nIn)
+	for _, r := range o.Result {
+		if r < p.nIn {
+			p.stage[r] = true
+		}
+	}
+	nreg := o.Regs()
+	p.pool.New = func() any {
+		return &fusedScratch[T]{buf: make([]T, nreg*fusedChunk), regs: make([][]T, nreg)}
+	}
+	p.parRun = p.runRange
+	return p
+}
+
+func (p *fusedPlan[T]) run() error {
+	units := p.rows * p.cpr
+	if units == 0 {
+		return nil
+	}
+	if p.rows*p.inner < ewParallel || workers() == 1 {
+		p.runRange(0, units)
+		return nil
+	}
+	parallelFor(units, max(1, ewUnit/fusedChunk), p.parRun)
+	return nil
+}
+
+// runRange runs chunks [u0, u1) (row-major: row u/cpr, chunk u%cpr).
+func (p *fusedPlan[T]) runRange(u0, u1 int) {
+	w := p.pool.Get().(*fusedScratch[T])
+	defer p.pool.Put(w)
+	nops := len(p.data)
+	var basea [2 * rt.MaxFusedOperands]int
+	var idxa [maxFastDims]int
+	base := basea[:nops]
+	idx := idxa[:]
+	if len(p.outer) > maxFastDims {
+		idx = make([]int, len(p.outer))
+	}
+	for u := u0; u < u1; u++ {
+		row, c := u/p.cpr, u%p.cpr
+		if u == u0 || c == 0 {
+			// Offsets of the row's first element.
+			r := row
+			for k := range base {
+				base[k] = p.off[k]
+			}
+			for d := len(p.outer) - 1; d >= 0; d-- {
+				idx[d] = r % p.outer[d]
+				r /= p.outer[d]
+				for k := range base {
+					base[k] += idx[d] * p.ost[k][d]
+				}
+			}
+		}
+		s := c * fusedChunk
+		p.chunk(w, base, s, min(fusedChunk, p.inner-s))
+	}
+}
+
+// chunk computes n elements from position s of the row whose operands
+// start at base.
+func (p *fusedPlan[T]) chunk(w *fusedScratch[T], base []int, s, n int) {
+	o := p.o
+	regs := w.regs
+	for k := 0; k < p.nIn; k++ {
+		src, inc := p.data[k], p.inc[k]
+		at := base[k] + s*inc
+		buf := w.buf[k*fusedChunk : k*fusedChunk+n]
+		switch {
+		case inc == 1 && !p.stage[k]:
+			regs[k] = src[at : at+n]
+			continue
+		case inc == 0:
+			v := src[at]
+			for i := range buf {
+				buf[i] = v
+			}
+		default:
+			for i := range buf {
+				buf[i] = src[at+i*inc]
+			}
+		}
+		regs[k] = buf
+	}
+	for i, in := range o.Code {
+		r := p.nIn + i
+		dst := w.buf[r*fusedChunk : r*fusedChunk+n]
+		a := regs[in.A]
+		if in.Binary {
+			fusedBinary(in.Fn, dst, a, regs[in.B])
+		} else {
+			fusedUnary(in.Unary, in.Alpha, in.Beta, dst, a)
+		}
+		regs[r] = dst
+	}
+	for k, r := range o.Result {
+		q := p.nIn + k
+		dst, inc := p.data[q], p.inc[q]
+		at := base[q] + s*inc
+		src := regs[r]
+		if inc == 1 {
+			copy(dst[at:at+n], src)
+			continue
+		}
+		for i, v := range src {
+			dst[at+i*inc] = v
+		}
+	}
+}
+
+// fusedUnary computes dst = fn(src) on disjoint rows.
+func fusedUnary[T floatT](fn rt.UnaryFn, alpha, beta float64, dst, src []T) {
+	if d32, ok := asF32(dst); ok {
+		if s32, _ := asF32(src); unaryF32(fn, alpha, beta, d32, s32) {
+			return
+		}
+	}
+	copy(dst, src)
+	actApply(fn, alpha, beta, dst)
+}
+
+// fusedBinary computes dst = fn(a, b) on rows of one length.
+func fusedBinary[T floatT](fn rt.BinaryFn, dst, a, b []T) {
+	if !fastBinary(fn) {
+		for i := range dst {
+			dst[i] = T(fn.Apply(float64(a[i]), float64(b[i])))
+		}
+		return
+	}
+	if d32, ok := asF32(dst); ok {
+		a32, _ := asF32(a)
+		b32, _ := asF32(b)
+		if binaryF32(fn, formVV, d32, a32, b32) {
+			return
+		}
+	}
+	binVecVec(fn, a, b, dst)
+}
