@@ -639,6 +639,10 @@ func (l *rnnLower) lstmStep(d, t int, hPrev, hNext, cPrev, cOut rt.Ref) {
 	all := c.ref(l.gates)
 	l.recur(d, hPrev, 0, 4*h, l.xwStep(d, t, 0, 4*h), all, nil)
 	iv, ov, fv, cv := l.cols(all, 4*h, 0, h), l.cols(all, 4*h, h, h), l.cols(all, 4*h, 2*h, h), l.cols(all, 4*h, 3*h, h)
+	if op := l.lstmFused(d, iv, ov, fv, cv, cPrev, cOut, hNext); c.p.optional(op) {
+		c.emit(op)
+		return
+	}
 	switch {
 	case l.peep != nil && !l.inputForget:
 		// i and f together as [batch, 2, h] (columns 0 and 2h), with
@@ -677,4 +681,53 @@ func (l *rnnLower) lstmStep(d, t int, hPrev, hNext, cPrev, cOut rt.Ref) {
 	tc := c.ref(l.tmp)
 	l.activate(hAct, cOut, tc, false)
 	c.emit(&rt.Binary{Fn: rt.Mul, A: ov, B: tc, Y: hNext})
+}
+
+// lstmFused returns the gate arithmetic of an LSTM step (lstmStep's ops
+// after the MatMul) as one rt.Fused op on [batch, hid] views: the gate
+// pre-activations iv, ov, fv, cv and the cell state cPrev in; the new cell
+// state cOut (which may be cPrev itself) and hidden state hNext out.
+func (l *rnnLower) lstmFused(d int, iv, ov, fv, cv, cPrev, cOut, hNext rt.Ref) *rt.Fused {
+	c := l.c
+	b, h := l.batch, l.hid
+	f, g, hAct := l.acts[d][0], l.acts[d][1], l.acts[d][2]
+	var p rt.FusedProgram
+	gi, gov, gf, gc, cp := p.Input(iv), p.Input(ov), p.Input(fv), p.Input(cv), p.Input(cPrev)
+	var peep [3]rt.FusedValue // P_i, P_o, P_f
+	if l.peep != nil {
+		for k := range peep {
+			peep[k] = p.Input(c.view(l.peep, []int{b, h}, []int{0, 1}, d*3*h+k*h))
+		}
+	}
+	// gate is act(clip(pre + P*state)), the peephole term when P is set.
+	gate := func(pre rt.FusedValue, act actChain, pk int, state rt.FusedValue) rt.FusedValue {
+		if l.peep != nil {
+			pre = p.Binary(rt.Add, pre, p.Binary(rt.Mul, peep[pk], state))
+		}
+		return l.fusedAct(&p, act, pre, true)
+	}
+	i := gate(gi, f, 0, cp)
+	var fg rt.FusedValue
+	if l.inputForget {
+		fg = p.Unary(rt.Affine, -1, 1, i)
+	} else {
+		fg = gate(gf, f, 2, cp)
+	}
+	cn := p.Binary(rt.Add, p.Binary(rt.Mul, fg, cp), p.Binary(rt.Mul, i, l.fusedAct(&p, g, gc, true)))
+	o := gate(gov, f, 1, cn)
+	p.Output(cOut, cn)
+	p.Output(hNext, p.Binary(rt.Mul, o, l.fusedAct(&p, hAct, cn, false)))
+	return p.Op()
+}
+
+// fusedAct appends act(v) to a fused program, clipping v to
+// [-clip, clip] first when clip is set and withClip (as activate does).
+func (l *rnnLower) fusedAct(p *rt.FusedProgram, act actChain, v rt.FusedValue, withClip bool) rt.FusedValue {
+	if withClip && l.clip > 0 {
+		v = p.Unary(rt.Clip, -l.clip, l.clip, v)
+	}
+	for _, a := range act {
+		v = p.Unary(a.Fn, a.Alpha, a.Beta, v)
+	}
+	return v
 }

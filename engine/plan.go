@@ -137,6 +137,19 @@ type planMode struct {
 	params []int
 	// grad, when set, appends the backward pass and the optimizer step.
 	grad *gradSpec
+	// supports, when set, is the device's Supports: optional ops (rt.Fused)
+	// are emitted only where it accepts them.
+	supports func(rt.Op) error
+}
+
+// optional reports whether the plan may emit the optional op (rt.Fused):
+// an inference plan whose device, and fold device if one is open, runs it.
+func (p *plan) optional(op rt.Op) bool {
+	m := p.mode
+	if m.train || m.grad != nil || m.supports == nil || m.supports(op) != nil {
+		return false
+	}
+	return p.fold.dev == nil || p.fold.dev.Supports(op) == nil
 }
 
 // newPlan plans m for the given input shapes (inputs whose shapes are not

@@ -168,23 +168,41 @@ func runRecurrent(t *testing.T, tc rnnCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := session(t, m, engine.Options{})
-	got, err := s.Run(context.Background(), feeds)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Fused (the CPU runs LSTM gates as one rt.Fused op per step) and
+	// unfused runs each agree with the float64 reference, and with each
+	// other, within 1e-5 (f32).
 	want := refRecurrent(tc, vals)
+	var runs [2]map[string]*rt.Tensor
+	for k, noFusion := range []bool{false, true} {
+		s := session(t, m, engine.Options{NoFusion: noFusion})
+		got, err := s.Run(context.Background(), feeds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs[k] = got
+		for _, o := range outs {
+			if o == "" {
+				continue
+			}
+			gv, wv := got[o].Float64s(), want[o]
+			if len(gv) != len(wv) {
+				t.Fatalf("%s: %d elements, want %d", o, len(gv), len(wv))
+			}
+			for i := range gv {
+				if math.Abs(gv[i]-wv[i]) > 1e-5 {
+					t.Fatalf("NoFusion %v: %s[%d] = %v, want %v", noFusion, o, i, gv[i], wv[i])
+				}
+			}
+		}
+	}
 	for _, o := range outs {
 		if o == "" {
 			continue
 		}
-		gv, wv := got[o].Float64s(), want[o]
-		if len(gv) != len(wv) {
-			t.Fatalf("%s: %d elements, want %d", o, len(gv), len(wv))
-		}
-		for i := range gv {
-			if math.Abs(gv[i]-wv[i]) > 1e-5 {
-				t.Fatalf("%s[%d] = %v, want %v", o, i, gv[i], wv[i])
+		fv, uv := runs[0][o].Float64s(), runs[1][o].Float64s()
+		for i := range fv {
+			if math.Abs(fv[i]-uv[i]) > 1e-5 {
+				t.Fatalf("%s[%d]: fused %v, unfused %v", o, i, fv[i], uv[i])
 			}
 		}
 	}
@@ -409,7 +427,8 @@ func TestRecurrentUnsupportedActivation(t *testing.T) {
 // Unrolling stays cheap: a fixed number of primitive ops per time step
 // (one MatMul and the gate arithmetic), plus the input projection, the
 // initial state fills and the Y_h copy. A Y that no node reads is not
-// written.
+// written. On the CPU an LSTM step's gate arithmetic is one rt.Fused op;
+// with NoFusion it is the primitive ops that other backends run.
 func TestRecurrentOpCount(t *testing.T) {
 	const seq = 5
 	for _, tc := range []struct {
@@ -417,15 +436,16 @@ func TestRecurrentOpCount(t *testing.T) {
 		op      string
 		attrs   model.Attrs
 		yOutput bool // Y is a graph output (else dangling)
-		want    int
+		want    int  // with NoFusion
+		fused   int  // with rt.Fused (the CPU)
 	}{
-		{"rnn", "RNN", nil, true, seq + 3},
-		{"rnn_layout1_dangling_y", "RNN", model.Attrs{"layout": 1}, false, seq + 3},
-		{"rnn_layout1", "RNN", model.Attrs{"layout": 1}, true, 2*seq + 3},
-		{"gru", "GRU", nil, true, 6*seq + 3},
-		{"gru_lbr", "GRU", model.Attrs{"linear_before_reset": 1}, true, 9*seq + 3},
-		{"lstm", "LSTM", nil, true, 8*seq + 4},
-		{"lstm_bidi", "LSTM", model.Attrs{"direction": "bidirectional"}, true, 2 * (8*seq + 4)},
+		{"rnn", "RNN", nil, true, seq + 3, seq + 3},
+		{"rnn_layout1_dangling_y", "RNN", model.Attrs{"layout": 1}, false, seq + 3, seq + 3},
+		{"rnn_layout1", "RNN", model.Attrs{"layout": 1}, true, 2*seq + 3, 2*seq + 3},
+		{"gru", "GRU", nil, true, 6*seq + 3, 6*seq + 3},
+		{"gru_lbr", "GRU", model.Attrs{"linear_before_reset": 1}, true, 9*seq + 3, 9*seq + 3},
+		{"lstm", "LSTM", nil, true, 8*seq + 4, 2*seq + 4},
+		{"lstm_bidi", "LSTM", model.Attrs{"direction": "bidirectional"}, true, 2 * (8*seq + 4), 2 * (2*seq + 4)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := rnnCase{op: tc.op, h: 4, dir: "forward"}
@@ -455,8 +475,11 @@ func TestRecurrentOpCount(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := session(t, m, engine.Options{}).Info().Ops; got != tc.want {
-				t.Errorf("%d primitive ops, want %d", got, tc.want)
+			if got := session(t, m, engine.Options{NoFusion: true}).Info().Ops; got != tc.want {
+				t.Errorf("NoFusion: %d primitive ops, want %d", got, tc.want)
+			}
+			if got := session(t, m, engine.Options{}).Info().Ops; got != tc.fused {
+				t.Errorf("fused: %d primitive ops, want %d", got, tc.fused)
 			}
 		})
 	}

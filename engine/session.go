@@ -35,6 +35,10 @@ type Options struct {
 	// fails otherwise. The caller keeps ownership of FoldDevice, which must
 	// outlive the session.
 	FoldDevice rt.Device
+	// NoFusion keeps the optional fused op (rt.Fused) out of the plans, as
+	// on a device without it: every op is one of the primitive set. Runs
+	// with and without it agree within the dtype's rounding.
+	NoFusion bool
 }
 
 // Session is a model planned for one device, ready to run.
@@ -317,6 +321,9 @@ func (s *Session) planModel(m func() *model.Model, shapes map[string][]int, mode
 	}
 	if ps, ok := s.plans[key]; ok {
 		return ps, nil
+	}
+	if !s.opts.NoFusion {
+		mode.supports = s.dev.Supports
 	}
 	p, err := newPlan(m(), shapes, mode, s.opts.FoldDevice)
 	if err != nil {
