@@ -16,6 +16,9 @@ var (
 	// ErrUnknownInput: a tensor was given for a name that is not a model
 	// input.
 	ErrUnknownInput = errors.New("not a model input")
+	// ErrDevice: a device tensor given to RunDevice is on another device
+	// than the session's.
+	ErrDevice = errors.New("input on another device")
 )
 
 // InputError reports a problem with one input of a run or one entry of

@@ -67,6 +67,10 @@ type Session struct {
 
 	lastProf []OpTime
 
+	// pool holds the session's device tensors (RunDevice outputs) and
+	// pinned staging (the contexts' input and output bytes).
+	pool *rt.MemPool
+
 	init    map[string][]int // the shapes New planned
 	outOnce sync.Once
 	outInfo []TensorInfo
@@ -89,14 +93,28 @@ type weightBuf struct {
 }
 
 // execCtx is one arena with its recorded stream.
+//
+// inBufs are the bytes feed fills: where the arena is host-visible
+// (rt.Mapper: the CPU, unified memory) they are the inputs' places in the
+// arena itself (inView), so that an input is copied once, from the
+// caller's tensor into the arena, and the recording has no input Writes;
+// otherwise pinned host memory from the session's pool, which the
+// stream's Writes copy to the device without a staging copy. outBufs are
+// likewise views of the outputs in mapped memory (no Reads recorded), or
+// pinned memory (outOwn) that the recorded Reads fill.
 type execCtx struct {
 	arena   rt.Buffer
 	stream  rt.Stream
 	inBufs  [][]byte
 	outBufs [][]byte
-	stale   bool       // weights moved: re-record before the next run
-	opt     rt.Stream  // the optimizer step, with Session.splitOpt
-	w       *weightBuf // the weights the stream is recorded against
+	outOwn  [][]byte
+	hosts   []rt.HostBuffer // pinned memory behind inBufs and outOwn
+	inView  bool            // inBufs alias the mapped arena
+	devIO   bool            // recorded for RunDevice: no host Writes or Reads
+	hostIO  bool            // the recording for host runs has Writes or Reads
+	stale   bool            // weights moved: re-record before the next run
+	opt     rt.Stream       // the optimizer step, with Session.splitOpt
+	w       *weightBuf      // the weights the stream is recorded against
 }
 
 // New plans m on dev. The caller keeps ownership of m and dev, which must
@@ -130,7 +148,7 @@ func newSession(m *model.Model, dev rt.Device, opts Options) *Session {
 		opts.Parallel = 1
 	}
 	return &Session{m: m, dev: dev, opts: opts, plans: map[string]*planState{}, chunks: map[string]*chunkPlan{},
-		closing: make(chan struct{})}
+		closing: make(chan struct{}), pool: rt.NewMemPool(dev, rt.MemPoolOptions{})}
 }
 
 // initialShapes returns the shapes New plans for: opts.Shapes, then the
@@ -470,19 +488,70 @@ func (s *Session) newCtx(ps *planState) (*execCtx, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	c := &execCtx{arena: arena, stream: st}
+	host := func(n int64) ([]byte, error) {
+		if n == 0 {
+			return []byte{}, nil
+		}
+		hb, err := s.pool.AllocHost(n)
+		if err != nil {
+			return nil, err
+		}
+		c.hosts = append(c.hosts, hb)
+		return hb.Bytes()[:n], nil
+	}
+	view := rt.MapBuffer(s.dev, arena)
+	c.inView = view != nil
 	for _, t := range p.inputs {
-		c.inBufs = append(c.inBufs, make([]byte, t.bytes()))
+		if c.inView {
+			c.inBufs = append(c.inBufs, view[t.offset:t.offset+t.bytes():t.offset+t.bytes()])
+			continue
+		}
+		b, err := host(t.bytes())
+		if err != nil {
+			s.freeCtx(c)
+			return nil, fmt.Errorf("engine: input %q: %w", t.name, err)
+		}
+		c.inBufs = append(c.inBufs, b)
 	}
 	for _, t := range p.outputs {
-		c.outBufs = append(c.outBufs, make([]byte, t.bytes()))
+		b, err := host(t.bytes())
+		if err != nil {
+			s.freeCtx(c)
+			return nil, fmt.Errorf("engine: output %q: %w", t.name, err)
+		}
+		c.outOwn = append(c.outOwn, b)
 	}
+	c.outBufs = append([][]byte(nil), c.outOwn...)
 	return c, nil
 }
 
-// record records the whole run into c.stream, bound to c.w.
+// freeCtx frees c's streams, arena and pinned memory.
+func (s *Session) freeCtx(c *execCtx) error {
+	var errs []error
+	if c.stream != nil {
+		errs = append(errs, c.stream.Close())
+	}
+	if c.opt != nil {
+		errs = append(errs, c.opt.Close())
+	}
+	c.arena.Free()
+	for _, hb := range c.hosts {
+		s.pool.FreeHost(hb)
+	}
+	c.hosts = nil
+	return errors.Join(errs...)
+}
+
+// record records the whole run into c.stream, bound to c.w; with
+// c.devIO it leaves out the host Writes and Reads (RunDevice copies on the
+// device instead).
 func (s *Session) record(p *plan, c *execCtx) error {
 	c.stream.Reset()
+	c.hostIO = !c.inView && len(p.inputs) > 0
 	for i, t := range p.inputs {
+		if c.devIO || c.inView || len(c.inBufs[i]) == 0 {
+			continue
+		}
 		if err := c.stream.Write(c.arena, t.offset, c.inBufs[i]); err != nil {
 			return fmt.Errorf("engine: input %q: %w", t.name, err)
 		}
@@ -516,7 +585,18 @@ func (s *Session) record(p *plan, c *execCtx) error {
 	}
 	for i, t := range p.outputs {
 		buf, off := s.location(t, c.arena, c.w)
+		c.outBufs[i] = c.outOwn[i]
 		if len(c.outBufs[i]) == 0 {
+			continue
+		}
+		// In mapped memory the output is read in place after the run,
+		// unless a split optimizer stream runs between the two.
+		if v := rt.MapBuffer(s.dev, buf); v != nil && !s.splitOpt {
+			c.outBufs[i] = v[off : off+t.bytes() : off+t.bytes()]
+			continue
+		}
+		c.hostIO = true
+		if c.devIO {
 			continue
 		}
 		if err := c.stream.Read(c.outBufs[i], buf, off); err != nil {
@@ -628,7 +708,21 @@ func (s *Session) Run(ctx context.Context, inputs map[string]*rt.Tensor) (map[st
 // nil.
 func (s *Session) exec(ctx context.Context, ps *planState, feed func(i int, t *tensor, dst []byte) error,
 	collect func(c *execCtx) error) (map[string]*rt.Tensor, *execCtx, error) {
-	c, err := s.acquire(ctx, ps)
+	return s.execIO(ctx, ps, false, func(c *execCtx) error {
+		for i, t := range ps.p.inputs {
+			if err := feed(i, t, c.inBufs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, collect)
+}
+
+// execIO is exec with the context's inputs filled by load, for a host run
+// or (devIO) a RunDevice run.
+func (s *Session) execIO(ctx context.Context, ps *planState, devIO bool, load func(c *execCtx) error,
+	collect func(c *execCtx) error) (map[string]*rt.Tensor, *execCtx, error) {
+	c, err := s.acquireIO(ctx, ps, devIO)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -639,10 +733,8 @@ func (s *Session) exec(ctx context.Context, ps *planState, feed func(i int, t *t
 		}
 	}()
 	p := ps.p
-	for i, t := range p.inputs {
-		if err := feed(i, t, c.inBufs[i]); err != nil {
-			return nil, nil, err
-		}
+	if err := load(c); err != nil {
+		return nil, nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
@@ -696,6 +788,12 @@ func (s *Session) exec(ctx context.Context, ps *planState, feed func(i int, t *t
 // Parallel exist, or waits for one. The run counts as in flight (Close
 // waits for it) until release.
 func (s *Session) acquire(ctx context.Context, ps *planState) (*execCtx, error) {
+	return s.acquireIO(ctx, ps, false)
+}
+
+// acquireIO is acquire for a host run (devIO false) or a RunDevice run,
+// whose recording has no host Writes and Reads.
+func (s *Session) acquireIO(ctx context.Context, ps *planState, devIO bool) (*execCtx, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -708,7 +806,7 @@ func (s *Session) acquire(ctx context.Context, ps *planState) (*execCtx, error) 
 		s.flight.Done()
 		return nil, err
 	}
-	if err := s.ensureRecorded(ps, c); err != nil {
+	if err := s.ensureRecorded(ps, c, devIO); err != nil {
 		s.mu.Lock()
 		c.stale = true // a partial recording must not be replayed
 		s.mu.Unlock()
@@ -765,9 +863,12 @@ func (s *Session) release(ps *planState, c *execCtx) {
 
 // ensureRecorded re-records c if its stream was reset (weights moved),
 // and pins the weights c is recorded against until release.
-func (s *Session) ensureRecorded(ps *planState, c *execCtx) error {
+func (s *Session) ensureRecorded(ps *planState, c *execCtx, devIO bool) error {
 	s.mu.Lock()
-	stale := c.stale
+	// A recording with host transfers differs between host and device
+	// runs: switching re-records.
+	stale := c.stale || (c.devIO != devIO && c.hostIO)
+	c.devIO = devIO
 	c.stale = false
 	if stale {
 		c.w = s.weights
@@ -800,18 +901,13 @@ func (s *Session) Close() error {
 	var errs []error
 	for _, ps := range s.plans {
 		for _, c := range ps.all {
-			if c.stream != nil {
-				errs = append(errs, c.stream.Close())
-			}
-			if c.opt != nil {
-				errs = append(errs, c.opt.Close())
-			}
-			c.arena.Free()
+			errs = append(errs, s.freeCtx(c))
 		}
 	}
 	if s.weights != nil {
 		s.weights.buf.Free()
 		s.weights = nil
 	}
+	errs = append(errs, s.pool.Close())
 	return errors.Join(errs...)
 }
