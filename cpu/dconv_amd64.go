@@ -2,6 +2,8 @@
 
 package cpu
 
+import "unsafe"
+
 //go:generate sh -c "/usr/bin/python3 dconv_amd64_gen.py > dconv_amd64.s && /usr/bin/python3 dconv_amd64_gen.py -decl | gofmt > dconvdecl_gen.go"
 
 // dconvMaxKB is the most output rows one direct-convolution kernel call
@@ -48,3 +50,39 @@ func deinterleave2(even, odd, src []float32) bool {
 	deint2(&even[0], &odd[0], &src[0], n)
 	return true
 }
+
+// gemvAxpyAsm adds sum over p < len(x) of x[p]·mat[p*ld+j] to acc[j] for
+// j in [j0, j1), streaming mat row by row, eight rows a pass (AVX-512),
+// and reports whether the kernels apply.
+func gemvAxpyAsm[T floatT](x, mat []T, ld int, acc []T, j0, j1 int) bool {
+	if !gemvAxpyFast() {
+		return false
+	}
+	k, n := len(x), j1-j0
+	if n <= 0 || k == 0 {
+		return true
+	}
+	_ = mat[(k-1)*ld+j1-1]
+	_ = acc[j1-1]
+	var z T
+	f64 := unsafe.Sizeof(z) == 8
+	p := 0
+	for ; p+8 <= k; p += 8 {
+		if f64 {
+			gemvAcc8D((*float64)(unsafe.Pointer(&acc[j0])), (*float64)(unsafe.Pointer(&mat[p*ld+j0])), ld, (*float64)(unsafe.Pointer(&x[p])), n)
+		} else {
+			gemvAcc8S((*float32)(unsafe.Pointer(&acc[j0])), (*float32)(unsafe.Pointer(&mat[p*ld+j0])), ld, (*float32)(unsafe.Pointer(&x[p])), n)
+		}
+	}
+	for ; p < k; p++ {
+		if f64 {
+			gemvAcc1D((*float64)(unsafe.Pointer(&acc[j0])), (*float64)(unsafe.Pointer(&mat[p*ld+j0])), ld, (*float64)(unsafe.Pointer(&x[p])), n)
+		} else {
+			gemvAcc1S((*float32)(unsafe.Pointer(&acc[j0])), (*float32)(unsafe.Pointer(&mat[p*ld+j0])), ld, (*float32)(unsafe.Pointer(&x[p])), n)
+		}
+	}
+	return true
+}
+
+// gemvAxpyFast reports whether gemvAxpyAsm has kernels here.
+func gemvAxpyFast() bool { return kernelLevel() >= levelAVX512 }

@@ -31,6 +31,18 @@ func dconv8x3(n int, x *float32, offs *int, ntaps int, w, bias, y *float32, ldy 
 //go:noescape
 func deint2(even, odd, src *float32, n int)
 
+//go:noescape
+func gemvAcc8S(acc, b *float32, ldb int, x *float32, n int)
+
+//go:noescape
+func gemvAcc1S(acc, b *float32, ldb int, x *float32, n int)
+
+//go:noescape
+func gemvAcc8D(acc, b *float64, ldb int, x *float64, n int)
+
+//go:noescape
+func gemvAcc1D(acc, b *float64, ldb int, x *float64, n int)
+
 // dconvKernels are the direct-convolution kernels by row count (index KB-1).
 var dconvKernels = [...]func(n int, x *float32, offs *int, ntaps int, w, bias, y *float32, ldy int){
 	dconv1x4,

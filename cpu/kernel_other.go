@@ -22,3 +22,7 @@ func dconvMaxKB() int { return 0 }
 func dconvRun(_, _ int, _ []float32, _ []int, _, _, _ []float32, _ int) {}
 
 func deinterleave2(_, _, _ []float32) bool { return false }
+
+func gemvAxpyAsm[T floatT](_, _ []T, _ int, _ []T, _, _ int) bool { return false }
+
+func gemvAxpyFast() bool { return false }

@@ -248,9 +248,10 @@ func (g *gemm[T]) runOne() {
 		g.epilogue(0, g.m, 0, g.n)
 		return
 	}
-	if (g.m == 1 || g.n == 1) && g.bpack == nil && !(g.m == 1 && !g.tb && g.n >= 16 && npApplies(g)) {
+	if (g.m == 1 || g.n == 1) && g.bpack == nil && !(g.m == 1 && !g.tb && g.n >= 16 && npApplies(g) && !gemvAxpyFast()) {
 		// gemv reads B directly; x·B with B not transposed is the no-pack
-		// kernels' one-row case, below.
+		// kernels' one-row case, below, unless the row-streaming kernels
+		// are there.
 		g.gemv(!g.serial())
 		return
 	}
@@ -583,6 +584,9 @@ func gemvAxpy[T floatT](x, mat []T, ld int, acc []T, alpha T, j0, j1 int) {
 	o := acc[j0:j1]
 	clear(o)
 	p := 0
+	if gemvAxpyAsm(x, mat, ld, acc, j0, j1) {
+		p = k
+	}
 	for ; p+4 <= k; p += 4 {
 		axpy4T(x[p:p+4], mat[p*ld+j0:p*ld+j1], mat[(p+1)*ld+j0:(p+1)*ld+j1],
 			mat[(p+2)*ld+j0:(p+2)*ld+j1], mat[(p+3)*ld+j0:(p+3)*ld+j1], o)

@@ -200,6 +200,18 @@ func TestMatMulSmall(t *testing.T) {
 					}
 				}
 			}
+			// x·B with B not transposed, large enough to split between
+			// the workers (the row-streaming GEMV kernels): odd widths,
+			// K not a multiple of their eight rows, alpha, a bias.
+			for _, dt := range []rt.DType{rt.F32, rt.F64} {
+				for _, c := range []mmCase{
+					{batch: 1, m: 1, n: 1001, k: 700, alpha: 0.5},
+					{batch: 1, m: 1, n: 4099, k: 301, alpha: 1, bias: "row", beta: 1},
+					{batch: 1, m: 1, n: 130, k: 9, alpha: 1},
+				} {
+					runMatMul(t, e, dt, c, rng)
+				}
+			}
 			// Batches sharing B (one folded GEMM), with and without a
 			// per-column bias.
 			for _, c := range []mmCase{
