@@ -80,6 +80,69 @@ func TestBuckets(t *testing.T) {
 	}
 }
 
+// TestBucketsByParam checks DDP-style buckets: whole parameters, last
+// first, contiguous, covering the block.
+func TestBucketsByParam(t *testing.T) {
+	for _, tc := range []struct {
+		sizes  []int64
+		bucket int64
+		want   []dist.Bucket
+	}{
+		{[]int64{10, 20, 30, 40}, 70, []dist.Bucket{{30, 70}, {0, 30}}},
+		{[]int64{10, 20, 30, 40}, 60, []dist.Bucket{{60, 40}, {0, 60}}},
+		{[]int64{10, 20, 30, 40}, 100, []dist.Bucket{{0, 100}}},
+		{[]int64{100, 5, 5}, 20, []dist.Bucket{{100, 10}, {0, 100}}}, // a large parameter alone
+		{[]int64{8, 8, 8}, 8, []dist.Bucket{{16, 8}, {8, 8}, {0, 8}}},
+		{nil, 8, nil},
+		{[]int64{4, 4}, 0, []dist.Bucket{{0, 8}}},
+	} {
+		got := dist.BucketsByParam(tc.sizes, tc.bucket)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("BucketsByParam(%v, %d) = %v, want %v", tc.sizes, tc.bucket, got, tc.want)
+		}
+	}
+	// Random sizes: every bucket is whole parameters, within the limit
+	// unless it is one parameter, and the buckets tile the block from the end.
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		sizes := make([]int64, r.IntN(12))
+		var total int64
+		for i := range sizes {
+			sizes[i] = int64(1 + r.IntN(50))
+			total += sizes[i]
+		}
+		limit := int64(1 + r.IntN(120))
+		bs := dist.BucketsByParam(sizes, limit)
+		bounds := map[int64]bool{0: true}
+		var off int64
+		for _, s := range sizes {
+			off += s
+			bounds[off] = true
+		}
+		end := total
+		for _, b := range bs {
+			if b.Off+b.Len != end || !bounds[b.Off] || b.Len <= 0 {
+				t.Fatalf("sizes %v limit %d: buckets %v do not tile whole parameters from the end", sizes, limit, bs)
+			}
+			if b.Len > limit {
+				n := 0
+				for o := b.Off + 1; o < b.Off+b.Len; o++ {
+					if bounds[o] {
+						n++
+					}
+				}
+				if n > 0 {
+					t.Fatalf("sizes %v limit %d: bucket %v holds several parameters over the limit", sizes, limit, b)
+				}
+			}
+			end = b.Off
+		}
+		if end != 0 {
+			t.Fatalf("sizes %v: buckets %v do not reach offset 0", sizes, bs)
+		}
+	}
+}
+
 // TestScatterGather splits odd shapes along each axis and joins them
 // back; each shard must hold exactly its rows.
 func TestScatterGather(t *testing.T) {

@@ -262,3 +262,33 @@ func store(buf []byte, acc []float64, dt rt.DType) {
 		}
 	}
 }
+
+// BucketsByParam groups the parameters of a flat gradient block (their
+// sizes in bytes, in block order) into buckets of whole parameters of at
+// most bucketBytes each (DefaultBucketBytes when zero or negative), from
+// the last parameter to the first: the order in which the backward pass
+// completes their gradients, so that a bucket can be reduced as soon as
+// its parameters are done (PyTorch DDP's bucketing). A parameter larger
+// than bucketBytes has a bucket of its own. The buckets are contiguous
+// byte ranges of the block and together cover it.
+func BucketsByParam(sizes []int64, bucketBytes int64) []Bucket {
+	if bucketBytes <= 0 {
+		bucketBytes = DefaultBucketBytes
+	}
+	offs := make([]int64, len(sizes)+1)
+	for i, s := range sizes {
+		offs[i+1] = offs[i] + s
+	}
+	var out []Bucket
+	end := len(sizes) // the bucket being filled holds params [i, end)
+	for i := len(sizes) - 1; i >= 0; i-- {
+		if end > i+1 && offs[end]-offs[i] > bucketBytes {
+			out = append(out, Bucket{Off: offs[i+1], Len: offs[end] - offs[i+1]})
+			end = i + 1
+		}
+	}
+	if end > 0 {
+		out = append(out, Bucket{Off: 0, Len: offs[end]})
+	}
+	return out
+}
