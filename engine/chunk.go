@@ -64,27 +64,7 @@ func (s *Session) prepare(shapes map[string][]int) (*planState, *chunkPlan, erro
 // and checks that the model keeps rows apart, so that running the chunks
 // one after another computes what the whole batch would.
 func (s *Session) planChunks(shapes map[string][]int, fe *fitError) (*chunkPlan, error) {
-	// The batch: the leading dim of the inputs whose leading dim is
-	// dynamic, with the first such input's size (and dim name).
-	n, dimName := 0, ""
-	split := map[string]bool{}
-	for _, i := range s.m.Inputs() {
-		mt := &s.m.Tensors[i]
-		if len(mt.Shape) == 0 || mt.Shape[0] >= 0 {
-			continue
-		}
-		dn := ""
-		if len(mt.DimNames) > 0 {
-			dn = mt.DimNames[0]
-		}
-		sh := shapes[mt.Name]
-		if n == 0 {
-			n, dimName = sh[0], dn
-		}
-		if sh[0] == n && dn == dimName {
-			split[mt.Name] = true
-		}
-	}
+	n, _, split := batchRows(s.m, shapes)
 	if n < 2 {
 		return nil, errors.New("no input has a dynamic leading dim of two or more rows")
 	}
@@ -100,15 +80,8 @@ func (s *Session) planChunks(shapes map[string][]int, fe *fitError) (*chunkPlan,
 			return nil, fmt.Errorf("one row does not fit either")
 		}
 		rows = next
-		part := map[string][]int{}
-		for name, sh := range shapes {
-			if split[name] {
-				sh = append([]int{rows}, sh[1:]...)
-			}
-			part[name] = sh
-		}
 		var err error
-		ps, err = s.planFor(part)
+		ps, err = s.planFor(withRows(shapes, split, rows))
 		if err == nil {
 			break
 		}
