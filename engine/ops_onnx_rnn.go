@@ -603,6 +603,15 @@ func (l *rnnLower) gruStep(d, t int, lbr bool, hPrev, hNext rt.Ref) {
 		l.blend(z, n, hPrev, hNext)
 		return
 	}
+	if op := l.gruFusedLBR(d, t, hPrev, hNext); c.p.optional(op) {
+		var bias rt.Ref
+		if l.recBias != nil {
+			bias = c.view(l.recBias, []int{l.batch, 3 * h}, []int{0, 1}, d*6*h+3*h)
+		}
+		l.recur(d, hPrev, 0, 3*h, bias, c.ref(l.gates), nil)
+		c.emit(op)
+		return
+	}
 	all := c.ref(l.gates)
 	var bias rt.Ref
 	if l.recBias != nil {
@@ -623,6 +632,13 @@ func (l *rnnLower) gruStep(d, t int, lbr bool, hPrev, hNext rt.Ref) {
 // blend emits hNext = n + z*(hPrev - n) = (1-z)*n + z*hPrev.
 func (l *rnnLower) blend(z, n, hPrev, hNext rt.Ref) {
 	c := l.c
+	var p rt.FusedProgram
+	zv, nv := p.Input(z), p.Input(n)
+	p.Output(hNext, p.Binary(rt.Add, nv, p.Binary(rt.Mul, zv, p.Binary(rt.Sub, p.Input(hPrev), nv))))
+	if op := p.Op(); c.p.optional(op) {
+		c.emit(op)
+		return
+	}
 	d := c.ref(l.tmp)
 	c.emit(&rt.Binary{Fn: rt.Sub, A: hPrev, B: n, Y: d})
 	c.emit(&rt.Binary{Fn: rt.Mul, A: z, B: d, Y: d})
@@ -730,4 +746,25 @@ func (l *rnnLower) fusedAct(p *rt.FusedProgram, act actChain, v rt.FusedValue, w
 		v = p.Unary(a.Fn, a.Alpha, a.Beta, v)
 	}
 	return v
+}
+
+// gruFusedLBR returns the gate arithmetic of a GRU step with
+// linear_before_reset after its MatMul (which leaves H R^T + Rb in
+// l.gates) as one rt.Fused op: z, r = f(clip(gates + X W^T + Wb)),
+// n = g(clip(X Wh^T + Wbh + r*(H Rh^T + Rbh))), H' = n + z*(H - n).
+func (l *rnnLower) gruFusedLBR(d, t int, hPrev, hNext rt.Ref) *rt.Fused {
+	c := l.c
+	h := l.hid
+	f, g := l.acts[d][0], l.acts[d][1]
+	all := c.ref(l.gates)
+	var p rt.FusedProgram
+	gate := func(k int) rt.FusedValue {
+		return p.Binary(rt.Add, p.Input(l.cols(all, 3*h, k*h, h)), p.Input(l.xwStep(d, t, k*h, h)))
+	}
+	z := l.fusedAct(&p, f, gate(0), true)
+	r := l.fusedAct(&p, f, gate(1), true)
+	pre := p.Binary(rt.Add, p.Binary(rt.Mul, r, p.Input(l.cols(all, 3*h, 2*h, h))), p.Input(l.xwStep(d, t, 2*h, h)))
+	n := l.fusedAct(&p, g, pre, true)
+	p.Output(hNext, p.Binary(rt.Add, n, p.Binary(rt.Mul, z, p.Binary(rt.Sub, p.Input(hPrev), n))))
+	return p.Op()
 }
