@@ -117,12 +117,8 @@ func (s *Session) checkDeviceInputs(inputs map[string]*rt.DeviceTensor) (map[str
 		}
 		shapes[mt.Name] = t.Shape
 	}
-	if len(inputs) > len(shapes) {
-		for _, name := range sortedKeys(inputs) {
-			if _, ok := shapes[name]; !ok {
-				return nil, inputErr(name, ErrUnknownInput, "%q is not a model input (inputs: %s)", name, inputList(m))
-			}
-		}
+	if err := unknownInput(inputs, shapes, m); err != nil {
+		return nil, err
 	}
 	return shapes, nil
 }

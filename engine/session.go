@@ -216,6 +216,20 @@ func initialShapes(m *model.Model, opts Options) (shapes map[string][]int, defau
 	return shapes, defaulted, nil
 }
 
+// unknownInput returns the error of the first input, by name, that is
+// not a model input (not in shapes, which has every model input given),
+// or nil.
+func unknownInput[V any](inputs map[string]V, shapes map[string][]int, m *model.Model) error {
+	if len(inputs) > len(shapes) {
+		for _, name := range sortedKeys(inputs) {
+			if _, ok := shapes[name]; !ok {
+				return inputErr(name, ErrUnknownInput, "%q is not a model input (inputs: %s)", name, inputList(m))
+			}
+		}
+	}
+	return nil
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -298,12 +312,8 @@ func checkInputs(m *model.Model, inputs map[string]*rt.Tensor) (map[string][]int
 		}
 		shapes[mt.Name] = t.Shape
 	}
-	if len(inputs) > len(shapes) {
-		for _, name := range sortedKeys(inputs) {
-			if _, ok := shapes[name]; !ok {
-				return nil, inputErr(name, ErrUnknownInput, "%q is not a model input (inputs: %s)", name, inputList(m))
-			}
-		}
+	if err := unknownInput(inputs, shapes, m); err != nil {
+		return nil, err
 	}
 	return shapes, nil
 }
