@@ -288,6 +288,8 @@ func BenchmarkMaxPool(b *testing.B) {
 	}{
 		{"64x111x111/3x3s2", 64, 111, 111, 3, 2, 55, 0},
 		{"8x15x13/2x2s2", 16, 15, 13, 2, 2, 7, 0},
+		{"lenet/384x28x28/2x2s2", 384, 28, 28, 2, 2, 14, 0},
+		{"lenet/1024x10x10/2x2s2", 1024, 10, 10, 2, 2, 5, 0},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			d := NewDevice()

@@ -35,6 +35,9 @@ func maxPoolF32(o *rt.Pool) bool {
 	NC, H, W, OH, OW := o.NC, o.H, o.W, o.OH, o.OW
 	x := lin[float32](o.X, NC*H*W)
 	y := lin[float32](o.Y, NC*OH*OW)
+	if maxPoolTiled(o, x, y) {
+		return true
+	}
 	bufLen := max(o.PadL+W, o.StrideW*OW+o.KW) + 64
 	work := NC * OH * (OW*o.KW + W*o.KH)
 	if work < 1<<16 {
@@ -42,6 +45,60 @@ func maxPoolF32(o *rt.Pool) bool {
 		return true
 	}
 	parallelFor(NC*OH, max(1, (1<<14)/max(OW*o.KW+W*o.KH, 1)), func(lo, hi int) { maxPoolRows(o, x, y, bufLen, lo, hi) })
+	return true
+}
+
+// maxPoolTiled runs a MaxPool whose windows tile each row without
+// padding (KW == StrideW, W == StrideW·OW, no padding, every window inside
+// the plane), the common 2×2 stride 2: the horizontal maxima of a block of
+// planes in one hmaxF32 call over the block (the windows never straddle two
+// rows), then each output row as the Max of its KH rows of those. It
+// reports false where it does not apply.
+func maxPoolTiled(o *rt.Pool, x, y []float32) bool {
+	NC, H, W, OH, OW := o.NC, o.H, o.W, o.OH, o.OW
+	sh, sw := o.StrideH, o.StrideW
+	if o.PadT != 0 || o.PadL != 0 || o.PadB != 0 || o.PadR != 0 || o.KW != sw || W != sw*OW || (OH-1)*sh+o.KH > H || OW == 0 || o.KH < 1 {
+		return false
+	}
+	// Planes per block: about 16k inputs; hmaxF32 reads whole vectors
+	// past a block, so the last planes go through the row path when x
+	// ends there.
+	per := max(1, (1<<14)/(H*W))
+	tail := (sw*OW + o.KW + 64 + H*W - 1) / (H * W) // planes of slack hmaxF32 needs
+	full := max(0, NC-tail)
+	nb := (full + per - 1) / per
+	block := func(c0, c1 int) {
+		ts := getScratch[float32]((c1 - c0) * H * OW)
+		t := *ts
+		hmaxF32(t, x[c0*H*W:], o.KW, sw)
+		for c := c0; c < c1; c++ {
+			tp := t[(c-c0)*H*OW : (c-c0+1)*H*OW]
+			for oh := 0; oh < OH; oh++ {
+				yr := y[(c*OH+oh)*OW : (c*OH+oh+1)*OW]
+				r0 := tp[oh*sh*OW : (oh*sh+1)*OW]
+				if o.KH == 1 {
+					copy(yr, r0)
+					continue
+				}
+				binaryF32(rt.Max, formVV, yr, r0, tp[(oh*sh+1)*OW:(oh*sh+2)*OW])
+				for kh := 2; kh < o.KH; kh++ {
+					binaryF32(rt.Max, formVV, yr, yr, tp[(oh*sh+kh)*OW:(oh*sh+kh+1)*OW])
+				}
+			}
+		}
+		putScratch(ts)
+	}
+	if nb > 0 {
+		parallelFor(nb, 1, func(lo, hi int) {
+			for b := lo; b < hi; b++ {
+				block(b*per, min(full, (b+1)*per))
+			}
+		})
+	}
+	if full < NC {
+		bufLen := max(o.PadL+W, sw*OW+o.KW) + 64
+		maxPoolRows(o, x, y, bufLen, full*OH, NC*OH)
+	}
 	return true
 }
 

@@ -145,3 +145,46 @@ func TestMaxPoolF32Kernels(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxPoolTiled covers maxPoolTiled (windows tiling the rows, no
+// padding): several blocks of planes and the planes after them, vertical
+// windows of 1 to 3 rows with and without overlap, NaN and -Inf inputs.
+func TestMaxPoolTiled(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, lv := range ewLevels() {
+		withLevel(lv, func() {
+			for _, c := range []struct{ nc, h, w, kh, sh, sw int }{
+				{50, 28, 28, 2, 2, 2}, {3, 7, 10, 2, 2, 2}, {1, 5, 6, 3, 2, 2}, {9, 9, 4, 3, 3, 1},
+				{4, 6, 22, 1, 1, 2}, {130, 10, 10, 2, 2, 2}, {2, 1, 64, 1, 1, 2},
+			} {
+				OH, OW := (c.h-c.kh)/c.sh+1, c.w/c.sw
+				xv := randVals(rng, c.nc*c.h*c.w, -3, 3)
+				xv[rng.IntN(len(xv))] = math.NaN()
+				xv[rng.IntN(len(xv))] = math.Inf(-1)
+				xr, yr := e.region(rt.F32, len(xv), stored(rt.F32, xv)), e.region(rt.F32, c.nc*OH*OW, nil)
+				e.run(&rt.Pool{Fn: rt.MaxPool, X: xr.ref(len(xv)), Y: yr.ref(c.nc * OH * OW), NC: c.nc, H: c.h, W: c.w, OH: OH, OW: OW,
+					KH: c.kh, KW: c.sw, StrideH: c.sh, StrideW: c.sw, DilH: 1, DilW: 1})
+				got := e.values(yr)
+				xs := stored(rt.F32, xv)
+				for p := 0; p < c.nc; p++ {
+					for oh := 0; oh < OH; oh++ {
+						for ow := 0; ow < OW; ow++ {
+							m := math.Inf(-1)
+							for i := 0; i < c.kh; i++ {
+								for j := 0; j < c.sw; j++ {
+									if v := xs[(p*c.h+oh*c.sh+i)*c.w+ow*c.sw+j]; v > m || v != v {
+										m = v
+									}
+								}
+							}
+							if g := got[(p*OH+oh)*OW+ow]; g != m && !(g != g && m != m) {
+								t.Fatalf("%s %+v: y[%d,%d,%d] = %v, want %v", levelNames[lv], c, p, oh, ow, g, m)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
