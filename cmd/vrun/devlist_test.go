@@ -104,3 +104,32 @@ func available(t *testing.T, backend string) {
 		t.Skipf("%s: %v", backend, err)
 	}
 }
+
+// vrun devices shows each device's UUID and its twins: logical devices of
+// one physical device (and, on a GPU machine, one GPU through Vulkan and
+// CUDA).
+func TestDevicesSameAs(t *testing.T) {
+	t.Setenv(rt.LogicalDevicesEnv, "cpu=2,vulkan=2")
+	out, err := runCLI(t, "devices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"cpu:1 ", "same physical device as: cpu:1"}
+	if b, _ := rt.Lookup("vulkan"); b != nil {
+		if ds, err := b.Devices(); err == nil && len(ds) >= 2 {
+			want = append(want, "uuid: "+ds[0].UUID, "same physical device as: vulkan:1")
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("vrun devices lacks %q:\n%s", w, out)
+		}
+	}
+	out, err = runCLI(t, "devices", "-json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"same_as": [`) || !strings.Contains(out, `"logical": true`) {
+		t.Errorf("vrun devices -json lacks same_as or logical:\n%s", out)
+	}
+}
