@@ -652,30 +652,16 @@ func binScalarVec[T floatT](fn rt.BinaryFn, a T, b, y []T) {
 func binVecScalar[T floatT](fn rt.BinaryFn, a []T, b T, y []T) {
 	a = a[:len(y)]
 	switch fn {
-	case rt.Add:
-		for i := range y {
-			y[i] = a[i] + b
-		}
 	case rt.Sub:
 		for i := range y {
 			y[i] = a[i] - b
-		}
-	case rt.Mul:
-		for i := range y {
-			y[i] = a[i] * b
 		}
 	case rt.Div:
 		for i := range y {
 			y[i] = a[i] / b
 		}
-	case rt.Max:
-		for i := range y {
-			y[i] = fmax(a[i], b)
-		}
-	case rt.Min:
-		for i := range y {
-			y[i] = fmin(a[i], b)
-		}
+	default: // Add, Mul, Max and Min commute (fmax and fmin too, NaNs and zeros included)
+		binScalarVec(fn, b, a, y)
 	}
 }
 
