@@ -1,6 +1,7 @@
 package dist_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -37,6 +38,10 @@ func devices(t *testing.T, n int, mixed bool) []rt.Device {
 	}
 	return out
 }
+
+// plainDevice hides a device's optional capabilities (Map, AllocHost,
+// Copy), so that reductions take the staging path.
+type plainDevice struct{ rt.Device }
 
 func random(dt rt.DType, shape []int, seed uint64) *rt.Tensor {
 	r := rand.New(rand.NewPCG(seed, 1))
@@ -220,17 +225,25 @@ func TestReduce(t *testing.T) {
 		bucket  int64
 		root    int // -1: all-reduce
 		tol     float64
+		plain   bool // through staging buffers, not mapped memory
 	}{
-		{"sum-2cpu-f64", 2, false, rt.F64, 37, dist.Sum, nil, 0, -1, 1e-15},
-		{"mean-3cpu-f32-buckets", 3, false, rt.F32, 1001, dist.Mean, nil, 28, -1, 1e-6},
-		{"wmean-3cpu-f64-buckets", 3, false, rt.F64, 99, dist.Mean, []float64{4, 3, 3}, 8 * 7, -1, 1e-15},
-		{"wsum-4cpu-f32", 4, false, rt.F32, 13, dist.Sum, []float64{0.5, 0.25, 0.25, 2}, 12, -1, 1e-6},
-		{"reduce-root1-f16", 3, false, rt.F16, 50, dist.Sum, nil, 6, 1, 2e-3},
-		{"mixed-mean-f32", 1, true, rt.F32, 333, dist.Mean, nil, 100, -1, 1e-6},
-		{"mixed-reduce-root0", 2, true, rt.F32, 64, dist.Mean, nil, 0, 0, 1e-6},
+		{"staged-wmean-3cpu-f32", 3, false, rt.F32, 1001, dist.Mean, []float64{5, 4, 4}, 100, -1, 1e-6, true},
+		{"staged-reduce-2cpu-f64", 2, false, rt.F64, 77, dist.Sum, nil, 48, 1, 1e-15, true},
+		{"sum-2cpu-f64", 2, false, rt.F64, 37, dist.Sum, nil, 0, -1, 1e-15, false},
+		{"mean-3cpu-f32-buckets", 3, false, rt.F32, 1001, dist.Mean, nil, 28, -1, 1e-6, false},
+		{"wmean-3cpu-f64-buckets", 3, false, rt.F64, 99, dist.Mean, []float64{4, 3, 3}, 8 * 7, -1, 1e-15, false},
+		{"wsum-4cpu-f32", 4, false, rt.F32, 13, dist.Sum, []float64{0.5, 0.25, 0.25, 2}, 12, -1, 1e-6, false},
+		{"reduce-root1-f16", 3, false, rt.F16, 50, dist.Sum, nil, 6, 1, 2e-3, false},
+		{"mixed-mean-f32", 1, true, rt.F32, 333, dist.Mean, nil, 100, -1, 1e-6, false},
+		{"mixed-reduce-root0", 2, true, rt.F32, 64, dist.Mean, nil, 0, 0, 1e-6, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			devs := devices(t, tc.n, tc.mixed)
+			if tc.plain {
+				for k := range devs {
+					devs[k] = plainDevice{devs[k]}
+				}
+			}
 			var shards []dist.Shard
 			var inputs []*rt.Tensor
 			for k, d := range devs {
@@ -256,7 +269,9 @@ func TestReduce(t *testing.T) {
 			if len(w) == 0 {
 				w = nil
 			}
-			opts := dist.ReduceOptions{Weights: w, BucketBytes: tc.bucket}
+			var st dist.Staging
+			defer st.Free()
+			opts := dist.ReduceOptions{Weights: w, BucketBytes: tc.bucket, Staging: &st}
 			if tc.root < 0 {
 				err = a.AllReduce(tc.op, opts)
 			} else {
@@ -375,6 +390,59 @@ func TestErrors(t *testing.T) {
 		err := tc.f()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// BenchmarkReduce reduces a 1 MiB f32 gradient block of 2 and 4 logical
+// CPU devices into device 0 (the data-parallel trainer's reduction), in
+// place through mapped memory and through staging buffers (the path of
+// a device that cannot map its memory). B/s counts the bytes of every
+// input block.
+func BenchmarkReduce(b *testing.B) {
+	const n = 1 << 18
+	for _, plain := range []bool{false, true} {
+		for _, nd := range []int{2, 4} {
+			name := fmt.Sprintf("mapped/cpu*%d", nd)
+			if plain {
+				name = fmt.Sprintf("staged/cpu*%d", nd)
+			}
+			b.Run(name, func(b *testing.B) {
+				var shards []dist.Shard
+				for k := range nd {
+					var d rt.Device = cpu.NewDevice()
+					defer d.Close()
+					if plain {
+						d = plainDevice{d}
+					}
+					buf, err := d.Alloc(4 * n)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := d.Write(buf, 0, random(rt.F32, []int{n}, uint64(k)).Data); err != nil {
+						b.Fatal(err)
+					}
+					shards = append(shards, dist.Shard{Dev: d, Buf: buf, Shape: []int{n}})
+				}
+				a, err := dist.View(rt.F32, []int{n}, dist.Replicated, shards)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var st dist.Staging
+				defer st.Free()
+				w := make([]float64, nd)
+				for k := range w {
+					w[k] = float64(k + 1)
+				}
+				b.SetBytes(int64(4 * n * nd))
+				c0 := processCPU()
+				for b.Loop() {
+					if err := a.Reduce(0, dist.Mean, dist.ReduceOptions{Weights: w, BucketBytes: 256 << 10, Staging: &st}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(processCPU()-c0)/float64(b.N), "cpu-ns/op")
+			})
 		}
 	}
 }

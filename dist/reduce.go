@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -47,6 +48,9 @@ type ReduceOptions struct {
 	// reduction of bucket b and the writes of bucket b-1. Zero means
 	// DefaultBucketBytes.
 	BucketBytes int64
+	// Staging keeps pinned staging buffers between calls; nil allocates
+	// them for the call.
+	Staging *Staging
 }
 
 // Bucket is a byte range [Off, Off+Len) of a flat buffer.
@@ -122,8 +126,74 @@ func (a *Array) scales(op ReduceOp, w []float64) ([]float64, error) {
 	return out, nil
 }
 
+// Staging keeps the host staging buffers of reductions between calls:
+// pinned memory from rt.AllocHost for devices that have it (CUDA
+// cuMemHostAlloc, host-visible Vulkan memory), which their Read and Write
+// use without a staging copy of their own. The zero value is ready to
+// use; Free releases the buffers. A Staging may serve one reduction at a
+// time.
+type Staging struct {
+	mu   sync.Mutex
+	bufs map[rt.Device][]rt.HostBuffer
+}
+
+// take returns n buffers of at least size bytes for dev.
+func (st *Staging) take(dev rt.Device, n int, size int64) ([]rt.HostBuffer, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.bufs == nil {
+		st.bufs = map[rt.Device][]rt.HostBuffer{}
+	}
+	have := st.bufs[dev]
+	if len(have) >= n && int64(len(have[0].Bytes())) >= size {
+		return have[:n], nil
+	}
+	for _, hb := range have {
+		hb.Free()
+	}
+	st.bufs[dev] = nil
+	var out []rt.HostBuffer
+	for range n {
+		hb, err := rt.AllocHost(dev, size)
+		if err != nil {
+			for _, h := range out {
+				h.Free()
+			}
+			return nil, err
+		}
+		out = append(out, hb)
+	}
+	st.bufs[dev] = out
+	return out, nil
+}
+
+// Free releases the staging buffers.
+func (st *Staging) Free() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, bs := range st.bufs {
+		for _, hb := range bs {
+			hb.Free()
+		}
+	}
+	st.bufs = nil
+}
+
+// piece is one device's bucket on its way to the reducer: a slice of the
+// device's mapped memory, or of staging buffer slot.
+type piece struct {
+	b    []byte
+	slot int // -1: mapped memory
+}
+
+// stageDepth is the number of buckets in flight per device.
+const stageDepth = 2
+
 // reduce runs the bucketed pipeline: a reader goroutine per device, the
 // reduction on the calling goroutine, a writer goroutine per target.
+// Devices whose buffers the host can map (the CPU, unified memory,
+// lavapipe) are read and written in place; the others through staging
+// buffers.
 func (a *Array) reduce(op ReduceOp, opts ReduceOptions, targets []int, what string) error {
 	if a.Axis != Replicated {
 		return fmt.Errorf("dist: %s: the array is split along axis %d, not replicated", what, a.Axis)
@@ -141,97 +211,175 @@ func (a *Array) reduce(op ReduceOp, opts ReduceOptions, targets []int, what stri
 	if len(bs) == 0 {
 		return nil
 	}
+	st := opts.Staging
+	if st == nil {
+		st = &Staging{}
+		defer st.Free()
+	}
+	views := make([][]byte, len(a.Shards))
+	stage := make([][]rt.HostBuffer, len(a.Shards))
+	for k, s := range a.Shards {
+		if v := rt.MapBuffer(s.Dev, s.Buf); v != nil {
+			views[k] = v[s.Off : s.Off+n]
+			continue
+		}
+		if stage[k], err = st.take(s.Dev, stageDepth, bs[0].Len); err != nil {
+			return devErr(what+": staging", k, s.Dev, err)
+		}
+	}
 	stop := make(chan struct{})
 	var once sync.Once
 	var first error
 	fail := func(err error) {
 		once.Do(func() { first = err; close(stop) })
 	}
-	// Readers: bucket b of device k arrives on in[k] in order.
-	in := make([]chan []byte, len(a.Shards))
 	var wg sync.WaitGroup
+	// Readers: bucket b of device k arrives on in[k] in order; free[k]
+	// returns staging slots.
+	in := make([]chan piece, len(a.Shards))
+	free := make([]chan int, len(a.Shards))
 	for k, s := range a.Shards {
-		in[k] = make(chan []byte, 2)
+		in[k] = make(chan piece, stageDepth)
+		free[k] = make(chan int, stageDepth)
+		for i := range stageDepth {
+			free[k] <- i
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer close(in[k])
 			for _, b := range bs {
-				buf := make([]byte, b.Len)
-				if err := s.Dev.Read(buf, s.Buf, s.Off+b.Off); err != nil {
-					fail(devErr(what, k, s.Dev, err))
-					return
+				p := piece{slot: -1}
+				if views[k] != nil {
+					p.b = views[k][b.Off : b.Off+b.Len]
+				} else {
+					select {
+					case p.slot = <-free[k]:
+					case <-stop:
+						return
+					}
+					p.b = stage[k][p.slot].Bytes()[:b.Len]
+					if err := s.Dev.Read(p.b, s.Buf, s.Off+b.Off); err != nil {
+						fail(devErr(what, k, s.Dev, err))
+						return
+					}
 				}
 				select {
-				case in[k] <- buf:
+				case in[k] <- p:
 				case <-stop:
 					return
 				}
 			}
 		}()
 	}
-	// Writers: the reduced bucket b goes to every target.
-	out := make([]chan []byte, len(targets))
+	// Writers: the reduced bucket goes to every target; each writer
+	// processes every bucket it is sent (skipping the writes after an
+	// error), so the reducer's wait for a result slot always ends.
+	var slots [stageDepth]sync.WaitGroup
+	res := make([][]byte, stageDepth)
+	for i := range res {
+		res[i] = make([]byte, bs[0].Len)
+	}
+	type job struct {
+		b    Bucket
+		slot int
+	}
+	out := make([]chan job, len(targets))
 	for j, k := range targets {
-		out[j] = make(chan []byte, 2)
+		out[j] = make(chan job, stageDepth)
 		s := a.Shards[k]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, b := range bs {
-				var buf []byte
-				select {
-				case buf = <-out[j]:
-				case <-stop:
-					return
+			failed := false
+			for jb := range out[j] {
+				if !failed {
+					src := res[jb.slot][:jb.b.Len]
+					if views[k] != nil {
+						copy(views[k][jb.b.Off:], src)
+					} else if err := s.Dev.Write(s.Buf, s.Off+jb.b.Off, src); err != nil {
+						fail(devErr(what, k, s.Dev, err))
+						failed = true
+					}
 				}
-				if err := s.Dev.Write(s.Buf, s.Off+b.Off, buf); err != nil {
-					fail(devErr(what, k, s.Dev, err))
-					return
-				}
+				slots[jb.slot].Done()
 			}
 		}()
 	}
 	acc := make([]float64, bs[0].Len/int64(dt.Size()))
 loop:
-	for _, b := range bs {
+	for bi, b := range bs {
 		m := int(b.Len) / dt.Size()
 		acc := acc[:m]
 		clear(acc)
 		for k := range a.Shards {
-			var buf []byte
+			var p piece
 			select {
-			case buf = <-in[k]:
+			case p = <-in[k]:
 			case <-stop:
 				break loop
 			}
-			if buf == nil { // the reader failed
-				break loop
+			accumulate(acc, p.b, dt, sc[k])
+			if p.slot >= 0 {
+				free[k] <- p.slot
 			}
-			accumulate(acc, buf, dt, sc[k])
 		}
-		res := make([]byte, b.Len)
-		store(res, acc, dt)
+		slot := bi % stageDepth
+		slots[slot].Wait() // the writers are done with this slot's last bucket
+		store(res[slot][:b.Len], acc, dt)
+		slots[slot].Add(len(out))
 		for j := range out {
-			select {
-			case out[j] <- res:
-			case <-stop:
-				break loop
-			}
+			out[j] <- job{b, slot}
 		}
+	}
+	for j := range out {
+		close(out[j])
 	}
 	wg.Wait() // every goroutine ends: all buckets done, or stop closed
 	return first
+}
+
+// littleEndian is whether the host stores numbers as the tensors do, so
+// that aligned tensor bytes can be read as Go floats in place.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// f32s and f64s view b as floats when the host is little-endian and b is
+// aligned, else nil.
+func f32s(b []byte) []float32 {
+	if !littleEndian || len(b) < 4 || uintptr(unsafe.Pointer(&b[0]))%4 != 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+func f64s(b []byte) []float64 {
+	if !littleEndian || len(b) < 8 || uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
+		return nil
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), len(b)/8)
 }
 
 // accumulate adds s × the elements of buf (dtype dt) to acc.
 func accumulate(acc []float64, buf []byte, dt rt.DType, s float64) {
 	switch dt {
 	case rt.F32:
+		if v := f32s(buf); v != nil {
+			v = v[:len(acc)]
+			for i, x := range v {
+				acc[i] += s * float64(x)
+			}
+			return
+		}
 		for i := range acc {
 			acc[i] += s * float64(math.Float32frombits(binary.LittleEndian.Uint32(buf[4*i:])))
 		}
 	case rt.F64:
+		if v := f64s(buf); v != nil {
+			v = v[:len(acc)]
+			for i, x := range v {
+				acc[i] += s * x
+			}
+			return
+		}
 		for i := range acc {
 			acc[i] += s * math.Float64frombits(binary.LittleEndian.Uint64(buf[8*i:]))
 		}
@@ -248,10 +396,21 @@ func accumulate(acc []float64, buf []byte, dt rt.DType, s float64) {
 func store(buf []byte, acc []float64, dt rt.DType) {
 	switch dt {
 	case rt.F32:
+		if y := f32s(buf); y != nil {
+			y = y[:len(acc)]
+			for i, v := range acc {
+				y[i] = float32(v)
+			}
+			return
+		}
 		for i, v := range acc {
 			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(float32(v)))
 		}
 	case rt.F64:
+		if y := f64s(buf); y != nil {
+			copy(y, acc)
+			return
+		}
 		for i, v := range acc {
 			binary.LittleEndian.PutUint64(buf[8*i:], math.Float64bits(v))
 		}

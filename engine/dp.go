@@ -101,6 +101,7 @@ func NewDataParallel(m *model.Model, devs []rt.Device, opts TrainOptions) (*Trai
 	t := reps[0]
 	t.s.splitOpt = true
 	t.reps = reps[1:]
+	t.stage = &dist.Staging{}
 	return t, nil
 }
 
@@ -295,7 +296,7 @@ func (t *Trainer) stepDP(ctx context.Context, inputs map[string]*rt.Tensor) (Ste
 			for k, r := range rows {
 				w[k] = float64(r)
 			}
-			err = a.Reduce(0, dist.Mean, dist.ReduceOptions{Weights: w, BucketBytes: t.opts.BucketBytes})
+			err = a.Reduce(0, dist.Mean, dist.ReduceOptions{Weights: w, BucketBytes: t.opts.BucketBytes, Staging: t.stage})
 		}
 		if err != nil {
 			release()

@@ -470,11 +470,13 @@ func BenchmarkDataParallel(b *testing.B) {
 				if _, err := tr.Step(context.Background(), in); err != nil { // records the streams
 					b.Fatal(err)
 				}
+				c0 := processCPU()
 				for b.Loop() {
 					if _, err := tr.Step(context.Background(), in); err != nil {
 						b.Fatal(err)
 					}
 				}
+				b.ReportMetric(float64(processCPU()-c0)/float64(b.N), "cpu-ns/op")
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
 			})
 		}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 
+	"github.com/vrun-go/vrun/dist"
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
 )
@@ -64,7 +65,8 @@ type Trainer struct {
 	last  *planState
 	lastC *execCtx
 
-	reps []*Trainer // data-parallel replicas on the other devices (dp.go)
+	reps  []*Trainer    // data-parallel replicas on the other devices (dp.go)
+	stage *dist.Staging // their reduction's pinned staging buffers
 }
 
 // StepResult is what one training step returns.
@@ -415,6 +417,9 @@ func (t *Trainer) Close() error {
 	errs := []error{t.s.Close()}
 	for _, r := range t.reps {
 		errs = append(errs, r.Close())
+	}
+	if t.stage != nil {
+		t.stage.Free() // after the sessions: no reduction is in flight
 	}
 	return errors.Join(errs...)
 }
