@@ -22,11 +22,16 @@ import (
 // large for the work (LeNet's 1→6 and 6→16 5×5, first layers on RGB).
 
 // directConvTaps bounds Cg·KH·KW for non-depthwise direct convolutions,
-// and directConvMaxKg their output channels per group (measured with
-// BenchmarkConvShapes: beyond them im2col + GEMM is faster).
+// and directConvMaxKg their output channels per group unless they have
+// at least directConvManyTaps taps (measured with BenchmarkConvShapes, CPU
+// time: beyond them im2col + GEMM is faster; 3→64 3×3 stride 2 is 10 %
+// faster through the GEMM, 3→64 7×7 stride 2 16 % faster direct, 16→64
+// 3×3 even; 64→64 3×3 is 4-24 % faster direct, but 128→128 and
+// 256→256 are 1.4-1.7× slower).
 const (
-	directConvTaps  = 160
-	directConvMaxKg = 32
+	directConvTaps     = 160
+	directConvMaxKg    = 32
+	directConvManyTaps = 128
 )
 
 // useDirectConv reports whether o runs as a direct convolution.
@@ -42,7 +47,7 @@ func useDirectConv(o *rt.Conv) bool {
 	if Cg == 1 {
 		return true
 	}
-	return taps <= directConvTaps && Kg <= directConvMaxKg && o.KH*o.KW > 1
+	return taps <= directConvTaps && (Kg <= directConvMaxKg || taps >= directConvManyTaps) && o.KH*o.KW > 1
 }
 
 // dconvPlan is the layout of a direct convolution.
