@@ -58,7 +58,7 @@ var convCases = []convCase{
 	{n: 2, c: 7, h: 21, w: 15, k: 14, kh: 3, kw: 3, sh: 2, sw: 2, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 7, bias: true, act: rt.Activation{Fn: rt.Relu}},
 	{n: 1, c: 5, h: 120, w: 61, k: 5, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 5, bias: true},
 	{n: 1, c: 3, h: 64, w: 67, k: 21, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Relu}},
-	{n: 1, c: 2, h: 5, w: 3, k: 3, kh: 5, kw: 5, sh: 1, sw: 1, pt: 3, pl: 4, pb: 3, pr: 4, dh: 1, dw: 1, g: 1}, // padding wider than the input
+	{n: 1, c: 2, h: 5, w: 3, k: 3, kh: 5, kw: 5, sh: 1, sw: 1, pt: 3, pl: 4, pb: 3, pr: 4, dh: 1, dw: 1, g: 1},                                                 // padding wider than the input
 	{n: 1, c: 3, h: 30, w: 29, k: 40, kh: 7, kw: 7, sh: 2, sw: 2, pt: 3, pl: 3, pb: 3, pr: 3, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Relu}}, // many taps, many channels
 }
 
