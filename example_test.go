@@ -97,3 +97,50 @@ func ExampleInputError() {
 	// engine: input "x" has dtype i64, model wants f32
 	// true
 }
+
+// Chain two runs through device memory: ToDevice uploads once, RunDevice
+// takes and returns device tensors (the second run reads the first's
+// output where it lies), ToHost downloads the result. Each device tensor
+// is the caller's to Free; the model's pool keeps the memory for reuse.
+func ExampleModel_RunDevice() {
+	b := model.NewBuilder()
+	x := b.Input("x", rt.F32, 1, 3)
+	w := b.Weight("w", rt.F32, []int64{3, 3}, []float32{1, 0, 0, 0, 2, 0, 0, 0, 3})
+	b.Node("mm", "MatMul", []string{x, w}, []string{"y"}, nil)
+	b.Output("y")
+	g, err := b.Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := vrun.New(g, vrun.Options{Device: "cpu"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	dx, err := m.ToDevice(rt.FromFloat32([]float32{1, 1, 1}, 1, 3))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dx.Free()
+	first, err := m.RunDevice(ctx, map[string]*vrun.DeviceTensor{"x": dx})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer first["y"].Free()
+	second, err := m.RunDevice(ctx, map[string]*vrun.DeviceTensor{"x": first["y"]})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer second["y"].Free()
+	y, err := vrun.ToHost(second["y"])
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(y.Float32s())
+	st := m.Pool().Stats()
+	fmt.Println(st.Blocks, "device tensors in use")
+	// Output:
+	// [1 4 9]
+	// 3 device tensors in use
+}

@@ -173,6 +173,31 @@ func (m *Model) Run(ctx context.Context, inputs map[string]*rt.Tensor) (map[stri
 	return m.Session.Run(ctx, inputs)
 }
 
+// Device-resident tensors and memory (see docs/memory.md).
+type (
+	// DeviceTensor is a tensor in device memory; see rt.DeviceTensor.
+	DeviceTensor = rt.DeviceTensor
+	// MemPool is a caching allocator of device memory; see rt.MemPool.
+	MemPool = rt.MemPool
+	// MemPoolStats are a pool's statistics; see rt.MemPoolStats.
+	MemPoolStats = rt.MemPoolStats
+	// MemoryStats are a model's device memory; see engine.MemoryStats.
+	MemoryStats = engine.MemoryStats
+)
+
+// ToDevice copies host tensor t into a new tensor on the model's device
+// (the first, with a device list), from the model's pool, and returns
+// when the copy is done. The caller must Free the result. Give it to
+// RunDevice (promoted from engine.Session), which runs on the same device
+// and returns device tensors: chained models so make no host round trip.
+func (m *Model) ToDevice(t *rt.Tensor) (*DeviceTensor, error) {
+	return m.Session.Pool().ToDevice(t)
+}
+
+// ToHost copies device tensor t into a new host tensor and returns when
+// the copy is done; see rt.DeviceTensor.ToHost.
+func ToHost(t *DeviceTensor) (*rt.Tensor, error) { return t.ToHost() }
+
 // Close waits for the runs in flight, then frees the session, the device
 // and the model's memory map. Runs started after Close fail with
 // rt.ErrClosed.

@@ -80,29 +80,15 @@ func (s MemPoolStats) Fragmentation() float64 {
 func (s MemPoolStats) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "in use %s in %d blocks, reserved %s (cached %s in %d blocks), peak %s in use / %s reserved, fragmentation %.1f%%",
-		Bytes(s.InUse), s.Blocks, Bytes(s.Reserved), Bytes(s.Cached), s.CachedBlocks, Bytes(s.PeakInUse), Bytes(s.PeakReserved), 100*s.Fragmentation())
+		FormatBytes(s.InUse), s.Blocks, FormatBytes(s.Reserved), FormatBytes(s.Cached), s.CachedBlocks, FormatBytes(s.PeakInUse), FormatBytes(s.PeakReserved), 100*s.Fragmentation())
 	fmt.Fprintf(&b, "; %d allocations (%d reused, %d device allocs, %d device frees)", s.Allocs, s.Reuses, s.DeviceAllocs, s.DeviceFrees)
 	if s.HostReserved > 0 || s.HostPeak > 0 {
-		fmt.Fprintf(&b, "; pinned host %s in use, %s reserved, peak %s", Bytes(s.HostInUse), Bytes(s.HostReserved), Bytes(s.HostPeak))
+		fmt.Fprintf(&b, "; pinned host %s in use, %s reserved, peak %s", FormatBytes(s.HostInUse), FormatBytes(s.HostReserved), FormatBytes(s.HostPeak))
 	}
 	if s.Limit > 0 {
-		fmt.Fprintf(&b, "; limit %s", Bytes(s.Limit))
+		fmt.Fprintf(&b, "; limit %s", FormatBytes(s.Limit))
 	}
 	return b.String()
-}
-
-// Bytes renders a byte count with a binary unit: "1.5 MiB".
-func Bytes(n int64) string {
-	const u = "KMGTPE"
-	if n < 1024 && n > -1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	f, i := float64(n)/1024, 0
-	for (f >= 1024 || f <= -1024) && i < len(u)-1 {
-		f /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", f, u[i])
 }
 
 // SizeClass is the block size a pool allocates for a request of n bytes:

@@ -160,7 +160,8 @@ func TestJSON(t *testing.T) {
 			var v runJSON
 			must(t, json.Unmarshal(b, &v))
 			if v.Device.Spec != "cpu:0" || len(v.Outputs) != 1 || v.Outputs[0].Stats == nil || len(v.Outputs[0].Top5) != 5 ||
-				v.Bench == nil || v.Bench.Runs != 3 || v.Bench.MedianMS <= 0 || len(v.Profile) == 0 || v.Outputs[0].File == "" {
+				v.Bench == nil || v.Bench.Runs != 3 || v.Bench.MedianMS <= 0 || len(v.Profile) == 0 || v.Outputs[0].File == "" ||
+				v.Memory == nil || v.Memory.ArenaBytes <= 0 || v.Memory.WeightBytes <= 0 || v.Memory.Pool == "" {
 				t.Errorf("%s", b)
 			}
 			want, err := npy.ReadFile(filepath.Join(dir, "mlp", "y.npy"))

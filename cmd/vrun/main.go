@@ -437,8 +437,10 @@ func runAndReport(f *runFlags, m *vrun.Model, name string, inputs map[string]*rt
 	}
 	if f.profile {
 		rep.Profile = profileOf(m)
+		rep.Memory = memoryOf(m)
 		if !f.json {
 			printProfile(w, rep.Profile)
+			printMemory(w, rep.Memory)
 		}
 	}
 	if f.json {

@@ -45,7 +45,7 @@ func TestRunModelFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{"device   cpu:0", "output   y", "top-5 of row 0:", "bench    3 runs", "median", "profile"} {
+			for _, want := range []string{"device   cpu:0", "output   y", "top-5 of row 0:", "bench    3 runs", "median", "profile", "memory   arenas", "pool: in use"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q:\n%s", want, out)
 				}

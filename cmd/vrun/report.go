@@ -340,6 +340,32 @@ type runJSON struct {
 	ChunkRows  int           `json:"chunk_rows,omitempty"`
 	Bench      *benchResult  `json:"bench,omitempty"`
 	Profile    []profileJSON `json:"profile,omitempty"`
+	Memory     *memoryJSON   `json:"memory,omitempty"`
+}
+
+// memoryJSON is the device memory of the model's session (the first
+// device's, with a device list), with -profile.
+type memoryJSON struct {
+	ArenaBytes   int64   `json:"arena_bytes"`
+	WeightBytes  int64   `json:"weight_bytes"`
+	PoolInUse    int64   `json:"pool_in_use_bytes"`
+	PoolReserved int64   `json:"pool_reserved_bytes"`
+	PoolPeak     int64   `json:"pool_peak_reserved_bytes"`
+	PoolFrag     float64 `json:"pool_fragmentation"`
+	PinnedBytes  int64   `json:"pinned_host_bytes"`
+	Pool         string  `json:"pool"`
+}
+
+func memoryOf(m *vrun.Model) *memoryJSON {
+	st := m.MemoryStats()
+	p := st.Pool
+	return &memoryJSON{ArenaBytes: st.Arenas, WeightBytes: st.Weights, PoolInUse: p.InUse, PoolReserved: p.Reserved,
+		PoolPeak: p.PeakReserved, PoolFrag: p.Fragmentation(), PinnedBytes: p.HostReserved, Pool: p.String()}
+}
+
+func printMemory(w io.Writer, mem *memoryJSON) {
+	fmt.Fprintf(w, "memory   arenas %s, weights %s\n", vrun.FormatBytes(mem.ArenaBytes), vrun.FormatBytes(mem.WeightBytes))
+	fmt.Fprintf(w, "         pool: %s\n", mem.Pool)
 }
 
 type deviceRef struct {
