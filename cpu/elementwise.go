@@ -47,6 +47,38 @@ type ewPlan struct {
 	par     func(lo, hi int) // runRange, bound once
 }
 
+// rowNest is the loop nest of an elementwise iteration over operands of
+// one shape, coalesced (rt.Coalesce) and cut into rows of the innermost
+// dim.
+type rowNest struct {
+	outer []int   // the outer dims
+	ost   [][]int // per operand: the element strides of the outer dims
+	inc   []int   // per operand: the element stride of the inner dim
+	inner int     // the inner dim (0 when there are no elements)
+	rows  int     // the product of the outer dims (0 when there are no elements)
+}
+
+// newRowNest coalesces shape over operands with element strides st.
+func newRowNest(shape []int, st ...[]int) rowNest {
+	cs, cst := rt.Coalesce(shape, st...)
+	r := rowNest{inner: 1, rows: 1, inc: make([]int, len(st)), ost: make([][]int, len(st))}
+	if n := len(cs); n > 0 {
+		r.inner = cs[n-1]
+		for k := range st {
+			r.inc[k] = cst[k][n-1]
+			r.ost[k] = cst[k][:n-1]
+		}
+		r.outer = cs[:n-1]
+	}
+	for _, s := range r.outer {
+		r.rows *= s
+	}
+	if r.rows*r.inner == 0 {
+		r.rows, r.inner = 0, 0
+	}
+	return r
+}
+
 func newPlan(shape []int, ops ...operand) *ewPlan {
 	p := &ewPlan{nop: len(ops)}
 	copy(p.op[:], ops)
@@ -54,24 +86,11 @@ func newPlan(shape []int, ops ...operand) *ewPlan {
 	for k := range ops {
 		strides[k] = ops[k].st
 	}
-	cs, cst := rt.Coalesce(shape, strides...)
-	p.inner = 1
-	if n := len(cs); n > 0 {
-		p.inner = cs[n-1]
-		for k := range ops {
-			p.inc[k] = cst[k][n-1]
-			p.ost[k] = cst[k][:n-1]
-		}
-		p.outer = cs[:n-1]
-	}
-	p.rows = 1
-	for _, s := range p.outer {
-		p.rows *= s
-	}
+	r := newRowNest(shape, strides...)
+	p.outer, p.inner, p.rows = r.outer, r.inner, r.rows
+	copy(p.inc[:], r.inc)
+	copy(p.ost[:], r.ost)
 	p.total = p.rows * p.inner
-	if p.total == 0 {
-		p.rows, p.inner = 0, 0
-	}
 	p.cpr = (p.inner + ewUnit - 1) / ewUnit
 	p.par = p.runRange
 	return p

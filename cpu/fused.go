@@ -20,15 +20,11 @@ const fusedChunk = 256
 // fusedPlan is a Fused op made ready to run: buffers resolved and the
 // loop nest coalesced.
 type fusedPlan[T floatT] struct {
-	o      *rt.Fused
-	nIn    int
-	data   [][]T // per operand: the whole buffer
-	off    []int // per operand: element offset of element 0
-	outer  []int // coalesced outer dims
-	ost    [][]int
-	inc    []int // per operand: stride of the inner dim
-	inner  int
-	rows   int
+	o    *rt.Fused
+	nIn  int
+	data [][]T // per operand: the whole buffer
+	off  []int // per operand: element offset of element 0
+	rowNest
 	cpr    int    // chunks per row
 	stage  []bool // per input: copy into scratch even when contiguous (it is also a result)
 	pool   sync.Pool
@@ -61,24 +57,7 @@ func newFusedPlan[T floatT](o *rt.Fused) *fusedPlan[T] {
 		p.off = append(p.off, int(r.Off/int64(r.DType.Size())))
 		strides[k] = r.StridesOrContiguous()
 	}
-	cs, cst := rt.Coalesce(o.Out[0].Shape, strides...)
-	p.inner, p.rows = 1, 1
-	p.inc = make([]int, len(refs))
-	p.ost = make([][]int, len(refs))
-	if n := len(cs); n > 0 {
-		p.inner = cs[n-1]
-		for k := range refs {
-			p.inc[k] = cst[k][n-1]
-			p.ost[k] = cst[k][:n-1]
-		}
-		p.outer = cs[:n-1]
-	}
-	for _, s := range p.outer {
-		p.rows *= s
-	}
-	if p.rows*p.inner == 0 {
-		p.rows, p.inner = 0, 0
-	}
+	p.rowNest = newRowNest(o.Out[0].Shape, strides...)
 	p.cpr = max(1, (p.inner+fusedChunk-1)/fusedChunk)
 	p.stage = make([]bool, p.nIn)
 	for _, r := range o.Result {
