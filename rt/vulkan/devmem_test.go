@@ -51,3 +51,23 @@ func mustAlloc(t *testing.T, d rt.Device) rt.Buffer {
 	t.Cleanup(b.Free)
 	return b
 }
+
+// BenchmarkTransferStaging measures the copies with device buffers forced
+// into unmapped memory: on lavapipe, the staging paths of a discrete GPU
+// (pageable memory goes through the staging buffer, pinned memory is
+// copied by the device directly). The root package's BenchmarkTransfer
+// measures the device as it is.
+func BenchmarkTransferStaging(b *testing.B) {
+	testDevice(b)
+	forceStaging = true
+	bk, _ := rt.Lookup("vulkan")
+	d, err := bk.Open(testIndex())
+	forceStaging = false
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	for _, size := range []int64{1 << 20, 64 << 20} {
+		backendtest.Transfers(b, d, size)
+	}
+}
