@@ -85,7 +85,8 @@ func dpBatch(dt rt.DType, n int, seed uint64) map[string]*rt.Tensor {
 
 // dpDevices opens the devices of a list: "cpu" is a new logical CPU
 // device each time; others go through the registry (skipped when they
-// do not open).
+// do not open), a selector listed twice opening a second VkDevice or
+// cl_context on the same physical device.
 func dpDevices(t testing.TB, specs string) []rt.Device {
 	var out []rt.Device
 	for _, spec := range strings.Split(specs, ",") {
@@ -131,6 +132,8 @@ func TestDataParallelTrajectory(t *testing.T) {
 		{"cpu+vulkan-dropout", "cpu,vulkan:0", rt.F32, adam, true, []int{9, 5, 9}, 0, 1e-4},
 		{"cpu+opencl", "cpu,opencl:0", rt.F32, sgd, false, []int{7, 9, 5, 7}, 0, 1e-4},
 		{"cpu+opencl+vulkan-adam", "cpu,opencl:0,vulkan:0", rt.F32, adam, false, []int{11, 7, 4}, 100, 1e-4},
+		{"2vulkan-VkDevices", "vulkan:0,vulkan:0", rt.F32, adam, true, []int{9, 7}, 0, 1e-4},
+		{"2opencl-contexts", "opencl:0,opencl:0", rt.F32, sgd, false, []int{9, 7}, 0, 1e-4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := dpModel(tc.dt, false, tc.dropout)

@@ -695,14 +695,16 @@ func TestTrainErrors(t *testing.T) {
 	}
 }
 
-// A device list trains data-parallel: -device cpu,opencl:0 (and
-// cpu,vulkan:0) logs the single-device run's losses.
+// A device list trains data-parallel: -device cpu,opencl:0, cpu,vulkan:0,
+// three logical CPU devices, two VkDevices on one Vulkan device and two
+// cl_contexts on one OpenCL device log the single-device run's losses.
 func TestTrainDeviceList(t *testing.T) {
+	t.Setenv(rt.LogicalDevicesEnv, "cpu=3,vulkan=2,opencl=2")
 	f := newFixture(t)
 	cpuLog := filepath.Join(t.TempDir(), "cpu.csv")
 	mustTrain(t, append(f.xy("y.npy"), "mlp", "-device", "cpu", "-epochs", "2", "-batch", "25", "-log", cpuLog)...)
 	want, _, _, _ := readLog(t, cpuLog)
-	for _, list := range []string{"cpu,opencl:0", "cpu,vulkan:0"} {
+	for _, list := range []string{"cpu,opencl:0", "cpu,vulkan:0", "cpu:0,cpu:1,cpu:2", "vulkan:0,vulkan:1", "opencl:0,opencl:1"} {
 		t.Run(list, func(t *testing.T) {
 			log := filepath.Join(t.TempDir(), "log.csv")
 			out, err := runCLI(t, append([]string{"train"}, append(f.xy("y.npy"), "mlp", "-device", list, "-epochs", "2", "-batch", "25", "-log", log)...)...)
@@ -712,7 +714,7 @@ func TestTrainDeviceList(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			contains(t, out, "(data-parallel, share 2 of 2)")
+			contains(t, out, "(data-parallel, share 2 of ")
 			got, _, _, _ := readLog(t, log)
 			if len(got) != len(want) {
 				t.Fatalf("%d steps, want %d", len(got), len(want))
