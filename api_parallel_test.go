@@ -10,6 +10,9 @@ import (
 
 	"github.com/vrun-go/vrun"
 	"github.com/vrun-go/vrun/internal/e2e"
+	"github.com/vrun-go/vrun/internal/realmodels"
+	"github.com/vrun-go/vrun/model"
+	"github.com/vrun-go/vrun/npy"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -119,4 +122,107 @@ func TestDeviceListNotSplittable(t *testing.T) {
 			t.Errorf("%s on cpu:0,cpu:1: %v, want ErrNotSplittable with %q", c.model, err, c.why)
 		}
 	}
+}
+
+// dynamicBatch makes a model's first input's leading dim a dynamic
+// "batch" dim (the test ONNX models are exported with a fixed batch).
+func dynamicBatch(t *testing.T, name string) *model.Model {
+	t.Helper()
+	g, err := vrun.LoadGraph(filepath.Join(filepath.Dir(e2e.Dir()), "models", name+".onnx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := &g.Tensors[g.Inputs()[0]]
+	mt.Shape[0] = -1
+	mt.DimNames = make([]string, len(mt.Shape))
+	mt.DimNames[0] = "batch"
+	return g
+}
+
+// SqueezeNet with a dynamic batch splits across devices: three images on
+// two logical CPUs and on the CPU with pocl give PyTorch's output for the
+// reference image and one CPU device's for all three. The LSTM and the
+// transformer have their batch size baked into constants (an Expand's
+// shape, a Reshape's), so they cannot be split even with a dynamic batch
+// dim, and say so.
+func TestDataParallelRealModels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	t.Setenv("VRUN_CPU_DEVICES", "2")
+	dir := filepath.Join(filepath.Dir(e2e.Dir()), "models")
+	x1, err := npy.ReadFile(filepath.Join(dir, "squeezenet1_1.x.npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want1, err := npy.ReadFile(filepath.Join(dir, "squeezenet1_1.torch.npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three images: the reference, it scaled by 0.5, and it negated.
+	v := x1.Float32s()
+	x := make([]float32, 0, 3*len(v))
+	x = append(x, v...)
+	for _, s := range []float32{0.5, -1} {
+		for _, e := range v {
+			x = append(x, s*e)
+		}
+	}
+	in := map[string]*rt.Tensor{"x": rt.FromFloat32(x, append([]int{3}, x1.Shape[1:]...)...)}
+	g := dynamicBatch(t, "squeezenet1_1")
+	defer g.Close()
+	ref, err := vrun.New(g, vrun.Options{Device: "cpu", Shapes: map[string][]int{"x": in["x"].Shape}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ref.Run(context.Background(), in)
+	closeDevices(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, list := range []string{"cpu:0,cpu:1", "cpu,opencl:0"} {
+		t.Run(list, func(t *testing.T) {
+			available(t, list)
+			m, err := vrun.New(g, vrun.Options{Device: list, Shapes: map[string][]int{"x": in["x"].Shape}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeDevices(m)
+			out, err := m.Run(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			y := out["y"]
+			if rel, i, err := realmodels.MaxError(y, want["y"]); err != nil || !(rel <= realmodels.Tol) {
+				t.Errorf("against one CPU device: %.3g of max|want| at %d (%v), tolerance %g", rel, i, err, realmodels.Tol)
+			}
+			row0 := &rt.Tensor{DType: y.DType, Shape: append([]int{1}, y.Shape[1:]...), Data: y.Data[:len(y.Data)/3]}
+			if rel, i, err := realmodels.MaxError(row0, want1); err != nil || !(rel <= realmodels.Tol) {
+				t.Errorf("image 0 against PyTorch: %.3g of max|want| at %d (%v), tolerance %g", rel, i, err, realmodels.Tol)
+			}
+		})
+	}
+	for _, c := range []struct{ name, why string }{
+		{"lstm", "planning the whole batch"},
+		{"transformer", "planning the whole batch"},
+	} {
+		g := dynamicBatch(t, c.name)
+		sh := []int{3, 16}
+		_, err := vrun.New(g, vrun.Options{Device: "cpu:0,cpu:1", Shapes: map[string][]int{"x": sh}})
+		g.Close()
+		if !errors.Is(err, vrun.ErrNotSplittable) || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("%s with a dynamic batch on cpu:0,cpu:1: %v, want ErrNotSplittable (%s)", c.name, err, c.why)
+		}
+	}
+}
+
+// closeDevices closes a model's sessions and devices but not its graph,
+// which the test shares between models.
+func closeDevices(m *vrun.Model) {
+	if m.Split != nil {
+		m.Split.Close()
+	} else {
+		m.Session.Close()
+	}
+	rt.CloseAll(m.Devices)
 }

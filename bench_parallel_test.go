@@ -77,14 +77,7 @@ func BenchmarkDataParallelInference(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer func() { // not m.Close: the graphs are closed once, above
-					if m.Split != nil {
-						m.Split.Close()
-					} else {
-						m.Session.Close()
-					}
-					rt.CloseAll(m.Devices)
-				}()
+				defer closeDevices(m) // not m.Close: the graphs are closed once, above
 				in := map[string]*rt.Tensor{"x": x}
 				if _, err := m.Run(context.Background(), in); err != nil {
 					b.Fatal(err)
