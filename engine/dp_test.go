@@ -295,6 +295,20 @@ func TestDataParallelBatchNorm(t *testing.T) {
 				if e := relErr(got.Loss, loss); e > 1e-10 {
 					t.Fatalf("step %d: loss %.12g, reference %.12g", s+1, got.Loss, loss)
 				}
+				dg, err := dp.Grads() // the reduced gradient, on device 0
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(dg) != len(sum) {
+					t.Fatalf("step %d: %d gradients, want %d", s+1, len(dg), len(sum))
+				}
+				for name, want := range sum {
+					for i, v := range want {
+						if e := relErr(dg[name].Float64(i), v); e > 1e-10 {
+							t.Fatalf("step %d: gradient of %s[%d] = %.12g, reference %.12g", s+1, name, i, dg[name].Float64(i), v)
+						}
+					}
+				}
 				for name := range w {
 					if gv, ok := sum[name]; ok {
 						v := w[name].Float64s()
@@ -378,6 +392,37 @@ func TestDataParallelErrors(t *testing.T) {
 		}
 		if strings.Contains(tc.name, "smaller") && !errors.Is(err, engine.ErrBatchTooSmall) {
 			t.Errorf("%s: error %v does not match ErrBatchTooSmall", tc.name, err)
+		}
+	}
+}
+
+// TestDataParallelProfile checks that a data-parallel step profiles
+// device 0's forward, backward and optimizer.
+func TestDataParallelProfile(t *testing.T) {
+	m, err := dpModel(rt.F32, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := engine.NewDataParallel(m, dpDevices(t, "cpu,cpu"), engine.TrainOptions{Loss: "loss", Profile: true,
+		Optimizer: &engine.Optimizer{Kind: engine.Adam, LR: 0.01}, Shapes: map[string][]int{"x": {5, 5}, "onehot": {5, 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Step(context.Background(), dpBatch(rt.F32, 5, 1)); err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for _, o := range tr.Profile() {
+		ops = append(ops, o.Node)
+	}
+	for _, want := range []string{"optimizer", "logits"} {
+		found := false
+		for _, o := range ops {
+			found = found || o == want
+		}
+		if !found {
+			t.Errorf("profile %v lacks %q", ops, want)
 		}
 	}
 }

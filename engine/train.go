@@ -43,7 +43,8 @@ type TrainOptions struct {
 	BucketBytes int64
 }
 
-// Trainer trains a model on one device. A training step — forward,
+// Trainer trains a model on one device (NewTrainer) or data-parallel on
+// several (NewDataParallel). A training step — forward,
 // backward and the optimizer update — is planned once per input shape
 // into one arena and recorded into one stream, then replayed: one submit
 // and one wait per step. Parameters, their gradients and the optimizer
