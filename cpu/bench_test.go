@@ -344,3 +344,69 @@ func BenchmarkConvShapes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFused times an LSTM step's gate arithmetic on [2, 48] views of
+// a [2, 192] gate buffer (the lstm test model's shape): one rt.Fused op
+// against the seven Unary and Binary ops the engine emits without it.
+func BenchmarkFused(b *testing.B) {
+	const batch, h = 2, 48
+	d := NewDevice()
+	defer d.Close()
+	gates := benchBuf(b, d, rt.F32, batch*4*h)
+	col := func(k int) rt.Ref {
+		r := gates
+		r.Shape, r.Strides, r.Off = []int{batch, h}, []int{4 * h, 1}, int64(4*k*h)
+		return r
+	}
+	iv, ov, fv, cv := col(0), col(1), col(2), col(3)
+	c := benchBuf(b, d, rt.F32, batch*h)
+	hn := benchBuf(b, d, rt.F32, batch*h)
+	tmp := benchBuf(b, d, rt.F32, batch*h)
+	c.Shape, hn.Shape, tmp.Shape = []int{batch, h}, []int{batch, h}, []int{batch, h}
+	b.Run("fused", func(b *testing.B) {
+		var p rt.FusedProgram
+		gi, go_, gf, gc, cp := p.Input(iv), p.Input(ov), p.Input(fv), p.Input(cv), p.Input(c)
+		cn := p.Binary(rt.Add, p.Binary(rt.Mul, p.Unary(rt.Sigmoid, 0, 0, gf), cp),
+			p.Binary(rt.Mul, p.Unary(rt.Sigmoid, 0, 0, gi), p.Unary(rt.Tanh, 0, 0, gc)))
+		p.Output(c, cn)
+		p.Output(hn, p.Binary(rt.Mul, p.Unary(rt.Sigmoid, 0, 0, go_), p.Unary(rt.Tanh, 0, 0, cn)))
+		benchOps(b, d, p.Op())
+	})
+	b.Run("unfused", func(b *testing.B) {
+		iof := gates
+		iof.Shape, iof.Strides = []int{batch, 3 * h}, []int{4 * h, 1}
+		benchOps(b, d,
+			&rt.Unary{Fn: rt.Sigmoid, X: iof, Y: iof},
+			&rt.Unary{Fn: rt.Tanh, X: cv, Y: cv},
+			&rt.Binary{Fn: rt.Mul, A: fv, B: c, Y: c},
+			&rt.Binary{Fn: rt.Mul, A: iv, B: cv, Y: cv},
+			&rt.Binary{Fn: rt.Add, A: c, B: cv, Y: c},
+			&rt.Unary{Fn: rt.Tanh, X: c, Y: tmp},
+			&rt.Binary{Fn: rt.Mul, A: ov, B: tmp, Y: hn})
+	})
+}
+
+// BenchmarkFusedChain times a bias add and ReLU ([rows, n] plus a
+// broadcast [n] bias), as one rt.Fused op and as two ops, at sizes from
+// L1-resident to memory-bound.
+func BenchmarkFusedChain(b *testing.B) {
+	for _, sz := range [][2]int{{32, 128}, {64, 512}, {64, 1024}, {256, 1024}, {1024, 4096}} {
+		rows, n := sz[0], sz[1]
+		d := NewDevice()
+		x := benchBuf(b, d, rt.F32, rows*n)
+		y := benchBuf(b, d, rt.F32, rows*n)
+		bias := benchBuf(b, d, rt.F32, n)
+		x.Shape, y.Shape = []int{rows, n}, []int{rows, n}
+		bias.Shape, bias.Strides = []int{rows, n}, []int{0, 1}
+		name := fmt.Sprintf("%dx%d", rows, n)
+		b.Run(name+"/fused", func(b *testing.B) {
+			var p rt.FusedProgram
+			p.Output(y, p.Unary(rt.Relu, 0, 0, p.Binary(rt.Add, p.Input(x), p.Input(bias))))
+			benchOps(b, d, p.Op())
+		})
+		b.Run(name+"/unfused", func(b *testing.B) {
+			benchOps(b, d, &rt.Binary{Fn: rt.Add, A: x, B: bias, Y: y}, &rt.Unary{Fn: rt.Relu, X: y, Y: y})
+		})
+		d.Close()
+	}
+}

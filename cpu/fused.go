@@ -15,7 +15,7 @@ import (
 // outputs are stored. A chunk reads all its inputs before it stores, so an
 // output may alias an input exactly.
 
-const fusedChunk = 256
+const fusedChunk = 2048
 
 // fusedPlan is a Fused op made ready to run: buffers resolved and the
 // loop nest coalesced.
@@ -27,6 +27,7 @@ type fusedPlan[T floatT] struct {
 	rowNest
 	cpr    int    // chunks per row
 	stage  []bool // per input: copy into scratch even when contiguous (it is also a result)
+	direct int    // the output the last instruction writes directly, or -1
 	pool   sync.Pool
 	parRun func(lo, hi int)
 }
@@ -63,6 +64,20 @@ func newFusedPlan[T floatT](o *rt.Fused) *fusedPlan[T] {
 	for _, r := range o.Result {
 		if r < p.nIn {
 			p.stage[r] = true
+		}
+	}
+	// The last instruction writes straight into a contiguous output that
+	// it alone produces.
+	p.direct = -1
+	if last := o.Regs() - 1; len(o.Code) > 0 {
+		for k, r := range o.Result {
+			if r == last && p.inc[p.nIn+k] == 1 {
+				if p.direct >= 0 {
+					p.direct = -1
+					break
+				}
+				p.direct = k
+			}
 		}
 	}
 	nreg := o.Regs()
@@ -144,9 +159,17 @@ func (p *fusedPlan[T]) chunk(w *fusedScratch[T], base []int, s, n int) {
 		}
 		regs[k] = buf
 	}
+	last := len(o.Code) - 1
 	for i, in := range o.Code {
 		r := p.nIn + i
 		dst := w.buf[r*fusedChunk : r*fusedChunk+n]
+		if i == last && p.direct >= 0 {
+			// The last instruction writes its output in place: every input
+			// has been read (an output may alias one exactly).
+			q := p.nIn + p.direct
+			at := base[q] + s
+			dst = p.data[q][at : at+n]
+		}
 		a := regs[in.A]
 		if in.Binary {
 			fusedBinary(in.Fn, dst, a, regs[in.B])
@@ -156,6 +179,9 @@ func (p *fusedPlan[T]) chunk(w *fusedScratch[T], base []int, s, n int) {
 		regs[r] = dst
 	}
 	for k, r := range o.Result {
+		if k == p.direct {
+			continue
+		}
 		q := p.nIn + k
 		dst, inc := p.data[q], p.inc[q]
 		at := base[q] + s*inc

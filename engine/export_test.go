@@ -14,3 +14,11 @@ func NumPlans(s *Session) int {
 func ReplicaWeights(t *Trainer, k int) (map[string]*rt.Tensor, error) {
 	return t.replica(k).Weights()
 }
+
+// SetFuseMinElements sets the smallest chain that plan-time fusion merges
+// and returns the previous value, for tests.
+func SetFuseMinElements(n int64) int64 {
+	old := fuseMinElements
+	fuseMinElements = n
+	return old
+}
