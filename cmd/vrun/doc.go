@@ -21,7 +21,8 @@
 //	-shape name=1x3x224x224  bind a dynamic input shape (repeatable)
 //	-o DIR           write every output to DIR/<name>.npy
 //	-bench N         warm up, then time N runs (1 to 1000000): min/median/p90 and throughput
-//	-profile         print the slowest ops of the last run
+//	-profile         print the slowest ops of the last run and the device memory
+//	                 (arenas, weights, pool statistics)
 //	-json            print the results (of a run, info, devices, version) as JSON
 //	-seed N          seed of the random inputs (default 1)
 //	-v               verbose: why "auto" skipped a backend, planning details

@@ -97,7 +97,7 @@ func newFlags(stderr io.Writer) *runFlags {
 	f.fs.Var(&f.shapes, "shape", "bind a dynamic input shape, as `name=1x3x224x224` (repeatable)")
 	f.fs.StringVar(&f.outDir, "o", "", "write outputs as .npy files into `DIR`")
 	f.fs.IntVar(&f.bench, "bench", 0, "warm up, then time `N` runs (1 to 1000000)")
-	f.fs.BoolVar(&f.profile, "profile", false, "print the slowest ops of the last run")
+	f.fs.BoolVar(&f.profile, "profile", false, "print the slowest ops of the last run and the device memory")
 	f.fs.Uint64Var(&f.seed, "seed", 1, "seed for random inputs")
 	f.fs.BoolVar(&f.verbose, "v", false, "verbose output")
 	f.fs.BoolVar(&f.json, "json", false, "print the results as JSON")
