@@ -1,12 +1,14 @@
 package dist_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/vrun-go/vrun/clshim"
 	"github.com/vrun-go/vrun/cpu"
@@ -315,6 +317,52 @@ func TestReduce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReduceReady reduces as devices become ready, one late, and stops
+// with a device's error.
+func TestReduceReady(t *testing.T) {
+	devs := devices(t, 3, false)
+	x := random(rt.F64, []int{50}, 9)
+	for _, fail := range []bool{false, true} {
+		a, err := dist.Replicate(devs, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready := make([]chan error, 3)
+		rd := make([]<-chan error, 3)
+		for k := range ready {
+			ready[k] = make(chan error, 1)
+			rd[k] = ready[k]
+		}
+		ready[0] <- nil
+		ready[2] <- nil
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			if fail {
+				ready[1] <- errors.New("device 1 broke")
+			} else {
+				ready[1] <- nil
+			}
+		}()
+		err = a.AllReduce(dist.Sum, dist.ReduceOptions{Ready: rd, BucketBytes: 80})
+		if fail {
+			if err == nil || !strings.Contains(err.Error(), "device 1 broke") {
+				t.Errorf("error %v, want device 1's", err)
+			}
+		} else {
+			g, gerr := a.Gather()
+			if err != nil || gerr != nil {
+				t.Fatal(err, gerr)
+			}
+			for i := range 50 {
+				if g.Float64(i) != 3*x.Float64(i) {
+					t.Fatalf("element %d = %g, want %g", i, g.Float64(i), 3*x.Float64(i))
+				}
+			}
+		}
+		a.Free()
 	}
 }
 

@@ -51,6 +51,11 @@ type ReduceOptions struct {
 	// Staging keeps pinned staging buffers between calls; nil allocates
 	// them for the call.
 	Staging *Staging
+	// Ready, if set, holds one channel per device: device k's data is read
+	// only after a value arrives on Ready[k], so that the reduction of
+	// devices that are done overlaps the work of the others. A non-nil
+	// error received there ends the reduction with that error.
+	Ready []<-chan error
 }
 
 // Bucket is a byte range [Off, Off+Len) of a flat buffer.
@@ -202,6 +207,9 @@ func (a *Array) reduce(op ReduceOp, opts ReduceOptions, targets []int, what stri
 	if err != nil {
 		return fmt.Errorf("dist: %s: %w", what, err)
 	}
+	if opts.Ready != nil && len(opts.Ready) != len(a.Shards) {
+		return fmt.Errorf("dist: %s: %d ready channels for %d devices", what, len(opts.Ready), len(a.Shards))
+	}
 	dt := a.DType
 	if !dt.IsFloat() && dt != rt.I32 && dt != rt.I64 {
 		return fmt.Errorf("dist: %s: dtype %s cannot be reduced", what, dt)
@@ -247,6 +255,17 @@ func (a *Array) reduce(op ReduceOp, opts ReduceOptions, targets []int, what stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if opts.Ready != nil {
+				select {
+				case err := <-opts.Ready[k]:
+					if err != nil {
+						fail(err)
+						return
+					}
+				case <-stop:
+					return
+				}
+			}
 			for _, b := range bs {
 				p := piece{slot: -1}
 				if views[k] != nil {

@@ -133,16 +133,15 @@ func (t *Trainer) replica(k int) *Trainer {
 	return t.reps[k-1]
 }
 
-// execStart runs the first part of a split training step (forward and
-// backward, and the output reads) and returns its context, still
-// acquired: execFinish must follow.
-func (s *Session) execStart(ctx context.Context, ps *planState, feed func(i int, t *tensor, dst []byte) error) (*execCtx, error) {
+// execAcquire takes a context for the first part of a split training
+// step (forward and backward, and the output reads) and fills its inputs;
+// execRun runs it, and execFinish must follow either.
+func (s *Session) execAcquire(ctx context.Context, ps *planState, feed func(i int, t *tensor, dst []byte) error) (*execCtx, error) {
 	c, err := s.acquire(ctx, ps)
 	if err != nil {
 		return nil, err
 	}
-	p := ps.p
-	for i, t := range p.inputs {
+	for i, t := range ps.p.inputs {
 		if err := feed(i, t, c.inBufs[i]); err != nil {
 			s.release(ps, c)
 			return nil, err
@@ -152,16 +151,19 @@ func (s *Session) execStart(ctx context.Context, ps *planState, feed func(i int,
 		s.release(ps, c)
 		return nil, err
 	}
+	return c, nil
+}
+
+// execRun submits c's first part and waits for it.
+func (s *Session) execRun(ps *planState, c *execCtx) error {
 	if err := c.stream.Submit(); err != nil {
-		s.release(ps, c)
-		return nil, fmt.Errorf("engine: submit: %w", err)
+		return fmt.Errorf("engine: submit: %w", err)
 	}
 	if err := c.stream.Wait(); err != nil {
-		p.nameIndexError(err)
-		s.release(ps, c)
-		return nil, fmt.Errorf("engine: run: %w", err)
+		ps.p.nameIndexError(err)
+		return fmt.Errorf("engine: run: %w", err)
 	}
-	return c, nil
+	return nil
 }
 
 // execFinish runs the optimizer stream of c when opt is set, returns the
@@ -244,42 +246,54 @@ func (t *Trainer) stepDP(ctx context.Context, inputs map[string]*rt.Tensor) (Ste
 	p0 := pss[0].p
 	cs := make([]*execCtx, R)
 	errs := make([]error, R)
-	var wg sync.WaitGroup
-	for k := range R {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, p := t.replica(k), pss[k].p
-			cs[k], errs[k] = r.s.execStart(ctx, pss[k], func(i int, x *tensor, dst []byte) error {
-				switch {
-				case k == 0 && x == p.hyper:
-					h := t.optim.hyper(step, t.lr)
-					copy(dst, rt.FromFloat64(x.dtype, h, len(h)).Data)
-				case feeds[k][i] != nil:
-					copy(dst, feeds[k][i])
-				default:
-					copy(dst, shards[k][x.name].Data)
-				}
-				return nil
-			})
-			if errs[k] != nil {
-				errs[k] = t.devErr(k, errs[k])
-			}
-		}()
-	}
-	wg.Wait()
 	release := func() {
 		for k, c := range cs {
 			if c != nil {
 				t.replica(k).s.execFinish(pss[k], c, false)
+				cs[k] = nil
 			}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	parallel := func(f func(k int) error) error {
+		var wg sync.WaitGroup
+		for k := range R {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := f(k); err != nil {
+					errs[k] = t.devErr(k, err)
+				}
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	// Take every device's context and fill its inputs (recording its
+	// streams on first use).
+	if err := parallel(func(k int) error {
+		p := pss[k].p
+		var err error
+		cs[k], err = t.replica(k).s.execAcquire(ctx, pss[k], func(i int, x *tensor, dst []byte) error {
+			switch {
+			case k == 0 && x == p.hyper:
+				h := t.optim.hyper(step, t.lr)
+				copy(dst, rt.FromFloat64(x.dtype, h, len(h)).Data)
+			case feeds[k][i] != nil:
+				copy(dst, feeds[k][i])
+			default:
+				copy(dst, shards[k][x.name].Data)
+			}
+			return nil
+		})
+		return err
+	}); err != nil {
 		release()
 		return StepResult{}, err
 	}
-	// Reduce the gradients into replica 0.
+	// The gradient blocks, reduced into device 0 as each device finishes
+	// its backward pass: a device's reads start while slower devices still
+	// compute.
+	var grads *dist.Array
 	if g := p0.paramsG; g != nil {
 		sh := make([]dist.Shard, R)
 		for k := range R {
@@ -290,18 +304,41 @@ func (t *Trainer) stepDP(ctx context.Context, inputs map[string]*rt.Tensor) (Ste
 			}
 			sh[k] = dist.Shard{Dev: t.replica(k).s.dev, Buf: cs[k].arena, Off: pg.root.offset, Shape: pg.shape}
 		}
-		a, err := dist.View(g.dtype, g.shape, dist.Replicated, sh)
-		if err == nil {
-			w := make([]float64, R)
-			for k, r := range rows {
-				w[k] = float64(r)
-			}
-			err = a.Reduce(0, dist.Mean, dist.ReduceOptions{Weights: w, BucketBytes: t.opts.BucketBytes, Staging: t.stage})
-		}
-		if err != nil {
+		var err error
+		if grads, err = dist.View(g.dtype, g.shape, dist.Replicated, sh); err != nil {
 			release()
 			return StepResult{}, fmt.Errorf("engine: data-parallel step: gradients: %w", err)
 		}
+	}
+	ready := make([]chan error, R)
+	readyR := make([]<-chan error, R)
+	for k := range ready {
+		ready[k] = make(chan error, 1)
+		readyR[k] = ready[k]
+	}
+	var rerr error
+	done := make(chan error, 1)
+	go func() {
+		done <- parallel(func(k int) error {
+			err := t.replica(k).s.execRun(pss[k], cs[k])
+			ready[k] <- err
+			return err
+		})
+	}()
+	if grads != nil {
+		w := make([]float64, R)
+		for k, r := range rows {
+			w[k] = float64(r)
+		}
+		rerr = grads.Reduce(0, dist.Mean, dist.ReduceOptions{Weights: w, BucketBytes: t.opts.BucketBytes, Staging: t.stage, Ready: readyR})
+	}
+	if err := <-done; err != nil { // a device's own error, rather than the reduction's report of it
+		release()
+		return StepResult{}, err
+	}
+	if rerr != nil {
+		release()
+		return StepResult{}, fmt.Errorf("engine: data-parallel step: gradients: %w", rerr)
 	}
 	c0 := cs[0]
 	outs := make([]map[string]*rt.Tensor, R)
