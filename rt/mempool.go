@@ -34,8 +34,9 @@ type MemPoolOptions struct {
 // Buffers from a pool go back through MemPool.Free (or DeviceTensor.Free),
 // never Buffer.Free. A MemPool is safe for concurrent use.
 type MemPool struct {
-	dev  Device
-	opts MemPoolOptions
+	dev      Device
+	opts     MemPoolOptions
+	maxAlloc int64 // DeviceInfo.MaxAlloc
 
 	mu      sync.Mutex
 	closed  bool
@@ -93,7 +94,9 @@ func (s MemPoolStats) String() string {
 
 // SizeClass is the block size a pool allocates for a request of n bytes:
 // 256 bytes at least, the next power of two up to 4 KiB, then n rounded up
-// to an eighth of its power of two (at most 12.5% rounding).
+// to an eighth of its power of two (at most 12.5% rounding). A pool does
+// not round a request past the device's DeviceInfo.MaxAlloc: such a block
+// has the request's own size.
 func SizeClass(n int64) int64 {
 	if n <= 256 {
 		return 256
@@ -110,7 +113,7 @@ func SizeClass(n int64) int64 {
 func NewMemPool(dev Device, opts MemPoolOptions) *MemPool {
 	return &MemPool{dev: dev, opts: opts, free: map[int64][]Buffer{}, pending: map[Stream]map[int64][]Buffer{},
 		live: map[Buffer]int64{}, hfree: map[int64][]HostBuffer{}, hlive: map[HostBuffer]int64{},
-		st: MemPoolStats{Limit: opts.Limit}}
+		st: MemPoolStats{Limit: opts.Limit}, maxAlloc: dev.Info().MaxAlloc}
 }
 
 // Device returns the pool's device.
@@ -129,6 +132,9 @@ func (p *MemPool) AllocOn(size int64, s Stream) (Buffer, error) {
 		return nil, fmt.Errorf("rt: pool: bad allocation size %d", size)
 	}
 	class := SizeClass(size)
+	if ma := p.maxAlloc; ma > 0 && class > ma && size <= ma {
+		class = size // the largest buffers the device allows are not rounded up past it
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
