@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vrun-go/vrun"
@@ -44,7 +45,9 @@ func wideMLP(b *testing.B) *model.Model {
 }
 
 // BenchmarkDataParallelInference times a batch run on one device and split
-// across device lists (rows/s is the throughput). On one host the devices
+// across device lists (rows/s is the throughput), evenly and, for the
+// mixed lists, with 40 rows to the CPU for each row to the other device
+// (Options.Shares). On one host the devices
 // share its cores: the figures measure the split's overhead and the
 // scaling the hardware allows, not that of separate GPUs (see
 // docs/benchmarks.md).
@@ -63,14 +66,19 @@ func BenchmarkDataParallelInference(b *testing.B) {
 		{"cnn", cnn, []int{64, 3, 15, 13}},
 		{"wide-mlp", wideMLP(b), []int{256, 512}},
 	}
-	lists := []string{"cpu", "cpu:0,cpu:1", "cpu:0,cpu:1,cpu:2,cpu:3", "opencl:0", "cpu,opencl:0", "opencl:0,opencl:1",
-		"vulkan:0", "cpu,vulkan:0", "vulkan:0,vulkan:1"}
+	lists := []string{"cpu", "cpu:0,cpu:1", "cpu:0,cpu:1,cpu:2,cpu:3", "opencl:0", "cpu,opencl:0", "cpu,opencl:0 shares 40,1",
+		"opencl:0,opencl:1", "vulkan:0", "cpu,vulkan:0", "cpu,vulkan:0 shares 40,1", "vulkan:0,vulkan:1"}
 	for _, mc := range models {
 		rng := rand.New(rand.NewPCG(1, 1))
 		x := randTensor(rng, mc.in...)
 		for _, list := range lists {
-			b.Run(mc.name+"/"+list, func(b *testing.B) {
-				m, err := vrun.New(mc.g, vrun.Options{Device: list, Shapes: map[string][]int{"x": mc.in}})
+			var shares []float64
+			name := list
+			if l, ok := strings.CutSuffix(list, " shares 40,1"); ok {
+				list, shares = l, []float64{40, 1}
+			}
+			b.Run(mc.name+"/"+name, func(b *testing.B) {
+				m, err := vrun.New(mc.g, vrun.Options{Device: list, Shares: shares, Shapes: map[string][]int{"x": mc.in}})
 				if errors.Is(err, rt.ErrUnavailable) {
 					b.Skip(err)
 				}

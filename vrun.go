@@ -29,6 +29,11 @@ type Options struct {
 	// inference; see engine.ParallelSession). Shapes and Dims are then the
 	// whole batch's.
 	Device string
+	// Shares, with a device list, is each device's relative share of the
+	// batch, in list order ({4, 1}: four rows to the first device for
+	// each row to the second), for devices that differ in speed; nil
+	// splits evenly. See engine.ParallelSession.SetShares.
+	Shares []float64
 	// Logf, if set, receives progress and the reasons "auto" skipped a
 	// backend.
 	Logf func(format string, args ...any)
@@ -144,6 +149,9 @@ func New(g *model.Model, opts Options) (*Model, error) {
 		return nil, err
 	}
 	eo := engine.Options{Shapes: opts.Shapes, Dims: opts.Dims, Parallel: opts.Parallel, Profile: opts.Profile}
+	if len(opts.Shares) > 0 && len(opts.Shares) != len(devs) {
+		return nil, errors.Join(fmt.Errorf("vrun: %d shares for the %d devices of %q", len(opts.Shares), len(devs), opts.Device), rt.CloseAll(devs))
+	}
 	if len(devs) == 1 {
 		s, err := engine.New(g, devs[0], eo)
 		if err != nil {
@@ -155,6 +163,11 @@ func New(g *model.Model, opts Options) (*Model, error) {
 	p, err := engine.NewParallelSession(g, devs, eo)
 	if err != nil {
 		return nil, errors.Join(err, rt.CloseAll(devs))
+	}
+	if opts.Shares != nil {
+		if err := p.SetShares(opts.Shares); err != nil {
+			return nil, errors.Join(err, p.Close(), rt.CloseAll(devs))
+		}
 	}
 	return &Model{Session: p.Sessions()[0], Graph: g, Device: devs[0], Devices: devs, Split: p}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 
@@ -65,6 +66,7 @@ type ParallelSession struct {
 	mu     sync.Mutex
 	checks map[string]error // split checks by input-shape key
 	lost   error            // a device was lost: every later Run fails with it
+	shares []float64        // relative shares of the batch (SetShares), nil for even
 	closed bool
 }
 
@@ -112,7 +114,7 @@ func NewParallelSession(m *model.Model, devs []rt.Device, opts Options) (*Parall
 		}
 		if n >= k {
 			parts = nil
-			for _, r := range splitRows(n, k) {
+			for _, r := range splitRows(n, k, nil) {
 				parts = append(parts, withRows(shapes, split, r[1]-r[0]))
 			}
 		}
@@ -193,16 +195,77 @@ func withRows(shapes map[string][]int, split map[string]bool, rows int) map[stri
 	return out
 }
 
-// splitRows divides n rows among k devices as dist.Split does (the first
-// n%k devices one row more): [from, to) per device.
-func splitRows(n, k int) [][2]int {
+// splitRows divides n rows (n >= k) among k devices: as dist.Split does
+// (the first n%k devices one row more) when shares is nil, else in
+// proportion to shares, each device at least one row, the rows left by
+// rounding down going to the largest remainders. It returns [from, to)
+// per device.
+func splitRows(n, k int, shares []float64) [][2]int {
+	rows := dist.Split(n, k)
+	if shares != nil {
+		var sum float64
+		for _, w := range shares {
+			sum += w
+		}
+		exact := make([]float64, k)
+		total := 0
+		for i, w := range shares {
+			exact[i] = float64(n) * w / sum
+			rows[i] = max(1, int(exact[i]))
+			total += rows[i]
+		}
+		for total > n { // the one-row minimums overshot: take from the largest
+			j := 0
+			for i := range rows {
+				if rows[i] > rows[j] {
+					j = i
+				}
+			}
+			rows[j]--
+			total--
+		}
+		for total < n { // give what rounding left to the largest remainders
+			j := 0
+			for i := range rows {
+				if exact[i]-float64(rows[i]) > exact[j]-float64(rows[j]) {
+					j = i
+				}
+			}
+			rows[j]++
+			total++
+		}
+	}
 	out := make([][2]int, k)
 	from := 0
-	for i, r := range dist.Split(n, k) {
+	for i, r := range rows {
 		out[i] = [2]int{from, from + r}
 		from += r
 	}
 	return out
+}
+
+// SetShares sets each device's relative share of the batch, in list
+// order: {4, 1} gives the first device four rows for every row of the
+// second, for lists whose devices differ in speed (an even split finishes
+// at the slowest device's pace). Every device still gets at least one
+// row. nil restores the even split. Each new share of rows plans once
+// more on its device.
+func (p *ParallelSession) SetShares(shares []float64) error {
+	if shares != nil {
+		if len(shares) != len(p.devs) {
+			return fmt.Errorf("engine: %d shares for the %d devices %s", len(shares), len(p.devs), strings.Join(p.specs, ","))
+		}
+		for i, w := range shares {
+			if !(w > 0) || math.IsInf(w, 0) {
+				return fmt.Errorf("engine: share %v of device %s: want a positive number", w, p.specs[i])
+			}
+		}
+		shares = append([]float64(nil), shares...)
+	}
+	p.mu.Lock()
+	p.shares = shares
+	p.mu.Unlock()
+	return nil
 }
 
 func (p *ParallelSession) notSplittable(err error) error {
@@ -311,7 +374,10 @@ func (p *ParallelSession) Run(ctx context.Context, inputs map[string]*rt.Tensor)
 	if err := p.checkSplit(shapes); err != nil {
 		return nil, err
 	}
-	ranges := splitRows(n, k)
+	p.mu.Lock()
+	shares := p.shares
+	p.mu.Unlock()
+	ranges := splitRows(n, k, shares)
 	outs := make([]map[string]*rt.Tensor, k)
 	errs := make([]error, k)
 	rctx, cancel := context.WithCancel(ctx)

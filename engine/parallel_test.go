@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -341,5 +342,52 @@ func TestParallelSessionDeviceLost(t *testing.T) {
 	}
 	if _, err2 := dp.Run(context.Background(), in); !errors.Is(err2, rt.ErrDeviceLost) || err2.Error() != err.Error() {
 		t.Errorf("run after the loss: %v, want %v", err2, err)
+	}
+}
+
+// SetShares splits the batch by the given proportions (outputs still the
+// single device's), and refuses bad shares.
+func TestParallelSessionShares(t *testing.T) {
+	m := mlpModel(t)
+	devs := cpuDevices(t, 3)
+	dp, err := engine.NewParallelSession(m, devs, engine.Options{Dims: map[string]int{"batch": 16}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	ref := session(t, m, engine.Options{Dims: map[string]int{"batch": 16}})
+	in := mlpInputs(rand.New(rand.NewPCG(8, 8)), 16)
+	want, err := ref.Run(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, shares := range [][]float64{{1, 2, 5}, {100, 1, 1}, nil} {
+		if err := dp.SetShares(shares); err != nil {
+			t.Fatal(err)
+		}
+		got, err := dp.Run(context.Background(), in)
+		if err != nil {
+			t.Fatalf("shares %v: %v", shares, err)
+		}
+		if !bytes.Equal(got["e"].Data, want["e"].Data) {
+			t.Errorf("shares %v: the embedding differs", shares)
+		}
+		for i := 0; i < got["y"].Len(); i++ {
+			if d := got["y"].Float64(i) - want["y"].Float64(i); d > 1e-6 || d < -1e-6 {
+				t.Fatalf("shares %v: y[%d] = %v, want %v", shares, i, got["y"].Float64(i), want["y"].Float64(i))
+			}
+		}
+	}
+	for _, c := range []struct {
+		shares []float64
+		err    string
+	}{
+		{[]float64{1, 2}, "2 shares for the 3 devices cpu:0,cpu:1,cpu:2"},
+		{[]float64{1, 0, 1}, "share 0 of device cpu:1: want a positive number"},
+		{[]float64{1, 1, math.NaN()}, "share NaN of device cpu:2"},
+	} {
+		if err := dp.SetShares(c.shares); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("SetShares(%v) = %v, want %q", c.shares, err, c.err)
+		}
 	}
 }

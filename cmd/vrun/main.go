@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -75,6 +76,7 @@ type runFlags struct {
 	outDir  string
 	bench   int
 	profile bool
+	shares  string
 	seed    uint64
 	verbose bool
 	json    bool
@@ -98,6 +100,7 @@ func newFlags(stderr io.Writer) *runFlags {
 	f.fs.StringVar(&f.outDir, "o", "", "write outputs as .npy files into `DIR`")
 	f.fs.IntVar(&f.bench, "bench", 0, "warm up, then time `N` runs (1 to 1000000)")
 	f.fs.BoolVar(&f.profile, "profile", false, "print the slowest ops of the last run and the device memory")
+	f.fs.StringVar(&f.shares, "shares", "", "with a -device list, each device's relative share of the batch, as `4,1` (default even)")
 	f.fs.Uint64Var(&f.seed, "seed", 1, "seed for random inputs")
 	f.fs.BoolVar(&f.verbose, "v", false, "verbose output")
 	f.fs.BoolVar(&f.json, "json", false, "print the results as JSON")
@@ -227,6 +230,15 @@ func (f *runFlags) load(path string, stderr io.Writer) (vrun.Options, *model.Mod
 
 func (f *runFlags) options(stderr io.Writer) (vrun.Options, error) {
 	opts := vrun.Options{Device: f.device, Profile: f.profile, Shapes: map[string][]int{}}
+	if f.shares != "" {
+		for _, v := range strings.Split(f.shares, ",") {
+			w, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || !(w > 0) || math.IsInf(w, 0) {
+				return opts, usageError{fmt.Sprintf("-shares %q: want positive numbers separated by commas, as 4,1", f.shares)}
+			}
+			opts.Shares = append(opts.Shares, w)
+		}
+	}
 	if f.verbose {
 		opts.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "vrun: "+format+"\n", args...) }
 	}
