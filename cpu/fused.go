@@ -7,7 +7,11 @@ import (
 )
 
 // rt.Fused: the operands (inputs, then outputs) are walked together as
-// rows of their innermost coalesced dim, in chunks of fusedChunk elements.
+// rows of their innermost coalesced dim, in chunks of fusedChunk elements;
+// rows of at most fusedShortRow elements are gathered up to fusedMaxGroup
+// at a time into the registers, so that each instruction runs once per
+// group (an LSTM step's [2, 48] gates: 0.8 µs instead of 1.1 µs as seven
+// ops, BenchmarkFused).
 // Per chunk, each input register is the input's memory itself when its
 // elements are contiguous, else a scratch row it is gathered (or
 // broadcast) into; each instruction writes its own scratch row with the
@@ -17,6 +21,13 @@ import (
 
 const fusedChunk = 2048
 
+// Rows of at most fusedShortRow elements are processed fusedMaxGroup (at
+// most) at a time.
+const (
+	fusedShortRow = 64
+	fusedMaxGroup = 64
+)
+
 // fusedPlan is a Fused op made ready to run: buffers resolved and the
 // loop nest coalesced.
 type fusedPlan[T floatT] struct {
@@ -25,11 +36,13 @@ type fusedPlan[T floatT] struct {
 	data [][]T // per operand: the whole buffer
 	off  []int // per operand: element offset of element 0
 	rowNest
-	cpr    int    // chunks per row
-	stage  []bool // per input: copy into scratch even when contiguous (it is also a result)
-	direct int    // the output the last instruction writes directly, or -1
-	pool   sync.Pool
-	parRun func(lo, hi int)
+	cpr       int    // chunks per row
+	stage     []bool // per input: copy into scratch even when contiguous (it is also a result)
+	direct    int    // the output the last instruction writes directly, or -1
+	group     int    // rows per chunk when rows are short (> 1), else 1
+	pool      sync.Pool
+	parRun    func(lo, hi int)
+	parGroups func(lo, hi int)
 }
 
 // fusedScratch holds a chunk's registers.
@@ -60,6 +73,12 @@ func newFusedPlan[T floatT](o *rt.Fused) *fusedPlan[T] {
 	}
 	p.rowNest = newRowNest(o.Out[0].Shape, strides...)
 	p.cpr = max(1, (p.inner+fusedChunk-1)/fusedChunk)
+	p.group = 1
+	if p.rows > 1 && p.inner > 0 && p.inner <= fusedShortRow {
+		// Short rows: gather several into each chunk, so that every
+		// instruction runs once per chunk, not once per row.
+		p.group = min(p.rows, fusedChunk/p.inner, fusedMaxGroup)
+	}
 	p.stage = make([]bool, p.nIn)
 	for _, r := range o.Result {
 		if r < p.nIn {
@@ -85,12 +104,22 @@ func newFusedPlan[T floatT](o *rt.Fused) *fusedPlan[T] {
 		return &fusedScratch[T]{buf: make([]T, nreg*fusedChunk), regs: make([][]T, nreg)}
 	}
 	p.parRun = p.runRange
+	p.parGroups = p.runGroups
 	return p
 }
 
 func (p *fusedPlan[T]) run() error {
 	units := p.rows * p.cpr
 	if units == 0 {
+		return nil
+	}
+	if p.group > 1 {
+		groups := (p.rows + p.group - 1) / p.group
+		if p.rows*p.inner < ewParallel || workers() == 1 {
+			p.runGroups(0, groups)
+			return nil
+		}
+		parallelFor(groups, max(1, ewUnit/(p.group*p.inner)), p.parGroups)
 		return nil
 	}
 	if p.rows*p.inner < ewParallel || workers() == 1 {
@@ -131,6 +160,87 @@ func (p *fusedPlan[T]) runRange(u0, u1 int) {
 		}
 		s := c * fusedChunk
 		p.chunk(w, base, s, min(fusedChunk, p.inner-s))
+	}
+}
+
+// rowBase sets base to the operands' offsets of the first element of row.
+func (p *fusedPlan[T]) rowBase(base []int, row int) {
+	for k := range base {
+		base[k] = p.off[k]
+	}
+	for d := len(p.outer) - 1; d >= 0; d-- {
+		i := row % p.outer[d]
+		row /= p.outer[d]
+		for k := range base {
+			base[k] += i * p.ost[k][d]
+		}
+	}
+}
+
+// runGroups runs row groups [g0, g1): each gathers its rows' inputs into
+// the registers, runs the program once over all of them and scatters the
+// outputs.
+func (p *fusedPlan[T]) runGroups(g0, g1 int) {
+	w := p.pool.Get().(*fusedScratch[T])
+	defer p.pool.Put(w)
+	o := p.o
+	nops, inner := len(p.data), p.inner
+	var basea [2 * rt.MaxFusedOperands]int
+	var obase [fusedMaxGroup][rt.MaxFusedOperands]int
+	base := basea[:nops]
+	for g := g0; g < g1; g++ {
+		row0 := g * p.group
+		nr := min(p.group, p.rows-row0)
+		n := nr * inner
+		for j := range nr {
+			p.rowBase(base, row0+j)
+			for k := 0; k < p.nIn; k++ {
+				src, inc, at := p.data[k], p.inc[k], base[k]
+				buf := w.buf[k*fusedChunk+j*inner : k*fusedChunk+(j+1)*inner]
+				switch inc {
+				case 1:
+					copy(buf, src[at:at+inner])
+				case 0:
+					v := src[at]
+					for i := range buf {
+						buf[i] = v
+					}
+				default:
+					for i := range buf {
+						buf[i] = src[at+i*inc]
+					}
+				}
+			}
+			copy(obase[j][:len(o.Out)], base[p.nIn:])
+		}
+		regs := w.regs
+		for k := 0; k < p.nIn; k++ {
+			regs[k] = w.buf[k*fusedChunk : k*fusedChunk+n]
+		}
+		for i, in := range o.Code {
+			r := p.nIn + i
+			dst := w.buf[r*fusedChunk : r*fusedChunk+n]
+			if in.Binary {
+				fusedBinary(in.Fn, dst, regs[in.A], regs[in.B])
+			} else {
+				fusedUnary(in.Unary, in.Alpha, in.Beta, dst, regs[in.A])
+			}
+			regs[r] = dst
+		}
+		for q, r := range o.Result {
+			dst, inc := p.data[p.nIn+q], p.inc[p.nIn+q]
+			for j := range nr {
+				src := regs[r][j*inner : (j+1)*inner]
+				at := obase[j][q]
+				if inc == 1 {
+					copy(dst[at:at+inner], src)
+					continue
+				}
+				for i, v := range src {
+					dst[at+i*inc] = v
+				}
+			}
+		}
 	}
 }
 

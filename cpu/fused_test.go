@@ -23,7 +23,7 @@ type fusedInput struct {
 // 1e-12 relative for f64; 1e-5 relative to max(|want|, 1) for f32 (the
 // f32 transcendentals are within 3 ULP, the programs a few steps long).
 func TestFused(t *testing.T) {
-	shapes := [][]int{{1}, {7}, {3, 5, 7}, {2, 300}, {2, 1, 513}, {3, 11000}}
+	shapes := [][]int{{1}, {7}, {3, 5, 7}, {100, 3}, {2, 48}, {2, 300}, {2, 1, 513}, {3, 11000}, {20000, 2}}
 	for _, dt := range []rt.DType{rt.F32, rt.F64} {
 		for _, shape := range shapes {
 			for _, prog := range []string{"lstm", "chain", "passthrough"} {
