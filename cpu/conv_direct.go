@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"sync"
+
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -66,15 +68,31 @@ type dconvPlan struct {
 	taps, nout int
 }
 
+// dconvPlans recycles plans (and their slices) between runs.
+var dconvPlans sync.Pool
+
+// resize returns s with length n, reusing its array when large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// newDconvPlan lays out o with weights w and bias (nil: none); the plan
+// goes back to dconvPlans after use.
 func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
-	p := &dconvPlan{o: o, cg: o.C / o.Groups, kg: o.K / o.Groups}
+	p, _ := dconvPlans.Get().(*dconvPlan)
+	if p == nil {
+		p = new(dconvPlan)
+	}
+	*p = dconvPlan{o: o, cg: o.C / o.Groups, kg: o.K / o.Groups, offs: p.offs[:0], kb0: p.kb0[:0], wp: p.wp, bias: p.bias}
 	sh, sw := o.StrideH, o.StrideW
 	hp := (o.OH-1)*sh + (o.KH-1)*o.DilH + 1
 	wpd := (o.OW-1)*sw + (o.KW-1)*o.DilW + 1
 	p.hq, p.wq = ceilDiv(hp, sh), ceilDiv(wpd, sw)
 	p.ps = sh * sw * p.hq * p.wq
 	p.taps = p.cg * o.KH * o.KW
-	p.offs = make([]int, 0, p.taps)
 	hi := 0
 	for c := 0; c < p.cg; c++ {
 		for kh := 0; kh < o.KH; kh++ {
@@ -97,7 +115,7 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 	}
 	// Weights packed per block: block of channels [k0, k1) (of all K) at
 	// k0·taps, as [tap][k].
-	p.wp = make([]float32, o.K*p.taps)
+	p.wp = resize(p.wp, o.K*p.taps)
 	for g := 0; g < o.Groups; g++ {
 		for i := 0; i+1 < len(p.kb0); i++ {
 			k0, k1 := g*p.kg+p.kb0[i], g*p.kg+p.kb0[i+1]
@@ -111,8 +129,8 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 			}
 		}
 	}
-	p.bias = make([]float32, o.K)
-	copy(p.bias, bias)
+	p.bias = resize(p.bias, o.K)
+	clear(p.bias[copy(p.bias, bias):])
 	p.rows = max(1, min(o.OH, 2048/p.wq))
 	p.nchunk = (o.OH + p.rows - 1) / p.rows
 	return p
@@ -232,6 +250,10 @@ func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 // directConv runs o (see useDirectConv) on x, w, bias (nil: none) and y.
 func directConv(o *rt.Conv, x, w, bias, y []float32) {
 	p := newDconvPlan(o, w, bias)
+	defer func() {
+		p.o = nil
+		dconvPlans.Put(p)
+	}()
 	units := o.N * o.Groups
 	nkb := len(p.kb0) - 1
 	outLen := dconvMaxKB() * p.rows * p.wq
