@@ -511,7 +511,13 @@ func bench(ctx context.Context, m *vrun.Model, inputs map[string]*rt.Tensor, n i
 			batch = t.Shape[0]
 		}
 	}
-	perSec := float64(n) / total.Seconds()
+	// A clock that ticks coarsely (Windows: the interrupt time, 0.5-16
+	// ms) can see a short benchmark take no time at all; its rates are
+	// then 0, "not measured", rather than +Inf.
+	perSec := 0.0
+	if total > 0 {
+		perSec = float64(n) / total.Seconds()
+	}
 	return benchResult{Runs: n, Warmup: warm, MinMS: ms(times[0]), MedianMS: ms(times[n/2]), P90MS: ms(times[min(n-1, n*9/10)]),
 		RunsPerS: perSec, ItemsPerS: perSec * float64(batch), Batch: batch}, nil
 }

@@ -317,6 +317,8 @@ type benchResult struct {
 	MinMS     float64 `json:"min_ms"`
 	MedianMS  float64 `json:"median_ms"`
 	P90MS     float64 `json:"p90_ms"`
+	// RunsPerS and ItemsPerS are 0 when the runs took less time than
+	// the clock can see.
 	RunsPerS  float64 `json:"runs_per_s"`
 	ItemsPerS float64 `json:"items_per_s"`
 	Batch     int     `json:"batch"`
