@@ -312,11 +312,11 @@ func ints64(s []int) []int64 {
 
 // benchResult is the outcome of -bench.
 type benchResult struct {
-	Runs      int     `json:"runs"`
-	Warmup    int     `json:"warmup"`
-	MinMS     float64 `json:"min_ms"`
-	MedianMS  float64 `json:"median_ms"`
-	P90MS     float64 `json:"p90_ms"`
+	Runs     int     `json:"runs"`
+	Warmup   int     `json:"warmup"`
+	MinMS    float64 `json:"min_ms"`
+	MedianMS float64 `json:"median_ms"`
+	P90MS    float64 `json:"p90_ms"`
 	// RunsPerS and ItemsPerS are 0 when the runs took less time than
 	// the clock can see.
 	RunsPerS  float64 `json:"runs_per_s"`
