@@ -196,20 +196,7 @@ func (p *fusedPlan[T]) runGroups(g0, g1 int) {
 			p.rowBase(base, row0+j)
 			for k := 0; k < p.nIn; k++ {
 				src, inc, at := p.data[k], p.inc[k], base[k]
-				buf := w.buf[k*fusedChunk+j*inner : k*fusedChunk+(j+1)*inner]
-				switch inc {
-				case 1:
-					copy(buf, src[at:at+inner])
-				case 0:
-					v := src[at]
-					for i := range buf {
-						buf[i] = v
-					}
-				default:
-					for i := range buf {
-						buf[i] = src[at+i*inc]
-					}
-				}
+				gatherRun(w.buf[k*fusedChunk+j*inner:k*fusedChunk+(j+1)*inner], src, at, inc)
 			}
 			copy(obase[j][:len(o.Out)], base[p.nIn:])
 		}
@@ -252,21 +239,12 @@ func (p *fusedPlan[T]) chunk(w *fusedScratch[T], base []int, s, n int) {
 	for k := 0; k < p.nIn; k++ {
 		src, inc := p.data[k], p.inc[k]
 		at := base[k] + s*inc
-		buf := w.buf[k*fusedChunk : k*fusedChunk+n]
-		switch {
-		case inc == 1 && !p.stage[k]:
+		if inc == 1 && !p.stage[k] {
 			regs[k] = src[at : at+n]
 			continue
-		case inc == 0:
-			v := src[at]
-			for i := range buf {
-				buf[i] = v
-			}
-		default:
-			for i := range buf {
-				buf[i] = src[at+i*inc]
-			}
 		}
+		buf := w.buf[k*fusedChunk : k*fusedChunk+n]
+		gatherRun(buf, src, at, inc)
 		regs[k] = buf
 	}
 	last := len(o.Code) - 1
@@ -333,4 +311,23 @@ func fusedBinary[T floatT](fn rt.BinaryFn, dst, a, b []T) {
 		}
 	}
 	binVecVec(fn, a, b, dst)
+}
+
+// gatherRun fills buf with the operand elements src[at], src[at+inc], ...:
+// one copy when they are contiguous, the one value when inc is 0
+// (broadcast).
+func gatherRun[T floatT](buf, src []T, at, inc int) {
+	switch inc {
+	case 1:
+		copy(buf, src[at:at+len(buf)])
+	case 0:
+		v := src[at]
+		for i := range buf {
+			buf[i] = v
+		}
+	default:
+		for i := range buf {
+			buf[i] = src[at+i*inc]
+		}
+	}
 }
