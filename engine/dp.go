@@ -445,20 +445,18 @@ func (t *Trainer) dpMasks(pss []*planState, rows []int) ([][][]byte, error) {
 func joinOutputs(outs []map[string]*rt.Tensor, rows []int, n int) map[string]*rt.Tensor {
 	res := map[string]*rt.Tensor{}
 	for name, x0 := range outs[0] {
-		batched := true
+		batched, size := true, 0
 		for k, o := range outs {
 			x := o[name]
 			if x == nil || len(x.Shape) == 0 || x.Shape[0] != rows[k] || !slices.Equal(x.Shape[1:], x0.Shape[1:]) || x.DType != x0.DType {
 				batched = false
+				break
 			}
+			size += len(x.Data)
 		}
 		switch {
 		case batched:
-			y := &rt.Tensor{DType: x0.DType, Shape: append([]int{n}, x0.Shape[1:]...)}
-			for _, o := range outs {
-				y.Data = append(y.Data, o[name].Data...)
-			}
-			res[name] = y
+			res[name] = concatRows(outs, name, n, size)
 		case x0.DType.IsFloat() && x0.Len() == 1:
 			v := 0.0
 			for k, o := range outs {

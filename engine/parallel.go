@@ -468,13 +468,21 @@ func (p *ParallelSession) gather(outs []map[string]*rt.Tensor, ranges [][2]int, 
 			}
 			total += len(t.Data)
 		}
-		data := make([]byte, 0, total)
-		for _, o := range outs {
-			data = append(data, o[name].Data...)
-		}
-		res[name] = &rt.Tensor{DType: t0.DType, Shape: append([]int{n}, t0.Shape[1:]...), Data: data}
+		res[name] = concatRows(outs, name, n, total)
 	}
 	return res, nil
+}
+
+// concatRows joins output name of every share, in order, into one tensor
+// of n rows (size bytes); the shares have been checked to agree on the
+// dtype and the trailing dims.
+func concatRows(outs []map[string]*rt.Tensor, name string, n, size int) *rt.Tensor {
+	x0 := outs[0][name]
+	data := make([]byte, 0, size)
+	for _, o := range outs {
+		data = append(data, o[name].Data...)
+	}
+	return &rt.Tensor{DType: x0.DType, Shape: append([]int{n}, x0.Shape[1:]...), Data: data}
 }
 
 func (p *ParallelSession) closeSessions() error {
