@@ -2,6 +2,7 @@
 """PyTorch baselines on the GPU machine, to print beside vrun's numbers.
 
     python3 bench/torch_baseline.py gemm      # cuBLAS GEMM TFLOP/s, f64/f32/f16, n = 1024/4096/8192 (TF32 off)
+    python3 bench/torch_baseline.py bandwidth # GEMV and bandwidth-bound kernels in GB/s, beside the device copy
     python3 bench/torch_baseline.py models DIR  # eager and CUDA-graph batch-1/32 latency of DIR/*.onnx's torch twins
 
 Timings use CUDA events around many iterations after a warm-up.
@@ -35,9 +36,50 @@ def gemm():
             print(f"torch GEMM {str(dt).split('.')[-1]:8} n={n:5}  {2 * n**3 / sec / 1e12:8.2f} TFLOP/s", flush=True)
 
 
+def _gpu_seconds(fn, iters=50):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(iters):
+        fn()
+    e.record()
+    torch.cuda.synchronize()
+    return s.elapsed_time(e) / 1e3 / iters
+
+
+def bandwidth():
+    """GB/s of bytes read plus written, f32, the shapes of vrun's Vulkan benchmarks."""
+    k, n = 4096, 14336
+    x = torch.randn(1, k, device="cuda")
+    w = torch.randn(k, n, device="cuda")
+    wt = w.t().contiguous()  # n x k
+    for name, fn in (("gemv x·W (W k×n)", lambda: x @ w), ("gemv W·x (W n×k)", lambda: wt @ x.t())):
+        print(f"torch {name:24} {k * n * 4 / _gpu_seconds(fn) / 1e9:9.1f} GB/s", flush=True)
+    rows, cols = 8192, 8192
+    a = torch.randn(rows, cols, device="cuda")
+    b = torch.randn(rows, cols, device="cuda")
+    out = torch.empty_like(a)
+    nb = rows * cols * 4
+    img = torch.randn(32, 64, 112, 112, device="cuda")
+    for name, fn, moved in (
+        ("copy", lambda: out.copy_(a), 2 * nb),
+        ("add", lambda: torch.add(a, b, out=out), 3 * nb),
+        ("relu", lambda: torch.relu(a), 2 * nb),
+        ("softmax rows", lambda: torch.softmax(a, dim=1), 2 * nb),
+        ("layernorm rows", lambda: torch.nn.functional.layer_norm(a, (cols,)), 2 * nb),
+        ("sum rows", lambda: a.sum(dim=1), nb),
+        ("maxpool 3x3/2", lambda: torch.nn.functional.max_pool2d(img, 3, 2, 1), img.numel() * 4 * 5 // 4),
+    ):
+        print(f"torch {name:24} {moved / _gpu_seconds(fn) / 1e9:9.1f} GB/s", flush=True)
+
+
 def models():
+    """Batch-1 and batch-32 latency, eager and CUDA-graph replay (median of 50 runs; f32, TF32 off)."""
     import torchvision
-    for name, make in (("resnet18", torchvision.models.resnet18), ("mobilenet_v2", torchvision.models.mobilenet_v2),
+    for name, make in (("resnet18", torchvision.models.resnet18), ("resnet50", torchvision.models.resnet50),
+                       ("mobilenet_v2", torchvision.models.mobilenet_v2),
                        ("squeezenet1_1", torchvision.models.squeezenet1_1)):
         m = make(weights=None).eval().cuda()
         for batch in (1, 32):
@@ -46,15 +88,25 @@ def models():
                 for _ in range(10):
                     m(x)
                 torch.cuda.synchronize()
-                ts = []
-                for _ in range(50):
-                    t0 = time.perf_counter()
+                g = torch.cuda.CUDAGraph()
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    for _ in range(3):
+                        m(x)
+                torch.cuda.current_stream().wait_stream(s)
+                with torch.cuda.graph(g):
                     m(x)
-                    torch.cuda.synchronize()
-                    ts.append(time.perf_counter() - t0)
-                ts.sort()
-                print(f"torch eager {name:14} batch {batch:2}: median {ts[len(ts) // 2] * 1e3:.3f} ms", flush=True)
+                for mode, fn in (("eager", lambda: m(x)), ("graph", g.replay)):
+                    ts = []
+                    for _ in range(50):
+                        t0 = time.perf_counter()
+                        fn()
+                        torch.cuda.synchronize()
+                        ts.append(time.perf_counter() - t0)
+                    ts.sort()
+                    print(f"torch {mode} {name:14} batch {batch:2}: median {ts[len(ts) // 2] * 1e3:.3f} ms", flush=True)
 
 
 if __name__ == "__main__":
-    {"gemm": gemm, "models": models}[sys.argv[1]]()
+    {"gemm": gemm, "bandwidth": bandwidth, "models": models}[sys.argv[1]]()

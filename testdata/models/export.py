@@ -59,6 +59,7 @@ def models():
         "squeezenet1_1": (lambda: torchvision.models.squeezenet1_1(weights=None), img),
         "mobilenet_v2": (lambda: torchvision.models.mobilenet_v2(weights=None), img),
         "resnet18": (lambda: torchvision.models.resnet18(weights=None), img),
+        "resnet50": (lambda: torchvision.models.resnet50(weights=None), img),
         "transformer": (TransformerClassifier, tok),
         "lstm": (LSTMClassifier, tok),
     }
