@@ -76,11 +76,14 @@ type runFlags struct {
 	outDir  string
 	bench   int
 	profile bool
-	shares  string
-	seed    uint64
-	verbose bool
-	json    bool
-	version bool
+	// resident times -bench runs on inputs already on the device
+	// (Model.RunDevice), without the host copies.
+	resident bool
+	shares   string
+	seed     uint64
+	verbose  bool
+	json     bool
+	version  bool
 }
 
 // maxBench is the most runs -bench times.
@@ -100,6 +103,7 @@ func newFlags(stderr io.Writer) *runFlags {
 	f.fs.StringVar(&f.outDir, "o", "", "write outputs as .npy files into `DIR`")
 	f.fs.IntVar(&f.bench, "bench", 0, "warm up, then time `N` runs (1 to 1000000)")
 	f.fs.BoolVar(&f.profile, "profile", false, "print the slowest ops of the last run and the device memory")
+	f.fs.BoolVar(&f.resident, "resident", false, "with -bench, keep the inputs and outputs on the device while timing (RunDevice), so that the host copies are not timed")
 	f.fs.StringVar(&f.shares, "shares", "", "with a -device list, each device's relative share of the batch, as `4,1` (default even)")
 	f.fs.Uint64Var(&f.seed, "seed", 1, "seed for random inputs")
 	f.fs.BoolVar(&f.verbose, "v", false, "verbose output")
@@ -118,6 +122,12 @@ func (f *runFlags) parse(args []string) ([]string, error) {
 	}
 	if f.bench < 0 || f.bench > maxBench {
 		return nil, usageError{fmt.Sprintf("-bench %d: want 1 to %d runs", f.bench, maxBench)}
+	}
+	if f.resident && f.bench == 0 {
+		return nil, usageError{"-resident needs -bench"}
+	}
+	if f.resident && strings.Contains(f.device, ",") {
+		return nil, usageError{"-resident runs on one device, not on a -device list"}
 	}
 	for _, fl := range []struct {
 		name string
@@ -437,7 +447,16 @@ func runAndReport(f *runFlags, m *vrun.Model, name string, inputs map[string]*rt
 		}
 	}
 	if f.bench > 0 {
-		b, err := bench(ctx, m, inputs, f.bench)
+		run := func() error { _, err := m.Run(ctx, inputs); return err }
+		if f.resident {
+			r, err := residentRun(ctx, m, inputs)
+			if err != nil {
+				return err
+			}
+			defer r.free()
+			run = r.run
+		}
+		b, err := bench(run, m, inputs, f.bench)
 		if err != nil {
 			return err
 		}
@@ -486,10 +505,11 @@ func labels(g *model.Model) []string {
 	return strings.Split(v, ",")
 }
 
-func bench(ctx context.Context, m *vrun.Model, inputs map[string]*rt.Tensor, n int) (benchResult, error) {
+// bench times n calls of run (one run of m on inputs) after a warm-up.
+func bench(run func() error, m *vrun.Model, inputs map[string]*rt.Tensor, n int) (benchResult, error) {
 	warm := max(1, min(10, n/10))
 	for i := 0; i < warm; i++ {
-		if _, err := m.Run(ctx, inputs); err != nil {
+		if err := run(); err != nil {
 			return benchResult{}, err
 		}
 	}
@@ -497,7 +517,7 @@ func bench(ctx context.Context, m *vrun.Model, inputs map[string]*rt.Tensor, n i
 	start := time.Now()
 	for i := range times {
 		t0 := time.Now()
-		if _, err := m.Run(ctx, inputs); err != nil {
+		if err := run(); err != nil {
 			return benchResult{}, err
 		}
 		times[i] = time.Since(t0)
@@ -520,6 +540,42 @@ func bench(ctx context.Context, m *vrun.Model, inputs map[string]*rt.Tensor, n i
 	}
 	return benchResult{Runs: n, Warmup: warm, MinMS: ms(times[0]), MedianMS: ms(times[n/2]), P90MS: ms(times[min(n-1, n*9/10)]),
 		RunsPerS: perSec, ItemsPerS: perSec * float64(batch), Batch: batch}, nil
+}
+
+// resident holds a model's inputs on its device for -resident.
+type resident struct {
+	ctx context.Context
+	m   *vrun.Model
+	in  map[string]*rt.DeviceTensor
+}
+
+// residentRun copies inputs to m's device once; its run method runs m
+// on them with Model.RunDevice and frees the outputs.
+func residentRun(ctx context.Context, m *vrun.Model, inputs map[string]*rt.Tensor) (*resident, error) {
+	r := &resident{ctx: ctx, m: m, in: map[string]*rt.DeviceTensor{}}
+	for name, t := range inputs {
+		d, err := m.ToDevice(t)
+		if err != nil {
+			r.free()
+			return nil, fmt.Errorf("-resident: input %q: %w", name, err)
+		}
+		r.in[name] = d
+	}
+	return r, nil
+}
+
+func (r *resident) run() error {
+	out, err := r.m.RunDevice(r.ctx, r.in)
+	for _, t := range out {
+		t.Free()
+	}
+	return err
+}
+
+func (r *resident) free() {
+	for _, t := range r.in {
+		t.Free()
+	}
 }
 
 func profileOf(m *vrun.Model) []profileJSON {
