@@ -32,6 +32,14 @@
 # The device opens with a placeholder indexed.ptx or optim.ptx (reporting
 # their ops as unsupported), but not with a placeholder kernels.ptx.
 #
+# Next to each PTX module build.sh writes a fatbin (kernels.fatbin,
+# indexed.fatbin, optim.fatbin) holding the module compiled to SASS for
+# sm_80 (Ampere: runs on sm_80, sm_86, sm_87, sm_89) and sm_90 (Hopper),
+# compressed, with a hash file of its own (module.fatbin.sha256:
+# "sources <hash>" and "fatbin <sha256 of the fatbin>"). The device loads
+# the fatbin first, so those GPUs start without a PTX JIT, and falls back
+# to the PTX on any other GPU. A placeholder fatbin is empty.
+#
 # The PTX targets the virtual architecture compute_75, so the driver JITs
 # it for any GPU from sm_75 (Turing) up. PTX from nvcc 13.0 declares PTX
 # ISA 9.0 (".version 9.0"), which needs a driver of the CUDA 13.0 branch
@@ -53,6 +61,8 @@ optim_hash=$(hash_of $optim_srcs)
 placeholder() { # module.ptx sources-hash
   printf '%s\n' "// vrun placeholder: no PTX was built. Run cudashim/kernels/build.sh on a machine with nvcc." >"$1"
   printf 'sources %s\nplaceholder\n' "$2" >"$1.sha256"
+  : >"${1%.ptx}.fatbin"
+  printf 'sources %s\nplaceholder\n' "$2" >"${1%.ptx}.fatbin.sha256"
   echo "build.sh: wrote placeholder $1 (sources $2)"
 }
 
@@ -95,6 +105,15 @@ compile() { # source.cu module.ptx sources-hash
   ptx_hash=$(sha256sum "$2" | cut -d' ' -f1)
   printf 'sources %s\nptx %s\n' "$3" "$ptx_hash" >"$2.sha256"
   echo "build.sh: wrote $2 ($(grep -m1 '^\.version' "$2"), $(wc -c <"$2") bytes) and $2.sha256"
+  local fb=${2%.ptx}.fatbin
+  tmp=$(mktemp "$fb.XXXXXX")
+  trap 'rm -f "$tmp"' EXIT
+  "$NVCC" -fatbin -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+    -Xfatbin -compress-all -O3 -std=c++17 -o "$tmp" "$1"
+  mv -f "$tmp" "$fb"
+  trap - EXIT
+  printf 'sources %s\nfatbin %s\n' "$3" "$(sha256sum "$fb" | cut -d' ' -f1)" >"$fb.sha256"
+  echo "build.sh: wrote $fb ($(wc -c <"$fb") bytes) and $fb.sha256"
 }
 
 if [ -z "$mode" ]; then
