@@ -392,6 +392,27 @@ func moduleLoad(ptx string) (C.CUmodule, error) {
 	return m, nil
 }
 
+// moduleLoadFatbin loads a fatbin in the current context: the driver picks
+// the cubin for the current GPU, with no JIT, or fails (typically
+// CUDA_ERROR_NO_BINARY_FOR_GPU) when none fits.
+func moduleLoadFatbin(fb []byte) (C.CUmodule, error) {
+	if len(fb) == 0 {
+		return nil, errors.New("cuda: empty fatbin")
+	}
+	img := C.CBytes(fb)
+	defer C.free(img)
+	var log [8192]C.char
+	var m C.CUmodule
+	err := check(C.vr_module_load(&m, (*C.char)(img), &log[0], C.size_t(len(log))), "cuModuleLoadDataEx")
+	if err != nil {
+		if s := strings.TrimSpace(C.GoString(&log[0])); s != "" {
+			err = fmt.Errorf("%w\nlog:\n%s", err, s)
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
 func moduleFunction(m C.CUmodule, name string) (C.CUfunction, error) {
 	cn := C.CString(name)
 	defer C.free(unsafe.Pointer(cn))

@@ -221,7 +221,8 @@ static void vr_error_text(CUresult r, const char** name, const char** desc) {
   if (vr_cu[VR_cuGetErrorString]) CU(cuGetErrorString)(r, desc);
 }
 
-// vr_module_load JIT-compiles PTX, capturing the JIT error log in log.
+// vr_module_load loads a module image (PTX, which the driver JIT-compiles,
+// or a fatbin), capturing the error log in log.
 static CUresult vr_module_load(CUmodule* m, const char* ptx, char* log, size_t logsize) {
   CUjit_option opts[2] = {VR_CU_JIT_ERROR_LOG_BUFFER, VR_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void* vals[2] = {(void*)log, (void*)(size_t)logsize};

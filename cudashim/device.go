@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -127,6 +128,7 @@ func describe(i int, d C.CUdevice) rt.DeviceInfo {
 		ver, target := PTXVersion(embeddedOptimPTX)
 		optim = fmt.Sprintf("ISA %s, target %s", ver, target)
 	}
+	fatbin := fatbinDetail(major*10 + minor)
 	return rt.DeviceInfo{
 		Backend:  BackendName,
 		Index:    i,
@@ -148,10 +150,34 @@ func describe(i int, d C.CUdevice) rt.DeviceInfo {
 			{"ptx", ptx},
 			{"indexed ptx", indexed},
 			{"optim ptx", optim},
+			{"fatbin", fatbin},
 			{"cudnn", dnnDetail()},
 			{"conv", convDetail()},
 		},
 	}
+}
+
+// fatbinDetail is DeviceInfo.Details' "fatbin" entry for a GPU of compute
+// capability cc (86 for 8.6): the SASS the embedded kernels.fatbin holds
+// and whether this GPU can use it.
+func fatbinDetail(cc int) string {
+	if len(embeddedFatbin) == 0 {
+		return "placeholder: the kernels are JIT-compiled from PTX (run cudashim/kernels/build.sh)"
+	}
+	sass, _, err := FatbinArchs(embeddedFatbin)
+	if err != nil {
+		return err.Error()
+	}
+	s := "SASS " + archList(sass)
+	if a := sassFor(sass, cc); a != 0 {
+		s += fmt.Sprintf("; this GPU (sm_%d) loads sm_%d without a PTX JIT", cc, a)
+	} else {
+		s += fmt.Sprintf("; none runs on this GPU (sm_%d): the PTX is JIT-compiled", cc)
+	}
+	if !useFatbin() {
+		s += " (disabled: " + fatbinEnv + "=0)"
+	}
+	return s
 }
 
 // Devices lists the CUDA devices. It loads the driver (and cuBLAS) on
@@ -169,7 +195,8 @@ func (Backend) Devices() ([]rt.DeviceInfo, error) {
 }
 
 // Open opens device index: it retains the device's primary context and
-// loads the kernels' PTX module. A logical device
+// loads the kernel modules (their SASS fatbins where the GPU runs them,
+// else their PTX through the JIT). A logical device
 // (VRUN_LOGICAL_DEVICES=cuda=N) shares the physical device's primary
 // context, with its own module, streams, cuBLAS handle and buffers.
 func (b Backend) Open(index int) (rt.Device, error) {
@@ -185,7 +212,7 @@ func (b Backend) Open(index int) (rt.Device, error) {
 		return nil, err
 	}
 	if infos[index].Logical {
-		d.info = infos[index]
+		d.info = d.withKernelsDetail(infos[index])
 	}
 	return d, nil
 }
@@ -288,8 +315,13 @@ type Device struct {
 	// (PTX built from sources with flag_index); with older PTX an index
 	// out of range silently gives zero.
 	indexStatus bool
-	cublas      bool // MatMul uses cuBLAS
-	tf32        bool
+	// cc is the compute capability (86 for 8.6).
+	cc int
+	// loads says how kernels.ptx, indexed.ptx and optim.ptx were loaded:
+	// "SASS sm_90 (fatbin)" or "PTX JIT (why)"; "" for a placeholder.
+	loads  [3]string
+	cublas bool // MatMul uses cuBLAS
+	tf32   bool
 
 	mu      sync.Mutex
 	closed  bool
@@ -317,7 +349,7 @@ func openDevice(index int, cublas bool) (*Device, error) {
 	if index < 0 || index >= len(lib.devices) {
 		return nil, fmt.Errorf("cuda: no device %d (%d devices)", index, len(lib.devices))
 	}
-	ptx, _, err := kernelPTX()
+	ptx, ptxSrc, err := kernelPTX()
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +364,7 @@ func openDevice(index int, cublas bool) (*Device, error) {
 		return nil, fmt.Errorf("cuda: device %d (%s) has compute capability %d.%d; the kernels need 7.5 or newer: %w",
 			index, lib.devices[index].Name, major, cuAttr(cd, attrCCMinor), rt.ErrUnavailable)
 	}
-	d := &Device{info: lib.devices[index], cudev: cd, cublas: cublas, tf32: useTF32(),
+	d := &Device{info: lib.devices[index], cudev: cd, cc: cuAttr(cd, attrCCMajor)*10 + cuAttr(cd, attrCCMinor), cublas: cublas, tf32: useTF32(),
 		bufs: map[*Buffer]struct{}{}, hosts: map[*hostBuf]struct{}{}, streams: map[*Stream]struct{}{}}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -346,15 +378,16 @@ func openDevice(index int, cublas bool) (*Device, error) {
 	if err := cuCtxSetCurrent(d.ctx); err != nil {
 		return fail(err)
 	}
-	if d.mod, err = moduleLoad(ptx); err != nil {
-		return fail(fmt.Errorf("cuda: loading the kernels' PTX (%s): %w", d.info.Driver, err))
+	fb, why := fatbinFor(ptxSrc, ptxOverride, embeddedFatbin)
+	if d.mod, d.loads[0], err = d.loadModule("the kernels' PTX", ptx, fb, why); err != nil {
+		return fail(err)
 	}
 	for i, n := range kernelNames[:numKernels] {
 		if d.fns[i], err = moduleFunction(d.mod, n); err != nil {
 			return fail(fmt.Errorf("%w (the PTX is stale: rebuild it with cudashim/kernels/build.sh)", err))
 		}
 	}
-	indexed, _, err := indexedPTX()
+	indexed, indexedSrc, err := indexedPTX()
 	if err != nil {
 		return fail(err)
 	}
@@ -362,8 +395,9 @@ func openDevice(index int, cublas bool) (*Device, error) {
 	if indexed == "" {
 		d.noIndexed = indexedNotBuilt
 	} else {
-		if d.indexed, err = moduleLoad(indexed); err != nil {
-			return fail(fmt.Errorf("cuda: loading indexed.ptx (%s): %w", d.info.Driver, err))
+		fb, why := fatbinFor(indexedSrc, indexedPTXOverride, embeddedIndexedFatbin)
+		if d.indexed, d.loads[1], err = d.loadModule("indexed.ptx", indexed, fb, why); err != nil {
+			return fail(err)
 		}
 		for i := numKernels; i < numIndexedEnd; i++ {
 			if d.fns[i], err = moduleFunction(d.indexed, kernelNames[i]); err != nil {
@@ -371,15 +405,16 @@ func openDevice(index int, cublas bool) (*Device, error) {
 			}
 		}
 	}
-	optim, _, err := optimPTX()
+	optim, optimSrc, err := optimPTX()
 	if err != nil {
 		return fail(err)
 	}
 	if optim == "" {
 		d.noOptim = optimNotBuilt
 	} else {
-		if d.optim, err = moduleLoad(optim); err != nil {
-			return fail(fmt.Errorf("cuda: loading optim.ptx (%s): %w", d.info.Driver, err))
+		fb, why := fatbinFor(optimSrc, optimPTXOverride, embeddedOptimFatbin)
+		if d.optim, d.loads[2], err = d.loadModule("optim.ptx", optim, fb, why); err != nil {
+			return fail(err)
 		}
 		for i := numIndexedEnd; i < numAllKernels; i++ {
 			if d.fns[i], err = moduleFunction(d.optim, kernelNames[i]); err != nil {
@@ -395,7 +430,88 @@ func openDevice(index int, cublas bool) (*Device, error) {
 		return fail(err)
 	}
 	d.ioStage, d.ioSize = p, ioChunk
+	d.info = d.withKernelsDetail(d.info)
 	return d, nil
+}
+
+// fatbinFor returns fb if a module whose PTX came from src ("embedded" or
+// the override file's path) should load it: the PTX is the embedded one,
+// VRUN_CUDA_FATBIN is not 0 and fb is not a placeholder. Otherwise it
+// returns nil and why the PTX is JIT-compiled; override is the variable
+// naming the module's override file.
+func fatbinFor(src, override string, fb []byte) ([]byte, string) {
+	switch {
+	case src != "embedded":
+		return nil, override + " replaces the PTX"
+	case !useFatbin():
+		return nil, fatbinEnv + "=0"
+	case len(fb) == 0:
+		return nil, "fatbin not built"
+	}
+	return fb, ""
+}
+
+// loadModule loads one kernel module (what names it in errors) in the
+// current context: fb, the module's SASS, when non-nil and it holds a
+// cubin for this GPU (no JIT); otherwise, or when the driver refuses fb,
+// the PTX through the JIT. why is why fb is nil. It returns the module and
+// how it was loaded: "SASS sm_90 (fatbin)" or "PTX JIT (why)".
+func (d *Device) loadModule(what, ptx string, fb []byte, why string) (C.CUmodule, string, error) {
+	if fb != nil {
+		sass, ptxs, perr := FatbinArchs(fb)
+		arch := sassFor(sass, d.cc)
+		switch {
+		case perr == nil && arch == 0 && len(ptxs) == 0:
+			why = fmt.Sprintf("the fatbin has no SASS for sm_%d, only %s", d.cc, archList(sass))
+		default:
+			m, err := moduleLoadFatbin(fb)
+			if err == nil {
+				if arch == 0 {
+					return m, "fatbin", nil
+				}
+				return m, fmt.Sprintf("SASS sm_%d (fatbin)", arch), nil
+			}
+			if errors.Is(err, rt.ErrDeviceLost) {
+				return nil, "", fmt.Errorf("cuda: loading the fatbin of %s (%s): %w", what, d.info.Driver, err)
+			}
+			why = "the driver refused the fatbin: " + err.Error()
+			var ce *cuError
+			if errors.As(err, &ce) {
+				why = "the driver refused the fatbin: " + ce.name
+			}
+		}
+	}
+	m, err := moduleLoad(ptx)
+	if err != nil {
+		return nil, "", fmt.Errorf("cuda: loading %s (%s): %w", what, d.info.Driver, err)
+	}
+	return m, "PTX JIT (" + why + ")", nil
+}
+
+// withKernelsDetail returns info with a "kernels" entry added to a copy of
+// its Details saying how the modules were loaded: one line when they were
+// all loaded the same way, else one part per module.
+func (d *Device) withKernelsDetail(info rt.DeviceInfo) rt.DeviceInfo {
+	names := [3]string{"kernels.ptx", "indexed.ptx", "optim.ptx"}
+	var parts []string
+	first, same := "", true
+	for i, l := range d.loads {
+		if l == "" {
+			continue
+		}
+		if first == "" {
+			first = l
+		} else if l != first {
+			same = false
+		}
+		parts = append(parts, names[i]+": "+l)
+	}
+	s := first
+	if !same {
+		s = strings.Join(parts, "; ")
+	}
+	info.Details = append(append([][2]string(nil), info.Details...), [2]string{"kernels", s})
+	return info
 }
 
 // release frees the device's own driver objects (not buffers or streams)

@@ -70,6 +70,30 @@
 // with an optimizer fails at planning. VRUN_CUDA_OPTIM_PTX=/path/to.ptx
 // loads that file instead of the embedded optim.ptx.
 //
+// # SASS fatbins (cold start)
+//
+// JIT-compiling kernels.ptx takes seconds (most of a cold first run), so
+// build.sh also compiles each module to a compressed fatbin holding SASS
+// for sm_80 and sm_90 (kernels.fatbin, indexed.fatbin, optim.fatbin; nvcc
+// -fatbin -gencode arch=compute_80,code=sm_80 -gencode
+// arch=compute_90,code=sm_90 -Xfatbin -compress-all), from the same
+// sources, with hash files of their own (module.fatbin.sha256: "sources
+// <hash>", then "fatbin <sha256>" or "placeholder"), which
+// TestPTXMatchesSources checks too. They are embedded next to the PTX.
+// When a device opens, each module whose PTX is the embedded one loads
+// its fatbin first (cuModuleLoadDataEx): GPUs of compute capability 8.x
+// run the sm_80 cubin and 9.0 the sm_90 one, with no JIT. On any other GPU
+// (7.5, 10.x, 12.x), or when the driver refuses the fatbin, the module
+// falls back to the PTX JIT as before. A placeholder fatbin is empty and
+// the module goes straight to the PTX; a module whose PTX is replaced
+// (VRUN_CUDA_PTX, VRUN_CUDA_INDEXED_PTX, VRUN_CUDA_OPTIM_PTX) never loads
+// the fatbin. VRUN_CUDA_FATBIN=0 makes every module JIT its PTX (testing
+// the fallback or timing the JIT). DeviceInfo.Details says what the
+// embedded fatbin holds ("fatbin": "SASS sm_80, sm_90; this GPU (sm_90)
+// loads sm_90 without a PTX JIT") and, on an opened device, how the modules
+// were loaded ("kernels": "SASS sm_90 (fatbin)" or "PTX JIT (why)").
+// TestFatbinAndPTX opens a device both ways and compares them.
+//
 // PTX emitted by nvcc 13.0 declares PTX ISA 9.0 (".version 9.0" in its
 // header; DeviceInfo.Details shows it), which the driver accepts from the
 // CUDA 13.0 driver branch (r580) on: an older driver fails to load the

@@ -3,6 +3,7 @@ package cudashim
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"path/filepath"
@@ -65,9 +66,10 @@ func sourcesHash(t *testing.T, cu string) string {
 
 // TestPTXMatchesSources checks, for each PTX module, that its .sha256
 // file records the hash of the module's current sources and of the
-// embedded PTX, so the PTX cannot drift from the .cu files. It needs no
-// GPU. A placeholder module (build.sh --placeholder, --indexed-placeholder
-// or --optim-placeholder, where nvcc is unavailable) skips the PTX check.
+// embedded PTX, so the PTX cannot drift from the .cu files, and the same
+// of each module's fatbin (fatbinMatchesSources). It needs no GPU. A
+// placeholder module (build.sh --placeholder, --indexed-placeholder or
+// --optim-placeholder, where nvcc is unavailable) skips the PTX check.
 func TestPTXMatchesSources(t *testing.T) {
 	for _, m := range []struct {
 		file        string
@@ -114,6 +116,107 @@ func TestPTXMatchesSources(t *testing.T) {
 			}
 			t.Logf("%s: PTX ISA %s, target %s, %d bytes", m.file, ver, target, len(m.ptx))
 		})
+	}
+	fatbinMatchesSources(t)
+}
+
+// fatbinMatchesSources checks, for each module, that its
+// module.fatbin.sha256 records the hash of the module's current sources
+// (the same as the PTX's) and of the embedded fatbin, and that the fatbin
+// holds SASS for exactly sm_80 and sm_90 and no PTX. It needs no GPU. A
+// placeholder fatbin (empty; "placeholder" recorded) skips the fatbin
+// checks; a placeholder PTX module needs a placeholder fatbin.
+func fatbinMatchesSources(t *testing.T) {
+	for _, m := range []struct {
+		file           string
+		cu             string
+		fatbin         []byte
+		ptxPlaceholder bool
+	}{
+		{"kernels.fatbin", "", embeddedFatbin, PTXIsPlaceholder()},
+		{"indexed.fatbin", "indexed.cu", embeddedIndexedFatbin, IndexedPTXIsPlaceholder()},
+		{"optim.fatbin", "optim.cu", embeddedOptimFatbin, OptimPTXIsPlaceholder()},
+	} {
+		t.Run(m.file, func(t *testing.T) {
+			rec, err := os.ReadFile(filepath.Join(kernelsDir(), m.file+".sha256"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(rec)), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("%s.sha256: want 2 lines, got %q", m.file, rec)
+			}
+			got := sourcesHash(t, m.cu)
+			if want := strings.TrimPrefix(lines[0], "sources "); want != got {
+				t.Fatalf("kernel sources changed since %s was built (recorded %s, now %s): run cudashim/kernels/build.sh", m.file, want, got)
+			}
+			if lines[1] == "placeholder" {
+				if len(m.fatbin) != 0 {
+					t.Fatalf("%s.sha256 records a placeholder but the embedded %s has %d bytes", m.file, m.file, len(m.fatbin))
+				}
+				t.Skipf("sources hash matches, but %s is a placeholder (devices JIT-compile the PTX); run cudashim/kernels/build.sh on a machine with nvcc", m.file)
+			}
+			if m.ptxPlaceholder {
+				t.Fatalf("%s is built but its PTX module is a placeholder: run cudashim/kernels/build.sh", m.file)
+			}
+			sum := sha256.Sum256(m.fatbin)
+			if want, got := strings.TrimPrefix(lines[1], "fatbin "), hex.EncodeToString(sum[:]); want != got {
+				t.Fatalf("%s hash %s, recorded %s: rebuild with cudashim/kernels/build.sh", m.file, got, want)
+			}
+			sass, ptx, err := FatbinArchs(m.fatbin)
+			if err != nil {
+				t.Fatalf("%s: %v", m.file, err)
+			}
+			if !slices.Equal(sass, []int{80, 90}) || len(ptx) != 0 {
+				t.Fatalf("%s holds SASS %v and PTX %v, want SASS [80 90] and no PTX (build.sh's -gencode flags)", m.file, sass, ptx)
+			}
+			t.Logf("%s: SASS %s, %d bytes", m.file, archList(sass), len(m.fatbin))
+		})
+	}
+}
+
+// TestFatbinArchs checks the fatbin parser on hand-made fatbins and the
+// choice of cubin for a compute capability.
+func TestFatbinArchs(t *testing.T) {
+	entry := func(kind uint16, arch uint32, payload int) []byte {
+		b := make([]byte, 64+payload)
+		le := binary.LittleEndian
+		le.PutUint16(b, kind)
+		le.PutUint16(b[2:], 0x0101)
+		le.PutUint32(b[4:], 64)
+		le.PutUint64(b[8:], uint64(payload))
+		le.PutUint32(b[28:], arch)
+		return b
+	}
+	fat := func(entries ...[]byte) []byte {
+		body := bytes.Join(entries, nil)
+		b := make([]byte, 16, 16+len(body))
+		le := binary.LittleEndian
+		le.PutUint32(b, fatbinMagic)
+		le.PutUint16(b[4:], 1)
+		le.PutUint16(b[6:], 16)
+		le.PutUint64(b[8:], uint64(len(body)))
+		return append(b, body...)
+	}
+	good := fat(entry(2, 80, 13), entry(1, 75, 5), entry(2, 90, 0))
+	sass, ptx, err := FatbinArchs(good)
+	if err != nil || !slices.Equal(sass, []int{80, 90}) || !slices.Equal(ptx, []int{75}) {
+		t.Fatalf("FatbinArchs = %v, %v, %v; want [80 90], [75], nil", sass, ptx, err)
+	}
+	for _, bad := range [][]byte{nil, good[:15], good[:len(good)-1], append([]byte{0}, good[1:]...), fat(entry(2, 80, 3))[:16+64+2]} {
+		if _, _, err := FatbinArchs(bad); err == nil {
+			t.Errorf("FatbinArchs accepted a bad fatbin of %d bytes", len(bad))
+		}
+	}
+	for _, c := range []struct{ cc, want int }{
+		{75, 0}, {80, 80}, {86, 80}, {87, 80}, {89, 80}, {90, 90}, {100, 0}, {120, 0},
+	} {
+		if got := sassFor([]int{80, 90}, c.cc); got != c.want {
+			t.Errorf("sassFor([80 90], %d) = %d, want %d", c.cc, got, c.want)
+		}
+	}
+	if got := archList([]int{80, 90}); got != "sm_80, sm_90" {
+		t.Errorf("archList = %q", got)
 	}
 }
 
