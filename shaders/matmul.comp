@@ -23,6 +23,13 @@
 // exactly: 32 KiB for 128x128x16 in f32), while each invocation's reads
 // of its 4-row / 4-column groups stay single vec4 loads.
 //
+// f32 builds have a second load path (flags bit 8, set by the host when
+// M, N, K, the offsets and batch strides are multiples of 4): each
+// invocation fetches LA/4 and LB/4 aligned vec4s (128-bit loads, bounds
+// checked per vec4) instead of LA and LB scalars; a vec4 along the tile's
+// m (A transposed) or n (B not transposed) dimension is stored to shared
+// memory as one vec4.
+//
 // Invocation (tr, tc) owns rows g*4*WGM + 4*tr + c (g < TM/4, c < 4) and
 // columns h*4*WGN + 4*tc + d (h < TN/4, d < 4). All global accesses are
 // bounds-checked, so any M, N, K work.
@@ -63,6 +70,11 @@ layout(push_constant) uniform PC {
 layout(std430, binding = 0) readonly buffer BA { X_T a[]; };
 layout(std430, binding = 1) readonly buffer BB { X_T b[]; };
 layout(std430, binding = 2) readonly buffer BC { X_T bias[]; };
+#if X_DT == 1
+#define VEC4LD 1
+layout(std430, binding = 0) readonly buffer BA4 { vec4 a4[]; };
+layout(std430, binding = 1) readonly buffer BB4 { vec4 b4[]; };
+#endif
 #ifdef SPLITK
 // Split-K partial pass: z index zz = bt*S + s sums K range [s*KS,
 // min(K, (s+1)*KS)) into part[zz*M*N + m*N + n] (raw accumulators, no
@@ -72,13 +84,15 @@ layout(std430, binding = 3) writeonly buffer BY { CT part[]; };
 layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
 #endif
 
-// Both stages of A then both of B; reused by the epilogue (CH <= 2*(SA+SB) vec4s).
-shared CT4 S[2 * SA + 2 * SB];
-#define As(i) S[i]
-#define Bs(i) S[2u * SA + (i)]
 // The epilogue goes through shared memory one row group (4*WGM rows) at a
 // time, so the activation is applied in a rolled, coalesced loop.
 #define CH (WGM * BN)
+// Both stages of A then both of B; reused by the epilogue (CH vec4s,
+// more than the stages when BK is 8).
+#define SN (CH > 2 * (SA + SB) ? CH : 2 * (SA + SB))
+shared CT4 S[SN];
+#define As(i) S[i]
+#define Bs(i) S[2u * SA + (i)]
 
 // sw is the swizzled vec4 column of row k.
 uint sw(uint v, uint k) { return v ^ (k & 7u); }
@@ -95,7 +109,58 @@ void store_stage(uint st, CT ra[LA], CT rb[LB], uint am0, uint amS, uint ak0, ui
 	}
 }
 
-#if (TM != 4 && TM != 8) || CH > 2 * (SA + SB) || (NT % BM) != 0 || (NT % BN) != 0 || (NT % BK) != 0 || (TM % 4) != 0 || (TN % 4) != 0 || BM4 < 8 || BN4 < 8
+#ifdef VEC4LD
+// Vector path: chunk i of this invocation (i < LA/4) is vec4 number
+// c = tid + i*NT of the A tile, laid out along A's contiguous dimension:
+// A row-major: row m = c / (BK/4), k = 4*(c % (BK/4)); A transposed: k =
+// c / (BM/4), m = 4*(c % (BM/4)). B likewise (not transposed: k = c /
+// (BN/4), n = 4*(c % (BN/4)); transposed: n = c / (BK/4), k = 4*(c % (BK/4))).
+void fetch_vec(uint tid, bool ta, bool tb, uint baseA, uint baseB, uint m0, uint n0, uint k0, uint ke, out CT ra[LA], out CT rb[LB]) {
+	[[unroll]] for (uint i = 0u; i < LA / 4u; i++) {
+		uint c = tid + i * NT;
+		uint gm, gk;
+		if (ta) { gk = k0 + c / BM4; gm = m0 + 4u * (c % BM4); }
+		else { gm = m0 + c / (BK / 4u); gk = k0 + 4u * (c % (BK / 4u)); }
+		vec4 v = (gm < pc.M && gk < ke) ? a4[(baseA + (ta ? gk * pc.M + gm : gm * pc.K + gk)) / 4u] : vec4(0);
+		ra[4u * i] = v.x; ra[4u * i + 1u] = v.y; ra[4u * i + 2u] = v.z; ra[4u * i + 3u] = v.w;
+	}
+	[[unroll]] for (uint i = 0u; i < LB / 4u; i++) {
+		uint c = tid + i * NT;
+		uint gn, gk;
+		if (tb) { gn = n0 + c / (BK / 4u); gk = k0 + 4u * (c % (BK / 4u)); }
+		else { gk = k0 + c / BN4; gn = n0 + 4u * (c % BN4); }
+		vec4 v = (gn < pc.N && gk < ke) ? b4[(baseB + (tb ? gn * pc.K + gk : gk * pc.N + gn)) / 4u] : vec4(0);
+		rb[4u * i] = v.x; rb[4u * i + 1u] = v.y; rb[4u * i + 2u] = v.z; rb[4u * i + 3u] = v.w;
+	}
+}
+
+void store_vec(uint st, uint tid, bool ta, bool tb, CT ra[LA], CT rb[LB]) {
+	[[unroll]] for (uint i = 0u; i < LA / 4u; i++) {
+		uint c = tid + i * NT;
+		vec4 v = vec4(ra[4u * i], ra[4u * i + 1u], ra[4u * i + 2u], ra[4u * i + 3u]);
+		if (ta) {
+			uint k = c / BM4, m4 = c % BM4;
+			As(st * SA + k * BM4 + sw(m4, k)) = v;
+		} else {
+			uint m = c / (BK / 4u), k = 4u * (c % (BK / 4u));
+			[[unroll]] for (uint j = 0u; j < 4u; j++) As(st * SA + (k + j) * BM4 + sw(m >> 2, k + j))[m & 3u] = v[j];
+		}
+	}
+	[[unroll]] for (uint i = 0u; i < LB / 4u; i++) {
+		uint c = tid + i * NT;
+		vec4 v = vec4(rb[4u * i], rb[4u * i + 1u], rb[4u * i + 2u], rb[4u * i + 3u]);
+		if (tb) {
+			uint n = c / (BK / 4u), k = 4u * (c % (BK / 4u));
+			[[unroll]] for (uint j = 0u; j < 4u; j++) Bs(st * SB + (k + j) * BN4 + sw(n >> 2, k + j))[n & 3u] = v[j];
+		} else {
+			uint k = c / BN4, n4 = c % BN4;
+			Bs(st * SB + k * BN4 + sw(n4, k)) = v;
+		}
+	}
+}
+#endif
+
+#if (TM != 4 && TM != 8) || (NT % BM) != 0 || (NT % BN) != 0 || (NT % BK) != 0 || (TM % 4) != 0 || (TN % 4) != 0 || BM4 < 8 || BN4 < 8 || (LA % 4) != 0 || (LB % 4) != 0
 #error matmul.comp: unsupported tile geometry
 #endif
 
@@ -139,6 +204,9 @@ void main() {
 	uint tr = tid / WGN, tc = tid % WGN;
 	uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
 	bool ta = (pc.flags & 1u) != 0u, tb = (pc.flags & 2u) != 0u;
+#ifdef VEC4LD
+	bool vec = (pc.flags & 256u) != 0u;
+#endif
 	uint M = pc.M, N = pc.N, K = pc.K;
 
 	// Element r of this invocation's share of a slice sits at (m, k) =
@@ -170,20 +238,32 @@ void main() {
 		CT ra[LA], rb[LB];
 
 		// slice 0 -> stage 0
-		[[unroll]] for (uint r = 0u; r < LA; r++) {
-			uint gm = m0 + am0 + r * amS, gk = kb + ak0 + r * akS;
-			ra[r] = (gm < M && gk < ke) ? CT(X_LD(a[baseA + (ta ? gk * M + gm : gm * K + gk)])) : CT(0);
+#ifdef VEC4LD
+		if (vec) {
+			fetch_vec(tid, ta, tb, baseA, baseB, m0, n0, kb, ke, ra, rb);
+			store_vec(0u, tid, ta, tb, ra, rb);
+		} else
+#endif
+		{
+			[[unroll]] for (uint r = 0u; r < LA; r++) {
+				uint gm = m0 + am0 + r * amS, gk = kb + ak0 + r * akS;
+				ra[r] = (gm < M && gk < ke) ? CT(X_LD(a[baseA + (ta ? gk * M + gm : gm * K + gk)])) : CT(0);
+			}
+			[[unroll]] for (uint r = 0u; r < LB; r++) {
+				uint gn = n0 + bn0 + r * bnS, gk = kb + bk0 + r * bkS;
+				rb[r] = (gn < N && gk < ke) ? CT(X_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)])) : CT(0);
+			}
+			store_stage(0u, ra, rb, am0, amS, ak0, akS, bn0, bnS, bk0, bkS);
 		}
-		[[unroll]] for (uint r = 0u; r < LB; r++) {
-			uint gn = n0 + bn0 + r * bnS, gk = kb + bk0 + r * bkS;
-			rb[r] = (gn < N && gk < ke) ? CT(X_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)])) : CT(0);
-		}
-		store_stage(0u, ra, rb, am0, amS, ak0, akS, bn0, bnS, bk0, bkS);
 		barrier();
 
 		for (uint t = 0u; t < ntiles; t++) {
 			uint cur = t & 1u;
 			bool more = t + 1u < ntiles;
+#ifdef VEC4LD
+			if (more && vec) fetch_vec(tid, ta, tb, baseA, baseB, m0, n0, kb + (t + 1u) * BK, ke, ra, rb);
+			else
+#endif
 			if (more) {
 				uint k0 = kb + (t + 1u) * BK;
 				[[unroll]] for (uint r = 0u; r < LA; r++) {
@@ -205,6 +285,10 @@ void main() {
 						[[unroll]] for (uint h = 0u; h < TN / 4u; h++)
 							acc[g * 4u + c][h] = fma(CT4(va[g][c]), vb[h], acc[g * 4u + c][h]);
 			}
+#ifdef VEC4LD
+			if (more && vec) store_vec(cur ^ 1u, tid, ta, tb, ra, rb);
+			else
+#endif
 			if (more) {
 				store_stage(cur ^ 1u, ra, rb, am0, amS, ak0, akS, bn0, bnS, bk0, bkS);
 			}

@@ -137,20 +137,24 @@ var names = []string{
 	"gemv_f32",              // gemv.comp X_DT=1 Y_DT=1
 	"gemv_f64",              // gemv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"matmul_f16_l",          // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"matmul_f16_l8",         // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8
 	"matmul_f16_m",          // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
 	"matmul_f16_s",          // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
 	"matmul_f16_t",          // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
 	"matmul_f32_l",          // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"matmul_f32_l8",         // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=8 TM=8 TN=8
 	"matmul_f32_m",          // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4
 	"matmul_f32_s",          // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4
 	"matmul_f32_t",          // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4
 	"matmul_f64_s",          // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4
 	"matmul_f64_t",          // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
 	"matmulk_f16_l",         // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"matmulk_f16_l8",        // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
 	"matmulk_f16_m",         // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f16_s",         // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f16_t",         // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
 	"matmulk_f32_l",         // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"matmulk_f32_l8",        // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
 	"matmulk_f32_m",         // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f32_s",         // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f32_t",         // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1

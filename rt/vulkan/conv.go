@@ -28,11 +28,11 @@ import (
 
 // convTiles mirrors shaders/gen's convTiles: gemmTiles plus "w".
 var convTiles = []gemmTile{
-	{"l", 128, 128, 16, 8, 8},
-	{"w", 64, 128, 16, 8, 4},
-	{"m", 128, 64, 16, 8, 4},
-	{"s", 64, 64, 16, 8, 4},
-	{"t", 32, 32, 16, 4, 4},
+	{"l", 128, 128, 16, 8, 8, false},
+	{"w", 64, 128, 16, 8, 4, false},
+	{"m", 128, 64, 16, 8, 4, false},
+	{"s", 64, 64, 16, 8, 4, false},
+	{"t", 32, 32, 16, 4, 4, false},
 }
 
 // forceConvPath, when set (tests), selects "gemm", "dw" or "direct"

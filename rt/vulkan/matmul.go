@@ -15,6 +15,9 @@ import (
 type gemmTile struct {
 	name               string
 	bm, bn, bk, tm, tn int
+	// alt tiles run only when forced (forceGemmTile: the tile sweep of
+	// BenchmarkGEMMTiles).
+	alt bool
 }
 
 // gemmTiles, largest first. Shared memory is 2*bk*(bm+bn) elements of the
@@ -22,10 +25,11 @@ type gemmTile struct {
 // guaranteed... by lavapipe and the 48 KiB of NVIDIA; f64 has only "s"
 // and "t" (shaders/gen compiles no larger f64 tile).
 var gemmTiles = []gemmTile{
-	{"l", 128, 128, 16, 8, 8},
-	{"m", 128, 64, 16, 8, 4},
-	{"s", 64, 64, 16, 8, 4},
-	{"t", 32, 32, 16, 4, 4},
+	{"l", 128, 128, 16, 8, 8, false},
+	{"m", 128, 64, 16, 8, 4, false},
+	{"s", 64, 64, 16, 8, 4, false},
+	{"t", 32, 32, 16, 4, 4, false},
+	{"l8", 128, 128, 8, 8, 8, true},
 }
 
 func (t gemmTile) threads() int { return (t.bm / t.tm) * (t.bn / t.tn) }
@@ -35,7 +39,8 @@ func (t gemmTile) shared(dt rt.DType) int {
 	if dt == rt.F64 {
 		es = 8
 	}
-	return 2 * t.bk * (t.bm + t.bn) * es
+	// the two stages, or the epilogue's row group of 4*(bm/tm) x bn
+	return max(2*t.bk*(t.bm+t.bn), 4*(t.bm/t.tm)*t.bn) * es
 }
 
 func (t gemmTile) grid(m, n, batch int) int64 {
@@ -44,6 +49,31 @@ func (t gemmTile) grid(m, n, batch int) int64 {
 
 // forceGemmTile, when set (tests), selects that tile whenever it fits.
 var forceGemmTile string
+
+// gemmVec4 enables matmul.comp's vec4 load path for aligned f32 GEMMs
+// (tests turn it off to compare).
+var gemmVec4 = true
+
+// vec4Loads reports whether an f32 MatMul may use matmul.comp's vec4
+// loads (flag 256): M, N, K, the operands' element offsets in their
+// bindings and, with a batch, their batch strides are multiples of 4.
+func vec4Loads(o *rt.MatMul, offA, offB uint32) bool {
+	if !gemmVec4 || o.A.DType != rt.F32 {
+		return false
+	}
+	m4 := func(vs ...int) bool {
+		for _, v := range vs {
+			if v%4 != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	if o.Batch > 1 && !m4(o.StrideA, o.StrideB) {
+		return false
+	}
+	return m4(o.M, o.N, o.K, int(offA), int(offB))
+}
 
 // gemmTarget is the number of workgroups a tile should produce before the
 // next smaller one is preferred: enough to fill a large GPU (132 SMs of
@@ -69,6 +99,9 @@ func pickFrom(tiles []gemmTile, dt rt.DType, m, n, batch int, sharedLim, maxInv 
 	var fit []gemmTile
 	for _, t := range tiles {
 		if dt == rt.F64 && t.bm*t.bn > 64*64 {
+			continue
+		}
+		if t.alt && t.name != forceGemmTile {
 			continue
 		}
 		if t.shared(dt) <= int(sharedLim) && t.threads() <= int(maxInv) {
@@ -200,6 +233,9 @@ func (l *lowering) matmul(o *rt.MatMul) {
 	if !ok {
 		l.err = l.unsupported(dt, "no GEMM tile fits maxComputeSharedMemorySize %d", lim.MaxComputeSharedMemorySize)
 		return
+	}
+	if vec4Loads(o, offs[0], offs[1]) {
+		push[3] |= 256
 	}
 	bm, bn := int64(t.bm), int64(t.bn)
 	gx, gy := (N+bn-1)/bn, (M+bm-1)/bm

@@ -114,14 +114,49 @@ func TestGEMMTiles(t *testing.T) {
 		{1, 33, 129, 1, false, false, -1, -1, [2]int{}, false, rt.Tanh},
 		{1, 16, 16, 0, false, false, -1, -1, [2]int{0, 1}, true, 0}, // K = 0: beta*bias only
 		{1, 256, 128, 48, false, false, -1, -1, [2]int{}, false, 0},
+		// multiples of 4 but not of the tiles: f32's vec4 loads, with edges
+		{2, 132, 68, 36, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu},
+		{1, 68, 132, 20, true, false, -1, -1, [2]int{}, false, 0},
+		{2, 36, 100, 44, false, true, 3700, 4404, [2]int{}, false, 0},
+		{2, 100, 36, 52, true, true, 5204, 0, [2]int{1, 0}, true, 0},
 	}
-	defer func() { forceGemmTile = "" }()
-	for _, tile := range gemmTiles {
-		forceGemmTile = tile.name
-		for _, dt := range floatDTypes {
-			for _, c := range cases {
-				checkGEMM(t, d, r, dt, c)
+	defer func() { forceGemmTile, gemmVec4 = "", true }()
+	for _, vec := range []bool{true, false} {
+		gemmVec4 = vec
+		for _, tile := range gemmTiles {
+			forceGemmTile = tile.name
+			for _, dt := range floatDTypes {
+				if !vec && dt != rt.F32 {
+					continue // only f32 has the vec4 path
+				}
+				for _, c := range cases {
+					checkGEMM(t, d, r, dt, c)
+				}
 			}
+		}
+	}
+}
+
+// TestVec4Loads checks when matmul.comp's vec4 load path is chosen.
+func TestVec4Loads(t *testing.T) {
+	f32 := rt.Ref{DType: rt.F32}
+	for i, c := range []struct {
+		o          rt.MatMul
+		offA, offB uint32
+		want       bool
+	}{
+		{rt.MatMul{A: f32, Batch: 1, M: 4, N: 8, K: 12}, 0, 4, true},
+		{rt.MatMul{A: f32, Batch: 1, M: 4, N: 8, K: 12}, 2, 0, false},
+		{rt.MatMul{A: f32, Batch: 1, M: 4, N: 8, K: 12}, 0, 6, false},
+		{rt.MatMul{A: f32, Batch: 1, M: 5, N: 8, K: 12}, 0, 0, false},
+		{rt.MatMul{A: f32, Batch: 1, M: 4, N: 9, K: 12}, 0, 0, false},
+		{rt.MatMul{A: f32, Batch: 1, M: 4, N: 8, K: 13}, 0, 0, false},
+		{rt.MatMul{A: f32, Batch: 2, M: 4, N: 8, K: 12, StrideA: 48, StrideB: 0}, 0, 0, true},
+		{rt.MatMul{A: f32, Batch: 2, M: 4, N: 8, K: 12, StrideA: 50, StrideB: 96}, 0, 0, false},
+		{rt.MatMul{A: rt.Ref{DType: rt.F16}, Batch: 1, M: 4, N: 8, K: 12}, 0, 0, false},
+	} {
+		if got := vec4Loads(&c.o, c.offA, c.offB); got != c.want {
+			t.Errorf("case %d: vec4Loads = %v, want %v", i, got, c.want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ package vulkan
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -173,6 +174,36 @@ func BenchmarkGEMM(b *testing.B) {
 					Batch: 1, M: n, N: n, K: n, Alpha: 1}
 				benchOp(b, d, op, 2*float64(n)*float64(n)*float64(n), 0)
 			})
+		}
+	}
+}
+
+// BenchmarkGEMMTiles sweeps the f32 tiles (forced, alternatives
+// included) with and without vec4 loads, to pick the defaults on a GPU:
+// go test -run XXX -bench GEMMTiles.
+func BenchmarkGEMMTiles(b *testing.B) {
+	d := testDevice(b)
+	if isCPU(d) {
+		b.Skip("a GPU tile sweep")
+	}
+	defer func() { forceGemmTile, gemmVec4 = "", true }()
+	for _, n := range []int{1024, 2048, 4096, 8192} {
+		vals := make([]float64, n*n)
+		for i := range vals {
+			vals[i] = math.Sin(float64(i))
+		}
+		x := newBuf(b, d, rt.F32, n*n, vals)
+		y := newBuf(b, d, rt.F32, n*n, vals)
+		z := newBuf(b, d, rt.F32, n*n, nil)
+		for _, tile := range gemmTiles {
+			for _, vec := range []bool{true, false} {
+				b.Run(fmt.Sprintf("%d/%s/vec4=%v", n, tile.name, vec), func(b *testing.B) {
+					forceGemmTile, gemmVec4 = tile.name, vec
+					op := &rt.MatMul{A: x.ref([]int{n * n}, nil), B: y.ref([]int{n * n}, nil), Y: z.ref([]int{n * n}, nil),
+						Batch: 1, M: n, N: n, K: n, Alpha: 1}
+					benchOp(b, d, op, 2*float64(n)*float64(n)*float64(n), 0)
+				})
+			}
 		}
 	}
 }

@@ -98,6 +98,9 @@ var gemmTiles = []tile{
 	{"m", 128, 64, 16, 8, 4},  // 256
 	{"s", 64, 64, 16, 8, 4},   // 128
 	{"t", 32, 32, 16, 4, 4},   // 64
+	// Alternatives that only run when forced (the tile sweep of
+	// BenchmarkGEMMTiles; f32 and f16 only).
+	{"l8", 128, 128, 8, 8, 8}, // 256
 }
 
 // convTiles are the convgemm.comp configurations (rt/vulkan's convTiles):
