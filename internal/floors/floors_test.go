@@ -2,6 +2,7 @@ package floors
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/vrun-go/vrun/rt"
@@ -22,6 +23,8 @@ var (
 	lavapipeInfo = rt.DeviceInfo{Backend: "vulkan", Name: "llvmpipe (LLVM 15.0.6, 256 bits)"}
 	poclInfo     = rt.DeviceInfo{Backend: "opencl", Name: "pthread-skylake", Driver: "Portable Computing Language 3.1+debian"}
 	gpuInfo      = rt.DeviceInfo{Backend: "cuda", Name: "NVIDIA H200"}
+	// otherGPU is a device with no floor recorded.
+	otherGPU = rt.DeviceInfo{Backend: "cuda", Name: "NVIDIA GeForce RTX 4090"}
 )
 
 func TestClass(t *testing.T) {
@@ -35,6 +38,25 @@ func TestClass(t *testing.T) {
 	} {
 		if got := Class(tc.info); got != tc.want {
 			t.Errorf("Class(%+v) = %q, want %q", tc.info, got, tc.want)
+		}
+	}
+}
+
+// TestH200Floors checks the floors recorded for the H200 through each GPU
+// backend.
+func TestH200Floors(t *testing.T) {
+	for _, tc := range []struct {
+		suite Suite
+		class string
+		want  int
+	}{
+		{Conformance, H200CUDA, 249}, {Conformance, H200Vulkan, 249}, {Conformance, H200OpenCL, 249},
+		{Gradients, H200CUDA, 436}, {Gradients, H200Vulkan, 436}, {Gradients, H200OpenCL, 436},
+		{Vendored, H200Vulkan, 1229}, {Vendored, H200OpenCL, 1231},
+	} {
+		backend, name, _ := strings.Cut(tc.class, "/")
+		if n, ok := Min(tc.suite, rt.DeviceInfo{Backend: backend, Name: name}); !ok || n != tc.want {
+			t.Errorf("%s on %s: floor %d, %v; want %d", tc.suite, tc.class, n, ok, tc.want)
 		}
 	}
 }
@@ -63,7 +85,9 @@ func TestCheck(t *testing.T) {
 		{cpuInfo, min + 5, 0, 0},
 		{cpuInfo, min - 1, 1, 0},
 		{cpuInfo, 0, 1, 0},
-		{gpuInfo, 3, 0, 1}, // no floor recorded: logged
+		{gpuInfo, min, 0, 0},
+		{gpuInfo, min - 1, 1, 0},
+		{otherGPU, 3, 0, 1}, // no floor recorded: logged
 	} {
 		r := &recorder{}
 		Check(r, Conformance, tc.info, tc.pass)
