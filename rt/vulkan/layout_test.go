@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/vrun-go/vrun/internal/repo"
 )
 
 // TestShimLayouts compiles vkshim.h beside the Khronos vulkan_core.h that
@@ -33,7 +35,11 @@ func TestShimLayouts(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(gokiDir, "vulkan", "vulkan_core.h")); err != nil {
 		t.Skipf("no vulkan_core.h: %v", err)
 	}
-	src, err := os.ReadFile("vkshim.h")
+	shim, err := repo.Path("rt/vulkan/vkshim.h")
+	if err != nil {
+		t.Skipf("rt/vulkan/vkshim.h not found: %v", err)
+	}
+	src, err := os.ReadFile(shim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +79,7 @@ func TestShimLayouts(t *testing.T) {
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wd, _ := os.Getwd()
-	cmd := exec.Command(cc, "-std=c11", "-fsyntax-only", "-Wall", "-Wno-unused-function", "-I", wd, "-I", gokiDir, file)
+	cmd := exec.Command(cc, "-std=c11", "-fsyntax-only", "-Wall", "-Wno-unused-function", "-I", filepath.Dir(shim), "-I", gokiDir, file)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, msg)
 	}

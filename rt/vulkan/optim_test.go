@@ -4,13 +4,13 @@ package vulkan
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
 
 	"github.com/vrun-go/vrun/internal/optimconf"
 	"github.com/vrun-go/vrun/internal/optimref"
+	"github.com/vrun-go/vrun/internal/repo"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -26,7 +26,13 @@ func TestOptimizers(t *testing.T) { optimref.Check(t, testDevice(t)) }
 // TestOptimShaderConstants checks the update rules, H slots and flag bits
 // that shaders/optim.comp defines against package rt.
 func TestOptimShaderConstants(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("..", "..", "shaders", "optim.comp"))
+	// The package directory (go test) or the repository root (a prebuilt
+	// test binary run from a copy of the tree).
+	p, err := repo.Path("shaders/optim.comp")
+	if err != nil {
+		t.Skipf("shaders/optim.comp not found (run from the package directory or the repository root): %v", err)
+	}
+	src, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
