@@ -2,6 +2,7 @@ package vrun_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,19 +98,47 @@ func TestOpenListBackends(t *testing.T) {
 	}
 }
 
-// Logical devices of one physical device are one physical device; a
-// Vulkan device and a CPU device are not.
+// Logical devices of one physical device are one physical device, and so
+// are devices of other backends that report the same UUID (vulkan:0, cuda:0
+// and NVIDIA's OpenCL device on one NVIDIA GPU); a Vulkan device and a CPU
+// device are not.
 func TestSamePhysicalBackends(t *testing.T) {
 	t.Setenv(rt.LogicalDevicesEnv, "vulkan=2")
 	ls := rt.ListDevices()
 	same := rt.SameAs(ls)
 	for _, l := range ls {
-		if l.Backend == "vulkan" && l.Err == nil {
-			if len(l.Devices) < 2 || strings.Join(same["vulkan:0"], ",") != "vulkan:1" {
-				t.Errorf("vulkan:0 same as %v, want vulkan:1", same["vulkan:0"])
+		if l.Backend != "vulkan" || l.Err != nil {
+			continue
+		}
+		if len(l.Devices) < 2 {
+			t.Fatalf("%s=vulkan=2 lists %d Vulkan devices", rt.LogicalDevicesEnv, len(l.Devices))
+		}
+		v0 := l.Devices[0]
+		if v0.UUID == "" {
+			t.Errorf("vulkan:0 (%s) has no UUID", v0.Name)
+		}
+		// vulkan:1 is vulkan:0's logical twin; a device of another backend
+		// is the same GPU exactly when it reports vulkan:0's UUID.
+		want := []string{"vulkan:1"}
+		for _, o := range ls {
+			if o.Backend == "vulkan" {
+				continue
 			}
-			if l.Devices[0].UUID == "" {
-				t.Errorf("vulkan:0 (%s) has no UUID", l.Devices[0].Name)
+			for _, d := range o.Devices {
+				if v0.UUID != "" && d.UUID == v0.UUID {
+					want = append(want, d.Spec())
+				}
+			}
+		}
+		got := append([]string(nil), same["vulkan:0"]...)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("vulkan:0 same as %v, want %v", got, want)
+		}
+		for _, s := range got {
+			if !slices.Contains(same[s], "vulkan:0") {
+				t.Errorf("vulkan:0 is the same as %s, but %s only as %v", s, s, same[s])
 			}
 		}
 	}
