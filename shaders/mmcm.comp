@@ -16,7 +16,8 @@
 // 4x2 for BN = 128. Each fragment of A is reused FN times, each of B FM
 // times.
 //
-// K is walked in slices of BK = 32 through one shared-memory stage,
+// K is walked in slices of BK = 32 (-D BKN=64: 64, for 128-wide blocks)
+// through one shared-memory stage,
 // prefetched into registers: store slice t, barrier, issue the global
 // loads of slice t+1, multiply slice t, barrier. Global -> shared copies
 // are 16-byte chunks (8 halves): one uvec4 load when the host found the
@@ -41,7 +42,10 @@
 #include "gen_act_f.glsl"
 
 #define BM 128u
-#define BK 32u
+#ifndef BKN
+#define BKN 32
+#endif
+#define BK uint(BKN)
 #define NT 256u
 #define WN (BN / 4u)             // columns per subgroup
 #define FM (64u / MS)
@@ -53,7 +57,7 @@
 #define CA (BM * BK / 8u / NT)   // A chunks per invocation
 #define CB (BN * BK / 8u / NT)
 
-#if KS != 16 || (BN != 128 && BN != 256)
+#if KS != 16 || (BN != 128 && BN != 256) || (BKN != 32 && BKN != 64)
 #error mmcm.comp: unsupported shape
 #endif
 

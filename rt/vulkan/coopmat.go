@@ -38,14 +38,37 @@ type coopShape struct{ M, N, K uint32 }
 
 func (s coopShape) String() string { return fmt.Sprintf("%dx%dx%d", s.M, s.N, s.K) }
 
-// variant is the mmcm.comp variant compiled for the shape and a 128 x bn
-// workgroup block (bn = 128 or 256).
-func (s coopShape) variant(bn int) string {
-	return fmt.Sprintf("mmcm_f16_%dx%dx%d_%d", s.M, s.N, s.K, bn)
+// coopBlock is an mmcm.comp workgroup block: 128 x bn outputs, K walked
+// in slices of bk.
+type coopBlock struct{ bn, bk int }
+
+func (b coopBlock) String() string {
+	if b.bk == 32 {
+		return fmt.Sprint(b.bn)
+	}
+	return fmt.Sprintf("%dk%d", b.bn, b.bk)
 }
 
-// coopTileN are the block widths mmcm.comp is compiled for.
-var coopTileN = []int{128, 256}
+// variant is the mmcm.comp variant compiled for the shape and block.
+func (s coopShape) variant(b coopBlock) string {
+	return fmt.Sprintf("mmcm_f16_%dx%dx%d_%s", s.M, s.N, s.K, b)
+}
+
+// shared is the block's shared memory in bytes (mmcm.comp's SHN): one
+// stage of the A and B tiles (f16, rows padded by 8 halves), or the
+// epilogue scratch of 8 subgroups x 16 x bn/4 floats if larger.
+func (b coopBlock) shared() int {
+	a := max(128*(b.bk+8), b.bk*(128+8))
+	bt := max(b.bk*(b.bn+8), b.bn*(b.bk+8))
+	return max(2*(a+bt), 8*16*b.bn)
+}
+
+// coopBlocks are the blocks mmcm.comp is compiled for (shaders/gen).
+var coopBlocks = []coopBlock{{128, 32}, {256, 32}, {128, 64}}
+
+// forceCoopBlock, when set (tests, the sweep of BenchmarkGEMMCoop),
+// selects that block.
+var forceCoopBlock coopBlock
 
 // coopShapes are the shapes mmcm.comp is compiled for, preferred first.
 var coopShapes = []coopShape{{16, 16, 16}, {16, 8, 16}}
@@ -56,14 +79,17 @@ var coopShapes = []coopShape{{16, 16, 16}, {16, 8, 16}}
 // rows padded by 8 halves (30 KiB).
 const coopShared = 8 * 16 * 64 * 4
 
-// pickCoopN chooses the block width for an m x n (x batch) output: 256
+// pickCoopBlock chooses the block for an m x n (x batch) output: 128 x 256
 // (4x4 fragments per subgroup) when that still gives at least 128
-// workgroups (about one per SM of a large GPU), else 128.
-func pickCoopN(m, n, batch int) int {
-	if n > 128 && int64((m+127)/128)*int64((n+255)/256)*int64(batch) >= 128 {
-		return 256
+// workgroups (about one per SM of a large GPU), else 128 x 128.
+func pickCoopBlock(m, n, batch int) coopBlock {
+	if forceCoopBlock.bn != 0 {
+		return forceCoopBlock
 	}
-	return 128
+	if n > 128 && int64((m+127)/128)*int64((n+255)/256)*int64(batch) >= 128 {
+		return coopBlock{256, 32}
+	}
+	return coopBlock{128, 32}
 }
 
 // coopFlags are the mmcm.comp flags beyond matmul.comp's: 32 (64) when
@@ -141,8 +167,12 @@ func (l *lowering) coopMatMul(o *rt.MatMul, dt rt.DType, binds []bind, reads, wr
 	if l.d.coopFailed.Load() {
 		return false
 	}
-	bn := pickCoopN(o.M, o.N, o.Batch)
-	variant := p.coop.variant(bn)
+	blk := pickCoopBlock(o.M, o.N, o.Batch)
+	if blk.shared() > int(p.limits.MaxComputeSharedMemorySize) {
+		return false
+	}
+	bn := blk.bn
+	variant := p.coop.variant(blk)
 	if !l.probe {
 		// A driver that lists the shape but cannot build the pipeline
 		// falls back to matmul.comp for the rest of the device's life.

@@ -254,8 +254,8 @@ func TestPickCoopMat(t *testing.T) {
 		}
 	}
 	for _, s := range coopShapes {
-		for _, bn := range coopTileN {
-			if _, err := spirv(s.variant(bn)); err != nil {
+		for _, blk := range coopBlocks {
+			if _, err := spirv(s.variant(blk)); err != nil {
 				t.Error(err)
 			}
 		}
@@ -278,8 +278,8 @@ func TestPickCoopN(t *testing.T) {
 		{4096, 4096, 1, 256}, {2048, 2048, 1, 256}, {1024, 1024, 1, 128}, {1024, 1024, 8, 256},
 		{4096, 128, 1, 128}, {64, 8192, 1, 128}, {128, 4096, 16, 256},
 	} {
-		if got := pickCoopN(c.m, c.n, c.b); got != c.want {
-			t.Errorf("pickCoopN(%d, %d, %d) = %d, want %d", c.m, c.n, c.b, got, c.want)
+		if got := pickCoopBlock(c.m, c.n, c.b).bn; got != c.want {
+			t.Errorf("pickCoopBlock(%d, %d, %d) = %d, want %d", c.m, c.n, c.b, got, c.want)
 		}
 	}
 	for _, c := range []struct {

@@ -208,6 +208,36 @@ func BenchmarkGEMMTiles(b *testing.B) {
 	}
 }
 
+// BenchmarkGEMMCoop sweeps mmcm.comp's blocks and cooperative-matrix
+// shapes (f16) on a device that has them: go test -run XXX -bench GEMMCoop.
+func BenchmarkGEMMCoop(b *testing.B) {
+	d := testDevice(b).(*device)
+	if !d.phys.coopOK {
+		b.Skip("no cooperative matrices")
+	}
+	shape := d.phys.coop
+	defer func() { forceCoopBlock, d.phys.coop = coopBlock{}, shape }()
+	for _, n := range []int{1024, 2048, 4096, 8192} {
+		vals := make([]float64, n*n)
+		for i := range vals {
+			vals[i] = math.Sin(float64(i))
+		}
+		x := newBuf(b, d, rt.F16, n*n, vals)
+		y := newBuf(b, d, rt.F16, n*n, vals)
+		z := newBuf(b, d, rt.F16, n*n, nil)
+		for _, sh := range coopShapes {
+			for _, blk := range coopBlocks {
+				b.Run(fmt.Sprintf("%d/%s/%s", n, sh, blk), func(b *testing.B) {
+					forceCoopBlock, d.phys.coop = blk, sh
+					op := &rt.MatMul{A: x.ref([]int{n * n}, nil), B: y.ref([]int{n * n}, nil), Y: z.ref([]int{n * n}, nil),
+						Batch: 1, M: n, N: n, K: n, Alpha: 1}
+					benchOp(b, d, op, 2*float64(n)*float64(n)*float64(n), 0)
+				})
+			}
+		}
+	}
+}
+
 // BenchmarkGEMV measures y = x W for a 4096x14336 f32 W (an LLM MLP
 // projection, M = 1), reporting the GB/s of reading W.
 func BenchmarkGEMV(b *testing.B) {

@@ -192,9 +192,14 @@ func variants() []variant {
 	// f16 GEMM on NV cooperative matrices, per MxNxK shape (rt/vulkan's coopShapes)
 	for _, sh := range [][3]int{{16, 16, 16}, {16, 8, 16}} {
 		f16 := dt("f16")
-		for _, bn := range []int{128, 256} { // rt/vulkan's coopTileN
-			add(fmt.Sprintf("mmcm_f16_%dx%dx%d_%d", sh[0], sh[1], sh[2], bn), "mmcm.comp", slot("X", f16), slot("Y", f16), needs(f16),
-				[]string{fmt.Sprintf("MS=%d", sh[0]), fmt.Sprintf("NS=%d", sh[1]), fmt.Sprintf("KS=%d", sh[2]), fmt.Sprintf("BN=%d", bn)})
+		for _, blk := range []struct{ bn, bk int }{{128, 32}, {256, 32}, {128, 64}} { // rt/vulkan's coopBlocks
+			name := fmt.Sprintf("mmcm_f16_%dx%dx%d_%d", sh[0], sh[1], sh[2], blk.bn)
+			if blk.bk != 32 {
+				name += fmt.Sprintf("k%d", blk.bk)
+			}
+			add(name, "mmcm.comp", slot("X", f16), slot("Y", f16), needs(f16),
+				[]string{fmt.Sprintf("MS=%d", sh[0]), fmt.Sprintf("NS=%d", sh[1]), fmt.Sprintf("KS=%d", sh[2]),
+					fmt.Sprintf("BN=%d", blk.bn), fmt.Sprintf("BKN=%d", blk.bk)})
 		}
 	}
 	for _, n := range []string{"i32", "i64"} {
