@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math"
 	"sync"
 
 	"github.com/vrun-go/vrun/rt"
@@ -22,6 +23,18 @@ import (
 // convolutions (one tap set per channel, no reduction over channels) and
 // convolutions with few input channels per group, whose im2col matrix is
 // large for the work (LeNet's 1→6 and 6→16 5×5, first layers on RGB).
+//
+// With several input channels per group the wide kernels (dcwRun) run it
+// instead: they read the weights where they are, [K, Cg·KH·KW], 12 output
+// channels × 32 outputs (or 6 × 64 on planes of at most 64 outputs) per
+// call, and apply bias and a ReLU/Clip as they store, so that no im2col
+// matrix is written and no weights are packed per run. A stride-1
+// convolution without padding (every 1×1 one) reads the input planes in
+// place. BenchmarkConvShapes, CPU time per op, at load 5-9 (wall times
+// were noise): ResNet's 64→64 3×3 on 56×56 1806 → 1312 µs, 128 on 28×28
+// 1566 → 1252, 256 on 14×14 1734 → 1384; 1×1 24→144 on 56×56 204 → 161,
+// 576→96 on 14×14 193 → 156, 128→16 on 55×55 108 → 137 (worse: 16
+// output channels read the input twice either way).
 
 // directConvTaps bounds Cg·KH·KW for non-depthwise direct convolutions,
 // and directConvMaxKg their output channels per group unless they have
@@ -36,6 +49,14 @@ const (
 	directConvManyTaps = 128
 )
 
+// dcwOn routes every convolution with a kernel larger than 1×1 and
+// several input channels per group through the wide direct kernels
+// (dcwRun) where they exist; tests and benchmarks switch it off to compare.
+var dcwOn = true
+
+// dcwPointwise routes 1×1 convolutions through the wide direct kernels too.
+var dcwPointwise = true
+
 // useDirectConv reports whether o runs as a direct convolution.
 func useDirectConv(o *rt.Conv) bool {
 	if dconvMaxKB() == 0 || o.X.DType != rt.F32 {
@@ -47,6 +68,9 @@ func useDirectConv(o *rt.Conv) bool {
 		return false
 	}
 	if Cg == 1 {
+		return true
+	}
+	if dcwOn && dcwMaxKB(2) > 0 && (o.KH*o.KW > 1 || dcwPointwise) {
 		return true
 	}
 	return taps <= directConvTaps && (Kg <= directConvMaxKg || taps >= directConvManyTaps) && o.KH*o.KW > 1
@@ -66,6 +90,15 @@ type dconvPlan struct {
 	rows       int   // output rows per chunk
 	nchunk     int
 	taps, nout int
+	// wide: the kernels read the weights w in place ([K, taps]) with
+	// blocks of u vectors (dcwRun); else they read wp (dconvRun).
+	wide bool
+	u    int
+	w    []float32
+	mk   int // the most channels of a block
+	// inPlace: the phase layout is x's own (stride 1, no padding), so
+	// that the kernels read the input planes where they are.
+	inPlace bool
 }
 
 // dconvPlans recycles plans (and their slices) between runs.
@@ -107,11 +140,24 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 	}
 	p.nout = (o.OH-1)*p.wq + o.OW
 	p.buf = max(p.cg*p.ps, hi+p.nout)
-	// Output-channel blocks of at most dconvMaxKB, of even sizes.
+	p.inPlace = sh == 1 && sw == 1 && o.PadT == 0 && o.PadL == 0 && p.hq == o.H && p.wq == o.Width && p.buf == p.cg*p.ps
+	// Output-channel blocks of at most dconvMaxKB (dcwMaxKB), of even sizes.
 	mk := dconvMaxKB()
+	if p.cg > 1 && dcwMaxKB(2) > 0 {
+		p.wide, p.u, p.w = true, dcwVectors(p), w
+		mk = dcwMaxKB(p.u)
+	}
+	p.mk = mk
 	nb := (p.kg + mk - 1) / mk
 	for i := 0; i <= nb; i++ {
 		p.kb0 = append(p.kb0, i*p.kg/nb)
+	}
+	p.bias = resize(p.bias, o.K)
+	clear(p.bias[copy(p.bias, bias):])
+	p.rows = max(1, min(o.OH, 2048/p.wq))
+	p.nchunk = (o.OH + p.rows - 1) / p.rows
+	if p.wide {
+		return p
 	}
 	// Weights packed per block: block of channels [k0, k1) (of all K) at
 	// k0·taps, as [tap][k].
@@ -129,11 +175,52 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 			}
 		}
 	}
-	p.bias = resize(p.bias, o.K)
-	clear(p.bias[copy(p.bias, bias):])
-	p.rows = max(1, min(o.OH, 2048/p.wq))
-	p.nchunk = (o.OH + p.rows - 1) / p.rows
 	return p
+}
+
+// dcwU, when 2 or 4, forces the wide kernels' vectors per block (tests
+// and benchmarks, VRUN_CPU_DCWU).
+var dcwU = 0
+
+// dcwVectors picks the wide kernels' vectors per block for p: 4 (at most
+// 6 output channels a call, each tap's weights read once per 64 outputs)
+// for planes of at most 64 outputs, where the chunks are that short
+// anyway, else 2 (12 channels a call, half the input read per weight).
+func dcwVectors(p *dconvPlan) int {
+	if dcwU == 2 || dcwU == 4 {
+		return dcwU
+	}
+	if p.nout <= 64 {
+		return 4
+	}
+	return 2
+}
+
+// clampAct reports whether act is a clamp the wide kernels apply as they
+// store (ReLU, Clip), and its bounds.
+func clampAct(act rt.Activation) (lo, hi float32, ok bool) {
+	switch act.Fn {
+	case rt.Relu:
+		return 0, float32(math.Inf(1)), true
+	case rt.Clip:
+		if math.IsNaN(act.Alpha) || math.IsNaN(act.Beta) {
+			return 0, 0, false
+		}
+		return float32(act.Alpha), float32(act.Beta), true
+	}
+	return 0, 0, false
+}
+
+// input returns the padded phase planes of image n, group g: filled into
+// buf, or, in place, x's own planes.
+func (p *dconvPlan) input(x, buf []float32, n, g int) []float32 {
+	if p.inPlace {
+		o := p.o
+		base := (n*o.C + g*p.cg) * o.H * o.Width
+		return x[base : base+p.buf]
+	}
+	p.fill(x, buf, n, g)
+	return buf
 }
 
 // fill writes the padded phase planes of image n, group g into buf.
@@ -227,20 +314,32 @@ func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 	kb := k1 - k0
 	nq := (oh1-oh0-1)*p.wq + o.OW
 	xb := buf[oh0*p.wq:]
-	wb := p.wp[k0*p.taps : k1*p.taps]
+	var wb []float32
 	yb := y[(n*o.K+k0)*P:]
+	lo, hi, clamp := clampAct(o.Act)
+	run := func(dst []float32, ld int) {
+		if p.wide {
+			dcwRun(p.u, kb, nq, xb, p.offs, p.w[k0*p.taps:k1*p.taps], p.taps, p.bias[k0:k1], dst, ld, clamp, lo, hi)
+		} else {
+			dconvRun(kb, nq, xb, p.offs, wb, p.bias[k0:k1], dst, ld)
+		}
+	}
+	if !p.wide {
+		clamp = false
+		wb = p.wp[k0*p.taps : k1*p.taps]
+	}
 	if p.wq == o.OW {
-		dconvRun(kb, nq, xb, p.offs, wb, p.bias[k0:k1], yb[oh0*o.OW:], P)
+		run(yb[oh0*o.OW:], P)
 	} else {
 		ldo := (oh1 - oh0) * p.wq
-		dconvRun(kb, nq, xb, p.offs, wb, p.bias[k0:k1], out, ldo)
+		run(out, ldo)
 		for k := 0; k < kb; k++ {
 			for oh := oh0; oh < oh1; oh++ {
 				copy(yb[k*P+oh*o.OW:k*P+(oh+1)*o.OW], out[k*ldo+(oh-oh0)*p.wq:])
 			}
 		}
 	}
-	if o.Act.Fn != rt.Copy {
+	if o.Act.Fn != rt.Copy && !clamp {
 		for k := 0; k < kb; k++ {
 			actApply(o.Act.Fn, o.Act.Alpha, o.Act.Beta, yb[k*P+oh0*o.OW:k*P+oh1*o.OW])
 		}
@@ -256,13 +355,13 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 	}()
 	units := o.N * o.Groups
 	nkb := len(p.kb0) - 1
-	outLen := dconvMaxKB() * p.rows * p.wq
+	outLen := p.mk * p.rows * p.wq
 	unit := func(buf, out []float32, u int) {
 		n, g := u/o.Groups, u%o.Groups
-		p.fill(x, buf, n, g)
+		in := p.input(x, buf, n, g)
 		for i := 0; i < nkb; i++ {
 			for oh0 := 0; oh0 < o.OH; oh0 += p.rows {
-				p.chunk(buf, out, y, n, g, i, oh0, min(o.OH, oh0+p.rows))
+				p.chunk(in, out, y, n, g, i, oh0, min(o.OH, oh0+p.rows))
 			}
 		}
 	}
@@ -272,8 +371,12 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 		if work < 1<<18 {
 			grain = units
 		}
+		bufLen := p.buf
+		if p.inPlace {
+			bufLen = 0
+		}
 		parallelFor(units, grain, func(lo, hi int) {
-			bs, os := getScratch[float32](p.buf), getScratch[float32](outLen)
+			bs, os := getScratch[float32](bufLen), getScratch[float32](outLen)
 			for u := lo; u < hi; u++ {
 				unit(*bs, *os, u)
 			}
@@ -284,16 +387,20 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 	}
 	// Few images and groups: fill each group's buffer, then split its
 	// channel blocks and row chunks between the workers.
-	bs := getScratch[float32](p.buf)
+	bufLen := p.buf
+	if p.inPlace {
+		bufLen = 0
+	}
+	bs := getScratch[float32](bufLen)
 	for u := 0; u < units; u++ {
 		n, g := u/o.Groups, u%o.Groups
-		p.fill(x, *bs, n, g)
+		in := p.input(x, *bs, n, g)
 		parallelFor(nkb*p.nchunk, 1, func(lo, hi int) {
 			os := getScratch[float32](outLen)
 			for t := lo; t < hi; t++ {
 				i, c := t/p.nchunk, t%p.nchunk
 				oh0 := c * p.rows
-				p.chunk(*bs, *os, y, n, g, i, oh0, min(o.OH, oh0+p.rows))
+				p.chunk(in, *os, y, n, g, i, oh0, min(o.OH, oh0+p.rows))
 			}
 			putScratch(os)
 		})

@@ -36,6 +36,50 @@ func dconvRun(kb, n int, x []float32, offs []int, w, bias, y []float32, ldy int)
 	dconvKernels[kb-1](n, &x[0], &offs[0], len(offs), &w[0], &bias[0], &y[0], ldy)
 }
 
+// dcwMaxKB returns the most output rows one wide direct-convolution
+// kernel call computes with blocks of u vectors (2 or 4; 0 where there
+// are no kernels).
+func dcwMaxKB(u int) int {
+	if kernelLevel() < levelAVX512 {
+		return 0
+	}
+	if u == 4 {
+		return len(dcwKernels4)
+	}
+	return len(dcwKernels2)
+}
+
+// dcwRun sets y[k*ldy+q] = bias[k] + sum over t of w[k*ldw+t] *
+// x[q+offs[t]] for k < kb and q < n, clamped to [lo, hi] when clamp, with
+// the AVX-512 kernels of dconv_amd64.s that take u vectors a block (1 <=
+// kb <= dcwMaxKB(u), len(offs) >= 1).
+func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y []float32, ldy int, clamp bool, lo, hi float32) {
+	if n <= 0 {
+		return
+	}
+	hiOff := 0
+	for _, o := range offs {
+		if o < 0 {
+			panic("cpu: dcwRun: negative offset")
+		}
+		hiOff = max(hiOff, o)
+	}
+	nt := len(offs)
+	_ = x[hiOff+n-1]
+	_ = w[(kb-1)*ldw+nt-1]
+	_ = bias[kb-1]
+	_ = y[(kb-1)*ldy+n-1]
+	c := 0
+	if clamp {
+		c = 1
+	}
+	k := dcwKernels2[kb-1]
+	if u == 4 {
+		k = dcwKernels4[kb-1]
+	}
+	k(n, &x[0], &offs[0], nt, &w[0], ldw, &bias[0], &y[0], ldy, c, lo, hi)
+}
+
 // deinterleave2 sets even[i] = src[2i] and odd[i] = src[2i+1] for i <
 // len(even) == len(odd), and reports whether a kernel did it.
 func deinterleave2(even, odd, src []float32) bool {

@@ -43,6 +43,89 @@ func gemvAcc8D(acc, b *float64, ldb int, x *float64, n int)
 //go:noescape
 func gemvAcc1D(acc, b *float64, ldb int, x *float64, n int)
 
+//go:noescape
+func dcw1x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw2x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw3x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw4x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw5x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw6x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw7x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw8x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw9x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw10x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw11x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw12x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw1x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw2x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw3x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw4x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw5x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+//go:noescape
+func dcw6x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+// dcwKernel is the signature of the wide direct-convolution kernels.
+type dcwKernel func(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
+
+// dcwKernels2 are the wide kernels of 2 vectors a block, by row count (index KB-1).
+var dcwKernels2 = [...]dcwKernel{
+	dcw1x2,
+	dcw2x2,
+	dcw3x2,
+	dcw4x2,
+	dcw5x2,
+	dcw6x2,
+	dcw7x2,
+	dcw8x2,
+	dcw9x2,
+	dcw10x2,
+	dcw11x2,
+	dcw12x2,
+}
+
+// dcwKernels4 are the wide kernels of 4 vectors a block, by row count (index KB-1).
+var dcwKernels4 = [...]dcwKernel{
+	dcw1x4,
+	dcw2x4,
+	dcw3x4,
+	dcw4x4,
+	dcw5x4,
+	dcw6x4,
+}
+
 // dconvKernels are the direct-convolution kernels by row count (index KB-1).
 var dconvKernels = [...]func(n int, x *float32, offs *int, ntaps int, w, bias, y *float32, ldy int){
 	dconv1x4,

@@ -21,6 +21,11 @@ func dconvMaxKB() int { return 0 }
 
 func dconvRun(_, _ int, _ []float32, _ []int, _, _, _ []float32, _ int) {}
 
+func dcwMaxKB(int) int { return 0 }
+
+func dcwRun(_, _, _ int, _ []float32, _ []int, _ []float32, _ int, _, _ []float32, _ int, _ bool, _, _ float32) {
+}
+
 func deinterleave2(_, _, _ []float32) bool { return false }
 
 func gemvAxpyAsm[T floatT](_, _ []T, _ int, _ []T, _, _ int) bool { return false }

@@ -6,9 +6,20 @@ import (
 )
 
 // VRUN_CPU_NPMAXN overrides npMaxN in benchmarks, to compare the no-pack
-// and packed GEMM drivers side by side.
+// and packed GEMM drivers side by side; VRUN_CPU_DCWU forces the wide
+// direct-convolution kernels' vectors per block (2 or 4), and VRUN_CPU_DCW=0
+// turns them off (convolutions with many channels then run as GEMMs).
 func init() {
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_NPMAXN")); err == nil {
 		npMaxN = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCWU")); err == nil {
+		dcwU = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCW")); err == nil {
+		dcwOn = v != 0
+	}
+	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCWPW")); err == nil {
+		dcwPointwise = v != 0
 	}
 }

@@ -1,0 +1,132 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// TestDcwRun checks the wide direct-convolution kernels against a float64
+// sum: every row count of both block widths, output lengths around the
+// vector and block sizes (the masked last vector), random non-zero
+// values and tap offsets, with and without the clamp, and sentinels
+// around each output row (nothing written past n).
+func TestDcwRun(t *testing.T) {
+	if dcwMaxKB(2) == 0 {
+		t.Skip("no wide direct-convolution kernels here (needs AVX-512, not purego)")
+	}
+	rng := rand.New(rand.NewPCG(61, 62))
+	const sentinel = float32(-12345)
+	for _, u := range []int{2, 4} {
+		for kb := 1; kb <= dcwMaxKB(u); kb++ {
+			for _, n := range []int{1, 7, 15, 16, 17, 31, 33, 47, 63, 64, 65, 97, 130} {
+				for _, clamp := range []bool{false, true} {
+					name := fmt.Sprintf("u%d/kb%d/n%d/clamp%v", u, kb, n, clamp)
+					ntaps := 1 + rng.IntN(23)
+					offs := make([]int, ntaps)
+					hi := 0
+					for i := range offs {
+						offs[i] = rng.IntN(50)
+						hi = max(hi, offs[i])
+					}
+					x := make([]float32, hi+n)
+					for i := range x {
+						x[i] = float32(rng.Float64()*2 - 1)
+					}
+					ldw := ntaps + rng.IntN(3)
+					w := make([]float32, kb*ldw)
+					for i := range w {
+						w[i] = float32(rng.Float64()*2 - 1)
+					}
+					bias := make([]float32, kb)
+					for i := range bias {
+						bias[i] = float32(rng.Float64()*2 - 1)
+					}
+					ldy := n + 3
+					y := make([]float32, kb*ldy)
+					for i := range y {
+						y[i] = sentinel
+					}
+					lo, hiC := float32(-0.25), float32(0.5)
+					dcwRun(u, kb, n, x, offs, w, ldw, bias, y, ldy, clamp, lo, hiC)
+					for k := 0; k < kb; k++ {
+						for q := 0; q < ldy; q++ {
+							got := y[k*ldy+q]
+							if q >= n {
+								if got != sentinel {
+									t.Fatalf("%s: y[%d][%d] = %v written past n", name, k, q, got)
+								}
+								continue
+							}
+							s, sc := float64(bias[k]), math.Abs(float64(bias[k]))
+							for i, off := range offs {
+								p := float64(w[k*ldw+i]) * float64(x[q+off])
+								s += p
+								sc += math.Abs(p)
+							}
+							if clamp {
+								s = math.Min(math.Max(s, float64(lo)), float64(hiC))
+							}
+							if d := math.Abs(float64(got) - s); d > 1e-5*sc+1e-7 {
+								t.Fatalf("%s: y[%d][%d] = %v, want %v", name, k, q, got, s)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDcwNaN checks that a NaN reaching the fused ReLU stays NaN, as
+// rt.Relu keeps it.
+func TestDcwNaN(t *testing.T) {
+	if dcwMaxKB(2) == 0 {
+		t.Skip("no wide direct-convolution kernels here (needs AVX-512, not purego)")
+	}
+	x := []float32{1, float32(math.NaN()), -1, 2}
+	w := []float32{1}
+	y := make([]float32, 4)
+	dcwRun(2, 1, 4, x, []int{0}, w, 1, []float32{0}, y, 4, true, 0, float32(math.Inf(1)))
+	if y[0] != 1 || !math.IsNaN(float64(y[1])) || y[2] != 0 || y[3] != 2 {
+		t.Fatalf("relu of [1 NaN -1 2] = %v", y)
+	}
+}
+
+// TestConvWide runs convolutions with many channels per group (the wide
+// direct kernels; 1×1 ones read the input in place) against a float64
+// reference, with each block width forced, and with the kernels off
+// (im2col + GEMM) for comparison.
+func TestConvWide(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(63, 64))
+	relu := rt.Activation{Fn: rt.Relu}
+	relu6 := rt.Activation{Fn: rt.Clip, Alpha: 0, Beta: 6}
+	cases := []convCase{
+		{n: 1, c: 40, h: 7, w: 7, k: 70, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true, act: relu},
+		{n: 1, c: 33, h: 14, w: 13, k: 27, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1},
+		{n: 2, c: 20, h: 29, w: 31, k: 13, kh: 3, kw: 3, sh: 2, sw: 2, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true, act: relu6},
+		{n: 1, c: 24, h: 57, w: 45, k: 25, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true, act: relu},
+		{n: 1, c: 48, h: 9, w: 11, k: 36, kh: 3, kw: 3, sh: 1, sw: 1, pt: 0, pl: 0, pb: 0, pr: 0, dh: 1, dw: 1, g: 2, bias: true}, // in place, grouped
+		{n: 1, c: 37, h: 11, w: 19, k: 29, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 1, bias: true, act: relu6},                // 1×1 in place
+		{n: 3, c: 64, h: 5, w: 6, k: 100, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 1, act: rt.Activation{Fn: rt.Sigmoid}},
+		{n: 1, c: 16, h: 13, w: 13, k: 17, kh: 1, kw: 1, sh: 2, sw: 2, dh: 1, dw: 1, g: 1, bias: true},                            // 1×1 stride 2
+		{n: 1, c: 12, h: 20, w: 17, k: 24, kh: 3, kw: 3, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 2, dw: 2, g: 1, act: relu}, // dilated
+	}
+	save, saveU := convCases, dcwU
+	defer func() { convCases, dcwU, dcwOn = save, saveU, true }()
+	convCases = cases
+	for _, mode := range []struct {
+		name string
+		u    int
+		on   bool
+	}{{"auto", 0, true}, {"u2", 2, true}, {"u4", 4, true}, {"gemm", 0, false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			dcwU, dcwOn = mode.u, mode.on
+			runConvCases(t, e, rng, []rt.DType{rt.F32}, false)
+		})
+	}
+}
