@@ -76,14 +76,22 @@ def bandwidth():
 
 
 def models():
-    """Batch-1 and batch-32 latency, eager and CUDA-graph replay (median of 50 runs; f32, TF32 off)."""
+    """Batch-1 and batch-32 latency of the CNNs, batch 1 and 8 of the BERT-like
+    encoder (testdata/models/export.py), eager and CUDA-graph replay (median of
+    50 runs; f32, TF32 off)."""
+    import os
     import torchvision
-    for name, make in (("resnet18", torchvision.models.resnet18), ("resnet50", torchvision.models.resnet50),
-                       ("mobilenet_v2", torchvision.models.mobilenet_v2),
-                       ("squeezenet1_1", torchvision.models.squeezenet1_1)):
-        m = make(weights=None).eval().cuda()
-        for batch in (1, 32):
-            x = torch.randn(batch, 3, 224, 224, device="cuda")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "testdata", "models"))
+    from export import BertEncoder
+    for name, make, shape, batches in (
+            ("resnet18", lambda: torchvision.models.resnet18(weights=None), (3, 224, 224), (1, 32)),
+            ("resnet50", lambda: torchvision.models.resnet50(weights=None), (3, 224, 224), (1, 32)),
+            ("mobilenet_v2", lambda: torchvision.models.mobilenet_v2(weights=None), (3, 224, 224), (1, 32)),
+            ("squeezenet1_1", lambda: torchvision.models.squeezenet1_1(weights=None), (3, 224, 224), (1, 32)),
+            ("bert", BertEncoder, (128, 768), (1, 8))):
+        m = make().eval().cuda()
+        for batch in batches:
+            x = torch.randn(batch, *shape, device="cuda")
             with torch.no_grad():
                 for _ in range(10):
                     m(x)

@@ -51,6 +51,18 @@ class LSTMClassifier(nn.Module):
         return self.fc(h[-1])
 
 
+class BertEncoder(nn.Module):
+    """A BERT-base-like encoder: 12 post-norm layers, d = 768, 12 heads, FF 3072, on [batch, 128, 768] embeddings."""
+
+    def __init__(self, d=768, heads=12, ff=3072, layers=12):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, activation="gelu", batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False)
+
+    def forward(self, x):
+        return self.enc(x)
+
+
 def models():
     g = torch.Generator().manual_seed(7)
     img = torch.rand(1, 3, 224, 224, generator=g) * 2 - 1
@@ -62,6 +74,7 @@ def models():
         "resnet50": (lambda: torchvision.models.resnet50(weights=None), img),
         "transformer": (TransformerClassifier, tok),
         "lstm": (LSTMClassifier, tok),
+        "bert": (BertEncoder, torch.randn(1, 128, 768, generator=g)),
     }
 
 
