@@ -17,38 +17,18 @@ import (
 //     copies) use for DMA without a staging copy;
 //   - Map returns nil: buffers are not mapped (pocl's memory is host
 //     memory, but mapping would need clEnqueueMapBuffer around each use).
-var (
-	_ rt.Copier         = (*device)(nil)
-	_ rt.Mapper         = (*device)(nil)
-	_ rt.HostAllocator  = (*device)(nil)
-	_ rt.MemoryReporter = (*device)(nil)
-)
+var _ rt.MemoryDevice = (*device)(nil)
 
 // Copy copies n bytes of src at srcOff into dst at dstOff and waits.
 func (d *device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := d.check(); err != nil {
-		return fmt.Errorf("opencl: Copy: %w", err)
-	}
-	sm, err := d.memOf(src)
-	if err != nil {
-		return fmt.Errorf("opencl: Copy: %w", err)
-	}
-	dm, err := d.memOf(dst)
-	if err != nil {
-		return fmt.Errorf("opencl: Copy: %w", err)
-	}
-	if err := rt.CheckCopy(dst.Size(), dstOff, src.Size(), srcOff, n); err != nil {
-		return fmt.Errorf("opencl: Copy: %w", err)
-	}
-	if n == 0 {
+	return rt.CopyBuffers(BackendName, d.check, d.memOf, dst, dstOff, src, srcOff, n, func(dm, sm clMem) error {
+		if err := copySync(d.queue, sm, dm, srcOff, dstOff, n); err != nil {
+			return fmt.Errorf("opencl: Copy: %w", mapExecErr(err))
+		}
 		return nil
-	}
-	if err := copySync(d.queue, sm, dm, srcOff, dstOff, n); err != nil {
-		return fmt.Errorf("opencl: Copy: %w", mapExecErr(err))
-	}
-	return nil
+	})
 }
 
 // Map returns nil: OpenCL buffers are not kept mapped.
@@ -61,6 +41,9 @@ type hostBuf struct {
 	ptr  unsafe.Pointer
 	size int64
 }
+
+// Size is the size asked of AllocHost (MemoryUsage counts it).
+func (h *hostBuf) Size() int64 { return h.size }
 
 func (h *hostBuf) Bytes() []byte {
 	if h.mem == nil {
@@ -111,14 +94,5 @@ func (d *device) AllocHost(size int64) (rt.HostBuffer, error) {
 func (d *device) MemoryUsage() rt.MemoryUsage {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var u rt.MemoryUsage
-	for b := range d.bufs {
-		u.Buffers++
-		u.Bytes += b.size
-	}
-	for h := range d.hosts {
-		u.HostBuffers++
-		u.HostBytes += h.size
-	}
-	return u
+	return rt.CountMemory(d.bufs, d.hosts)
 }

@@ -1,40 +1,19 @@
 package cpu
 
-import (
-	"fmt"
-
-	"github.com/vrun-go/vrun/rt"
-)
+import "github.com/vrun-go/vrun/rt"
 
 // The CPU device implements the optional memory interfaces of rt: its
 // buffers are host memory, so Map is the buffer itself (zero-copy), Copy
 // is one memmove, and AllocHost is ordinary aligned memory (nothing needs
 // pinning).
-var (
-	_ rt.Copier         = (*Device)(nil)
-	_ rt.Mapper         = (*Device)(nil)
-	_ rt.HostAllocator  = (*Device)(nil)
-	_ rt.MemoryReporter = (*Device)(nil)
-)
+var _ rt.MemoryDevice = (*Device)(nil)
 
 // Copy copies n bytes of src at srcOff into dst at dstOff.
 func (d *Device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int64) error {
-	if err := d.check(); err != nil {
-		return fmt.Errorf("cpu: Copy: %w", err)
-	}
-	s, err := bytesOf(src)
-	if err != nil {
-		return fmt.Errorf("cpu: Copy: %w", err)
-	}
-	t, err := bytesOf(dst)
-	if err != nil {
-		return fmt.Errorf("cpu: Copy: %w", err)
-	}
-	if err := rt.CheckCopy(int64(len(t)), dstOff, int64(len(s)), srcOff, n); err != nil {
-		return fmt.Errorf("cpu: Copy: %w", err)
-	}
-	copy(t[dstOff:dstOff+n], s[srcOff:srcOff+n])
-	return nil
+	return rt.CopyBuffers(BackendName, d.check, bytesOf, dst, dstOff, src, srcOff, n, func(t, s []byte) error {
+		copy(t[dstOff:dstOff+n], s[srcOff:srcOff+n])
+		return nil
+	})
 }
 
 // Map returns the buffer's memory: CPU buffers are host memory. It
@@ -54,6 +33,9 @@ type hostBuf struct {
 }
 
 func (h *hostBuf) Bytes() []byte { return h.data }
+
+// Size is the size asked of AllocHost (MemoryUsage counts it).
+func (h *hostBuf) Size() int64 { return int64(len(h.data)) }
 
 func (h *hostBuf) Free() {
 	h.d.mu.Lock()
@@ -83,14 +65,5 @@ func (d *Device) AllocHost(size int64) (rt.HostBuffer, error) {
 func (d *Device) MemoryUsage() rt.MemoryUsage {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var u rt.MemoryUsage
-	for b := range d.bufs {
-		u.Buffers++
-		u.Bytes += b.size
-	}
-	for h := range d.hosts {
-		u.HostBuffers++
-		u.HostBytes += int64(len(h.data))
-	}
-	return u
+	return rt.CountMemory(d.bufs, d.hosts)
 }

@@ -641,18 +641,29 @@ func (d *Device) bufferOf(b rt.Buffer) (*Buffer, error) {
 	return cb, nil
 }
 
+// beginAlloc is the prologue of Alloc and AllocHost (named by what): it
+// checks the size and the device and makes the device's context current
+// until leave.
+func (d *Device) beginAlloc(what string, size int64) (leave func(), err error) {
+	if size < 0 {
+		return nil, fmt.Errorf("cuda: %s: negative size %d", what, size)
+	}
+	if err := d.check(); err != nil {
+		return nil, fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	leave, err = d.enter()
+	if err != nil {
+		return nil, d.noteErr(err)
+	}
+	return leave, nil
+}
+
 // Alloc allocates size bytes of device memory (256-byte aligned). Failure
 // is an *rt.OOMError naming the request.
 func (d *Device) Alloc(size int64) (rt.Buffer, error) {
-	if size < 0 {
-		return nil, fmt.Errorf("cuda: Alloc: negative size %d", size)
-	}
-	if err := d.check(); err != nil {
-		return nil, fmt.Errorf("cuda: Alloc: %w", err)
-	}
-	leave, err := d.enter()
+	leave, err := d.beginAlloc("Alloc", size)
 	if err != nil {
-		return nil, d.noteErr(err)
+		return nil, err
 	}
 	defer leave()
 	n := max(size, 256) // cuMemAlloc rejects 0; round tiny sizes up

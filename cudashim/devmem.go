@@ -24,32 +24,17 @@ import (
 //     staging copy (a stream's graph captures the pointer itself);
 //   - Map returns nil: device memory is not host-visible through the
 //     driver API.
-var (
-	_ rt.Copier         = (*Device)(nil)
-	_ rt.Mapper         = (*Device)(nil)
-	_ rt.HostAllocator  = (*Device)(nil)
-	_ rt.MemoryReporter = (*Device)(nil)
-)
+var _ rt.MemoryDevice = (*Device)(nil)
 
 // Copy copies n bytes of src at srcOff into dst at dstOff and waits.
 func (d *Device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int64) error {
-	if err := d.check(); err != nil {
-		return fmt.Errorf("cuda: Copy: %w", err)
-	}
-	sb, err := d.bufferOf(src)
-	if err != nil {
-		return fmt.Errorf("cuda: Copy: %w", err)
-	}
-	db, err := d.bufferOf(dst)
-	if err != nil {
-		return fmt.Errorf("cuda: Copy: %w", err)
-	}
-	if err := rt.CheckCopy(db.size, dstOff, sb.size, srcOff, n); err != nil {
-		return fmt.Errorf("cuda: Copy: %w", err)
-	}
-	if n == 0 {
-		return nil
-	}
+	return rt.CopyBuffers(BackendName, d.check, d.bufferOf, dst, dstOff, src, srcOff, n, func(db, sb *Buffer) error {
+		return d.copyDtoD(db, dstOff, sb, srcOff, n)
+	})
+}
+
+// copyDtoD is Copy after its argument checks.
+func (d *Device) copyDtoD(db *Buffer, dstOff int64, sb *Buffer, srcOff, n int64) error {
 	d.ioMu.Lock()
 	defer d.ioMu.Unlock()
 	leave, err := d.enter()
@@ -85,6 +70,9 @@ type hostBuf struct {
 	size int64
 }
 
+// Size is the size asked of AllocHost (MemoryUsage counts it).
+func (h *hostBuf) Size() int64 { return h.size }
+
 func (h *hostBuf) Bytes() []byte {
 	h.d.mu.Lock()
 	defer h.d.mu.Unlock()
@@ -113,15 +101,9 @@ func (h *hostBuf) Free() {
 
 // AllocHost allocates size bytes of page-locked host memory.
 func (d *Device) AllocHost(size int64) (rt.HostBuffer, error) {
-	if size < 0 {
-		return nil, fmt.Errorf("cuda: AllocHost: negative size %d", size)
-	}
-	if err := d.check(); err != nil {
-		return nil, fmt.Errorf("cuda: AllocHost: %w", err)
-	}
-	leave, err := d.enter()
+	leave, err := d.beginAlloc("AllocHost", size)
 	if err != nil {
-		return nil, d.noteErr(err)
+		return nil, err
 	}
 	defer leave()
 	var p unsafe.Pointer
@@ -165,14 +147,5 @@ func (d *Device) hostOf(host []byte) unsafe.Pointer {
 func (d *Device) MemoryUsage() rt.MemoryUsage {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var u rt.MemoryUsage
-	for b := range d.bufs {
-		u.Buffers++
-		u.Bytes += b.size
-	}
-	for h := range d.hosts {
-		u.HostBuffers++
-		u.HostBytes += h.size
-	}
-	return u
+	return rt.CountMemory(d.bufs, d.hosts)
 }

@@ -66,6 +66,64 @@ type MemoryReporter interface {
 	MemoryUsage() MemoryUsage
 }
 
+// MemoryDevice is a Device with every optional memory interface. Each
+// backend of this module asserts that its device is one.
+type MemoryDevice interface {
+	Device
+	Copier
+	Mapper
+	HostAllocator
+	MemoryReporter
+}
+
+// Sized is a buffer or host buffer that knows its size in bytes, as asked
+// of the allocation.
+type Sized interface {
+	comparable
+	Size() int64
+}
+
+// CountMemory is [MemoryReporter.MemoryUsage] for a backend that keeps its
+// live buffers and host buffers in two sets.
+func CountMemory[B, H Sized](bufs map[B]struct{}, hosts map[H]struct{}) MemoryUsage {
+	u := MemoryUsage{Buffers: len(bufs), HostBuffers: len(hosts)}
+	for b := range bufs {
+		u.Bytes += b.Size()
+	}
+	for h := range hosts {
+		u.HostBytes += h.Size()
+	}
+	return u
+}
+
+// CopyBuffers is the frame of a backend's [Copier.Copy]: it checks the
+// device with check, resolves src and dst to the backend's buffer type B
+// with own, checks n and the ranges against the buffers' sizes
+// ([CheckCopy]) and, unless n is 0, calls copy with the resolved buffers.
+// The errors of check, own and the range check are wrapped as
+// "<backend>: Copy: ..."; those of copy are returned as they are.
+func CopyBuffers[B any](backend string, check func() error, own func(Buffer) (B, error),
+	dst Buffer, dstOff int64, src Buffer, srcOff, n int64, copy func(dst, src B) error) error {
+	err := check()
+	var s, d B
+	if err == nil {
+		s, err = own(src)
+	}
+	if err == nil {
+		d, err = own(dst)
+	}
+	if err == nil {
+		err = CheckCopy(dst.Size(), dstOff, src.Size(), srcOff, n)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: Copy: %w", backend, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	return copy(d, s)
+}
+
 // CheckRange returns an error unless the n bytes at off lie within a
 // buffer of size bytes. Backends check the ranges of Write, Read and Copy
 // with it.

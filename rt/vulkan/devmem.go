@@ -18,12 +18,7 @@ import (
 //     host-cached where the device has it) and maps it; Write, Read and
 //     the stream's copies from or to its bytes copy from that buffer
 //     directly, without the staging copy.
-var (
-	_ rt.Copier         = (*device)(nil)
-	_ rt.Mapper         = (*device)(nil)
-	_ rt.HostAllocator  = (*device)(nil)
-	_ rt.MemoryReporter = (*device)(nil)
-)
+var _ rt.MemoryDevice = (*device)(nil)
 
 // forceStaging makes Alloc use device-local memory that is not mapped
 // even on unified devices, so that tests on lavapipe exercise the staging
@@ -32,33 +27,18 @@ var forceStaging bool
 
 // Copy copies n bytes of src at srcOff into dst at dstOff.
 func (d *device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int64) error {
-	if err := d.check(); err != nil {
-		return err
-	}
-	s, err := d.own(src)
-	if err != nil {
-		return err
-	}
-	t, err := d.own(dst)
-	if err != nil {
-		return err
-	}
-	if err := rt.CheckCopy(t.size, dstOff, s.size, srcOff, n); err != nil {
-		return fmt.Errorf("vulkan: Copy: %w", err)
-	}
-	if n == 0 {
-		return nil
-	}
-	if s.mapped && t.mapped {
-		copy(t.bytes()[dstOff:dstOff+n], s.bytes()[srcOff:srcOff+n])
-		return nil
-	}
-	d.xmu.Lock()
-	defer d.xmu.Unlock()
-	if err := d.copySync(s.buf, t.buf, srcOff, dstOff, n); err != nil {
-		return err
-	}
-	return d.valErr()
+	return rt.CopyBuffers(backendName, d.check, d.own, dst, dstOff, src, srcOff, n, func(t, s *buffer) error {
+		if s.mapped && t.mapped {
+			copy(t.bytes()[dstOff:dstOff+n], s.bytes()[srcOff:srcOff+n])
+			return nil
+		}
+		d.xmu.Lock()
+		defer d.xmu.Unlock()
+		if err := d.copySync(s.buf, t.buf, srcOff, dstOff, n); err != nil {
+			return err
+		}
+		return d.valErr()
+	})
 }
 
 // Map returns the mapped memory of a host-visible device buffer, or nil.
@@ -143,14 +123,5 @@ func (d *device) hostOf(p []byte) (*buffer, int64) {
 func (d *device) MemoryUsage() rt.MemoryUsage {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var u rt.MemoryUsage
-	for b := range d.buffers {
-		u.Buffers++
-		u.Bytes += b.size
-	}
-	for b := range d.hosts {
-		u.HostBuffers++
-		u.HostBytes += b.size
-	}
-	return u
+	return rt.CountMemory(d.buffers, d.hosts)
 }
