@@ -359,16 +359,8 @@ func (d *Device) Close() error {
 	return nil
 }
 
-type cmdKind uint8
-
-const (
-	cmdWrite cmdKind = iota
-	cmdRead
-	cmdLaunch
-)
-
 type command struct {
-	kind cmdKind
+	kind rt.StreamCmd
 	buf  rt.Buffer
 	off  int64
 	host []byte
@@ -416,7 +408,7 @@ func (s *Stream) Write(dst rt.Buffer, off int64, src []byte) error {
 	if err := checkRange(dst, off, len(src)); err != nil {
 		return fmt.Errorf("cpu: Stream.Write: %w", err)
 	}
-	s.cmds = append(s.cmds, command{kind: cmdWrite, buf: dst, off: off, host: src})
+	s.cmds = append(s.cmds, command{kind: rt.CmdWrite, buf: dst, off: off, host: src})
 	return nil
 }
 
@@ -430,7 +422,7 @@ func (s *Stream) Read(dst []byte, src rt.Buffer, off int64) error {
 	if err := checkRange(src, off, len(dst)); err != nil {
 		return fmt.Errorf("cpu: Stream.Read: %w", err)
 	}
-	s.cmds = append(s.cmds, command{kind: cmdRead, buf: src, off: off, host: dst})
+	s.cmds = append(s.cmds, command{kind: rt.CmdRead, buf: src, off: off, host: dst})
 	return nil
 }
 
@@ -461,7 +453,7 @@ func (s *Stream) Launch(op rt.Op) error {
 			bufs = append(bufs, operandBuf{name, b})
 		}
 	})
-	s.cmds = append(s.cmds, command{kind: cmdLaunch, op: c, k: prepare(c), bufs: bufs})
+	s.cmds = append(s.cmds, command{kind: rt.CmdLaunch, op: c, k: prepare(c), bufs: bufs})
 	s.nLaunch++
 	return nil
 }
@@ -488,11 +480,11 @@ func (s *Stream) Submit() error {
 		c := &s.cmds[i]
 		var err error
 		switch c.kind {
-		case cmdWrite:
+		case rt.CmdWrite:
 			err = s.dev.Write(c.buf, c.off, c.host)
-		case cmdRead:
+		case rt.CmdRead:
 			err = s.dev.Read(c.host, c.buf, c.off)
-		case cmdLaunch:
+		case rt.CmdLaunch:
 			var t0 time.Time
 			if s.profile {
 				t0 = time.Now()

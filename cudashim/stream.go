@@ -19,16 +19,8 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-type cmdKind uint8
-
-const (
-	cmdWrite cmdKind = iota
-	cmdRead
-	cmdLaunch
-)
-
 type command struct {
-	kind  cmdKind
+	kind  rt.StreamCmd
 	buf   *Buffer
 	off   int64
 	host  []byte
@@ -36,7 +28,7 @@ type command struct {
 	// pin is host itself when it lies in a Device.AllocHost buffer: the
 	// copy goes from or to it directly, without the staging copy.
 	pin      unsafe.Pointer
-	launches []launch // cmdLaunch
+	launches []launch // rt.CmdLaunch
 	bufs     []*Buffer
 	name     string
 }
@@ -99,7 +91,7 @@ func (s *Stream) usable() error {
 	return s.dev.check()
 }
 
-func (s *Stream) record(what string, dst *Buffer, off int64, host []byte, kind cmdKind) error {
+func (s *Stream) record(what string, dst *Buffer, off int64, host []byte, kind rt.StreamCmd) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.usable(); err != nil {
@@ -120,7 +112,7 @@ func (s *Stream) Write(dst rt.Buffer, off int64, src []byte) error {
 	if err != nil {
 		return fmt.Errorf("cuda: Stream.Write: %w", err)
 	}
-	return s.record("Write", b, off, src, cmdWrite)
+	return s.record("Write", b, off, src, rt.CmdWrite)
 }
 
 // Read records a copy of len(dst) bytes of src at byte offset off into
@@ -130,7 +122,7 @@ func (s *Stream) Read(dst []byte, src rt.Buffer, off int64) error {
 	if err != nil {
 		return fmt.Errorf("cuda: Stream.Read: %w", err)
 	}
-	return s.record("Read", b, off, dst, cmdRead)
+	return s.record("Read", b, off, dst, rt.CmdRead)
 }
 
 // Launch validates op, lowers it to kernel launches (and cuBLAS calls)
@@ -162,7 +154,7 @@ func (s *Stream) Launch(op rt.Op) error {
 			bufs = append(bufs, s.status)
 		}
 	}
-	s.cmds = append(s.cmds, command{kind: cmdLaunch, launches: ls, bufs: bufs, name: op.OpName()})
+	s.cmds = append(s.cmds, command{kind: rt.CmdLaunch, launches: ls, bufs: bufs, name: op.OpName()})
 	s.nLaunch++
 	s.dirty = true
 	return nil
@@ -210,7 +202,7 @@ func (s *Stream) prepare() error {
 	var need int64
 	for i := range s.cmds {
 		c := &s.cmds[i]
-		if c.kind == cmdLaunch || c.pin != nil {
+		if c.kind == rt.CmdLaunch || c.pin != nil {
 			continue
 		}
 		c.stage = need
@@ -302,7 +294,7 @@ func (s *Stream) issueCmds() error {
 	for i := range s.cmds {
 		c := &s.cmds[i]
 		switch c.kind {
-		case cmdWrite, cmdRead:
+		case rt.CmdWrite, rt.CmdRead:
 			if len(c.host) == 0 {
 				continue
 			}
@@ -315,7 +307,7 @@ func (s *Stream) issueCmds() error {
 			if c.pin != nil {
 				hp = c.pin
 			}
-			if c.kind == cmdWrite {
+			if c.kind == rt.CmdWrite {
 				err = check(C.vr_cuMemcpyHtoDAsync(dp, hp, C.size_t(len(c.host)), s.cs), "cuMemcpyHtoDAsync_v2")
 			} else {
 				err = check(C.vr_cuMemcpyDtoHAsync(hp, dp, C.size_t(len(c.host)), s.cs), "cuMemcpyDtoHAsync_v2")
@@ -323,7 +315,7 @@ func (s *Stream) issueCmds() error {
 			if err != nil {
 				return fmt.Errorf("command %d: %w", i, err)
 			}
-		case cmdLaunch:
+		case rt.CmdLaunch:
 			if s.profile {
 				if err := check(C.vr_cuEventRecord(s.events[ev], s.cs), "cuEventRecord"); err != nil {
 					return err
@@ -443,7 +435,7 @@ func (s *Stream) submitLocked() error {
 	}
 	for i := range s.cmds {
 		c := &s.cmds[i]
-		if c.kind == cmdWrite && len(c.host) > 0 && c.pin == nil {
+		if c.kind == rt.CmdWrite && len(c.host) > 0 && c.pin == nil {
 			copy(unsafe.Slice((*byte)(unsafe.Add(s.pinned, c.stage)), len(c.host)), c.host)
 		}
 	}
@@ -491,7 +483,7 @@ func (s *Stream) waitLocked() {
 	}
 	for i := range s.cmds {
 		c := &s.cmds[i]
-		if c.kind == cmdRead && len(c.host) > 0 && c.pin == nil {
+		if c.kind == rt.CmdRead && len(c.host) > 0 && c.pin == nil {
 			copy(c.host, unsafe.Slice((*byte)(unsafe.Add(s.pinned, c.stage)), len(c.host)))
 		}
 	}
@@ -503,7 +495,7 @@ func (s *Stream) waitLocked() {
 		}
 		var names []string
 		for i := range s.cmds {
-			if s.cmds[i].kind == cmdLaunch {
+			if s.cmds[i].kind == rt.CmdLaunch {
 				names = append(names, s.cmds[i].name)
 			}
 		}

@@ -159,3 +159,14 @@ type Stream interface {
 	// Close frees the stream. It is safe to call more than once.
 	Close() error
 }
+
+// StreamCmd is the kind of a command a backend's [Stream] records: one of
+// its three recording calls.
+type StreamCmd uint8
+
+// The recording calls of a [Stream].
+const (
+	CmdWrite  StreamCmd = iota // Stream.Write
+	CmdRead                    // Stream.Read
+	CmdLaunch                  // Stream.Launch
+)

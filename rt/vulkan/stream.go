@@ -12,17 +12,9 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-type cmdKind uint8
-
-const (
-	cmdWrite cmdKind = iota
-	cmdRead
-	cmdLaunch
-)
-
 // command is one recorded stream command.
 type command struct {
-	kind  cmdKind
+	kind  rt.StreamCmd
 	b     *buffer
 	off   int64
 	host  []byte // Write source / Read destination
@@ -132,7 +124,7 @@ func (s *stream) Write(dst rt.Buffer, off int64, src []byte) error {
 		return nil
 	}
 	pin, pinOff := s.d.hostOf(src)
-	s.cmds = append(s.cmds, command{kind: cmdWrite, b: b, off: off, host: src, pin: pin, pinOff: pinOff})
+	s.cmds = append(s.cmds, command{kind: rt.CmdWrite, b: b, off: off, host: src, pin: pin, pinOff: pinOff})
 	s.dirty = true
 	return nil
 }
@@ -152,7 +144,7 @@ func (s *stream) Read(dst []byte, src rt.Buffer, off int64) error {
 		return nil
 	}
 	pin, pinOff := s.d.hostOf(dst)
-	s.cmds = append(s.cmds, command{kind: cmdRead, b: b, off: off, host: dst, pin: pin, pinOff: pinOff})
+	s.cmds = append(s.cmds, command{kind: rt.CmdRead, b: b, off: off, host: dst, pin: pin, pinOff: pinOff})
 	s.dirty = true
 	return nil
 }
@@ -191,7 +183,7 @@ func (s *stream) Launch(op rt.Op) error {
 			ds[i].push[ds[i].tagAt] = uint32(s.nLaunch + 1)
 		}
 	}
-	s.cmds = append(s.cmds, command{kind: cmdLaunch, disps: ds})
+	s.cmds = append(s.cmds, command{kind: rt.CmdLaunch, disps: ds})
 	s.ops = append(s.ops, op.OpName())
 	s.nLaunch++
 	s.dirty = true
@@ -291,13 +283,13 @@ func (s *stream) record() error {
 	for i := range s.cmds {
 		c := &s.cmds[i]
 		switch c.kind {
-		case cmdWrite, cmdRead:
+		case rt.CmdWrite, rt.CmdRead:
 			if c.pin != nil {
 				continue
 			}
 			c.stOff = stageSize
 			stageSize += (int64(len(c.host)) + 15) &^ 15
-		case cmdLaunch:
+		case rt.CmdLaunch:
 			for _, x := range c.disps {
 				nsets++
 				nbinds += len(x.binds)
@@ -371,7 +363,7 @@ func (s *stream) record() error {
 	for i := range s.cmds {
 		c := &s.cmds[i]
 		switch c.kind {
-		case cmdWrite:
+		case rt.CmdWrite:
 			w := span{c.b, c.off, c.off + int64(len(c.host))}
 			hazard(nil, []span{w})
 			if c.pin != nil {
@@ -380,7 +372,7 @@ func (s *stream) record() error {
 				vd.cmdCopyBuffer(cb, s.stage.buf, c.b.buf, c.stOff, c.off, int64(len(c.host)))
 			}
 			pendW = append(pendW, w)
-		case cmdRead:
+		case rt.CmdRead:
 			r := span{c.b, c.off, c.off + int64(len(c.host))}
 			hazard([]span{r}, nil)
 			if c.pin != nil {
@@ -390,7 +382,7 @@ func (s *stream) record() error {
 			}
 			pendR = append(pendR, r)
 			anyRead = true
-		case cmdLaunch:
+		case rt.CmdLaunch:
 			if s.qpool != 0 {
 				vd.cmdWriteTimestamp(cb, vk.PipelineStageTopOfPipeBit, s.qpool, uint32(2*launch))
 			}
@@ -455,7 +447,7 @@ func (s *stream) Submit() error {
 		}
 	}
 	for _, c := range s.cmds {
-		if c.kind != cmdLaunch && (c.b.freed || c.pin != nil && c.pin.freed) {
+		if c.kind != rt.CmdLaunch && (c.b.freed || c.pin != nil && c.pin.freed) {
 			return fmt.Errorf("vulkan: stream uses a freed buffer: %w", rt.ErrClosed)
 		}
 		for _, x := range c.disps {
@@ -478,7 +470,7 @@ func (s *stream) Submit() error {
 	if s.stage != nil {
 		st := s.stage.bytes()
 		for _, c := range s.cmds {
-			if c.kind == cmdWrite && c.pin == nil {
+			if c.kind == rt.CmdWrite && c.pin == nil {
 				copy(st[c.stOff:], c.host)
 			}
 		}
@@ -513,7 +505,7 @@ func (s *stream) Wait() error {
 	if s.stage != nil {
 		st := s.stage.bytes()
 		for _, c := range s.cmds {
-			if c.kind == cmdRead && c.pin == nil {
+			if c.kind == rt.CmdRead && c.pin == nil {
 				copy(c.host, st[c.stOff:c.stOff+int64(len(c.host))])
 			}
 		}
