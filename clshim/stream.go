@@ -27,7 +27,7 @@ type stream struct {
 	pin       runtime.Pinner
 	inFlight  bool
 	submitErr error
-	timings   []time.Duration
+	times     rt.LaunchTimes // of the last Submit, with profile
 
 	// status holds the rt.IndexStatusWords that checked Gather,
 	// GatherElements and ScatterElements kernels flag an out-of-range
@@ -184,10 +184,11 @@ func (s *stream) Wait() error {
 	err := finish(s.queue)
 	if s.profile {
 		ns, terr := s.cmds.times()
-		s.timings = s.timings[:0]
+		var times []time.Duration
 		for _, n := range ns {
-			s.timings = append(s.timings, time.Duration(n))
+			times = append(times, time.Duration(n))
 		}
+		s.times.Set(times)
 		if err == nil {
 			err = terr
 		}
@@ -213,14 +214,7 @@ func (s *stream) Wait() error {
 }
 
 // Timings returns the device time of each Launch of the last Submit.
-func (s *stream) Timings() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.profile {
-		return nil
-	}
-	return append([]time.Duration(nil), s.timings...)
-}
+func (s *stream) Timings() []time.Duration { return s.times.Get() }
 
 // Reset discards all recorded commands and their kernels.
 func (s *stream) Reset() {
@@ -238,7 +232,7 @@ func (s *stream) reset() {
 	s.ops = nil
 	s.usesStatus = false
 	s.pin.Unpin()
-	s.timings = nil
+	s.times.Set(nil)
 	s.submitErr = nil
 }
 

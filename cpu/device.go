@@ -388,7 +388,7 @@ type Stream struct {
 	cmds    []command
 	nLaunch int
 	err     error
-	timings []time.Duration
+	times   rt.LaunchTimes // of the last Submit, with profile
 }
 
 func (s *Stream) usable() error {
@@ -468,8 +468,9 @@ func (s *Stream) Submit() error {
 		return s.err
 	}
 	s.err = nil
+	var times []time.Duration // of the launches, with profile
 	if s.profile {
-		s.timings = s.timings[:0]
+		defer func() { s.times.Set(times) }()
 	}
 	// An out-of-range index does not stop the run (as on the GPUs, where
 	// the kernels flag it in a status word): the first one is reported by
@@ -492,7 +493,7 @@ func (s *Stream) Submit() error {
 			launch++
 			err = runCommand(c)
 			if s.profile {
-				s.timings = append(s.timings, time.Since(t0))
+				times = append(times, time.Since(t0))
 			}
 			if err != nil {
 				if ie := indexError(err); ie != nil {
@@ -554,14 +555,7 @@ func (s *Stream) Wait() error {
 
 // Timings returns the wall time of each Launch of the last Submit, when the
 // stream was created with Profile.
-func (s *Stream) Timings() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.profile {
-		return nil
-	}
-	return append([]time.Duration(nil), s.timings...)
-}
+func (s *Stream) Timings() []time.Duration { return s.times.Get() }
 
 // Reset discards all recorded commands.
 func (s *Stream) Reset() {
@@ -569,7 +563,7 @@ func (s *Stream) Reset() {
 	defer s.mu.Unlock()
 	s.cmds = nil
 	s.nLaunch = 0
-	s.timings = nil
+	s.times.Set(nil)
 	s.err = nil
 }
 

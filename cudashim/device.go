@@ -658,6 +658,20 @@ func (d *Device) beginAlloc(what string, size int64) (leave func(), err error) {
 	return leave, nil
 }
 
+// adopt is the epilogue of Alloc and AllocHost (named by what): under the
+// device lock it records a new allocation with add, or releases it with
+// free when the device was closed meanwhile.
+func (d *Device) adopt(what string, add, free func()) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		free()
+		return fmt.Errorf("cuda: %s: device %w", what, rt.ErrClosed)
+	}
+	add()
+	return nil
+}
+
 // Alloc allocates size bytes of device memory (256-byte aligned). Failure
 // is an *rt.OOMError naming the request.
 func (d *Device) Alloc(size int64) (rt.Buffer, error) {
@@ -677,13 +691,9 @@ func (d *Device) Alloc(size int64) (rt.Buffer, error) {
 		return nil, d.noteErr(err)
 	}
 	b := &Buffer{dev: d, size: size, ptr: p}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		C.vr_cuMemFree(p)
-		return nil, fmt.Errorf("cuda: Alloc: device %w", rt.ErrClosed)
+	if err := d.adopt("Alloc", func() { d.bufs[b] = struct{}{} }, func() { C.vr_cuMemFree(p) }); err != nil {
+		return nil, err
 	}
-	d.bufs[b] = struct{}{}
 	return b, nil
 }
 

@@ -114,13 +114,9 @@ func (d *Device) AllocHost(size int64) (rt.HostBuffer, error) {
 		return nil, d.noteErr(err)
 	}
 	h := &hostBuf{d: d, ptr: p, size: size}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		C.vr_cuMemFreeHost(p)
-		return nil, fmt.Errorf("cuda: AllocHost: device %w", rt.ErrClosed)
+	if err := d.adopt("AllocHost", func() { d.hosts[h] = struct{}{} }, func() { C.vr_cuMemFreeHost(p) }); err != nil {
+		return nil, err
 	}
-	d.hosts[h] = struct{}{}
 	return h, nil
 }
 

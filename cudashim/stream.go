@@ -59,8 +59,8 @@ type Stream struct {
 
 	dnn dnnStream // cuDNN handle and workspace (cudnn.go)
 
-	events  []C.CUevent
-	timings []time.Duration
+	events []C.CUevent
+	times  rt.LaunchTimes // of the last Submit, with profile
 
 	pending bool // submitted, not yet waited
 	err     error
@@ -502,28 +502,22 @@ func (s *Stream) waitLocked() {
 		s.err = rt.IndexStatusError(BackendName, w[:], names)
 	}
 	if s.profile {
-		s.timings = s.timings[:0]
+		var times []time.Duration
 		for i := 0; i < s.nLaunch; i++ {
 			var ms C.float
 			if err := check(C.vr_cuEventElapsedTime(&ms, s.events[2*i], s.events[2*i+1]), "cuEventElapsedTime"); err != nil {
-				s.timings = append(s.timings, 0)
+				times = append(times, 0)
 				continue
 			}
-			s.timings = append(s.timings, time.Duration(float64(ms)*1e6))
+			times = append(times, time.Duration(float64(ms)*1e6))
 		}
+		s.times.Set(times)
 	}
 }
 
 // Timings returns the device time of each Launch of the last Submit, in
 // recording order, when the stream was created with Profile.
-func (s *Stream) Timings() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.profile {
-		return nil
-	}
-	return append([]time.Duration(nil), s.timings...)
-}
+func (s *Stream) Timings() []time.Duration { return s.times.Get() }
 
 // Reset discards all recorded commands (and the captured graph).
 func (s *Stream) Reset() {
@@ -539,7 +533,7 @@ func (s *Stream) Reset() {
 	s.cmds = nil
 	s.nLaunch = 0
 	s.usesStatus = false
-	s.timings = nil
+	s.times.Set(nil)
 	s.err = nil
 	s.dirty = true
 }

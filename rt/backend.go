@@ -2,6 +2,7 @@ package rt
 
 import (
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -158,6 +159,28 @@ type Stream interface {
 	Reset()
 	// Close frees the stream. It is safe to call more than once.
 	Close() error
+}
+
+// LaunchTimes holds the time of each Launch of a stream's last Submit,
+// which a backend's [Stream.Timings] returns. It has a lock of its own; the
+// zero value holds none.
+type LaunchTimes struct {
+	mu sync.Mutex
+	t  []time.Duration
+}
+
+// Get returns a copy of the times, or nil when there are none.
+func (l *LaunchTimes) Get() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.t...)
+}
+
+// Set replaces the times with t, which l keeps; nil clears them.
+func (l *LaunchTimes) Set(t []time.Duration) {
+	l.mu.Lock()
+	l.t = t
+	l.mu.Unlock()
 }
 
 // StreamCmd is the kind of a command a backend's [Stream] records: one of

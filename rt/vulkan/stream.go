@@ -45,7 +45,7 @@ type stream struct {
 	recorded bool
 
 	inflight bool
-	timings  []time.Duration
+	times    rt.LaunchTimes // of the last Submit, with profile
 	closed   bool
 
 	// scratch is the split-K scratch buffer (bound where a dispatch binds
@@ -236,7 +236,7 @@ func (s *stream) Reset() {
 	s.nLaunch = 0
 	s.ops = nil
 	s.usesStatus = false
-	s.timings = nil
+	s.times.Set(nil)
 	s.dirty = true
 }
 
@@ -527,11 +527,12 @@ func (s *stream) Wait() error {
 				mask = (uint64(1) << b) - 1
 			}
 			period := float64(d.phys.limits.TimestampPeriod)
-			s.timings = make([]time.Duration, s.nq/2)
-			for i := range s.timings {
+			times := make([]time.Duration, s.nq/2)
+			for i := range times {
 				dt := (res[2*i+1] - res[2*i]) & mask
-				s.timings[i] = time.Duration(float64(dt) * period)
+				times[i] = time.Duration(float64(dt) * period)
 			}
+			s.times.Set(times)
 		}
 	}
 	if err := d.valErr(); err != nil {
@@ -540,9 +541,7 @@ func (s *stream) Wait() error {
 	return idxErr
 }
 
-func (s *stream) Timings() []time.Duration {
-	return append([]time.Duration(nil), s.timings...)
-}
+func (s *stream) Timings() []time.Duration { return s.times.Get() }
 
 func (s *stream) Close() error {
 	if s.closed {
