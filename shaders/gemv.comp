@@ -1,16 +1,34 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// gemv: matmul for M == 1 or N == 1. Same push constants as matmul.comp.
+#ifdef SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+// gemv: matmul for M == 1 or N == 1, built for memory bandwidth. Push
+// constants are matmul.comp's plus S, ks (column mode split-K). One
+// operand is the vector V, the other the matrix W: V = A, W = B when
+// M == 1; V = B, W = A otherwise (flags bit 4).
 //
 // Row mode (flags bit 3 clear) serves outputs whose two operands are both
-// contiguous along K: one workgroup per output element, invocations split
-// K and combine with a shared-memory tree.
+// contiguous along K (x W^T with B transposed, the Linear layout; A x with
+// A not transposed): lane groups (a subgroup in the gemvsg variants,
+// LG invocations reducing through shared memory in the others) each own
+// R consecutive rows of W and walk K together, with 128-bit loads (four
+// elements: vec4 for f32, two packed half pairs for f16) where flags
+// bit 5 says K and every row start are multiples of 4, scalar loads
+// otherwise; each lane keeps one accumulator per row, and the group sums
+// them with subgroupAdd (or a shared-memory tree).
 //
 // Column mode (bit 3 set) serves y[j] = sum_k v[k] * W[k*L + j], where W
-// is contiguous along the outputs (M == 1 with B not transposed, W = B,
-// L = N; or N == 1 with A transposed, W = A, L = M, flags bit 4): a
-// workgroup owns 32 consecutive outputs, its WG/32 subgroups of 32 split
-// K, so every load of W is a coalesced 128-byte row segment.
+// is contiguous along the outputs (x W with B not transposed, L = N; or
+// A^T x, L = M): a workgroup owns CL lanes of consecutive outputs (four
+// per lane with 128-bit loads, bit 5) and WG/CL rows of K that it walks
+// with four independent accumulators, then sums its rows in shared memory
+// in a fixed order. With S > 1 the workgroups also split K into S slices
+// of ks (gl_WorkGroupID.y); they write raw partials to the stream's
+// scratch buffer (bound as Y), part[(bt*S + s)*L + j], which splitk.comp
+// sums in order and finishes with alpha, beta*bias and the activation.
+// Nothing uses atomics: results are deterministic.
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -22,6 +40,14 @@
 #include "gen_act_f.glsl"
 #endif
 
+// R: rows per lane group (row mode, at most RMAX); CL: output lanes per
+// workgroup (column mode, divides WG); LG: lanes per group where no
+// subgroup arithmetic is used (a power of two dividing WG).
+layout(constant_id = 1) const uint R = 2;
+layout(constant_id = 2) const uint CL = 64;
+layout(constant_id = 3) const uint LG = 32;
+#define RMAX 8u
+
 layout(push_constant) uniform PC {
 	uint M, N, K, flags;
 	uint sA, sB, sY, act;
@@ -29,13 +55,33 @@ layout(push_constant) uniform PC {
 	int bs0, bs1;
 	uint batch, pad;
 	uvec2 alpha, beta, actA, actB;
+	uint S, ks;
 } pc;
 layout(std430, binding = 0) readonly buffer BA { X_T a[]; };
 layout(std430, binding = 1) readonly buffer BB { X_T b[]; };
 layout(std430, binding = 2) readonly buffer BC { X_T bias[]; };
 layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
+layout(std430, binding = 3) writeonly buffer BP { CT part[]; };
 
-shared CT sv[WG];
+#if X_DT == 1
+#define VEC 1
+layout(std430, binding = 0) readonly buffer BA4 { vec4 a4[]; };
+layout(std430, binding = 1) readonly buffer BB4 { vec4 b4[]; };
+vec4 ld_a4(uint i) { return a4[i]; }
+vec4 ld_b4(uint i) { return b4[i]; }
+#elif X_DT == 2
+#define VEC 1
+layout(std430, binding = 0) readonly buffer BA4 { uvec2 a4[]; };
+layout(std430, binding = 1) readonly buffer BB4 { uvec2 b4[]; };
+vec4 ld_a4(uint i) { uvec2 u = a4[i]; return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
+vec4 ld_b4(uint i) { uvec2 u = b4[i]; return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
+#endif
+
+CT ld_a(uint i) { return CT(X_LD(a[i])); }
+CT ld_b(uint i) { return CT(X_LD(b[i])); }
+
+// column mode: 4 partial sums per invocation
+shared CT sv[WG * 4u];
 
 void epilogue(uint bt, uint gm, uint gn, CT acc) {
 	CT v = pc_real(pc.alpha) * acc;
@@ -44,82 +90,76 @@ void epilogue(uint bt, uint gm, uint gn, CT acc) {
 	y[pc.offY + bt * pc.sY + gm * pc.N + gn] = Y_ST(v);
 }
 
-#define CW 32u
-
-void column() {
-	uint t = gl_LocalInvocationID.x;
-	uint c = t % CW, s = t / CW, ns = WG / CW;
-	bool wa = (pc.flags & 16u) != 0u; // W is A (N == 1)
-	uint L = wa ? pc.M : pc.N, K = pc.K;
-	uint ngroups = (L + CW - 1u) / CW;
-	uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
-	for (uint bt = gl_WorkGroupID.z; bt < pc.batch; bt += gl_NumWorkGroups.z) {
-		uint baseV = wa ? pc.offB + bt * pc.sB : pc.offA + bt * pc.sA;
-		uint baseW = wa ? pc.offA + bt * pc.sA : pc.offB + bt * pc.sB;
-		for (uint w = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; w < ngroups; w += nwg) {
-			uint j = w * CW + c;
-			CT acc0 = CT(0), acc1 = CT(0), acc2 = CT(0), acc3 = CT(0);
-			if (j < L) {
-				uint k = s;
-				if (wa) {
-					for (; k + 3u * ns < K; k += 4u * ns) {
-						acc0 = fma(CT(X_LD(b[baseV + k])), CT(X_LD(a[baseW + k * L + j])), acc0);
-						acc1 = fma(CT(X_LD(b[baseV + k + ns])), CT(X_LD(a[baseW + (k + ns) * L + j])), acc1);
-						acc2 = fma(CT(X_LD(b[baseV + k + 2u * ns])), CT(X_LD(a[baseW + (k + 2u * ns) * L + j])), acc2);
-						acc3 = fma(CT(X_LD(b[baseV + k + 3u * ns])), CT(X_LD(a[baseW + (k + 3u * ns) * L + j])), acc3);
-					}
-					for (; k < K; k += ns) acc0 = fma(CT(X_LD(b[baseV + k])), CT(X_LD(a[baseW + k * L + j])), acc0);
-				} else {
-					for (; k + 3u * ns < K; k += 4u * ns) {
-						acc0 = fma(CT(X_LD(a[baseV + k])), CT(X_LD(b[baseW + k * L + j])), acc0);
-						acc1 = fma(CT(X_LD(a[baseV + k + ns])), CT(X_LD(b[baseW + (k + ns) * L + j])), acc1);
-						acc2 = fma(CT(X_LD(a[baseV + k + 2u * ns])), CT(X_LD(b[baseW + (k + 2u * ns) * L + j])), acc2);
-						acc3 = fma(CT(X_LD(a[baseV + k + 3u * ns])), CT(X_LD(b[baseW + (k + 3u * ns) * L + j])), acc3);
-					}
-					for (; k < K; k += ns) acc0 = fma(CT(X_LD(a[baseV + k])), CT(X_LD(b[baseW + k * L + j])), acc0);
-				}
-			}
-			sv[t] = (acc0 + acc1) + (acc2 + acc3);
-			barrier();
-			if (s == 0u && j < L) {
-				CT sum = CT(0);
-				for (uint q = 0u; q < ns; q++) sum += sv[q * CW + c];
-				if (wa) epilogue(bt, j, 0u, sum);
-				else epilogue(bt, 0u, j, sum);
-			}
-			barrier();
-		}
-	}
+// lane groups of row mode: this invocation's lane and the group size, its
+// group and the number of groups in the workgroup.
+#ifdef SUBGROUP
+void lanes(out uint lane, out uint nl, out uint gid, out uint ng) {
+	lane = subgroupExclusiveAdd(1u);
+	nl = subgroupAdd(1u);
+	gid = gl_SubgroupID;
+	ng = gl_NumSubgroups;
 }
 
-void main() {
-	if ((pc.flags & 8u) != 0u) {
-		column();
-		return;
-	}
+CT lgsum(CT v, uint lane) { return subgroupAdd(v); }
+#else
+shared CT red[WG];
+
+void lanes(out uint lane, out uint nl, out uint gid, out uint ng) {
 	uint t = gl_LocalInvocationID.x;
-	bool ta = (pc.flags & 1u) != 0u, tb = (pc.flags & 2u) != 0u;
-	uint M = pc.M, N = pc.N, K = pc.K;
-	uint total = M * N;
-	uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
-	for (uint bt = gl_WorkGroupID.z; bt < pc.batch; bt += gl_NumWorkGroups.z) {
-		uint baseA = pc.offA + bt * pc.sA, baseB = pc.offB + bt * pc.sB;
-		for (uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; r < total; r += nwg) {
-			uint gm = r / N, gn = r % N;
-			CT acc = CT(0);
-			for (uint k = t; k < K; k += WG) {
-				CT av = CT(X_LD(a[baseA + (ta ? k * M + gm : gm * K + k)]));
-				CT bv = CT(X_LD(b[baseB + (tb ? gn * K + k : k * N + gn)]));
-				acc = fma(av, bv, acc);
-			}
-			sv[t] = acc;
-			barrier();
-			for (uint s = WG / 2u; s > 0u; s >>= 1) {
-				if (t < s) sv[t] += sv[t + s];
-				barrier();
-			}
-			if (t == 0u) epilogue(bt, gm, gn, sv[0]);
-			barrier();
-		}
+	lane = t % LG;
+	nl = LG;
+	gid = t / LG;
+	ng = WG / LG;
+}
+
+// lgsum sums v over the lane group; call in workgroup-uniform control flow.
+CT lgsum(CT v, uint lane) {
+	uint t = gl_LocalInvocationID.x;
+	barrier();
+	red[t] = v;
+	barrier();
+	for (uint s = LG / 2u; s > 0u; s >>= 1) {
+		if (lane < s) red[t] += red[t + s];
+		barrier();
+	}
+	return red[t - lane];
+}
+#endif
+
+// V = A, W = B
+#define WISA 0
+#define ROWS rows_vw
+#define COLS cols_vw
+#define LDV ld_a
+#define LDW ld_b
+#define LDV4 ld_a4
+#define LDW4 ld_b4
+#include "gemv_body.glsl"
+#undef WISA
+#undef ROWS
+#undef COLS
+#undef LDV
+#undef LDW
+#undef LDV4
+#undef LDW4
+
+// V = B, W = A
+#define WISA 1
+#define ROWS rows_wv
+#define COLS cols_wv
+#define LDV ld_b
+#define LDW ld_a
+#define LDV4 ld_b4
+#define LDW4 ld_a4
+#include "gemv_body.glsl"
+
+void main() {
+	bool wa = (pc.flags & 16u) != 0u;
+	if ((pc.flags & 8u) != 0u) {
+		if (wa) cols_wv();
+		else cols_vw();
+	} else {
+		if (wa) rows_wv();
+		else rows_vw();
 	}
 }

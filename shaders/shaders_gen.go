@@ -136,6 +136,9 @@ var names = []string{
 	"gemv_f16",                 // gemv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"gemv_f32",                 // gemv.comp X_DT=1 Y_DT=1
 	"gemv_f64",                 // gemv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"gemvsg_f16",               // gemv.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1
+	"gemvsg_f32",               // gemv.comp X_DT=1 Y_DT=1 SUBGROUP=1
+	"gemvsg_f64",               // gemv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 SUBGROUP=1
 	"matmul_f16_l",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
 	"matmul_f16_l8",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8
 	"matmul_f16_m",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4

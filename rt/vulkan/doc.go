@@ -45,7 +45,13 @@
 //   - MatMul runs matmul.comp, a register-blocked GEMM with two
 //     shared-memory stages, in one of four compile-time tiles chosen by
 //     shape and device limits (128x128, 128x64, 64x64, 32x32; see
-//     gemmTiles and pickTile), or gemv.comp for M == 1 or N == 1. f16
+//     gemmTiles and pickTile), or gemv.comp for M == 1 or N == 1 and
+//     K >= 128: rows of W per subgroup with subgroupAdd (gemvsg_*
+//     variants, where the device has subgroup arithmetic; a shared-memory
+//     reduction otherwise) when both operands run along K, coalesced
+//     columns with K split across workgroups (splitk.comp sums the
+//     partials in order) when W runs along the outputs, 128-bit loads
+//     where K, offsets and strides are multiples of 4 (see gemv.go). f16
 //     MatMul runs mmcm.comp on NV cooperative matrices (f32 accumulate;
 //     128x256 or 128x128 blocks, 4x4 or 4x2 16x16 fragments per subgroup,
 //     uvec4 global loads where aligned, fragments stored straight to Y

@@ -212,17 +212,7 @@ func (l *lowering) matmul(o *rt.MatMul) {
 		al[0], al[1], be[0], be[1], aa[0], aa[1], ab[0], ab[1]}
 	bz := uint32(min(B, int64(l.d.maxGroups[2])))
 	if (M == 1 || N == 1) && K >= 128 {
-		g := groups2D(l.d, M*N)
-		if M == 1 && !o.TransB || N == 1 && o.TransA {
-			// column mode: W is contiguous along the outputs
-			push[3] |= 8
-			if M != 1 {
-				push[3] |= 16
-			}
-			g = groups2D(l.d, (M*N+31)/32)
-		}
-		g[2] = bz
-		l.add(dispatch{shader: "gemv_" + dt.String(), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, push: push, groups: g})
+		l.gemv(o, dt, binds, reads, writes, push, offs)
 		return
 	}
 	if l.coopMatMul(o, dt, binds, reads, writes, push, bz) {

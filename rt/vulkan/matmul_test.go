@@ -28,6 +28,13 @@ func (c gemmCase) String() string {
 
 func checkGEMM(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c gemmCase) {
 	t.Helper()
+	checkGEMMAt(t, d, r, dt, c, 0, 0)
+}
+
+// checkGEMMAt is checkGEMM with A and B starting offA and offB elements
+// into their buffers (unaligned views).
+func checkGEMMAt(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c gemmCase, offA, offB int) {
+	t.Helper()
 	sa, sb, sy := c.m*c.k, c.k*c.n, c.m*c.n
 	if c.sa >= 0 {
 		sa = c.sa
@@ -38,8 +45,11 @@ func checkGEMM(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c gemmCase)
 	na, nb, ny := (c.b-1)*sa+c.m*c.k, (c.b-1)*sb+c.k*c.n, (c.b-1)*sy+c.m*c.n
 	a := randVals(r, dt, na, -1, 1)
 	bv := randVals(r, dt, nb, -1, 1)
-	ab, bb, yb := newBuf(t, d, dt, na, a), newBuf(t, d, dt, nb, bv), newBuf(t, d, dt, ny, nil)
-	op := &rt.MatMul{A: ab.ref([]int{na}, nil), B: bb.ref([]int{nb}, nil), Y: yb.ref([]int{ny}, nil),
+	ab, bb, yb := newBuf(t, d, dt, offA+na, append(make([]float64, offA), a...)), newBuf(t, d, dt, offB+nb, append(make([]float64, offB), bv...)), newBuf(t, d, dt, ny, nil)
+	aref, bref := ab.ref([]int{na}, nil), bb.ref([]int{nb}, nil)
+	aref.Off += int64(offA * dt.Size())
+	bref.Off += int64(offB * dt.Size())
+	op := &rt.MatMul{A: aref, B: bref, Y: yb.ref([]int{ny}, nil),
 		Batch: c.b, M: c.m, N: c.n, K: c.k, TransA: c.ta, TransB: c.tb, StrideA: sa, StrideB: sb, StrideY: sy,
 		Alpha: 0.75, Beta: 1.5, Act: rt.Activation{Fn: c.act, Alpha: 0.1}}
 	var bias []float64

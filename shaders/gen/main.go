@@ -158,6 +158,7 @@ func variants() []variant {
 		add("softmax_"+n, "softmax.comp", base...)
 		add("normalize_"+n, "normalize.comp", base...)
 		add("gemv_"+n, "gemv.comp", base...)
+		add("gemvsg_"+n, "gemv.comp", append(base, []string{"SUBGROUP=1"})...)
 		for _, t := range gemmTiles {
 			if n == "f64" && t.bm*t.bn > 64*64 {
 				continue // needs more than 32 KiB of shared memory in f64

@@ -1,0 +1,187 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"fmt"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// GEMV (MatMul with M == 1 or N == 1) runs gemv.comp, which is built for
+// memory bandwidth: see its header for the row and column modes. The
+// geometry is a gemvConfig; gemvDefault is what the lowering uses unless
+// a test or benchmark sets gemvForce.
+
+// gemvConfig is one gemv.comp geometry.
+type gemvConfig struct {
+	// WG is the workgroup size (rounded to a multiple of the lane group
+	// and capped at the device's limit).
+	WG int
+	// Rows is the number of rows of W each lane group (a subgroup, or LG
+	// invocations without subgroup arithmetic) owns in row mode, 1..8.
+	Rows int
+	// Lanes is the number of invocations across outputs in column mode;
+	// WG/Lanes rows of K run side by side in a workgroup.
+	Lanes int
+	// Split is the number of K slices of column mode: 0 picks one from
+	// gemvTarget, 1 never splits.
+	Split int
+	// Scalar turns off the 128-bit loads.
+	Scalar bool
+	// NoSubgroup reduces through shared memory even where the device
+	// has subgroup arithmetic.
+	NoSubgroup bool
+}
+
+func (c gemvConfig) String() string {
+	s := fmt.Sprintf("wg%d-r%d-l%d-s%d", c.WG, c.Rows, c.Lanes, c.Split)
+	if c.Scalar {
+		s += "-scalar"
+	}
+	if c.NoSubgroup {
+		s += "-nosg"
+	}
+	return s
+}
+
+// gemvDefault is the geometry used unless gemvForce is set.
+var gemvDefault = gemvConfig{WG: 256, Rows: 2, Lanes: 64}
+
+// gemvForce, when non-nil (tests, benchmarks), replaces gemvDefault.
+var gemvForce *gemvConfig
+
+const (
+	gemvLG      = 32      // lanes per row group without subgroup arithmetic
+	gemvMaxRows = 8       // gemv.comp's RMAX
+	gemvSplitK  = 64      // least K rows of one column-mode slice
+	gemvTarget  = 132 * 8 // column-mode workgroups wanted on a GPU (H200: 132 SMs)
+)
+
+// subgroup operation bits (VkSubgroupFeatureFlagBits)
+const (
+	sgBasic      = 0x1
+	sgArithmetic = 0x4
+)
+
+// hasSubgroupArith reports whether compute shaders may use
+// GL_KHR_shader_subgroup_arithmetic.
+func (d *device) hasSubgroupArith() bool {
+	ops := d.phys.caps.subgroupOps
+	return ops&(sgBasic|sgArithmetic) == sgBasic|sgArithmetic && d.phys.caps.subgroupSize > 0
+}
+
+// gemv lowers a MatMul with M == 1 or N == 1 (and K >= 128) to gemv.comp,
+// followed by splitk.comp where column mode splits K across workgroups.
+// push holds matmul.comp's 24 words; offs the element offsets of A, B,
+// Bias, Y within their bindings.
+func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, binds []bind, reads, writes []span, push []uint32, offs []uint32) {
+	cfg := gemvDefault
+	if gemvForce != nil {
+		cfg = *gemvForce
+	}
+	M, N, K, B := int64(o.M), int64(o.N), int64(o.K), int64(o.Batch)
+	lim := l.d.phys.limits
+	cpu := l.d.phys.info.Kind == rt.KindCPU
+	sg := !cfg.NoSubgroup && l.d.hasSubgroupArith()
+	shader := "gemv_" + dt.String()
+	unit := int64(gemvLG)
+	if sg {
+		shader = "gemvsg_" + dt.String()
+		unit = max(int64(l.d.phys.caps.subgroupSize), 1)
+	}
+	lanes := int64(max(cfg.Lanes, 1))
+	unit = max(unit, lanes) // WG is a multiple of both (both powers of two)
+	wg := max(int64(cfg.WG), unit) / unit * unit
+	for wg > unit && wg > int64(lim.MaxComputeWorkGroupInvocations) {
+		wg -= unit
+	}
+	rows := int64(min(max(cfg.Rows, 1), gemvMaxRows))
+
+	p := append(append([]uint32(nil), push...), 1, uint32(K))
+	// Row mode where both operands run along K; column mode otherwise.
+	wisA := M != 1
+	column := M == 1 && N != 1 && !o.TransB || N == 1 && M != 1 && o.TransA
+	if wisA {
+		p[3] |= 16
+	}
+	aligned := func(xs ...int64) bool {
+		for _, x := range xs {
+			if x%4 != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	sa, sb := int64(o.StrideA), int64(o.StrideB)
+	if B == 1 {
+		sa, sb = 0, 0
+	}
+	vec := !cfg.Scalar && dt != rt.F64
+	bz := uint32(min(B, int64(l.d.maxGroups[2])))
+	if !column {
+		// W rows start at multiples of K; V and W at their offsets
+		if vec && aligned(K, int64(offs[0]), int64(offs[1]), sa, sb) {
+			p[3] |= 32
+		}
+		ng := wg / unit * rows // rows per workgroup
+		g := groups2D(l.d, (M*N+ng-1)/ng)
+		g[2] = bz
+		l.add(dispatch{shader: shader, spec: []uint32{uint32(wg), uint32(rows), uint32(lanes), gemvLG},
+			binds: binds, reads: reads, writes: writes, push: p, groups: g})
+		return
+	}
+	p[3] |= 8
+	L, offW, sw := N, int64(offs[1]), sb
+	if wisA {
+		L, offW, sw = M, int64(offs[0]), sa
+	}
+	per := lanes
+	if vec && aligned(L, offW, sw) {
+		p[3] |= 32
+		per *= 4
+	}
+	ngroups := (L + per - 1) / per
+	s := int64(1)
+	switch {
+	case cfg.Split > 0:
+		s = min(int64(cfg.Split), K)
+	case !cpu && ngroups*B < gemvTarget:
+		s = min((gemvTarget+ngroups*B-1)/(ngroups*B), K/gemvSplitK)
+	}
+	s = max(min(s, int64(l.d.maxGroups[1])), 1)
+	ks := (K + s - 1) / s
+	s = (K + ks - 1) / ks
+	es := int64(4)
+	if dt == rt.F64 {
+		es = 8
+	}
+	scratch := B * s * L * es
+	if s > 1 && (!fits32(B*s*L) || scratch > l.d.maxRange) {
+		s, ks = 1, K
+	}
+	gx := uint32(min(ngroups, int64(l.d.maxGroups[0])))
+	spec := []uint32{uint32(wg), uint32(rows), uint32(lanes), gemvLG}
+	if s == 1 {
+		l.add(dispatch{shader: shader, spec: spec, binds: binds, reads: reads, writes: writes, push: p,
+			groups: [3]uint32{gx, 1, bz}})
+		return
+	}
+	// partial pass: V, W -> scratch; reduction: scratch, Bias -> Y
+	p[24], p[25] = uint32(s), uint32(ks)
+	sbd, ss := splitPlan{s: int(s), ks: int(ks), bytes: scratch}.scratch()
+	l.add(dispatch{shader: shader, spec: spec, binds: []bind{binds[0], binds[1], binds[2], sbd},
+		reads: reads[:2], writes: []span{ss}, push: p, groups: [3]uint32{gx, uint32(s), bz}, scratch: scratch})
+	rflags := uint32(0)
+	rreads := []span{ss}
+	if o.Bias.Buf != nil {
+		rflags = 1
+		rreads = append(rreads, reads[2])
+	}
+	rp := []uint32{uint32(M), uint32(N), uint32(s), uint32(B),
+		uint32(N), 0, uint32(N), uint32(o.StrideY),
+		offs[3], offs[2], 0, rflags, push[12], push[13], uint32(o.Act.Fn), 0,
+		push[16], push[17], push[18], push[19], push[20], push[21], push[22], push[23]}
+	l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sbd, binds[2], binds[3]},
+		reads: rreads, writes: writes, push: rp, groups: groups1D(l.d, B*M*N, wgSize), scratch: scratch})
+}
