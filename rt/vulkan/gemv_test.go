@@ -32,16 +32,16 @@ var gemvConfigs = []gemvConfig{
 // x W^T (M = 1, B transposed), A x (N = 1), M = N = 1. Column mode: x W
 // (M = 1), A^T x (N = 1), with L a multiple of 4 or not.
 var gemvCases = []gemmCase{
-	{1, 1, 300, 129, false, true, -1, -1, [2]int{0, 1}, true, rt.Relu},   // row, odd K
-	{1, 1, 257, 1000, false, true, -1, -1, [2]int{}, false, 0},           // row, vec
-	{2, 1, 33, 4097, false, true, -1, 0, [2]int{0, 1}, true, rt.Gelu},    // row, shared B
+	{1, 1, 300, 129, false, true, -1, -1, [2]int{0, 1}, true, rt.Relu},    // row, odd K
+	{1, 1, 257, 1000, false, true, -1, -1, [2]int{}, false, 0},            // row, vec
+	{2, 1, 33, 4097, false, true, -1, 0, [2]int{0, 1}, true, rt.Gelu},     // row, shared B
 	{3, 77, 1, 1000, false, false, 1003, -1, [2]int{1, 0}, true, rt.Tanh}, // row W = A, unaligned stride
-	{2, 64, 1, 256, false, true, -1, -1, [2]int{}, false, 0},             // row W = A, vec, batch
-	{1, 1, 1, 500, false, false, -1, -1, [2]int{}, false, 0},             // M = N = 1
-	{1, 1, 300, 257, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu},  // column, vec
-	{1, 1, 301, 200, false, false, -1, -1, [2]int{}, false, 0},           // column, odd L
+	{2, 64, 1, 256, false, true, -1, -1, [2]int{}, false, 0},              // row W = A, vec, batch
+	{1, 1, 1, 500, false, false, -1, -1, [2]int{}, false, 0},              // M = N = 1
+	{1, 1, 300, 257, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu},   // column, vec
+	{1, 1, 301, 200, false, false, -1, -1, [2]int{}, false, 0},            // column, odd L
 	{2, 1, 1028, 1000, true, false, -1, -1, [2]int{0, 1}, true, rt.LeakyRelu},
-	{2, 1, 44, 4097, false, false, 0, 44 * 4097, [2]int{}, false, 0},  // column, shared A
+	{2, 1, 44, 4097, false, false, 0, 44 * 4097, [2]int{}, false, 0},   // column, shared A
 	{1, 301, 1, 200, true, false, -1, -1, [2]int{1, 0}, true, rt.Tanh}, // column W = A
 	{2, 300, 1, 130, true, true, -1, -1, [2]int{}, false, rt.Relu},     // column W = A, vec
 }
