@@ -1,7 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // normalize: per row of [outer, n]: (x - mean) / sqrt(var + eps) * scale + bias,
-// one workgroup per row, two passes (mean, then centered variance).
+// one workgroup per row, two passes (mean, then centered variance). With
+// flags bit 2 a row of at most WG*CACHE elements is held in registers, so
+// X is read once.
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -30,7 +32,45 @@ CT wgsum(CT v, uint t) {
 	return r;
 }
 
+#define CACHE 32u
+
+void cached() {
+	uint t = gl_LocalInvocationID.x, n = pc.n;
+	uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
+	CT eps = pc_real(pc.eps);
+	for (uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; r < pc.outer; r += nwg) {
+		uint base = pc.offX + r * n;
+		CT v[CACHE];
+		CT acc = CT(0);
+		for (uint j = 0u; j < CACHE; j++) {
+			uint k = t + j * WG;
+			v[j] = k < n ? CT(X_LD(x[base + k])) : CT(0);
+			acc += v[j];
+		}
+		CT mean = wgsum(acc, t) / CT(n);
+		acc = CT(0);
+		for (uint j = 0u; j < CACHE; j++) {
+			v[j] -= mean;
+			if (t + j * WG < n) acc += v[j] * v[j];
+		}
+		CT inv = CT(1) / sqrt(wgsum(acc, t) / CT(n) + eps);
+		for (uint j = 0u; j < CACHE; j++) {
+			uint k = t + j * WG;
+			if (k < n) {
+				CT w = v[j] * inv;
+				if ((pc.flags & 1u) != 0u) w *= CT(X_LD(sc[pc.offS + k]));
+				if ((pc.flags & 2u) != 0u) w += CT(X_LD(bi[pc.offB + k]));
+				y[pc.offY + r * n + k] = Y_ST(w);
+			}
+		}
+	}
+}
+
 void main() {
+	if ((pc.flags & 4u) != 0u) {
+		cached();
+		return;
+	}
 	uint t = gl_LocalInvocationID.x;
 	uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
 	CT eps = pc_real(pc.eps);

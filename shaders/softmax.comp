@@ -1,7 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // softmax: stable (log-)softmax over the middle axis of [outer, n, inner].
-// Mode 0: one workgroup per (outer, inner) row; mode 1: one invocation per row.
+// Mode 0: one workgroup per (outer, inner) row; mode 1: one invocation per row;
+// mode 2: one workgroup per contiguous row (inner == 1) of at most
+// WG*CACHE elements, held in registers, so X is read once.
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -27,9 +29,67 @@ void put(uint o, uint k, uint i, CT v, CT m, CT s) {
 	y[pc.offY + at(o, k, i)] = Y_ST(r);
 }
 
+CT wgmax(CT v, uint t) {
+	sv[t] = v;
+	barrier();
+	for (uint s = WG / 2u; s > 0u; s >>= 1) {
+		if (t < s) sv[t] = max(sv[t], sv[t + s]);
+		barrier();
+	}
+	CT r = sv[0];
+	barrier();
+	return r;
+}
+
+CT wgsum(CT v, uint t) {
+	sv[t] = v;
+	barrier();
+	for (uint s = WG / 2u; s > 0u; s >>= 1) {
+		if (t < s) sv[t] += sv[t + s];
+		barrier();
+	}
+	CT r = sv[0];
+	barrier();
+	return r;
+}
+
+#define CACHE 32u
+
+void cached() {
+	uint t = gl_LocalInvocationID.x, n = pc.n;
+	uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
+	CT low = -CT(M_INF);
+	for (uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; r < pc.outer; r += nwg) {
+		uint bx = pc.offX + r * n, by = pc.offY + r * n;
+		CT v[CACHE];
+		CT m = low;
+		for (uint j = 0u; j < CACHE; j++) {
+			uint k = t + j * WG;
+			v[j] = k < n ? CT(X_LD(x[bx + k])) : low;
+			m = max(m, v[j]);
+		}
+		m = wgmax(m, t);
+		CT acc = CT(0);
+		for (uint j = 0u; j < CACHE; j++) {
+			v[j] -= m;
+			if (t + j * WG < n) acc += M_EXP(v[j]);
+		}
+		CT s = wgsum(acc, t);
+		CT ls = pc.logsm != 0u ? M_LOG(s) : CT(0);
+		for (uint j = 0u; j < CACHE; j++) {
+			uint k = t + j * WG;
+			if (k < n) y[by + k] = Y_ST(pc.logsm != 0u ? v[j] - ls : M_EXP(v[j]) / s);
+		}
+	}
+}
+
 void main() {
 	uint total = pc.outer * pc.inner;
 	CT low = -CT(M_INF);
+	if (pc.mode == 2u) {
+		cached();
+		return;
+	}
 	if (pc.mode == 1u) {
 		GRID_LOOP(r, total) {
 			uint o = r / pc.inner, i = r % pc.inner;
@@ -47,24 +107,10 @@ void main() {
 		uint o = r / pc.inner, i = r % pc.inner;
 		CT m = low;
 		for (uint k = t; k < pc.n; k += WG) m = max(m, load(o, k, i));
-		sv[t] = m;
-		barrier();
-		for (uint s = WG / 2u; s > 0u; s >>= 1) {
-			if (t < s) sv[t] = max(sv[t], sv[t + s]);
-			barrier();
-		}
-		m = sv[0];
-		barrier();
+		m = wgmax(m, t);
 		CT acc = CT(0);
 		for (uint k = t; k < pc.n; k += WG) acc += M_EXP(load(o, k, i) - m);
-		sv[t] = acc;
-		barrier();
-		for (uint s = WG / 2u; s > 0u; s >>= 1) {
-			if (t < s) sv[t] += sv[t + s];
-			barrier();
-		}
-		CT sum = sv[0];
-		barrier();
+		CT sum = wgsum(acc, t);
 		for (uint k = t; k < pc.n; k += WG) put(o, k, i, load(o, k, i), m, sum);
 	}
 }

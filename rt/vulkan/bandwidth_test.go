@@ -116,7 +116,8 @@ func BenchmarkGEMVVariants(b *testing.B) {
 // does (its PyTorch twin): the device copy (rt.CopyBuffer, vkCmdCopyBuffer,
 // wall-clock only since it is not a stream op; and the copy kernel,
 // Unary Copy), Add and Relu of 8192×8192 f32, Softmax, Normalize (layer
-// norm) and Reduce Sum over its rows, and MaxPool 3×3/2 pad 1 on
+// norm; both also with the row-in-registers path off, -nocache) and
+// Reduce Sum over its rows, and MaxPool 3×3/2 pad 1 on
 // 32×64×112×112 (input plus output). The GEMVs are BenchmarkGEMVVariants.
 func BenchmarkBandwidth(b *testing.B) {
 	d := testDevice(b)
@@ -164,7 +165,17 @@ func BenchmarkBandwidth(b *testing.B) {
 	b.Run("softmax-rows", func(b *testing.B) {
 		benchOp(b, d, &rt.Softmax{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Inner: 1}, 0, 2*nb)
 	})
+	b.Run("softmax-rows-nocache", func(b *testing.B) {
+		noRowCache = true
+		defer func() { noRowCache = false }()
+		benchOp(b, d, &rt.Softmax{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Inner: 1}, 0, 2*nb)
+	})
 	b.Run("layernorm-rows", func(b *testing.B) {
+		benchOp(b, d, &rt.Normalize{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Eps: 1e-5}, 0, 2*nb)
+	})
+	b.Run("layernorm-rows-nocache", func(b *testing.B) {
+		noRowCache = true
+		defer func() { noRowCache = false }()
 		benchOp(b, d, &rt.Normalize{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Eps: 1e-5}, 0, 2*nb)
 	})
 	b.Run("sum-rows", func(b *testing.B) {

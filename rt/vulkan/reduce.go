@@ -20,6 +20,18 @@ func (l *lowering) rowGroups(inner int, total int64) (mode uint32, groups [3]uin
 	return 1, groups1D(l.d, total, wgSize)
 }
 
+// rowCache is the number of elements per invocation that softmax.comp and
+// normalize.comp keep in registers (their CACHE): a contiguous row of at
+// most wgSize*rowCache elements is read from memory once.
+const rowCache = 32
+
+// noRowCache (tests, benchmarks) turns the register-held rows off.
+var noRowCache bool
+
+// cachedRow reports whether a contiguous row of n elements is held in
+// registers by softmax.comp and normalize.comp.
+func cachedRow(n int) bool { return !noRowCache && n <= wgSize*rowCache }
+
 func (l *lowering) reduce(o *rt.Reduce) {
 	dt := o.X.DType
 	arg := o.Fn == rt.ArgMax || o.Fn == rt.ArgMin
@@ -103,6 +115,9 @@ func (l *lowering) softmax(o *rt.Softmax) {
 		return
 	}
 	mode, groups := l.rowGroups(o.Inner, total)
+	if o.Inner == 1 && cachedRow(o.N) {
+		mode = 2
+	}
 	lg := uint32(0)
 	if o.Log {
 		lg = 1
@@ -147,6 +162,9 @@ func (l *lowering) normalize(o *rt.Normalize) {
 	binds, offs, reads, writes, ok := l.bindsOf(names, refs, elems, 3)
 	if !ok {
 		return
+	}
+	if cachedRow(o.N) {
+		flags |= 4
 	}
 	e := realBits(dt, o.Eps)
 	l.add(dispatch{shader: "normalize_" + dt.String(), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,

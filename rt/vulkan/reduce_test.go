@@ -139,11 +139,22 @@ func TestReduce(t *testing.T) {
 	}
 }
 
+// TestSoftmax covers rows held in registers (inner 1, up to 8192
+// elements: 65, 1000, 8192) and the others (8193, strided rows), and the
+// register-free path for all shapes (noRowCache).
 func TestSoftmax(t *testing.T) {
+	for _, nc := range []bool{false, true} {
+		noRowCache = nc
+		testSoftmax(t)
+	}
+	noRowCache = false
+}
+
+func testSoftmax(t *testing.T) {
 	d := testDevice(t)
 	r := rand.New(rand.NewSource(6))
 	for _, dt := range floatDTypes {
-		for _, sh := range [][3]int{{3, 65, 1}, {2, 7, 33}, {1, 1000, 1}, {4, 33, 400}} {
+		for _, sh := range [][3]int{{3, 65, 1}, {2, 7, 33}, {1, 1000, 1}, {4, 33, 400}, {2, 8192, 1}, {2, 8193, 1}} {
 			for _, lg := range []bool{false, true} {
 				outer, n, inner := sh[0], sh[1], sh[2]
 				xs := randVals(r, dt, outer*n*inner, -4, 4)
@@ -182,11 +193,21 @@ func TestSoftmax(t *testing.T) {
 	}
 }
 
+// TestNormalize covers rows held in registers (up to 8192 elements) and
+// longer ones (8193), and the register-free path for all (noRowCache).
 func TestNormalize(t *testing.T) {
+	for _, nc := range []bool{false, true} {
+		noRowCache = nc
+		testNormalize(t)
+	}
+	noRowCache = false
+}
+
+func testNormalize(t *testing.T) {
 	d := testDevice(t)
 	r := rand.New(rand.NewSource(7))
 	for _, dt := range floatDTypes {
-		for _, sh := range [][2]int{{3, 65}, {7, 1}, {1, 1000}, {33, 127}} {
+		for _, sh := range [][2]int{{3, 65}, {7, 1}, {1, 1000}, {33, 127}, {2, 8192}, {2, 8193}} {
 			for _, affine := range []bool{false, true} {
 				outer, n := sh[0], sh[1]
 				xs := randVals(r, dt, outer*n, -3, 3)
