@@ -46,6 +46,13 @@ func convT[T floatT](o *rt.Conv) {
 	if N == 0 || K == 0 || P == 0 {
 		return
 	}
+	if x32, ok := asF32(x); ok && dw3Applies(o) {
+		w32, _ := asF32(w)
+		b32, _ := asF32(bias)
+		y32, _ := asF32(y)
+		dw3Conv(o, x32, w32, b32, y32)
+		return
+	}
 	if x32, ok := asF32(x); ok && useDirectConv(o) {
 		w32, _ := asF32(w)
 		b32, _ := asF32(bias)

@@ -407,3 +407,67 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 	}
 	putScratch(bs)
 }
+
+// dw3Applies reports whether o is a depthwise 3×3 convolution that
+// dw3Conv runs: f32, one output channel per input channel, no dilation,
+// one row and column of padding at the top and left (any at the bottom
+// and right), stride 1 or 2, with the row kernels here.
+func dw3Applies(o *rt.Conv) bool {
+	if dcwMaxKB(2) == 0 || o.X.DType != rt.F32 || o.Groups != o.C || o.K != o.C || o.KH != 3 || o.KW != 3 {
+		return false
+	}
+	if o.DilH != 1 || o.DilW != 1 || o.PadT != 1 || o.PadL != 1 || o.StrideH != o.StrideW {
+		return false
+	}
+	if (o.StrideH != 1 && o.StrideH != 2) || o.H < 1 || o.Width < 1 {
+		return false
+	}
+	// Every output row and column reads at least one input one.
+	return (o.OH-1)*o.StrideH-1 < o.H && (o.OW-1)*o.StrideW-1 < o.Width
+}
+
+// dw3Conv runs a depthwise 3×3 convolution (dw3Applies) an output row at
+// a time, straight from the input planes: rows above or below the input
+// read a zero row, columns outside it are masked off, and bias and a
+// ReLU/Clip are applied as each row is stored. Each plane is read once
+// and written once, where the direct path of dconvPlan copied it into
+// padded phase planes, computed rows one padding column wide, and copied
+// them out again.
+func dw3Conv(o *rt.Conv, x, w, bias, y []float32) {
+	H, W, OH, OW, s := o.H, o.Width, o.OH, o.OW, o.StrideH
+	lo, hi, clamp := clampAct(o.Act)
+	if !clamp {
+		lo, hi = float32(math.Inf(-1)), float32(math.Inf(1))
+	}
+	zs := getScratch[float32](W)
+	zero := *zs
+	clear(zero)
+	planes := o.N * o.C
+	grain := max(1, 8192/max(1, OH*OW))
+	parallelFor(planes, grain, func(p0, p1 int) {
+		for pl := p0; pl < p1; pl++ {
+			c := pl % o.C
+			xp := x[pl*H*W : (pl+1)*H*W]
+			yp := y[pl*OH*OW : (pl+1)*OH*OW]
+			var b float32
+			if bias != nil {
+				b = bias[c]
+			}
+			wc := w[c*9 : c*9+9]
+			row := func(ih int) []float32 {
+				if ih < 0 || ih >= H {
+					return zero
+				}
+				return xp[ih*W : (ih+1)*W]
+			}
+			for oh := 0; oh < OH; oh++ {
+				ih := oh*s - 1
+				dw3Row(s, yp[oh*OW:(oh+1)*OW], row(ih), row(ih+1), row(ih+2), wc, W, b, lo, hi)
+			}
+			if !clamp {
+				actApply(o.Act.Fn, o.Act.Alpha, o.Act.Beta, yp)
+			}
+		}
+	})
+	putScratch(zs)
+}

@@ -130,3 +130,41 @@ func TestConvWide(t *testing.T) {
 		})
 	}
 }
+
+// TestDw3 runs depthwise 3×3 convolutions of the row kernels (dw3Conv)
+// against a float64 reference: widths around the vector and the
+// stride-2 double-vector sizes, strides 1 and 2, bottom and right
+// padding 0-2, with and without bias, with a fused clamp and with other
+// activations.
+func TestDw3(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(65, 66))
+	acts := []rt.Activation{{}, {Fn: rt.Relu}, {Fn: rt.Clip, Alpha: 0, Beta: 0.75}, {Fn: rt.Sigmoid}}
+	var cases []convCase
+	for i, w := range []int{1, 2, 3, 15, 16, 17, 18, 31, 32, 33, 34, 47, 50, 64, 65, 113} {
+		for s := 1; s <= 2; s++ {
+			h := 1 + (w*7+s)%9
+			c := convCase{n: 1 + i%2, c: 3 + i%3, h: h, w: w, kh: 3, kw: 3, sh: s, sw: s, pt: 1, pl: 1,
+				pb: (i + s) % 3, pr: (i + 2*s) % 3, dh: 1, dw: 1, bias: i%3 != 0, act: acts[(i+s)%len(acts)]}
+			c.k, c.g = c.c, c.c
+			if oh, ow := c.out(); oh < 1 || ow < 1 {
+				continue
+			}
+			cases = append(cases, c)
+		}
+	}
+	save := convCases
+	defer func() { convCases = save }()
+	convCases = cases
+	if dcwMaxKB(2) > 0 {
+		for _, c := range cases {
+			oh, ow := c.out()
+			o := &rt.Conv{X: rt.Ref{DType: rt.F32}, N: c.n, C: c.c, H: c.h, Width: c.w, K: c.k, OH: oh, OW: ow, KH: 3, KW: 3,
+				StrideH: c.sh, StrideW: c.sw, PadT: c.pt, PadL: c.pl, DilH: 1, DilW: 1, Groups: c.g}
+			if !dw3Applies(o) {
+				t.Fatalf("%+v: not a dw3Conv case", c)
+			}
+		}
+	}
+	runConvCases(t, e, rng, []rt.DType{rt.F32}, false)
+}

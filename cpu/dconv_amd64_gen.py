@@ -392,6 +392,192 @@ def wide_kernel(kb, u):
     return "\n".join(o)
 
 
+def dw_mask(o, cnt, k, tmp="R11", zero="R12", sixteen="R13"):
+    """Sets mask register k to the low clamp(cnt, 0, 16) bits (cnt is
+    clobbered); zero and sixteen hold 0 and 16."""
+    e = lambda s: o.append("\t" + s)
+    e(f"CMPQ {cnt}, $0")
+    e(f"CMOVQLT {zero}, {cnt}")
+    e(f"CMPQ {cnt}, $16")
+    e(f"CMOVQGT {sixteen}, {cnt}")
+    e(f"MOVL $0xffff, {tmp}")
+    e(f"BZHIL {cnt}, {tmp}, {tmp}")
+    e(f"KMOVW {tmp}, {k}")
+
+
+DW_W = [f"Z{20 + i}" for i in range(9)]
+
+
+def dw_prologue(o, bias_off, lo_off):
+    e = lambda s: o.append("\t" + s)
+    e("MOVQ w+40(FP), DX")
+    for i in range(9):
+        e(f"VBROADCASTSS {4 * i}(DX), {DW_W[i]}")
+    e(f"VBROADCASTSS bias+{bias_off}(FP), Z29")
+    e(f"VBROADCASTSS lo+{lo_off}(FP), Z30")
+    e(f"VBROADCASTSS hi+{lo_off + 4}(FP), Z31")
+    e("XORQ R12, R12")
+    e("MOVQ $16, R13")
+
+
+def dw_finish(o, masked):
+    """acc Z0 = Z0 + Z1 + Z2 + bias, clamped, stored at (DI)(AX*4)."""
+    e = lambda s: o.append("\t" + s)
+    e("VADDPS Z1, Z0, Z0")
+    e("VADDPS Z29, Z2, Z2")
+    e("VADDPS Z2, Z0, Z0")
+    # Intel VMAXPS dst, lo, acc: acc (a NaN) when unordered.
+    e("VMAXPS Z0, Z30, Z0")
+    e("VMINPS Z0, Z31, Z0")
+    if masked:
+        e("VMOVUPS Z0, K4, (DI)(AX*4)")
+    else:
+        e("VMOVUPS Z0, (DI)(AX*4)")
+
+
+def dw3s1():
+    """dw3s1(y *float32, n int, r0, r1, r2, w *float32, width int, bias
+    float32, lo, hi float32): for i < n, y[i] = clamp(bias + sum over r, k
+    < 3 of w[3r+k] * R_r[i+k-1], lo, hi), R_r[j] = r_r[j] for 0 <= j <
+    width and 0 elsewhere (masked loads: nothing outside is read)."""
+    o = ["\n// func dw3s1(y *float32, n int, r0, r1, r2, w *float32, width int, bias, lo, hi float32)",
+         "TEXT ·dw3s1(SB), NOSPLIT, $0-68"]
+    e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
+    e("MOVQ y+0(FP), DI")
+    e("MOVQ r0+16(FP), R8")
+    e("MOVQ r1+24(FP), R9")
+    e("MOVQ r2+32(FP), R10")
+    dw_prologue(o, 56, 60)
+    e("XORQ AX, AX")
+    rows = ["R8", "R9", "R10"]
+
+    def body(masked):
+        for r in range(3):
+            P = rows[r]
+            for k in range(3):
+                src = f"{4 * (k - 1)}({P})(AX*4)"
+                t = f"Z{3 + k}"
+                if masked:
+                    e(f"VMOVUPS.Z {src}, K{k + 1}, {t}")
+                else:
+                    e(f"VMOVUPS {src}, {t}")
+            e(f"VMULPS Z3, {DW_W[3 * r]}, Z{r}")
+            e(f"VFMADD231PS Z4, {DW_W[3 * r + 1]}, Z{r}")
+            e(f"VFMADD231PS Z5, {DW_W[3 * r + 2]}, Z{r}")
+        dw_finish(o, masked)
+
+    e("dw3s1_loop:")
+    e("MOVQ n+8(FP), CX")
+    e("SUBQ AX, CX")
+    e("JLE dw3s1_done")
+    e("MOVQ width+48(FP), BX")
+    e("SUBQ AX, BX")  # input elements from i
+    e("TESTQ AX, AX")
+    e("JEQ dw3s1_slow")
+    e("CMPQ BX, $17")
+    e("JLT dw3s1_slow")
+    e("CMPQ CX, $16")
+    e("JLT dw3s1_slow")
+    body(False)
+    e("ADDQ $16, AX")
+    e("JMP dw3s1_loop")
+    e("dw3s1_slow:")
+    # K4: outputs left; K1: lanes j with 0 <= i-1+j < width; K2: i+j <
+    # width; K3: i+1+j < width.
+    dw_mask(o, "CX", "K4")
+    e("LEAQ 1(BX), CX")
+    dw_mask(o, "CX", "K1")
+    e("TESTQ AX, AX")
+    e("JNE dw3s1_k1")
+    e("MOVL $1, R11")
+    e("KMOVW R11, K5")
+    e("KANDNW K1, K5, K1")
+    e("dw3s1_k1:")
+    e("MOVQ BX, CX")
+    dw_mask(o, "CX", "K2")
+    e("LEAQ -1(BX), CX")
+    dw_mask(o, "CX", "K3")
+    body(True)
+    e("ADDQ $16, AX")
+    e("JMP dw3s1_loop")
+    e("dw3s1_done:")
+    e("VZEROUPPER")
+    e("RET")
+    return "\n".join(o)
+
+
+def dw3s2():
+    """dw3s2(y *float32, n int, r0, r1, r2, w *float32, width int, bias,
+    lo, hi float32): as dw3s1 with stride 2: y[i] reads R_r[2i+k-1]. Each
+    row's evens and odds come from two loads and two permutes, and the
+    k = 0 tap is the odds shifted a lane (the previous block's last odd
+    entering)."""
+    o = ["\n// func dw3s2(y *float32, n int, r0, r1, r2, w *float32, width int, bias, lo, hi float32)",
+         "TEXT ·dw3s2(SB), NOSPLIT, $0-68"]
+    e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
+    e("MOVQ y+0(FP), DI")
+    e("MOVQ r0+16(FP), R8")
+    e("MOVQ r1+24(FP), R9")
+    e("MOVQ r2+32(FP), R10")
+    dw_prologue(o, 56, 60)
+    e("VMOVUPS ·deintIdx+0(SB), Z18")
+    e("VMOVUPS ·deintIdx+64(SB), Z19")
+    prev = ["Z15", "Z16", "Z17"]
+    for p in prev:
+        e(f"VXORPS {p}, {p}, {p}")
+    e("XORQ AX, AX")
+    rows = ["R8", "R9", "R10"]
+
+    def body(masked):
+        for r in range(3):
+            P = rows[r]
+            A, B, E, O, S = "Z3", "Z4", "Z5", "Z6", "Z7"
+            if masked:
+                e(f"VMOVUPS.Z ({P})(AX*8), K1, {A}")
+                e(f"VMOVUPS.Z 64({P})(AX*8), K2, {B}")
+            else:
+                e(f"VMOVUPS ({P})(AX*8), {A}")
+                e(f"VMOVUPS 64({P})(AX*8), {B}")
+            e(f"VMOVAPS {A}, {E}")
+            e(f"VPERMT2PS {B}, Z18, {E}")
+            e(f"VMOVAPS {A}, {O}")
+            e(f"VPERMT2PS {B}, Z19, {O}")
+            e(f"VALIGND $15, {prev[r]}, {O}, {S}")
+            e(f"VMOVAPS {O}, {prev[r]}")
+            e(f"VMULPS {S}, {DW_W[3 * r]}, Z{r}")
+            e(f"VFMADD231PS {E}, {DW_W[3 * r + 1]}, Z{r}")
+            e(f"VFMADD231PS {O}, {DW_W[3 * r + 2]}, Z{r}")
+        dw_finish(o, masked)
+
+    e("dw3s2_loop:")
+    e("MOVQ n+8(FP), CX")
+    e("SUBQ AX, CX")
+    e("JLE dw3s2_done")
+    e("MOVQ width+48(FP), BX")
+    e("SUBQ AX, BX")
+    e("SUBQ AX, BX")  # input elements from 2i
+    e("CMPQ BX, $32")
+    e("JLT dw3s2_slow")
+    e("CMPQ CX, $16")
+    e("JLT dw3s2_slow")
+    body(False)
+    e("ADDQ $16, AX")
+    e("JMP dw3s2_loop")
+    e("dw3s2_slow:")
+    dw_mask(o, "CX", "K4")
+    e("MOVQ BX, CX")
+    dw_mask(o, "CX", "K1")
+    e("LEAQ -16(BX), CX")
+    dw_mask(o, "CX", "K2")
+    body(True)
+    e("ADDQ $16, AX")
+    e("JMP dw3s2_loop")
+    e("dw3s2_done:")
+    e("VZEROUPPER")
+    e("RET")
+    return "\n".join(o)
+
+
 def decl():
     out = ["// Code generated by dconv_amd64_gen.py -decl; DO NOT EDIT.", "", "//go:build amd64 && !purego", "",
            "package cpu", ""]
@@ -411,6 +597,10 @@ def decl():
     for kb, u in WIDE:
         out.append("//go:noescape")
         out.append(f"func dcw{kb}x{u}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)")
+        out.append("")
+    for nm in ("dw3s1", "dw3s2"):
+        out.append("//go:noescape")
+        out.append(f"func {nm}(y *float32, n int, r0, r1, r2, w *float32, width int, bias, lo, hi float32)")
         out.append("")
     out.append("// dcwKernel is the signature of the wide direct-convolution kernels.")
     out.append("type dcwKernel func(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)")
@@ -436,5 +626,5 @@ if __name__ == "__main__":
         sys.stdout.write(decl())
     else:
         sys.stdout.write(HEADER + "\n" + deint_data() + "\n".join(kernel(kb, u) for kb, u in SHAPES) + "\n" +
-                         "\n".join(wide_kernel(kb, u) for kb, u in WIDE) + "\n" + DEINT +
+                         "\n".join(wide_kernel(kb, u) for kb, u in WIDE) + "\n" + dw3s1() + "\n" + dw3s2() + "\n" + DEINT +
                          "\n".join(gemv_acc(r, esz) for esz in (4, 8) for r in GEMV_ROWS) + "\n")

@@ -26,6 +26,10 @@ func dcwMaxKB(int) int { return 0 }
 func dcwRun(_, _, _ int, _ []float32, _ []int, _ []float32, _ int, _, _ []float32, _ int, _ bool, _, _ float32) {
 }
 
+func dw3Row(int, []float32, []float32, []float32, []float32, []float32, int, float32, float32, float32) bool {
+	return false
+}
+
 func deinterleave2(_, _, _ []float32) bool { return false }
 
 func gemvAxpyAsm[T floatT](_, _ []T, _ int, _ []T, _, _ int) bool { return false }
