@@ -185,12 +185,15 @@ var dcwU = 0
 // dcwVectors picks the wide kernels' vectors per block for p: 4 (at most
 // 6 output channels a call, each tap's weights read once per 64 outputs)
 // for planes of at most 64 outputs, where the chunks are that short
-// anyway, else 2 (12 channels a call, half the input read per weight).
+// anyway, and for few taps (3→64 3×3 stride 2 on 224×224, CPU µs per op
+// in runs at load 2-4: 545-598 with 4 vectors, 563-569 with 2, 793
+// through the GEMM), else 2 (12 channels a call, half the input read per
+// weight).
 func dcwVectors(p *dconvPlan) int {
 	if dcwU == 2 || dcwU == 4 {
 		return dcwU
 	}
-	if p.nout <= 64 {
+	if p.nout <= 64 || p.taps <= 32 {
 		return 4
 	}
 	return 2

@@ -105,6 +105,23 @@ func dw3Row(s int, y []float32, r0, r1, r2, w []float32, width int, bias, lo, hi
 	return true
 }
 
+// maxPool22Rows pools row pairs 2×2 with stride 2: for r < rows and j <
+// n, y[r*n+j] is the max (NaN when any is NaN) of x[r*ldx + 2j + {0, 1}]
+// and x[r*ldx + width + 2j + {0, 1}] (2n <= width). It reports false
+// where there is no kernel.
+func maxPool22Rows(y, x []float32, rows, width, n, ldx int) bool {
+	if kernelLevel() < levelAVX512 {
+		return false
+	}
+	if rows <= 0 || n <= 0 {
+		return true
+	}
+	_ = y[rows*n-1]
+	_ = x[(rows-1)*ldx+width+2*n-1]
+	mp22(&y[0], &x[0], rows, width, n, ldx)
+	return true
+}
+
 // deinterleave2 sets even[i] = src[2i] and odd[i] = src[2i+1] for i <
 // len(even) == len(odd), and reports whether a kernel did it.
 func deinterleave2(even, odd, src []float32) bool {

@@ -103,6 +103,9 @@ func dw3s1(y *float32, n int, r0, r1, r2, w *float32, width int, bias, lo, hi fl
 //go:noescape
 func dw3s2(y *float32, n int, r0, r1, r2, w *float32, width int, bias, lo, hi float32)
 
+//go:noescape
+func mp22(y, x *float32, rows, width, n, ldx int)
+
 // dcwKernel is the signature of the wide direct-convolution kernels.
 type dcwKernel func(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
 

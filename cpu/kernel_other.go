@@ -30,6 +30,8 @@ func dw3Row(int, []float32, []float32, []float32, []float32, []float32, int, flo
 	return false
 }
 
+func maxPool22Rows(_, _ []float32, _, _, _, _ int) bool { return false }
+
 func deinterleave2(_, _, _ []float32) bool { return false }
 
 func gemvAxpyAsm[T floatT](_, _ []T, _ int, _ []T, _, _ int) bool { return false }

@@ -35,6 +35,9 @@ func maxPoolF32(o *rt.Pool) bool {
 	NC, H, W, OH, OW := o.NC, o.H, o.W, o.OH, o.OW
 	x := lin[float32](o.X, NC*H*W)
 	y := lin[float32](o.Y, NC*OH*OW)
+	if maxPool22(o, x, y) {
+		return true
+	}
 	if maxPoolTiled(o, x, y) {
 		return true
 	}
@@ -45,6 +48,42 @@ func maxPoolF32(o *rt.Pool) bool {
 		return true
 	}
 	parallelFor(NC*OH, max(1, (1<<14)/max(OW*o.KW+W*o.KH, 1)), func(lo, hi int) { maxPoolRows(o, x, y, bufLen, lo, hi) })
+	return true
+}
+
+// maxPool22 runs a 2×2 stride-2 MaxPool without padding (LeNet's) with
+// the row-pair kernel: each output row from its two input rows in one
+// pass, the planes of an even height as one run of row pairs. It reports
+// false where it does not apply.
+func maxPool22(o *rt.Pool, x, y []float32) bool {
+	NC, H, W, OH, OW := o.NC, o.H, o.W, o.OH, o.OW
+	if o.KH != 2 || o.KW != 2 || o.StrideH != 2 || o.StrideW != 2 || o.PadT != 0 || o.PadL != 0 || o.PadB != 0 || o.PadR != 0 {
+		return false
+	}
+	if OH < 1 || OW < 1 || 2*OH > H || 2*OW > W || !maxPool22Rows(nil, nil, 0, 0, 0, 0) {
+		return false
+	}
+	if H == 2*OH {
+		// Row pair r of the [NC·H, W] view is output row r of the [NC·OH, OW] one.
+		rows := NC * OH
+		run := func(lo, hi int) { maxPool22Rows(y[lo*OW:hi*OW], x[lo*2*W:], hi-lo, W, OW, 2*W) }
+		if rows*OW < 1<<14 {
+			run(0, rows)
+		} else {
+			parallelFor(rows, max(1, (1<<13)/OW), run)
+		}
+		return true
+	}
+	run := func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			maxPool22Rows(y[c*OH*OW:(c+1)*OH*OW], x[c*H*W:], OH, W, OW, 2*W)
+		}
+	}
+	if NC*OH*OW < 1<<14 {
+		run(0, NC)
+	} else {
+		parallelFor(NC, max(1, (1<<13)/(OH*OW)), run)
+	}
 	return true
 }
 

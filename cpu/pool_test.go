@@ -188,3 +188,47 @@ func TestMaxPoolTiled(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxPool22 runs 2×2 stride-2 MaxPools without padding (the row-pair
+// kernel; planes of even height as one run) against a float64 loop, bit
+// for bit: heights even and odd, widths around one and two vectors of
+// outputs, NaN and -Inf inputs, and enough planes to split between the
+// workers.
+func TestMaxPool22(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(67, 68))
+	for _, c := range []struct{ nc, h, w int }{
+		{1, 2, 2}, {3, 5, 3}, {2, 28, 28}, {5, 10, 10}, {2, 7, 33}, {4, 4, 64}, {3, 6, 65}, {1, 3, 97}, {700, 28, 28}, {40, 9, 31},
+	} {
+		OH, OW := c.h/2, c.w/2
+		xv := randVals(rng, c.nc*c.h*c.w, -3, 3)
+		xv[rng.IntN(len(xv))] = math.NaN()
+		xv[rng.IntN(len(xv))] = math.Inf(-1)
+		xs := stored(rt.F32, xv)
+		xr, yr := e.region(rt.F32, len(xv), xs), e.region(rt.F32, c.nc*OH*OW, nil)
+		e.run(&rt.Pool{Fn: rt.MaxPool, X: xr.ref(len(xv)), Y: yr.ref(c.nc * OH * OW), NC: c.nc, H: c.h, W: c.w, OH: OH, OW: OW,
+			KH: 2, KW: 2, StrideH: 2, StrideW: 2, DilH: 1, DilW: 1})
+		got := e.values(yr)
+		for p := 0; p < c.nc; p++ {
+			for oh := 0; oh < OH; oh++ {
+				for ow := 0; ow < OW; ow++ {
+					m := math.Inf(-1)
+					for i := 0; i < 2; i++ {
+						for j := 0; j < 2; j++ {
+							if v := xs[(p*c.h+2*oh+i)*c.w+2*ow+j]; v > m || v != v || m != m {
+								if m != m {
+									continue
+								}
+								m = v
+							}
+						}
+					}
+					g := got[(p*OH+oh)*OW+ow]
+					if g != m && !(g != g && m != m) {
+						t.Fatalf("%+v: y[%d][%d][%d] = %v, want %v", c, p, oh, ow, g, m)
+					}
+				}
+			}
+		}
+	}
+}
