@@ -25,12 +25,13 @@ layout(local_size_x_id = 0) in;
 // Elementwise kernels walk a rank-RANK index space; push constants carry
 // the dims 1..RANK-1 (dim 0 is implied by the element count) and, per
 // operand, an element offset and RANK strides (two's complement, so
-// negative strides work with uint arithmetic).
+// negative strides work with uint arithmetic). Size-1 dims cost nothing.
 #if RANK > 1
 uint ew_index(uint i, uint shape[RANK - 1], int st[NOPS * RANK], uint off[NOPS], out uint o[NOPS]) {
 	for (int k = 0; k < NOPS; k++) o[k] = off[k];
 	for (int d = RANK - 1; d >= 1; d--) {
 		uint dim = shape[d - 1];
+		if (dim == 1u) continue; // padding (uniform: push constants)
 		uint c = i % dim;
 		i /= dim;
 		for (int k = 0; k < NOPS; k++) o[k] += c * uint(st[k * RANK + d]);

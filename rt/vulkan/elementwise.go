@@ -34,12 +34,14 @@ func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, he
 		l.err = fmt.Errorf("%s: strided view of shape %v has rank %d after merging contiguous dims; the Vulkan kernel handles at most %d (make an operand contiguous first)", l.op.OpName(), refs[0].Shape, len(sh), rank)
 		return
 	}
-	pad := rank - len(sh)
+	// The merged dims lead and size-1 dims pad the end, which the kernels
+	// skip (common.glsl's ew_index): a contiguous view indexes with no
+	// division at all.
 	full := make([]int, rank)
 	for i := range full {
 		full[i] = 1
-		if i >= pad {
-			full[i] = sh[i-pad]
+		if i < len(sh) {
+			full[i] = sh[i]
 		}
 	}
 	dsp := dispatch{shader: shader, spec: []uint32{wgSize}, groups: groups1D(l.d, n, wgSize)}
@@ -67,8 +69,8 @@ func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, he
 	for k := range refs {
 		for i := 0; i < rank; i++ {
 			s := 0
-			if i >= pad {
-				s = st[k][i-pad]
+			if i < len(sh) {
+				s = st[k][i]
 			}
 			if s > math.MaxInt32 || s < math.MinInt32 {
 				l.err = fmt.Errorf("%s: stride %d out of the int32 range", l.op.OpName(), s)
