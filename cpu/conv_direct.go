@@ -54,6 +54,11 @@ const (
 // (dcwRun) where they exist; tests and benchmarks switch it off to compare.
 var dcwOn = true
 
+// dcwAll runs the direct convolutions with one input channel per group
+// (LeNet's first layer, depthwise ones other than dw3Conv's) through the
+// wide kernels too, for their fused clamp.
+var dcwAll = true
+
 // dcwPointwise routes 1×1 convolutions through the wide direct kernels too.
 var dcwPointwise = true
 
@@ -96,6 +101,10 @@ type dconvPlan struct {
 	u    int
 	w    []float32
 	mk   int // the most channels of a block
+	// byRows: the wide kernels compute each output row's OW outputs
+	// straight into y, rather than the flat range (phase-width rows) into
+	// scratch that is then copied.
+	byRows bool
 	// inPlace: the phase layout is x's own (stride 1, no padding), so
 	// that the kernels read the input planes where they are.
 	inPlace bool
@@ -143,11 +152,25 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 	p.inPlace = sh == 1 && sw == 1 && o.PadT == 0 && o.PadL == 0 && p.hq == o.H && p.wq == o.Width && p.buf == p.cg*p.ps
 	// Output-channel blocks of at most dconvMaxKB (dcwMaxKB), of even sizes.
 	mk := dconvMaxKB()
-	if p.cg > 1 && dcwMaxKB(2) > 0 {
+	if dcwMaxKB(2) > 0 && (p.cg > 1 || dcwAll) {
 		p.wide, p.u, p.w = true, dcwVectors(p), w
 		mk = dcwMaxKB(p.u)
 	}
 	p.mk = mk
+	if p.wide && p.wq != o.OW {
+		// By rows when each row has at least two vectors (a single one
+		// takes a kernel body of one vector per weight broadcast) and
+		// their lanes are used at least as well as in the flat range,
+		// OW of 16·ceil(OW/16) against OW of wq; with few taps, where
+		// the flat range's copy weighs more, at three quarters as well
+		// (single-thread CPU µs, BenchmarkConvShapes: LeNet's 1→6 5×5
+		// 180 → 112, 3→64 3×3 stride 2 on 224×224 315 → 256; ResNet's
+		// 256 3×3 on 14×14 by rows 1289 → 1571 and 64 on 56×56 1176 →
+		// 1263, hence flat).
+		vecs := (o.OW + 15) / 16
+		rowLanes, flatLanes := 16*vecs, p.wq
+		p.byRows = vecs >= 2 && (rowLanes <= flatLanes || (p.taps <= 64 && 3*rowLanes <= 4*flatLanes))
+	}
 	nb := (p.kg + mk - 1) / mk
 	for i := 0; i <= nb; i++ {
 		p.kb0 = append(p.kb0, i*p.kg/nb)
@@ -184,16 +207,16 @@ var dcwU = 0
 
 // dcwVectors picks the wide kernels' vectors per block for p: 4 (at most
 // 6 output channels a call, each tap's weights read once per 64 outputs)
-// for planes of at most 64 outputs, where the chunks are that short
-// anyway, and for few taps (3→64 3×3 stride 2 on 224×224, CPU µs per op
-// in runs at load 2-4: 545-598 with 4 vectors, 563-569 with 2, 793
-// through the GEMM), else 2 (12 channels a call, half the input read per
-// weight).
+// for few taps (3→64 3×3 stride 2 on 224×224, CPU µs per op at load 2-4:
+// 545-598 with 4 vectors, 563-569 with 2, 793 through the GEMM), else 2
+// (12 channels a call, half the input read per weight: single-thread
+// 1608 against 1813 µs for ResNet's 512 3×3 on 7×7, 325 against 344 for
+// 64→256 3×3 on 13×13).
 func dcwVectors(p *dconvPlan) int {
 	if dcwU == 2 || dcwU == 4 {
 		return dcwU
 	}
-	if p.nout <= 64 || p.taps <= 32 {
+	if p.taps <= 32 {
 		return 4
 	}
 	return 2
@@ -317,34 +340,49 @@ func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 	kb := k1 - k0
 	nq := (oh1-oh0-1)*p.wq + o.OW
 	xb := buf[oh0*p.wq:]
-	var wb []float32
 	yb := y[(n*o.K+k0)*P:]
 	lo, hi, clamp := clampAct(o.Act)
-	run := func(dst []float32, ld int) {
-		if p.wide {
-			dcwRun(p.u, kb, nq, xb, p.offs, p.w[k0*p.taps:k1*p.taps], p.taps, p.bias[k0:k1], dst, ld, clamp, lo, hi)
-		} else {
-			dconvRun(kb, nq, xb, p.offs, wb, p.bias[k0:k1], dst, ld)
+	switch {
+	case p.wide && (p.wq == o.OW || !p.byRows):
+		// One flat run of nq outputs, straight into y when the phase
+		// width is the output width, else into out and copied.
+		dst, ld := yb[oh0*o.OW:], P
+		if p.wq != o.OW {
+			dst, ld = out, (oh1-oh0)*p.wq
 		}
-	}
-	if !p.wide {
+		dcwRun(p.u, kb, nq, xb, p.offs, p.w[k0*p.taps:k1*p.taps], p.taps, p.bias[k0:k1], dst, ld, clamp, lo, hi, 1, 0, 0)
+		if p.wq != o.OW {
+			p.copyOut(out, yb, kb, ld, oh0, oh1)
+		}
+	case p.wide:
+		// Row by row, OW outputs each, straight into y.
+		dcwRun(p.u, kb, o.OW, xb, p.offs, p.w[k0*p.taps:k1*p.taps], p.taps, p.bias[k0:k1], yb[oh0*o.OW:], P, clamp, lo, hi, oh1-oh0, p.wq, o.OW)
+	default:
 		clamp = false
-		wb = p.wp[k0*p.taps : k1*p.taps]
-	}
-	if p.wq == o.OW {
-		run(yb[oh0*o.OW:], P)
-	} else {
-		ldo := (oh1 - oh0) * p.wq
-		run(out, ldo)
-		for k := 0; k < kb; k++ {
-			for oh := oh0; oh < oh1; oh++ {
-				copy(yb[k*P+oh*o.OW:k*P+(oh+1)*o.OW], out[k*ldo+(oh-oh0)*p.wq:])
-			}
+		wb := p.wp[k0*p.taps : k1*p.taps]
+		if p.wq == o.OW {
+			dconvRun(kb, nq, xb, p.offs, wb, p.bias[k0:k1], yb[oh0*o.OW:], P)
+		} else {
+			ldo := (oh1 - oh0) * p.wq
+			dconvRun(kb, nq, xb, p.offs, wb, p.bias[k0:k1], out, ldo)
+			p.copyOut(out, yb, kb, ldo, oh0, oh1)
 		}
 	}
 	if o.Act.Fn != rt.Copy && !clamp {
 		for k := 0; k < kb; k++ {
 			actApply(o.Act.Fn, o.Act.Alpha, o.Act.Beta, yb[k*P+oh0*o.OW:k*P+oh1*o.OW])
+		}
+	}
+}
+
+// copyOut copies output rows [oh0, oh1) of kb channels, computed phase
+// width apart into out (channel stride ldo), to yb.
+func (p *dconvPlan) copyOut(out, yb []float32, kb, ldo, oh0, oh1 int) {
+	o := p.o
+	P := o.OH * o.OW
+	for k := 0; k < kb; k++ {
+		for oh := oh0; oh < oh1; oh++ {
+			copy(yb[k*P+oh*o.OW:k*P+(oh+1)*o.OW], out[k*ldo+(oh-oh0)*p.wq:])
 		}
 	}
 }

@@ -24,7 +24,8 @@ func TestDcwRun(t *testing.T) {
 		for kb := 1; kb <= dcwMaxKB(u); kb++ {
 			for _, n := range []int{1, 7, 15, 16, 17, 31, 33, 47, 63, 64, 65, 97, 130} {
 				for _, clamp := range []bool{false, true} {
-					name := fmt.Sprintf("u%d/kb%d/n%d/clamp%v", u, kb, n, clamp)
+					rows := 1 + rng.IntN(3)
+					name := fmt.Sprintf("u%d/kb%d/n%d/rows%d/clamp%v", u, kb, n, rows, clamp)
 					ntaps := 1 + rng.IntN(23)
 					offs := make([]int, ntaps)
 					hi := 0
@@ -32,7 +33,8 @@ func TestDcwRun(t *testing.T) {
 						offs[i] = rng.IntN(50)
 						hi = max(hi, offs[i])
 					}
-					x := make([]float32, hi+n)
+					ldxr := n + rng.IntN(5)
+					x := make([]float32, (rows-1)*ldxr+hi+n)
 					for i := range x {
 						x[i] = float32(rng.Float64()*2 - 1)
 					}
@@ -45,25 +47,27 @@ func TestDcwRun(t *testing.T) {
 					for i := range bias {
 						bias[i] = float32(rng.Float64()*2 - 1)
 					}
-					ldy := n + 3
+					ldyr := n + rng.IntN(3)
+					ldy := rows*ldyr + 3
 					y := make([]float32, kb*ldy)
 					for i := range y {
 						y[i] = sentinel
 					}
 					lo, hiC := float32(-0.25), float32(0.5)
-					dcwRun(u, kb, n, x, offs, w, ldw, bias, y, ldy, clamp, lo, hiC)
+					dcwRun(u, kb, n, x, offs, w, ldw, bias, y, ldy, clamp, lo, hiC, rows, ldxr, ldyr)
 					for k := 0; k < kb; k++ {
-						for q := 0; q < ldy; q++ {
-							got := y[k*ldy+q]
-							if q >= n {
+						for i := 0; i < ldy; i++ {
+							got := y[k*ldy+i]
+							r, q := i/ldyr, i%ldyr
+							if r >= rows || q >= n {
 								if got != sentinel {
-									t.Fatalf("%s: y[%d][%d] = %v written past n", name, k, q, got)
+									t.Fatalf("%s: y[%d][%d] = %v written outside the rows", name, k, i, got)
 								}
 								continue
 							}
 							s, sc := float64(bias[k]), math.Abs(float64(bias[k]))
-							for i, off := range offs {
-								p := float64(w[k*ldw+i]) * float64(x[q+off])
+							for t, off := range offs {
+								p := float64(w[k*ldw+t]) * float64(x[r*ldxr+q+off])
 								s += p
 								sc += math.Abs(p)
 							}
@@ -71,7 +75,7 @@ func TestDcwRun(t *testing.T) {
 								s = math.Min(math.Max(s, float64(lo)), float64(hiC))
 							}
 							if d := math.Abs(float64(got) - s); d > 1e-5*sc+1e-7 {
-								t.Fatalf("%s: y[%d][%d] = %v, want %v", name, k, q, got, s)
+								t.Fatalf("%s: y[%d] row %d [%d] = %v, want %v", name, k, r, q, got, s)
 							}
 						}
 					}
@@ -90,7 +94,7 @@ func TestDcwNaN(t *testing.T) {
 	x := []float32{1, float32(math.NaN()), -1, 2}
 	w := []float32{1}
 	y := make([]float32, 4)
-	dcwRun(2, 1, 4, x, []int{0}, w, 1, []float32{0}, y, 4, true, 0, float32(math.Inf(1)))
+	dcwRun(2, 1, 4, x, []int{0}, w, 1, []float32{0}, y, 4, true, 0, float32(math.Inf(1)), 1, 0, 0)
 	if y[0] != 1 || !math.IsNaN(float64(y[1])) || y[2] != 0 || y[3] != 2 {
 		t.Fatalf("relu of [1 NaN -1 2] = %v", y)
 	}

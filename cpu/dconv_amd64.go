@@ -49,12 +49,13 @@ func dcwMaxKB(u int) int {
 	return len(dcwKernels2)
 }
 
-// dcwRun sets y[k*ldy+q] = bias[k] + sum over t of w[k*ldw+t] *
-// x[q+offs[t]] for k < kb and q < n, clamped to [lo, hi] when clamp, with
-// the AVX-512 kernels of dconv_amd64.s that take u vectors a block (1 <=
-// kb <= dcwMaxKB(u), len(offs) >= 1).
-func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y []float32, ldy int, clamp bool, lo, hi float32) {
-	if n <= 0 {
+// dcwRun computes rows rows of n outputs of kb output channels: for r <
+// rows, k < kb and q < n, y[k*ldy + r*ldyr + q] = bias[k] + sum over t of
+// w[k*ldw+t] * x[r*ldxr + q + offs[t]], clamped to [lo, hi] when clamp,
+// with the AVX-512 kernels of dconv_amd64.s that take u vectors a block
+// (1 <= kb <= dcwMaxKB(u), len(offs) >= 1, rows >= 1).
+func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y []float32, ldy int, clamp bool, lo, hi float32, rows, ldxr, ldyr int) {
+	if n <= 0 || rows <= 0 {
 		return
 	}
 	hiOff := 0
@@ -65,10 +66,10 @@ func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y
 		hiOff = max(hiOff, o)
 	}
 	nt := len(offs)
-	_ = x[hiOff+n-1]
+	_ = x[(rows-1)*ldxr+hiOff+n-1]
 	_ = w[(kb-1)*ldw+nt-1]
 	_ = bias[kb-1]
-	_ = y[(kb-1)*ldy+n-1]
+	_ = y[(kb-1)*ldy+(rows-1)*ldyr+n-1]
 	c := 0
 	if clamp {
 		c = 1
@@ -77,7 +78,7 @@ func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y
 	if u == 4 {
 		k = dcwKernels4[kb-1]
 	}
-	k(n, &x[0], &offs[0], nt, &w[0], ldw, &bias[0], &y[0], ldy, c, lo, hi)
+	k(n, &x[0], &offs[0], nt, &w[0], ldw, &bias[0], &y[0], ldy, c, lo, hi, rows, ldxr, ldyr)
 }
 
 // dw3Row computes one output row of a depthwise 3×3 convolution with

@@ -1179,14 +1179,15 @@ dconv8x3_done:
 	VZEROUPPER
 	RET
 
-// func dcw1x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw1x2(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw1x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw1x2(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw1x2_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $32
 	JLT dcw1x2_rest
 dcw1x2_block:
@@ -1230,7 +1231,7 @@ dcw1x2_b_store:
 	JGE dcw1x2_block
 dcw1x2_rest:
 	TESTQ CX, CX
-	JLE dcw1x2_done
+	JLE dcw1x2_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -1267,7 +1268,7 @@ dcw1x2_r1_tap:
 	VMINPS Z0, Z31, Z0
 dcw1x2_r1_store:
 	VMOVUPS Z0, K1, 0(R10)
-	JMP dcw1x2_done
+	JMP dcw1x2_next
 dcw1x2_r2_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -1302,19 +1303,30 @@ dcw1x2_r2_tap:
 dcw1x2_r2_store:
 	VMOVUPS Z0, 0(R10)
 	VMOVUPS Z1, K1, 64(R10)
-	JMP dcw1x2_done
-dcw1x2_done:
+	JMP dcw1x2_next
+dcw1x2_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw1x2_row
 	VZEROUPPER
 	RET
 
-// func dcw2x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw2x2(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw2x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw2x2(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw2x2_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $32
 	JLT dcw2x2_rest
 dcw2x2_block:
@@ -1370,7 +1382,7 @@ dcw2x2_b_store:
 	JGE dcw2x2_block
 dcw2x2_rest:
 	TESTQ CX, CX
-	JLE dcw2x2_done
+	JLE dcw2x2_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -1414,7 +1426,7 @@ dcw2x2_r1_store:
 	VMOVUPS Z0, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z2, K1, 0(R10)
-	JMP dcw2x2_done
+	JMP dcw2x2_next
 dcw2x2_r2_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -1461,19 +1473,30 @@ dcw2x2_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z2, 0(R10)
 	VMOVUPS Z3, K1, 64(R10)
-	JMP dcw2x2_done
-dcw2x2_done:
+	JMP dcw2x2_next
+dcw2x2_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw2x2_row
 	VZEROUPPER
 	RET
 
-// func dcw3x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw3x2(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw3x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw3x2(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw3x2_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $32
 	JLT dcw3x2_rest
 dcw3x2_block:
@@ -1541,7 +1564,7 @@ dcw3x2_b_store:
 	JGE dcw3x2_block
 dcw3x2_rest:
 	TESTQ CX, CX
-	JLE dcw3x2_done
+	JLE dcw3x2_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -1592,7 +1615,7 @@ dcw3x2_r1_store:
 	VMOVUPS Z2, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z4, K1, 0(R10)
-	JMP dcw3x2_done
+	JMP dcw3x2_next
 dcw3x2_r2_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -1651,19 +1674,30 @@ dcw3x2_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z4, 0(R10)
 	VMOVUPS Z5, K1, 64(R10)
-	JMP dcw3x2_done
-dcw3x2_done:
+	JMP dcw3x2_next
+dcw3x2_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw3x2_row
 	VZEROUPPER
 	RET
 
-// func dcw4x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw4x2(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw4x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw4x2(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw4x2_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $32
 	JLT dcw4x2_rest
 dcw4x2_block:
@@ -1743,7 +1777,7 @@ dcw4x2_b_store:
 	JGE dcw4x2_block
 dcw4x2_rest:
 	TESTQ CX, CX
-	JLE dcw4x2_done
+	JLE dcw4x2_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -1801,7 +1835,7 @@ dcw4x2_r1_store:
 	VMOVUPS Z4, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z6, K1, 0(R10)
-	JMP dcw4x2_done
+	JMP dcw4x2_next
 dcw4x2_r2_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -1872,19 +1906,30 @@ dcw4x2_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z6, 0(R10)
 	VMOVUPS Z7, K1, 64(R10)
-	JMP dcw4x2_done
-dcw4x2_done:
+	JMP dcw4x2_next
+dcw4x2_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw4x2_row
 	VZEROUPPER
 	RET
 
-// func dcw5x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw5x2(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw5x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw5x2(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw5x2_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $32
 	JLT dcw5x2_rest
 dcw5x2_block:
@@ -1978,7 +2023,7 @@ dcw5x2_b_store:
 	JGE dcw5x2_block
 dcw5x2_rest:
 	TESTQ CX, CX
-	JLE dcw5x2_done
+	JLE dcw5x2_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -2045,7 +2090,7 @@ dcw5x2_r1_store:
 	VMOVUPS Z6, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z8, K1, 0(R10)
-	JMP dcw5x2_done
+	JMP dcw5x2_next
 dcw5x2_r2_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -2130,19 +2175,30 @@ dcw5x2_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z8, 0(R10)
 	VMOVUPS Z9, K1, 64(R10)
-	JMP dcw5x2_done
-dcw5x2_done:
+	JMP dcw5x2_next
+dcw5x2_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw5x2_row
 	VZEROUPPER
 	RET
 
-// func dcw6x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw6x2(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw6x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw6x2(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw6x2_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $32
 	JLT dcw6x2_rest
 dcw6x2_block:
@@ -2248,7 +2304,7 @@ dcw6x2_b_store:
 	JGE dcw6x2_block
 dcw6x2_rest:
 	TESTQ CX, CX
-	JLE dcw6x2_done
+	JLE dcw6x2_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -2322,7 +2378,7 @@ dcw6x2_r1_store:
 	VMOVUPS Z8, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z10, K1, 0(R10)
-	JMP dcw6x2_done
+	JMP dcw6x2_next
 dcw6x2_r2_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -2419,19 +2475,30 @@ dcw6x2_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z10, 0(R10)
 	VMOVUPS Z11, K1, 64(R10)
-	JMP dcw6x2_done
-dcw6x2_done:
+	JMP dcw6x2_next
+dcw6x2_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw6x2_row
 	VZEROUPPER
 	RET
 
-// func dcw7x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw7x2(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw7x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw7x2(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw7x2_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $32
 	JLT dcw7x2_rest
 dcw7x2_block:
@@ -2549,7 +2616,7 @@ dcw7x2_b_store:
 	JGE dcw7x2_block
 dcw7x2_rest:
 	TESTQ CX, CX
-	JLE dcw7x2_done
+	JLE dcw7x2_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -2630,7 +2697,7 @@ dcw7x2_r1_store:
 	VMOVUPS Z10, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z12, K1, 0(R10)
-	JMP dcw7x2_done
+	JMP dcw7x2_next
 dcw7x2_r2_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -2739,19 +2806,30 @@ dcw7x2_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z12, 0(R10)
 	VMOVUPS Z13, K1, 64(R10)
-	JMP dcw7x2_done
-dcw7x2_done:
+	JMP dcw7x2_next
+dcw7x2_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw7x2_row
 	VZEROUPPER
 	RET
 
-// func dcw8x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw8x2(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw8x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw8x2(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw8x2_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $32
 	JLT dcw8x2_rest
 dcw8x2_block:
@@ -2881,7 +2959,7 @@ dcw8x2_b_store:
 	JGE dcw8x2_block
 dcw8x2_rest:
 	TESTQ CX, CX
-	JLE dcw8x2_done
+	JLE dcw8x2_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -2969,7 +3047,7 @@ dcw8x2_r1_store:
 	VMOVUPS Z12, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z14, K1, 0(R10)
-	JMP dcw8x2_done
+	JMP dcw8x2_next
 dcw8x2_r2_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -3090,19 +3168,30 @@ dcw8x2_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z14, 0(R10)
 	VMOVUPS Z15, K1, 64(R10)
-	JMP dcw8x2_done
-dcw8x2_done:
+	JMP dcw8x2_next
+dcw8x2_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw8x2_row
 	VZEROUPPER
 	RET
 
-// func dcw9x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw9x2(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw9x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw9x2(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw9x2_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $32
 	JLT dcw9x2_rest
 dcw9x2_block:
@@ -3246,7 +3335,7 @@ dcw9x2_b_store:
 	JGE dcw9x2_block
 dcw9x2_rest:
 	TESTQ CX, CX
-	JLE dcw9x2_done
+	JLE dcw9x2_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -3343,7 +3432,7 @@ dcw9x2_r1_store:
 	VMOVUPS Z14, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z16, K1, 0(R10)
-	JMP dcw9x2_done
+	JMP dcw9x2_next
 dcw9x2_r2_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -3478,19 +3567,30 @@ dcw9x2_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z16, 0(R10)
 	VMOVUPS Z17, K1, 64(R10)
-	JMP dcw9x2_done
-dcw9x2_done:
+	JMP dcw9x2_next
+dcw9x2_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw9x2_row
 	VZEROUPPER
 	RET
 
-// func dcw10x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw10x2(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw10x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw10x2(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw10x2_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $32
 	JLT dcw10x2_rest
 dcw10x2_block:
@@ -3646,7 +3746,7 @@ dcw10x2_b_store:
 	JGE dcw10x2_block
 dcw10x2_rest:
 	TESTQ CX, CX
-	JLE dcw10x2_done
+	JLE dcw10x2_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -3750,7 +3850,7 @@ dcw10x2_r1_store:
 	VMOVUPS Z16, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z18, K1, 0(R10)
-	JMP dcw10x2_done
+	JMP dcw10x2_next
 dcw10x2_r2_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -3897,19 +3997,30 @@ dcw10x2_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z18, 0(R10)
 	VMOVUPS Z19, K1, 64(R10)
-	JMP dcw10x2_done
-dcw10x2_done:
+	JMP dcw10x2_next
+dcw10x2_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw10x2_row
 	VZEROUPPER
 	RET
 
-// func dcw11x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw11x2(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw11x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw11x2(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw11x2_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $32
 	JLT dcw11x2_rest
 dcw11x2_block:
@@ -4077,7 +4188,7 @@ dcw11x2_b_store:
 	JGE dcw11x2_block
 dcw11x2_rest:
 	TESTQ CX, CX
-	JLE dcw11x2_done
+	JLE dcw11x2_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -4188,7 +4299,7 @@ dcw11x2_r1_store:
 	VMOVUPS Z18, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z20, K1, 0(R10)
-	JMP dcw11x2_done
+	JMP dcw11x2_next
 dcw11x2_r2_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -4347,19 +4458,30 @@ dcw11x2_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z20, 0(R10)
 	VMOVUPS Z21, K1, 64(R10)
-	JMP dcw11x2_done
-dcw11x2_done:
+	JMP dcw11x2_next
+dcw11x2_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw11x2_row
 	VZEROUPPER
 	RET
 
-// func dcw12x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw12x2(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw12x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw12x2(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw12x2_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $32
 	JLT dcw12x2_rest
 dcw12x2_block:
@@ -4539,7 +4661,7 @@ dcw12x2_b_store:
 	JGE dcw12x2_block
 dcw12x2_rest:
 	TESTQ CX, CX
-	JLE dcw12x2_done
+	JLE dcw12x2_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -4657,7 +4779,7 @@ dcw12x2_r1_store:
 	VMOVUPS Z20, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z22, K1, 0(R10)
-	JMP dcw12x2_done
+	JMP dcw12x2_next
 dcw12x2_r2_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -4828,19 +4950,30 @@ dcw12x2_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z22, 0(R10)
 	VMOVUPS Z23, K1, 64(R10)
-	JMP dcw12x2_done
-dcw12x2_done:
+	JMP dcw12x2_next
+dcw12x2_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw12x2_row
 	VZEROUPPER
 	RET
 
-// func dcw1x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw1x4(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw1x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw1x4(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw1x4_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $64
 	JLT dcw1x4_rest
 dcw1x4_block:
@@ -4896,7 +5029,7 @@ dcw1x4_b_store:
 	JGE dcw1x4_block
 dcw1x4_rest:
 	TESTQ CX, CX
-	JLE dcw1x4_done
+	JLE dcw1x4_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -4933,7 +5066,7 @@ dcw1x4_r1_tap:
 	VMINPS Z0, Z31, Z0
 dcw1x4_r1_store:
 	VMOVUPS Z0, K1, 0(R10)
-	JMP dcw1x4_done
+	JMP dcw1x4_next
 dcw1x4_r2_check:
 	CMPQ CX, $32
 	JGT dcw1x4_r3_check
@@ -4970,7 +5103,7 @@ dcw1x4_r2_tap:
 dcw1x4_r2_store:
 	VMOVUPS Z0, 0(R10)
 	VMOVUPS Z1, K1, 64(R10)
-	JMP dcw1x4_done
+	JMP dcw1x4_next
 dcw1x4_r3_check:
 	CMPQ CX, $48
 	JGT dcw1x4_r4_check
@@ -5013,7 +5146,7 @@ dcw1x4_r3_store:
 	VMOVUPS Z0, 0(R10)
 	VMOVUPS Z1, 64(R10)
 	VMOVUPS Z2, K1, 128(R10)
-	JMP dcw1x4_done
+	JMP dcw1x4_next
 dcw1x4_r4_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -5060,19 +5193,30 @@ dcw1x4_r4_store:
 	VMOVUPS Z1, 64(R10)
 	VMOVUPS Z2, 128(R10)
 	VMOVUPS Z3, K1, 192(R10)
-	JMP dcw1x4_done
-dcw1x4_done:
+	JMP dcw1x4_next
+dcw1x4_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw1x4_row
 	VZEROUPPER
 	RET
 
-// func dcw2x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw2x4(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw2x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw2x4(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw2x4_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $64
 	JLT dcw2x4_rest
 dcw2x4_block:
@@ -5150,7 +5294,7 @@ dcw2x4_b_store:
 	JGE dcw2x4_block
 dcw2x4_rest:
 	TESTQ CX, CX
-	JLE dcw2x4_done
+	JLE dcw2x4_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -5194,7 +5338,7 @@ dcw2x4_r1_store:
 	VMOVUPS Z0, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z4, K1, 0(R10)
-	JMP dcw2x4_done
+	JMP dcw2x4_next
 dcw2x4_r2_check:
 	CMPQ CX, $32
 	JGT dcw2x4_r3_check
@@ -5243,7 +5387,7 @@ dcw2x4_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z4, 0(R10)
 	VMOVUPS Z5, K1, 64(R10)
-	JMP dcw2x4_done
+	JMP dcw2x4_next
 dcw2x4_r3_check:
 	CMPQ CX, $48
 	JGT dcw2x4_r4_check
@@ -5303,7 +5447,7 @@ dcw2x4_r3_store:
 	VMOVUPS Z4, 0(R10)
 	VMOVUPS Z5, 64(R10)
 	VMOVUPS Z6, K1, 128(R10)
-	JMP dcw2x4_done
+	JMP dcw2x4_next
 dcw2x4_r4_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -5372,19 +5516,30 @@ dcw2x4_r4_store:
 	VMOVUPS Z5, 64(R10)
 	VMOVUPS Z6, 128(R10)
 	VMOVUPS Z7, K1, 192(R10)
-	JMP dcw2x4_done
-dcw2x4_done:
+	JMP dcw2x4_next
+dcw2x4_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw2x4_row
 	VZEROUPPER
 	RET
 
-// func dcw3x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw3x4(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw3x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw3x4(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw3x4_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $64
 	JLT dcw3x4_rest
 dcw3x4_block:
@@ -5484,7 +5639,7 @@ dcw3x4_b_store:
 	JGE dcw3x4_block
 dcw3x4_rest:
 	TESTQ CX, CX
-	JLE dcw3x4_done
+	JLE dcw3x4_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -5535,7 +5690,7 @@ dcw3x4_r1_store:
 	VMOVUPS Z4, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z8, K1, 0(R10)
-	JMP dcw3x4_done
+	JMP dcw3x4_next
 dcw3x4_r2_check:
 	CMPQ CX, $32
 	JGT dcw3x4_r3_check
@@ -5596,7 +5751,7 @@ dcw3x4_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z8, 0(R10)
 	VMOVUPS Z9, K1, 64(R10)
-	JMP dcw3x4_done
+	JMP dcw3x4_next
 dcw3x4_r3_check:
 	CMPQ CX, $48
 	JGT dcw3x4_r4_check
@@ -5673,7 +5828,7 @@ dcw3x4_r3_store:
 	VMOVUPS Z8, 0(R10)
 	VMOVUPS Z9, 64(R10)
 	VMOVUPS Z10, K1, 128(R10)
-	JMP dcw3x4_done
+	JMP dcw3x4_next
 dcw3x4_r4_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -5764,19 +5919,30 @@ dcw3x4_r4_store:
 	VMOVUPS Z9, 64(R10)
 	VMOVUPS Z10, 128(R10)
 	VMOVUPS Z11, K1, 192(R10)
-	JMP dcw3x4_done
-dcw3x4_done:
+	JMP dcw3x4_next
+dcw3x4_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw3x4_row
 	VZEROUPPER
 	RET
 
-// func dcw4x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw4x4(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw4x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw4x4(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw4x4_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $64
 	JLT dcw4x4_rest
 dcw4x4_block:
@@ -5898,7 +6064,7 @@ dcw4x4_b_store:
 	JGE dcw4x4_block
 dcw4x4_rest:
 	TESTQ CX, CX
-	JLE dcw4x4_done
+	JLE dcw4x4_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -5956,7 +6122,7 @@ dcw4x4_r1_store:
 	VMOVUPS Z8, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z12, K1, 0(R10)
-	JMP dcw4x4_done
+	JMP dcw4x4_next
 dcw4x4_r2_check:
 	CMPQ CX, $32
 	JGT dcw4x4_r3_check
@@ -6029,7 +6195,7 @@ dcw4x4_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z12, 0(R10)
 	VMOVUPS Z13, K1, 64(R10)
-	JMP dcw4x4_done
+	JMP dcw4x4_next
 dcw4x4_r3_check:
 	CMPQ CX, $48
 	JGT dcw4x4_r4_check
@@ -6123,7 +6289,7 @@ dcw4x4_r3_store:
 	VMOVUPS Z12, 0(R10)
 	VMOVUPS Z13, 64(R10)
 	VMOVUPS Z14, K1, 128(R10)
-	JMP dcw4x4_done
+	JMP dcw4x4_next
 dcw4x4_r4_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -6236,19 +6402,30 @@ dcw4x4_r4_store:
 	VMOVUPS Z13, 64(R10)
 	VMOVUPS Z14, 128(R10)
 	VMOVUPS Z15, K1, 192(R10)
-	JMP dcw4x4_done
-dcw4x4_done:
+	JMP dcw4x4_next
+dcw4x4_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw4x4_row
 	VZEROUPPER
 	RET
 
-// func dcw5x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw5x4(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw5x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw5x4(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw5x4_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $64
 	JLT dcw5x4_rest
 dcw5x4_block:
@@ -6394,7 +6571,7 @@ dcw5x4_b_store:
 	JGE dcw5x4_block
 dcw5x4_rest:
 	TESTQ CX, CX
-	JLE dcw5x4_done
+	JLE dcw5x4_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -6461,7 +6638,7 @@ dcw5x4_r1_store:
 	VMOVUPS Z12, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z16, K1, 0(R10)
-	JMP dcw5x4_done
+	JMP dcw5x4_next
 dcw5x4_r2_check:
 	CMPQ CX, $32
 	JGT dcw5x4_r3_check
@@ -6548,7 +6725,7 @@ dcw5x4_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z16, 0(R10)
 	VMOVUPS Z17, K1, 64(R10)
-	JMP dcw5x4_done
+	JMP dcw5x4_next
 dcw5x4_r3_check:
 	CMPQ CX, $48
 	JGT dcw5x4_r4_check
@@ -6661,7 +6838,7 @@ dcw5x4_r3_store:
 	VMOVUPS Z16, 0(R10)
 	VMOVUPS Z17, 64(R10)
 	VMOVUPS Z18, K1, 128(R10)
-	JMP dcw5x4_done
+	JMP dcw5x4_next
 dcw5x4_r4_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -6798,19 +6975,30 @@ dcw5x4_r4_store:
 	VMOVUPS Z17, 64(R10)
 	VMOVUPS Z18, 128(R10)
 	VMOVUPS Z19, K1, 192(R10)
-	JMP dcw5x4_done
-dcw5x4_done:
+	JMP dcw5x4_next
+dcw5x4_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw5x4_row
 	VZEROUPPER
 	RET
 
-// func dcw6x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)
-TEXT ·dcw6x4(SB), NOSPLIT, $0-88
-	MOVQ n+0(FP), CX
-	MOVQ x+8(FP), SI
-	MOVQ y+56(FP), DI
+// func dcw6x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
+TEXT ·dcw6x4(SB), NOSPLIT, $0-112
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
+dcw6x4_row:
+	MOVQ n+0(FP), CX
+	MOVQ x+8(FP), SI
+	MOVQ y+56(FP), DI
 	CMPQ CX, $64
 	JLT dcw6x4_rest
 dcw6x4_block:
@@ -6978,7 +7166,7 @@ dcw6x4_b_store:
 	JGE dcw6x4_block
 dcw6x4_rest:
 	TESTQ CX, CX
-	JLE dcw6x4_done
+	JLE dcw6x4_next
 	LEAQ -1(CX), AX
 	ANDQ $15, AX
 	INCQ AX
@@ -7052,7 +7240,7 @@ dcw6x4_r1_store:
 	VMOVUPS Z16, K1, 0(R10)
 	ADDQ R12, R10
 	VMOVUPS Z20, K1, 0(R10)
-	JMP dcw6x4_done
+	JMP dcw6x4_next
 dcw6x4_r2_check:
 	CMPQ CX, $32
 	JGT dcw6x4_r3_check
@@ -7151,7 +7339,7 @@ dcw6x4_r2_store:
 	ADDQ R12, R10
 	VMOVUPS Z20, 0(R10)
 	VMOVUPS Z21, K1, 64(R10)
-	JMP dcw6x4_done
+	JMP dcw6x4_next
 dcw6x4_r3_check:
 	CMPQ CX, $48
 	JGT dcw6x4_r4_check
@@ -7281,7 +7469,7 @@ dcw6x4_r3_store:
 	VMOVUPS Z20, 0(R10)
 	VMOVUPS Z21, 64(R10)
 	VMOVUPS Z22, K1, 128(R10)
-	JMP dcw6x4_done
+	JMP dcw6x4_next
 dcw6x4_r4_check:
 	MOVQ bias+48(FP), R10
 	VBROADCASTSS 0(R10), Z0
@@ -7440,8 +7628,18 @@ dcw6x4_r4_store:
 	VMOVUPS Z21, 64(R10)
 	VMOVUPS Z22, 128(R10)
 	VMOVUPS Z23, K1, 192(R10)
-	JMP dcw6x4_done
-dcw6x4_done:
+	JMP dcw6x4_next
+dcw6x4_next:
+	MOVQ ldxr+96(FP), AX
+	MOVQ x+8(FP), SI
+	LEAQ (SI)(AX*4), SI
+	MOVQ SI, x+8(FP)
+	MOVQ ldyr+104(FP), AX
+	MOVQ y+56(FP), DI
+	LEAQ (DI)(AX*4), DI
+	MOVQ DI, y+56(FP)
+	DECQ rows+88(FP)
+	JNE dcw6x4_row
 	VZEROUPPER
 	RET
 

@@ -292,14 +292,17 @@ def wide_kernel(kb, u):
     # 0, L (DX), 2L, 3L (R15).
     bases = ["R14", "R8", "R9"]
     idx = ["", "(DX*1)", "(DX*2)", "(R15*1)"]
-    o.append(f"\n// func {name}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)")
-    o.append(f"TEXT ·{name}(SB), NOSPLIT, $0-88")
-    e("MOVQ n+0(FP), CX")
-    e("MOVQ x+8(FP), SI")
-    e("MOVQ y+56(FP), DI")
+    o.append(f"\n// func {name}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)")
+    o.append(f"TEXT ·{name}(SB), NOSPLIT, $0-112")
     e("MOVQ ldw+40(FP), DX")
     e("SHLQ $2, DX")
     e("LEAQ (DX)(DX*2), R15")
+    # Rows: x and y (argument slots, which the callee owns) advance by
+    # ldxr and ldyr elements after each row of n outputs.
+    o.append(f"{name}_row:")
+    e("MOVQ n+0(FP), CX")
+    e("MOVQ x+8(FP), SI")
+    e("MOVQ y+56(FP), DI")
 
     def body(nv, masked, L):
         e("MOVQ bias+48(FP), R10")
@@ -369,7 +372,7 @@ def wide_kernel(kb, u):
     e(f"JGE {name}_block")
     o.append(f"{name}_rest:")
     e("TESTQ CX, CX")
-    e(f"JLE {name}_done")
+    e(f"JLE {name}_next")
     # The last vector's lanes: CX - 16*(nv-1), in 1..16.
     e("LEAQ -1(CX), AX")
     e("ANDQ $15, AX")
@@ -383,10 +386,20 @@ def wide_kernel(kb, u):
             e(f"CMPQ CX, ${16 * nv}")
             e(f"JGT {name}_r{nv + 1}_check")
         body(nv, True, f"{name}_r{nv}")
-        e(f"JMP {name}_done")
+        e(f"JMP {name}_next")
         if nv < u:
             o.append(f"{name}_r{nv + 1}_check:")
-    o.append(f"{name}_done:")
+    o.append(f"{name}_next:")
+    e("MOVQ ldxr+96(FP), AX")
+    e("MOVQ x+8(FP), SI")
+    e("LEAQ (SI)(AX*4), SI")
+    e("MOVQ SI, x+8(FP)")
+    e("MOVQ ldyr+104(FP), AX")
+    e("MOVQ y+56(FP), DI")
+    e("LEAQ (DI)(AX*4), DI")
+    e("MOVQ DI, y+56(FP)")
+    e("DECQ rows+88(FP)")
+    e(f"JNE {name}_row")
     e("VZEROUPPER")
     e("RET")
     return "\n".join(o)
@@ -680,7 +693,7 @@ def decl():
             out.append("")
     for kb, u in WIDE:
         out.append("//go:noescape")
-        out.append(f"func dcw{kb}x{u}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)")
+        out.append(f"func dcw{kb}x{u}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)")
         out.append("")
     for nm in ("dw3s1", "dw3s2"):
         out.append("//go:noescape")
@@ -690,7 +703,7 @@ def decl():
     out.append("func mp22(y, x *float32, rows, width, n, ldx int)")
     out.append("")
     out.append("// dcwKernel is the signature of the wide direct-convolution kernels.")
-    out.append("type dcwKernel func(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32)")
+    out.append("type dcwKernel func(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)")
     out.append("")
     for u in sorted(set(u for _, u in WIDE)):
         out.append(f"// dcwKernels{u} are the wide kernels of {u} vectors a block, by row count (index KB-1).")
