@@ -350,13 +350,13 @@ func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 		if p.wq != o.OW {
 			dst, ld = out, (oh1-oh0)*p.wq
 		}
-		dcwRun(p.u, kb, nq, xb, p.offs, p.w[k0*p.taps:k1*p.taps], p.taps, p.bias[k0:k1], dst, ld, clamp, lo, hi, 1, 0, 0)
+		p.dcw(kb, nq, xb, k0, dst, ld, clamp, lo, hi, 1, 0, 0)
 		if p.wq != o.OW {
 			p.copyOut(out, yb, kb, ld, oh0, oh1)
 		}
 	case p.wide:
 		// Row by row, OW outputs each, straight into y.
-		dcwRun(p.u, kb, o.OW, xb, p.offs, p.w[k0*p.taps:k1*p.taps], p.taps, p.bias[k0:k1], yb[oh0*o.OW:], P, clamp, lo, hi, oh1-oh0, p.wq, o.OW)
+		p.dcw(kb, o.OW, xb, k0, yb[oh0*o.OW:], P, clamp, lo, hi, oh1-oh0, p.wq, o.OW)
 	default:
 		clamp = false
 		wb := p.wp[k0*p.taps : k1*p.taps]
@@ -372,6 +372,37 @@ func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 		for k := 0; k < kb; k++ {
 			actApply(o.Act.Fn, o.Act.Alpha, o.Act.Beta, yb[k*P+oh0*o.OW:k*P+oh1*o.OW])
 		}
+	}
+}
+
+// dcwTapChunk is the most taps one wide kernel call sums (0: all) for
+// windows larger than 1×1 over at least 128 outputs: a convolution with
+// more runs its taps in chunks, each over all the outputs of the call,
+// the later ones adding to y, so that a chunk's weights and input rows
+// stay in L1 across the outputs. BenchmarkConvShapes at load 0.7, best of
+// two, µs without chunks / 72 / 96 taps: ResNet 3×3 64 on 56×56 1183 /
+// 1003 / 1029, 128 on 28×28 951 / 893 / 929, 256 on 14×14 1020 / 963 /
+// 975, 64→128 stride 2 942 / 830 / 880, 512 on 7×7 1050 / 1066 / 1059
+// (61 outputs: not chunked); 1×1 576→96 on 14×14 123 / 131 / 130 (not
+// chunked). Tests and benchmarks set it (VRUN_CPU_DCWTC).
+var dcwTapChunk = 72
+
+// dcw runs the wide kernels for kb output channels from k0 (see dcwRun),
+// in chunks of at most dcwTapChunk taps.
+func (p *dconvPlan) dcw(kb, n int, x []float32, k0 int, y []float32, ldy int, clamp bool, lo, hi float32, rows, ldxr, ldyr int) {
+	w, b := p.w[k0*p.taps:(k0+kb)*p.taps], p.bias[k0:k0+kb]
+	tc := p.taps
+	if dcwTapChunk > 0 && p.taps > dcwTapChunk && n*rows >= 128 && p.o.KH*p.o.KW > 1 {
+		// Chunks of even sizes, whole kernel windows where they can be.
+		nch := (p.taps + dcwTapChunk - 1) / dcwTapChunk
+		tc = (p.taps + nch - 1) / nch
+		if kk := p.o.KH * p.o.KW; tc > kk {
+			tc = (tc + kk - 1) / kk * kk
+		}
+	}
+	for t0 := 0; t0 < p.taps; t0 += tc {
+		t1 := min(p.taps, t0+tc)
+		dcwRun(p.u, kb, n, x, p.offs[t0:t1], w[t0:], p.taps, b, y, ldy, clamp && t1 == p.taps, t0 > 0, lo, hi, rows, ldxr, ldyr)
 	}
 }
 

@@ -25,7 +25,8 @@ func TestDcwRun(t *testing.T) {
 			for _, n := range []int{1, 7, 15, 16, 17, 31, 33, 47, 63, 64, 65, 97, 130} {
 				for _, clamp := range []bool{false, true} {
 					rows := 1 + rng.IntN(3)
-					name := fmt.Sprintf("u%d/kb%d/n%d/rows%d/clamp%v", u, kb, n, rows, clamp)
+					acc := rng.IntN(2) == 0
+					name := fmt.Sprintf("u%d/kb%d/n%d/rows%d/clamp%v/acc%v", u, kb, n, rows, clamp, acc)
 					ntaps := 1 + rng.IntN(23)
 					offs := make([]int, ntaps)
 					hi := 0
@@ -50,11 +51,16 @@ func TestDcwRun(t *testing.T) {
 					ldyr := n + rng.IntN(3)
 					ldy := rows*ldyr + 3
 					y := make([]float32, kb*ldy)
+					y0 := make([]float32, len(y))
 					for i := range y {
 						y[i] = sentinel
+						if r, q := (i%ldy)/ldyr, (i%ldy)%ldyr; acc && r < rows && q < n {
+							y[i] = float32(rng.Float64()*2 - 1)
+						}
+						y0[i] = y[i]
 					}
 					lo, hiC := float32(-0.25), float32(0.5)
-					dcwRun(u, kb, n, x, offs, w, ldw, bias, y, ldy, clamp, lo, hiC, rows, ldxr, ldyr)
+					dcwRun(u, kb, n, x, offs, w, ldw, bias, y, ldy, clamp, acc, lo, hiC, rows, ldxr, ldyr)
 					for k := 0; k < kb; k++ {
 						for i := 0; i < ldy; i++ {
 							got := y[k*ldy+i]
@@ -66,6 +72,9 @@ func TestDcwRun(t *testing.T) {
 								continue
 							}
 							s, sc := float64(bias[k]), math.Abs(float64(bias[k]))
+							if acc {
+								s, sc = float64(y0[k*ldy+i]), math.Abs(float64(y0[k*ldy+i]))
+							}
 							for t, off := range offs {
 								p := float64(w[k*ldw+t]) * float64(x[r*ldxr+q+off])
 								s += p
@@ -94,7 +103,7 @@ func TestDcwNaN(t *testing.T) {
 	x := []float32{1, float32(math.NaN()), -1, 2}
 	w := []float32{1}
 	y := make([]float32, 4)
-	dcwRun(2, 1, 4, x, []int{0}, w, 1, []float32{0}, y, 4, true, 0, float32(math.Inf(1)), 1, 0, 0)
+	dcwRun(2, 1, 4, x, []int{0}, w, 1, []float32{0}, y, 4, true, false, 0, float32(math.Inf(1)), 1, 0, 0)
 	if y[0] != 1 || !math.IsNaN(float64(y[1])) || y[2] != 0 || y[3] != 2 {
 		t.Fatalf("relu of [1 NaN -1 2] = %v", y)
 	}
@@ -102,8 +111,8 @@ func TestDcwNaN(t *testing.T) {
 
 // TestConvWide runs convolutions with many channels per group (the wide
 // direct kernels; 1×1 ones read the input in place) against a float64
-// reference, with each block width forced, and with the kernels off
-// (im2col + GEMM) for comparison.
+// reference, with each block width forced, taps in small chunks and in
+// none, and with the kernels off (im2col + GEMM) for comparison.
 func TestConvWide(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(63, 64))
@@ -120,16 +129,17 @@ func TestConvWide(t *testing.T) {
 		{n: 1, c: 16, h: 13, w: 13, k: 17, kh: 1, kw: 1, sh: 2, sw: 2, dh: 1, dw: 1, g: 1, bias: true},                            // 1×1 stride 2
 		{n: 1, c: 12, h: 20, w: 17, k: 24, kh: 3, kw: 3, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 2, dw: 2, g: 1, act: relu}, // dilated
 	}
-	save, saveU := convCases, dcwU
-	defer func() { convCases, dcwU, dcwOn = save, saveU, true }()
+	save, saveU, saveTC := convCases, dcwU, dcwTapChunk
+	defer func() { convCases, dcwU, dcwOn, dcwTapChunk = save, saveU, true, saveTC }()
 	convCases = cases
 	for _, mode := range []struct {
-		name string
-		u    int
-		on   bool
-	}{{"auto", 0, true}, {"u2", 2, true}, {"u4", 4, true}, {"gemm", 0, false}} {
+		name   string
+		u      int
+		on     bool
+		chunks int
+	}{{"auto", 0, true, saveTC}, {"u2", 2, true, saveTC}, {"u4", 4, true, saveTC}, {"chunks", 0, true, 10}, {"nochunks", 0, true, 0}, {"gemm", 0, false, saveTC}} {
 		t.Run(mode.name, func(t *testing.T) {
-			dcwU, dcwOn = mode.u, mode.on
+			dcwU, dcwOn, dcwTapChunk = mode.u, mode.on, mode.chunks
 			runConvCases(t, e, rng, []rt.DType{rt.F32}, false)
 		})
 	}

@@ -50,11 +50,12 @@ func dcwMaxKB(u int) int {
 }
 
 // dcwRun computes rows rows of n outputs of kb output channels: for r <
-// rows, k < kb and q < n, y[k*ldy + r*ldyr + q] = bias[k] + sum over t of
-// w[k*ldw+t] * x[r*ldxr + q + offs[t]], clamped to [lo, hi] when clamp,
+// rows, k < kb and q < n, y[k*ldy + r*ldyr + q] = bias[k] (or, when acc,
+// its value before) + sum over t of w[k*ldw+t] * x[r*ldxr + q + offs[t]],
+// clamped to [lo, hi] when clamp,
 // with the AVX-512 kernels of dconv_amd64.s that take u vectors a block
 // (1 <= kb <= dcwMaxKB(u), len(offs) >= 1, rows >= 1).
-func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y []float32, ldy int, clamp bool, lo, hi float32, rows, ldxr, ldyr int) {
+func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y []float32, ldy int, clamp, acc bool, lo, hi float32, rows, ldxr, ldyr int) {
 	if n <= 0 || rows <= 0 {
 		return
 	}
@@ -72,7 +73,10 @@ func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y
 	_ = y[(kb-1)*ldy+(rows-1)*ldyr+n-1]
 	c := 0
 	if clamp {
-		c = 1
+		c |= 1
+	}
+	if acc {
+		c |= 2
 	}
 	k := dcwKernels2[kb-1]
 	if u == 4 {

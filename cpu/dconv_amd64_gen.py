@@ -279,8 +279,10 @@ def wide_kernel(kb, u):
     """dcw{KB}x{U}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int,
     bias, y *float32, ldy int, clamp int, lo, hi float32): for k < KB and
     q < n, y[k*ldy+q] = bias[k] + sum over t < ntaps of w[k*ldw+t] *
-    x[q+offs[t]], then clamped to [lo, hi] when clamp != 0. Blocks of U
-    vectors, then one block of the vectors left, the last under a mask."""
+    x[q+offs[t]] (y[k*ldy+q] + the sum when clamp has bit 1 set), then
+    clamped to [lo, hi] when clamp has bit 0 set. Blocks of U vectors,
+    then one block of the vectors left, the last under a mask; rows rows
+    of n outputs, x advancing ldxr and y ldyr elements a row."""
     name = f"dcw{kb}x{u}"
     o = []
     e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
@@ -305,11 +307,29 @@ def wide_kernel(kb, u):
     e("MOVQ y+56(FP), DI")
 
     def body(nv, masked, L):
+        # Accumulators from the bias, or (flags bit 1) from y.
+        e("MOVQ clamp+72(FP), AX")
+        e("TESTQ $2, AX")
+        e(f"JNE {L}_yinit")
         e("MOVQ bias+48(FP), R10")
         for k in range(kb):
             e(f"VBROADCASTSS {4 * k}(R10), {acc[k][0]}")
             for v in range(1, nv):
                 e(f"VMOVAPS {acc[k][0]}, {acc[k][v]}")
+        e(f"JMP {L}_init")
+        o.append(f"{L}_yinit:")
+        e("MOVQ ldy+64(FP), R12")
+        e("SHLQ $2, R12")
+        e("MOVQ DI, R10")
+        for k in range(kb):
+            for v in range(nv):
+                if masked and v == nv - 1:
+                    e(f"VMOVUPS.Z {64 * v}(R10), K1, {acc[k][v]}")
+                else:
+                    e(f"VMOVUPS {64 * v}(R10), {acc[k][v]}")
+            if k < kb - 1:
+                e("ADDQ R12, R10")
+        o.append(f"{L}_init:")
         e("MOVQ offs+16(FP), R13")
         e("MOVQ ntaps+24(FP), BX")
         e("MOVQ w+32(FP), R14")
@@ -341,7 +361,7 @@ def wide_kernel(kb, u):
         e("SHLQ $2, R12")
         e("MOVQ DI, R10")
         e("MOVQ clamp+72(FP), AX")
-        e("TESTQ AX, AX")
+        e("TESTQ $1, AX")
         e(f"JEQ {L}_store")
         e(f"VBROADCASTSS lo+80(FP), {LO}")
         e(f"VBROADCASTSS hi+84(FP), {HI}")

@@ -23,7 +23,7 @@ func dconvRun(_, _ int, _ []float32, _ []int, _, _, _ []float32, _ int) {}
 
 func dcwMaxKB(int) int { return 0 }
 
-func dcwRun(_, _, _ int, _ []float32, _ []int, _ []float32, _ int, _, _ []float32, _ int, _ bool, _, _ float32, _, _, _ int) {
+func dcwRun(_, _, _ int, _ []float32, _ []int, _ []float32, _ int, _, _ []float32, _ int, _, _ bool, _, _ float32, _, _, _ int) {
 }
 
 func dw3Row(int, []float32, []float32, []float32, []float32, []float32, int, float32, float32, float32) bool {

@@ -19,6 +19,9 @@ func init() {
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCW")); err == nil {
 		dcwOn = v != 0
 	}
+	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCWTC")); err == nil {
+		dcwTapChunk = v
+	}
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCWALL")); err == nil {
 		dcwAll = v != 0
 	}
