@@ -239,25 +239,37 @@ func clampAct(act rt.Activation) (lo, hi float32, ok bool) {
 
 // input returns the padded phase planes of image n, group g: filled into
 // buf, or, in place, x's own planes.
-func (p *dconvPlan) input(x, buf []float32, n, g int) []float32 {
+func (p *dconvPlan) input(x, buf []float32, n, g int, par bool) []float32 {
 	if p.inPlace {
 		o := p.o
 		base := (n*o.C + g*p.cg) * o.H * o.Width
 		return x[base : base+p.buf]
 	}
-	p.fill(x, buf, n, g)
+	p.fill(x, buf, n, g, par)
 	return buf
 }
 
-// fill writes the padded phase planes of image n, group g into buf.
-func (p *dconvPlan) fill(x, buf []float32, n, g int) {
+// fill writes the padded phase planes of image n, group g into buf:
+// split between the workers when par and the planes are many.
+func (p *dconvPlan) fill(x, buf []float32, n, g int, par bool) {
+	if par && p.cg >= 8 && p.cg*p.ps >= 1<<15 {
+		parallelFor(p.cg, max(1, (1<<13)/p.ps), func(c0, c1 int) { p.fillRange(x, buf, n, g, c0, c1) })
+	} else {
+		p.fillRange(x, buf, n, g, 0, p.cg)
+	}
+	clear(buf[p.cg*p.ps:])
+}
+
+// fillRange writes the padded phase planes of channels [c0, c1) of image
+// n, group g into buf.
+func (p *dconvPlan) fillRange(x, buf []float32, n, g, c0, c1 int) {
 	o := p.o
 	H, W, sh, sw := o.H, o.Width, o.StrideH, o.StrideW
 	hq, wq := p.hq, p.wq
-	if sw == 2 && p.fill2(x, buf, n, g) {
+	if sw == 2 && p.fill2(x, buf, n, g, c0, c1) {
 		return
 	}
-	for c := 0; c < p.cg; c++ {
+	for c := c0; c < c1; c++ {
 		xc := x[(n*o.C+g*p.cg+c)*H*W : (n*o.C+g*p.cg+c+1)*H*W]
 		xoff := (n*o.C + g*p.cg + c) * H * W
 		for a := 0; a < sh; a++ {
@@ -291,13 +303,12 @@ func (p *dconvPlan) fill(x, buf []float32, n, g int) {
 			}
 		}
 	}
-	clear(buf[p.cg*p.ps:])
 }
 
 // fill2 is fill for StrideW == 2: each input row is copied, padded, into
 // a scratch row, whose even and odd elements go to the two column phases
 // in one pass. It reports false where the kernel is missing.
-func (p *dconvPlan) fill2(x, buf []float32, n, g int) bool {
+func (p *dconvPlan) fill2(x, buf []float32, n, g, c0, c1 int) bool {
 	o := p.o
 	H, W, sh := o.H, o.Width, o.StrideH
 	hq, wq := p.hq, p.wq
@@ -307,7 +318,7 @@ func (p *dconvPlan) fill2(x, buf []float32, n, g int) bool {
 	lo, hi := min(o.PadL, 2*wq), max(min(o.PadL, 2*wq), min(2*wq, o.PadL+W))
 	clear(tmp[:lo])
 	clear(tmp[hi:])
-	for c := 0; c < p.cg; c++ {
+	for c := c0; c < c1; c++ {
 		xc := x[(n*o.C+g*p.cg+c)*H*W : (n*o.C+g*p.cg+c+1)*H*W]
 		for a := 0; a < sh; a++ {
 			ph0 := buf[c*p.ps+(a*2)*hq*wq : c*p.ps+(a*2+1)*hq*wq]
@@ -327,7 +338,6 @@ func (p *dconvPlan) fill2(x, buf []float32, n, g int) bool {
 			}
 		}
 	}
-	clear(buf[p.cg*p.ps:])
 	return true
 }
 
@@ -430,7 +440,7 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 	outLen := p.mk * p.rows * p.wq
 	unit := func(buf, out []float32, u int) {
 		n, g := u/o.Groups, u%o.Groups
-		in := p.input(x, buf, n, g)
+		in := p.input(x, buf, n, g, false)
 		for i := 0; i < nkb; i++ {
 			for oh0 := 0; oh0 < o.OH; oh0 += p.rows {
 				p.chunk(in, out, y, n, g, i, oh0, min(o.OH, oh0+p.rows))
@@ -466,7 +476,7 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 	bs := getScratch[float32](bufLen)
 	for u := 0; u < units; u++ {
 		n, g := u/o.Groups, u%o.Groups
-		in := p.input(x, *bs, n, g)
+		in := p.input(x, *bs, n, g, true)
 		parallelFor(nkb*p.nchunk, 1, func(lo, hi int) {
 			os := getScratch[float32](outLen)
 			for t := lo; t < hi; t++ {
