@@ -508,10 +508,11 @@ func dw3Applies(o *rt.Conv) bool {
 	return (o.OH-1)*o.StrideH-1 < o.H && (o.OW-1)*o.StrideW-1 < o.Width
 }
 
-// dw3Conv runs a depthwise 3×3 convolution (dw3Applies) an output row at
-// a time, straight from the input planes: rows above or below the input
-// read a zero row, columns outside it are masked off, and bias and a
-// ReLU/Clip are applied as each row is stored. Each plane is read once
+// dw3Conv runs a depthwise 3×3 convolution (dw3Applies) a plane per
+// kernel call, an output row at a time, straight from the input planes:
+// rows above or below the input read a zero row, columns outside it are
+// masked off, and bias and a ReLU/Clip are applied as each row is
+// stored. Each plane is read once
 // and written once, where the direct path of dconvPlan copied it into
 // padded phase planes, computed rows one padding column wide, and copied
 // them out again.
@@ -535,17 +536,7 @@ func dw3Conv(o *rt.Conv, x, w, bias, y []float32) {
 			if bias != nil {
 				b = bias[c]
 			}
-			wc := w[c*9 : c*9+9]
-			row := func(ih int) []float32 {
-				if ih < 0 || ih >= H {
-					return zero
-				}
-				return xp[ih*W : (ih+1)*W]
-			}
-			for oh := 0; oh < OH; oh++ {
-				ih := oh*s - 1
-				dw3Row(s, yp[oh*OW:(oh+1)*OW], row(ih), row(ih+1), row(ih+2), wc, W, b, lo, hi)
-			}
+			dw3Plane(s, yp, xp, zero, w[c*9:c*9+9], W, H, OH, b, lo, hi)
 			if !clamp {
 				actApply(o.Act.Fn, o.Act.Alpha, o.Act.Beta, yp)
 			}

@@ -85,27 +85,28 @@ func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y
 	k(n, &x[0], &offs[0], nt, &w[0], ldw, &bias[0], &y[0], ldy, c, lo, hi, rows, ldxr, ldyr)
 }
 
-// dw3Row computes one output row of a depthwise 3×3 convolution with
-// stride s (1 or 2) and one column of padding on the left: y[i] =
-// clamp(bias + sum over r, k < 3 of w[3r+k] * R_r[s*i+k-1], lo, hi) for i
-// < len(y), where R_r is rows[r] (of width elements) inside [0, width)
-// and 0 outside. It reports false where there is no kernel.
-func dw3Row(s int, y []float32, r0, r1, r2, w []float32, width int, bias, lo, hi float32) bool {
+// dw3Plane computes a depthwise 3×3 convolution of one plane with stride
+// s (1 or 2) and one row and column of padding at the top and left:
+// y[o*n+i] = clamp(bias + sum over r, k < 3 of w[3r+k] * X[s*o+r-1][s*i+k-1],
+// lo, hi) for o < oh and i < n = len(y)/oh, X being x (h rows of width
+// elements) inside the plane and 0 outside; zero holds width zeros. It
+// reports false where there is no kernel.
+func dw3Plane(s int, y, x, zero, w []float32, width, h, oh int, bias, lo, hi float32) bool {
 	if kernelLevel() < levelAVX512 || (s != 1 && s != 2) {
 		return false
 	}
-	n := len(y)
-	if n == 0 {
+	if oh <= 0 || len(y) == 0 {
 		return true
 	}
-	_ = r0[width-1]
-	_ = r1[width-1]
-	_ = r2[width-1]
+	n := len(y) / oh
+	_ = y[oh*n-1]
+	_ = x[h*width-1]
+	_ = zero[width-1]
 	_ = w[8]
 	if s == 1 {
-		dw3s1(&y[0], n, &r0[0], &r1[0], &r2[0], &w[0], width, bias, lo, hi)
+		dw3s1(&y[0], n, &x[0], &zero[0], &w[0], width, bias, lo, hi, h, oh)
 	} else {
-		dw3s2(&y[0], n, &r0[0], &r1[0], &r2[0], &w[0], width, bias, lo, hi)
+		dw3s2(&y[0], n, &x[0], &zero[0], &w[0], width, bias, lo, hi, h, oh)
 	}
 	return true
 }

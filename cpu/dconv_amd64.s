@@ -9194,13 +9194,10 @@ dcw6x4_next:
 	VZEROUPPER
 	RET
 
-// func dw3s1(y *float32, n int, r0, r1, r2, w *float32, width int, bias, lo, hi float32)
-TEXT ·dw3s1(SB), NOSPLIT, $0-68
+// func dw3s1(y *float32, n int, x, zero, w *float32, width int, bias, lo, hi float32, h, oh int)
+TEXT ·dw3s1(SB), NOSPLIT, $0-80
 	MOVQ y+0(FP), DI
-	MOVQ r0+16(FP), R8
-	MOVQ r1+24(FP), R9
-	MOVQ r2+32(FP), R10
-	MOVQ w+40(FP), DX
+	MOVQ w+32(FP), DX
 	VBROADCASTSS 0(DX), Z20
 	VBROADCASTSS 4(DX), Z21
 	VBROADCASTSS 8(DX), Z22
@@ -9210,17 +9207,50 @@ TEXT ·dw3s1(SB), NOSPLIT, $0-68
 	VBROADCASTSS 24(DX), Z26
 	VBROADCASTSS 28(DX), Z27
 	VBROADCASTSS 32(DX), Z28
-	VBROADCASTSS bias+56(FP), Z29
-	VBROADCASTSS lo+60(FP), Z30
-	VBROADCASTSS hi+64(FP), Z31
+	VBROADCASTSS bias+48(FP), Z29
+	VBROADCASTSS lo+52(FP), Z30
+	VBROADCASTSS hi+56(FP), Z31
 	XORQ R12, R12
 	MOVQ $16, R13
+	XORQ R14, R14
+dw3s1_row:
+	CMPQ R14, oh+72(FP)
+	JGE dw3s1_end
+	MOVQ R14, CX
+	DECQ CX
+	MOVQ zero+24(FP), R8
+	CMPQ CX, h+64(FP)
+	JCC dw3s1_r0
+	MOVQ CX, BX
+	IMULQ width+40(FP), BX
+	MOVQ x+16(FP), R8
+	LEAQ (R8)(BX*4), R8
+dw3s1_r0:
+	INCQ CX
+	MOVQ zero+24(FP), R9
+	CMPQ CX, h+64(FP)
+	JCC dw3s1_r1
+	MOVQ CX, BX
+	IMULQ width+40(FP), BX
+	MOVQ x+16(FP), R9
+	LEAQ (R9)(BX*4), R9
+dw3s1_r1:
+	INCQ CX
+	MOVQ zero+24(FP), R10
+	CMPQ CX, h+64(FP)
+	JCC dw3s1_r2
+	MOVQ CX, BX
+	IMULQ width+40(FP), BX
+	MOVQ x+16(FP), R10
+	LEAQ (R10)(BX*4), R10
+dw3s1_r2:
+	INCQ CX
 	XORQ AX, AX
 dw3s1_loop:
 	MOVQ n+8(FP), CX
 	SUBQ AX, CX
 	JLE dw3s1_done
-	MOVQ width+48(FP), BX
+	MOVQ width+40(FP), BX
 	SUBQ AX, BX
 	TESTQ AX, AX
 	JEQ dw3s1_slow
@@ -9319,16 +9349,18 @@ dw3s1_k1:
 	ADDQ $16, AX
 	JMP dw3s1_loop
 dw3s1_done:
+	MOVQ n+8(FP), CX
+	LEAQ (DI)(CX*4), DI
+	INCQ R14
+	JMP dw3s1_row
+dw3s1_end:
 	VZEROUPPER
 	RET
 
-// func dw3s2(y *float32, n int, r0, r1, r2, w *float32, width int, bias, lo, hi float32)
-TEXT ·dw3s2(SB), NOSPLIT, $0-68
+// func dw3s2(y *float32, n int, x, zero, w *float32, width int, bias, lo, hi float32, h, oh int)
+TEXT ·dw3s2(SB), NOSPLIT, $0-80
 	MOVQ y+0(FP), DI
-	MOVQ r0+16(FP), R8
-	MOVQ r1+24(FP), R9
-	MOVQ r2+32(FP), R10
-	MOVQ w+40(FP), DX
+	MOVQ w+32(FP), DX
 	VBROADCASTSS 0(DX), Z20
 	VBROADCASTSS 4(DX), Z21
 	VBROADCASTSS 8(DX), Z22
@@ -9338,13 +9370,47 @@ TEXT ·dw3s2(SB), NOSPLIT, $0-68
 	VBROADCASTSS 24(DX), Z26
 	VBROADCASTSS 28(DX), Z27
 	VBROADCASTSS 32(DX), Z28
-	VBROADCASTSS bias+56(FP), Z29
-	VBROADCASTSS lo+60(FP), Z30
-	VBROADCASTSS hi+64(FP), Z31
+	VBROADCASTSS bias+48(FP), Z29
+	VBROADCASTSS lo+52(FP), Z30
+	VBROADCASTSS hi+56(FP), Z31
 	XORQ R12, R12
 	MOVQ $16, R13
 	VMOVUPS ·deintIdx+0(SB), Z18
 	VMOVUPS ·deintIdx+64(SB), Z19
+	XORQ R14, R14
+dw3s2_row:
+	CMPQ R14, oh+72(FP)
+	JGE dw3s2_end
+	MOVQ R14, CX
+	SHLQ $1, CX
+	DECQ CX
+	MOVQ zero+24(FP), R8
+	CMPQ CX, h+64(FP)
+	JCC dw3s2_r0
+	MOVQ CX, BX
+	IMULQ width+40(FP), BX
+	MOVQ x+16(FP), R8
+	LEAQ (R8)(BX*4), R8
+dw3s2_r0:
+	INCQ CX
+	MOVQ zero+24(FP), R9
+	CMPQ CX, h+64(FP)
+	JCC dw3s2_r1
+	MOVQ CX, BX
+	IMULQ width+40(FP), BX
+	MOVQ x+16(FP), R9
+	LEAQ (R9)(BX*4), R9
+dw3s2_r1:
+	INCQ CX
+	MOVQ zero+24(FP), R10
+	CMPQ CX, h+64(FP)
+	JCC dw3s2_r2
+	MOVQ CX, BX
+	IMULQ width+40(FP), BX
+	MOVQ x+16(FP), R10
+	LEAQ (R10)(BX*4), R10
+dw3s2_r2:
+	INCQ CX
 	VXORPS Z15, Z15, Z15
 	VXORPS Z16, Z16, Z16
 	VXORPS Z17, Z17, Z17
@@ -9353,7 +9419,7 @@ dw3s2_loop:
 	MOVQ n+8(FP), CX
 	SUBQ AX, CX
 	JLE dw3s2_done
-	MOVQ width+48(FP), BX
+	MOVQ width+40(FP), BX
 	SUBQ AX, BX
 	SUBQ AX, BX
 	CMPQ BX, $32
@@ -9467,6 +9533,11 @@ dw3s2_slow:
 	ADDQ $16, AX
 	JMP dw3s2_loop
 dw3s2_done:
+	MOVQ n+8(FP), CX
+	LEAQ (DI)(CX*4), DI
+	INCQ R14
+	JMP dw3s2_row
+dw3s2_end:
 	VZEROUPPER
 	RET
 

@@ -441,9 +441,9 @@ def dw_mask(o, cnt, k, tmp="R11", zero="R12", sixteen="R13"):
 DW_W = [f"Z{20 + i}" for i in range(9)]
 
 
-def dw_prologue(o, bias_off, lo_off):
+def dw_prologue(o, bias_off, lo_off, w_off=40):
     e = lambda s: o.append("\t" + s)
-    e("MOVQ w+40(FP), DX")
+    e(f"MOVQ w+{w_off}(FP), DX")
     for i in range(9):
         e(f"VBROADCASTSS {4 * i}(DX), {DW_W[i]}")
     e(f"VBROADCASTSS bias+{bias_off}(FP), Z29")
@@ -468,21 +468,61 @@ def dw_finish(o, masked):
         e("VMOVUPS Z0, (DI)(AX*4)")
 
 
+def dw_rows(o, name, stride):
+    """The output-row loop of the plane kernels: R14 counts output rows;
+    R8, R9, R10 point at input rows R14*stride-1+{0, 1, 2}, or at the zero
+    row outside [0, h)."""
+    e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
+    e("XORQ R14, R14")
+    e(f"{name}_row:")
+    e("CMPQ R14, oh+72(FP)")
+    e(f"JGE {name}_end")
+    e("MOVQ R14, CX")
+    if stride == 2:
+        e("SHLQ $1, CX")
+    e("DECQ CX")
+    for r, R in enumerate(["R8", "R9", "R10"]):
+        e(f"MOVQ zero+24(FP), {R}")
+        e("CMPQ CX, h+64(FP)")
+        e(f"JCC {name}_r{r}")  # unsigned: ih < 0 or ih >= h
+        e("MOVQ CX, BX")
+        e("IMULQ width+40(FP), BX")
+        e(f"MOVQ x+16(FP), {R}")
+        e(f"LEAQ ({R})(BX*4), {R}")
+        e(f"{name}_r{r}:")
+        e("INCQ CX")
+
+
+def dw_rownext(o, name):
+    e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
+    e(f"{name}_done:")
+    e("MOVQ n+8(FP), CX")
+    e("LEAQ (DI)(CX*4), DI")
+    e("INCQ R14")
+    e(f"JMP {name}_row")
+    e(f"{name}_end:")
+    e("VZEROUPPER")
+    e("RET")
+
+
+DW_SIG = "(y *float32, n int, x, zero, w *float32, width int, bias, lo, hi float32, h, oh int)"
+
+
 def dw3s1():
-    """dw3s1(y *float32, n int, r0, r1, r2, w *float32, width int, bias
-    float32, lo, hi float32): for i < n, y[i] = clamp(bias + sum over r, k
-    < 3 of w[3r+k] * R_r[i+k-1], lo, hi), R_r[j] = r_r[j] for 0 <= j <
-    width and 0 elsewhere (masked loads: nothing outside is read)."""
-    o = ["\n// func dw3s1(y *float32, n int, r0, r1, r2, w *float32, width int, bias, lo, hi float32)",
-         "TEXT ·dw3s1(SB), NOSPLIT, $0-68"]
+    """dw3s1(y *float32, n int, x, zero, w *float32, width int, bias, lo,
+    hi float32, h, oh int): a depthwise 3×3 stride-1 convolution of the
+    plane x (h rows of width) with padding 1 at the top and left, oh rows
+    of n outputs: y[o*n+i] = clamp(bias + sum over r, k < 3 of w[3r+k] *
+    X[o+r-1][i+k-1], lo, hi), X zero outside the plane (rows outside read
+    the zero row, columns outside are masked off: nothing outside is
+    read)."""
+    o = [f"\n// func dw3s1{DW_SIG}", "TEXT ·dw3s1(SB), NOSPLIT, $0-80"]
     e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
     e("MOVQ y+0(FP), DI")
-    e("MOVQ r0+16(FP), R8")
-    e("MOVQ r1+24(FP), R9")
-    e("MOVQ r2+32(FP), R10")
-    dw_prologue(o, 56, 60)
-    e("XORQ AX, AX")
+    dw_prologue(o, 48, 52, 32)
     rows = ["R8", "R9", "R10"]
+    dw_rows(o, "dw3s1", 1)
+    e("XORQ AX, AX")
 
     def body(masked):
         for r in range(3):
@@ -503,7 +543,7 @@ def dw3s1():
     e("MOVQ n+8(FP), CX")
     e("SUBQ AX, CX")
     e("JLE dw3s1_done")
-    e("MOVQ width+48(FP), BX")
+    e("MOVQ width+40(FP), BX")
     e("SUBQ AX, BX")  # input elements from i
     e("TESTQ AX, AX")
     e("JEQ dw3s1_slow")
@@ -533,29 +573,24 @@ def dw3s1():
     body(True)
     e("ADDQ $16, AX")
     e("JMP dw3s1_loop")
-    e("dw3s1_done:")
-    e("VZEROUPPER")
-    e("RET")
+    dw_rownext(o, "dw3s1")
     return "\n".join(o)
 
 
 def dw3s2():
-    """dw3s2(y *float32, n int, r0, r1, r2, w *float32, width int, bias,
-    lo, hi float32): as dw3s1 with stride 2: y[i] reads R_r[2i+k-1]. Each
-    row's evens and odds come from two loads and two permutes, and the
-    k = 0 tap is the odds shifted a lane (the previous block's last odd
-    entering)."""
-    o = ["\n// func dw3s2(y *float32, n int, r0, r1, r2, w *float32, width int, bias, lo, hi float32)",
-         "TEXT ·dw3s2(SB), NOSPLIT, $0-68"]
+    """dw3s2(y *float32, n int, x, zero, w *float32, width int, bias, lo,
+    hi float32, h, oh int): as dw3s1 with stride 2: y[o*n+i] reads
+    X[2o+r-1][2i+k-1]. Each row's evens and odds come from two loads and
+    two permutes, and the k = 0 tap is the odds shifted a lane (the
+    previous block's last odd entering)."""
+    o = [f"\n// func dw3s2{DW_SIG}", "TEXT ·dw3s2(SB), NOSPLIT, $0-80"]
     e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
     e("MOVQ y+0(FP), DI")
-    e("MOVQ r0+16(FP), R8")
-    e("MOVQ r1+24(FP), R9")
-    e("MOVQ r2+32(FP), R10")
-    dw_prologue(o, 56, 60)
+    dw_prologue(o, 48, 52, 32)
     e("VMOVUPS ·deintIdx+0(SB), Z18")
     e("VMOVUPS ·deintIdx+64(SB), Z19")
     prev = ["Z15", "Z16", "Z17"]
+    dw_rows(o, "dw3s2", 2)
     for p in prev:
         e(f"VXORPS {p}, {p}, {p}")
     e("XORQ AX, AX")
@@ -586,7 +621,7 @@ def dw3s2():
     e("MOVQ n+8(FP), CX")
     e("SUBQ AX, CX")
     e("JLE dw3s2_done")
-    e("MOVQ width+48(FP), BX")
+    e("MOVQ width+40(FP), BX")
     e("SUBQ AX, BX")
     e("SUBQ AX, BX")  # input elements from 2i
     e("CMPQ BX, $32")
@@ -605,9 +640,7 @@ def dw3s2():
     body(True)
     e("ADDQ $16, AX")
     e("JMP dw3s2_loop")
-    e("dw3s2_done:")
-    e("VZEROUPPER")
-    e("RET")
+    dw_rownext(o, "dw3s2")
     return "\n".join(o)
 
 
@@ -717,7 +750,7 @@ def decl():
         out.append("")
     for nm in ("dw3s1", "dw3s2"):
         out.append("//go:noescape")
-        out.append(f"func {nm}(y *float32, n int, r0, r1, r2, w *float32, width int, bias, lo, hi float32)")
+        out.append(f"func {nm}{DW_SIG}")
         out.append("")
     out.append("//go:noescape")
     out.append("func mp22(y, x *float32, rows, width, n, ldx int)")

@@ -98,10 +98,10 @@ func dcw5x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, 
 func dcw6x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
 
 //go:noescape
-func dw3s1(y *float32, n int, r0, r1, r2, w *float32, width int, bias, lo, hi float32)
+func dw3s1(y *float32, n int, x, zero, w *float32, width int, bias, lo, hi float32, h, oh int)
 
 //go:noescape
-func dw3s2(y *float32, n int, r0, r1, r2, w *float32, width int, bias, lo, hi float32)
+func dw3s2(y *float32, n int, x, zero, w *float32, width int, bias, lo, hi float32, h, oh int)
 
 //go:noescape
 func mp22(y, x *float32, rows, width, n, ldx int)
