@@ -20,16 +20,16 @@ void ROWS() {
 		for (uint r0 = wid * per; r0 < total; r0 += nwg * per) {
 			uint rb = r0 + gid * R;
 			CT acc[RMAX];
-			for (uint i = 0u; i < RMAX; i++) acc[i] = CT(0);
+			[[unroll]] for (uint i = 0u; i < RMAX; i++) acc[i] = CT(0);
 #ifdef VEC
 			if ((pc.flags & 32u) != 0u) {
 				vec4 s[RMAX];
-				for (uint i = 0u; i < RMAX; i++) s[i] = vec4(0);
+				[[unroll]] for (uint i = 0u; i < RMAX; i++) s[i] = vec4(0);
 				uint K4 = K >> 2, v4 = bv >> 2;
 				uint k = lane;
 				for (; k + nl < K4; k += 2u * nl) {
 					vec4 x0 = LDV4(v4 + k), x1 = LDV4(v4 + k + nl);
-					for (uint i = 0u; i < R; i++) {
+					[[unroll]] for (uint i = 0u; i < R; i++) {
 						uint w4 = (bw + min(rb + i, total - 1u) * K) >> 2;
 						vec4 w0 = LDW4(w4 + k), w1 = LDW4(w4 + k + nl);
 						s[i] = fma(w0, x0, s[i]);
@@ -38,21 +38,21 @@ void ROWS() {
 				}
 				if (k < K4) {
 					vec4 x0 = LDV4(v4 + k);
-					for (uint i = 0u; i < R; i++) {
+					[[unroll]] for (uint i = 0u; i < R; i++) {
 						uint w4 = (bw + min(rb + i, total - 1u) * K) >> 2;
 						s[i] = fma(LDW4(w4 + k), x0, s[i]);
 					}
 				}
-				for (uint i = 0u; i < R; i++) acc[i] = CT((s[i].x + s[i].y) + (s[i].z + s[i].w));
+				[[unroll]] for (uint i = 0u; i < R; i++) acc[i] = CT((s[i].x + s[i].y) + (s[i].z + s[i].w));
 			} else
 #endif
 			{
 				for (uint k = lane; k < K; k += nl) {
 					CT x = LDV(bv + k);
-					for (uint i = 0u; i < R; i++) acc[i] = fma(LDW(bw + min(rb + i, total - 1u) * K + k), x, acc[i]);
+					[[unroll]] for (uint i = 0u; i < R; i++) acc[i] = fma(LDW(bw + min(rb + i, total - 1u) * K + k), x, acc[i]);
 				}
 			}
-			for (uint i = 0u; i < R; i++) {
+			[[unroll]] for (uint i = 0u; i < R; i++) {
 				CT v = lgsum(acc[i], lane);
 				if (lane == 0u && rb + i < total) {
 #if WISA

@@ -3,7 +3,8 @@
 // splitk: the reduction pass of split-K GEMMs (matmul.comp and
 // convgemm.comp built with -DSPLITK). For output element (bt, m, n) of
 // batch entries of M x N, it sums the S partials
-// part[((bt*S + s)*M + m)*N + n] in order s = 0..S-1 (deterministic),
+// part[((bt*S + s)*M + m)*N + n] in a fixed order (deterministic: four
+// running sums over s mod 4, then (s0 + s1) + (s2 + s3)),
 // then writes
 //   Y[offY + bt*sY + m*sYm + (n/OHW)*sYn + n%OHW]
 //     = act(alpha*sum + beta*Bias[offBias + bt*sBias + m*bs0 + n*bs1])
@@ -40,9 +41,18 @@ void main() {
 		uint bt = i / MN, e = i - bt * MN;
 		uint m = e / pc.N, n = e - m * pc.N;
 		uint base = bt * pc.S * MN + e;
-		CT v = CT(0);
-		for (uint s = 0u; s < pc.S; s++) v += part[base + s * MN];
-		v *= alpha;
+		// four independent sums (more loads in flight), combined in a
+		// fixed order
+		CT v0 = CT(0), v1 = CT(0), v2 = CT(0), v3 = CT(0);
+		uint s = 0u;
+		for (; s + 3u < pc.S; s += 4u) {
+			v0 += part[base + s * MN];
+			v1 += part[base + (s + 1u) * MN];
+			v2 += part[base + (s + 2u) * MN];
+			v3 += part[base + (s + 3u) * MN];
+		}
+		for (; s < pc.S; s++) v0 += part[base + s * MN];
+		CT v = ((v0 + v1) + (v2 + v3)) * alpha;
 		if ((pc.flags & 1u) != 0u)
 			v += beta * CT(X_LD(bias[pc.offBias + bt * pc.sBias + m * uint(pc.bs0) + n * uint(pc.bs1)]));
 		if (pc.act != 0u) v = act_apply(pc.act, v, aa, ab);
