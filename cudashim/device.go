@@ -722,17 +722,12 @@ func (d *Device) xfer(what string, buf rt.Buffer, off int64, host []byte, toDevi
 	if len(host) == 0 {
 		return nil
 	}
-	d.ioMu.Lock()
-	defer d.ioMu.Unlock()
-	leave, err := d.enter()
+	leave, ptrs, err := d.enterIO(what, b)
 	if err != nil {
-		return d.noteErr(err)
+		return err
 	}
 	defer leave()
-	ptr, err := b.devptr()
-	if err != nil {
-		return fmt.Errorf("cuda: %s: %w", what, err)
-	}
+	ptr := ptrs[0]
 	if hp := d.hostOf(host); hp != nil {
 		// Pinned memory of AllocHost: one DMA, no staging copy.
 		dp := C.CUdeviceptr(ptr + uint64(off))
@@ -741,13 +736,7 @@ func (d *Device) xfer(what string, buf rt.Buffer, off int64, host []byte, toDevi
 		} else {
 			err = check(C.vr_cuMemcpyDtoHAsync(hp, dp, C.size_t(len(host)), d.ioStream), "cuMemcpyDtoHAsync_v2")
 		}
-		if err == nil {
-			err = check(C.vr_cuStreamSynchronize(d.ioStream), "cuStreamSynchronize")
-		}
-		if err != nil {
-			return d.noteErr(fmt.Errorf("cuda: %s: %w", what, err))
-		}
-		return nil
+		return d.syncIO(what, err)
 	}
 	stage := unsafe.Slice((*byte)(d.ioStage), d.ioSize)
 	for done := 0; done < len(host); {
@@ -759,16 +748,49 @@ func (d *Device) xfer(what string, buf rt.Buffer, off int64, host []byte, toDevi
 		} else {
 			err = check(C.vr_cuMemcpyDtoHAsync(d.ioStage, dp, C.size_t(n), d.ioStream), "cuMemcpyDtoHAsync_v2")
 		}
-		if err == nil {
-			err = check(C.vr_cuStreamSynchronize(d.ioStream), "cuStreamSynchronize")
-		}
-		if err != nil {
-			return d.noteErr(fmt.Errorf("cuda: %s: %w", what, err))
+		if err := d.syncIO(what, err); err != nil {
+			return err
 		}
 		if !toDevice {
 			copy(host[done:done+n], stage)
 		}
 		done += n
+	}
+	return nil
+}
+
+// enterIO is the prologue of the synchronous transfers (Write, Read and
+// Copy, named by what): it takes the transfer lock, makes the device's
+// context current and returns the device pointers of bufs, until leave.
+func (d *Device) enterIO(what string, bufs ...*Buffer) (leave func(), ptrs []uint64, err error) {
+	d.ioMu.Lock()
+	leaveCtx, err := d.enter()
+	if err != nil {
+		d.ioMu.Unlock()
+		return nil, nil, d.noteErr(err)
+	}
+	leave = func() {
+		leaveCtx()
+		d.ioMu.Unlock()
+	}
+	ptrs = make([]uint64, len(bufs))
+	for i, b := range bufs {
+		if ptrs[i], err = b.devptr(); err != nil {
+			leave()
+			return nil, nil, fmt.Errorf("cuda: %s: %w", what, err)
+		}
+	}
+	return leave, ptrs, nil
+}
+
+// syncIO waits for the transfer stream after a copy was issued on it with
+// result err, and returns the first error of the two, noted and wrapped.
+func (d *Device) syncIO(what string, err error) error {
+	if err == nil {
+		err = check(C.vr_cuStreamSynchronize(d.ioStream), "cuStreamSynchronize")
+	}
+	if err != nil {
+		return d.noteErr(fmt.Errorf("cuda: %s: %w", what, err))
 	}
 	return nil
 }

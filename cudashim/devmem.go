@@ -9,7 +9,6 @@ import "C"
 
 import (
 	"errors"
-	"fmt"
 	"unsafe"
 
 	"github.com/vrun-go/vrun/rt"
@@ -29,35 +28,15 @@ var _ rt.MemoryDevice = (*Device)(nil)
 // Copy copies n bytes of src at srcOff into dst at dstOff and waits.
 func (d *Device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int64) error {
 	return rt.CopyBuffers(BackendName, d.check, d.bufferOf, dst, dstOff, src, srcOff, n, func(db, sb *Buffer) error {
-		return d.copyDtoD(db, dstOff, sb, srcOff, n)
+		leave, ptrs, err := d.enterIO("Copy", sb, db)
+		if err != nil {
+			return err
+		}
+		defer leave()
+		sp, dp := ptrs[0], ptrs[1]
+		err = check(C.vr_cuMemcpyDtoDAsync(C.CUdeviceptr(dp+uint64(dstOff)), C.CUdeviceptr(sp+uint64(srcOff)), C.size_t(n), d.ioStream), "cuMemcpyDtoDAsync_v2")
+		return d.syncIO("Copy", err)
 	})
-}
-
-// copyDtoD is Copy after its argument checks.
-func (d *Device) copyDtoD(db *Buffer, dstOff int64, sb *Buffer, srcOff, n int64) error {
-	d.ioMu.Lock()
-	defer d.ioMu.Unlock()
-	leave, err := d.enter()
-	if err != nil {
-		return d.noteErr(err)
-	}
-	defer leave()
-	sp, err := sb.devptr()
-	if err != nil {
-		return fmt.Errorf("cuda: Copy: %w", err)
-	}
-	dp, err := db.devptr()
-	if err != nil {
-		return fmt.Errorf("cuda: Copy: %w", err)
-	}
-	err = check(C.vr_cuMemcpyDtoDAsync(C.CUdeviceptr(dp+uint64(dstOff)), C.CUdeviceptr(sp+uint64(srcOff)), C.size_t(n), d.ioStream), "cuMemcpyDtoDAsync_v2")
-	if err == nil {
-		err = check(C.vr_cuStreamSynchronize(d.ioStream), "cuStreamSynchronize")
-	}
-	if err != nil {
-		return d.noteErr(fmt.Errorf("cuda: Copy: %w", err))
-	}
-	return nil
 }
 
 // Map returns nil: CUDA device memory is not host-visible here.
