@@ -658,9 +658,9 @@ func (d *Device) beginAlloc(what string, size int64) (leave func(), err error) {
 	return leave, nil
 }
 
-// adopt is the epilogue of Alloc and AllocHost (named by what): under the
-// device lock it records a new allocation with add, or releases it with
-// free when the device was closed meanwhile.
+// adopt is the epilogue of Alloc, AllocHost and NewStream (named by what):
+// under the device lock it records a new object with add, or releases it
+// with free when the device was closed meanwhile.
 func (d *Device) adopt(what string, add, free func()) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -809,13 +809,9 @@ func (d *Device) NewStream(opts rt.StreamOptions) (rt.Stream, error) {
 	if err := check(C.vr_cuStreamCreate(&s.cs), "cuStreamCreate"); err != nil {
 		return nil, d.noteErr(err)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		C.vr_cuStreamDestroy(s.cs)
-		return nil, fmt.Errorf("cuda: NewStream: device %w", rt.ErrClosed)
+	if err := d.adopt("NewStream", func() { d.streams[s] = struct{}{} }, func() { C.vr_cuStreamDestroy(s.cs) }); err != nil {
+		return nil, err
 	}
-	d.streams[s] = struct{}{}
 	return s, nil
 }
 
