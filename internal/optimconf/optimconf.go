@@ -13,25 +13,32 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
+// Hyper is the hyperparameters of an optimizer case, with the names of
+// torch.optim in the JSON of the reference generators: the step cases here
+// and the optimizer cases of internal/optimref embed it.
+type Hyper struct {
+	LR          float64 `json:"lr"`
+	Momentum    float64 `json:"momentum"`
+	Dampening   float64 `json:"dampening"`
+	Nesterov    bool    `json:"nesterov"`
+	WeightDecay float64 `json:"weight_decay"`
+	Beta1       float64 `json:"beta1"`
+	Beta2       float64 `json:"beta2"`
+	Eps         float64 `json:"eps"`
+	Alpha       float64 `json:"alpha"`
+	Centered    bool    `json:"centered"`
+	LRDecay     float64 `json:"lr_decay"`
+}
+
 // Case is one configuration of testdata/optimstep/cases.json.
 type Case struct {
-	Name        string    `json:"name"`
-	Fn          string    `json:"fn"`
-	LR          float64   `json:"lr"`
-	Momentum    float64   `json:"momentum"`
-	Dampening   float64   `json:"dampening"`
-	Nesterov    bool      `json:"nesterov"`
-	WeightDecay float64   `json:"weight_decay"`
-	Beta1       float64   `json:"beta1"`
-	Beta2       float64   `json:"beta2"`
-	Eps         float64   `json:"eps"`
-	Alpha       float64   `json:"alpha"`
-	Centered    bool      `json:"centered"`
-	Decoupled   bool      `json:"decoupled"`
-	LRDecay     float64   `json:"lr_decay"`
-	Init        string    `json:"init"`
-	Scale       bool      `json:"scale"`
-	States      [3]string `json:"states"` // npz array of the initial S1, S2, S3 ("" when absent)
+	Name string `json:"name"`
+	Fn   string `json:"fn"`
+	Hyper
+	Decoupled bool      `json:"decoupled"`
+	Init      string    `json:"init"`
+	Scale     bool      `json:"scale"`
+	States    [3]string `json:"states"` // npz array of the initial S1, S2, S3 ("" when absent)
 }
 
 // Manifest is testdata/optimstep/cases.json.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vrun-go/vrun/engine"
+	"github.com/vrun-go/vrun/internal/optimconf"
 	"github.com/vrun-go/vrun/internal/repo"
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/npy"
@@ -18,21 +19,11 @@ import (
 // Config is one optimizer case of testdata/optim/cases.json, in
 // engine.Optimizer's terms.
 type Config struct {
-	Name        string  `json:"name"`
-	Kind        string  `json:"kind"`
-	LR          float64 `json:"lr"`
-	Momentum    float64 `json:"momentum"`
-	Dampening   float64 `json:"dampening"`
-	Nesterov    bool    `json:"nesterov"`
-	WeightDecay float64 `json:"weight_decay"`
-	Beta1       float64 `json:"beta1"`
-	Beta2       float64 `json:"beta2"`
-	Eps         float64 `json:"eps"`
-	Alpha       float64 `json:"alpha"`
-	Centered    bool    `json:"centered"`
-	LRDecay     float64 `json:"lr_decay"`
-	InitAccum   float64 `json:"initial_accumulator_value"`
-	ClipNorm    float64 `json:"clip_norm"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	optimconf.Hyper
+	InitAccum float64 `json:"initial_accumulator_value"`
+	ClipNorm  float64 `json:"clip_norm"`
 	// Schedule names an entry of Manifest.ScheduleConfigs that set the
 	// learning rate of each step in the reference run ("" for none).
 	Schedule string `json:"schedule"`
