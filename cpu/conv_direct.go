@@ -108,6 +108,10 @@ type dconvPlan struct {
 	// inPlace: the phase layout is x's own (stride 1, no padding), so
 	// that the kernels read the input planes where they are.
 	inPlace bool
+	// rowPh, colPh: bit a (b) set when some tap reads row (column) phase
+	// a (b); fill skips the others (1×1 stride-2 convolutions read one
+	// phase in four). All set for strides of 64 or more.
+	rowPh, colPh uint64
 }
 
 // dconvPlans recycles plans (and their slices) between runs.
@@ -136,6 +140,19 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 	p.ps = sh * sw * p.hq * p.wq
 	p.taps = p.cg * o.KH * o.KW
 	hi := 0
+	p.rowPh, p.colPh = 0, 0
+	if sh >= 64 {
+		p.rowPh = ^uint64(0)
+	}
+	if sw >= 64 {
+		p.colPh = ^uint64(0)
+	}
+	for kh := 0; kh < o.KH && sh < 64; kh++ {
+		p.rowPh |= 1 << ((kh * o.DilH) % sh)
+	}
+	for kw := 0; kw < o.KW && sw < 64; kw++ {
+		p.colPh |= 1 << ((kw * o.DilW) % sw)
+	}
 	for c := 0; c < p.cg; c++ {
 		for kh := 0; kh < o.KH; kh++ {
 			dh := kh * o.DilH
@@ -273,7 +290,13 @@ func (p *dconvPlan) fillRange(x, buf []float32, n, g, c0, c1 int) {
 		xc := x[(n*o.C+g*p.cg+c)*H*W : (n*o.C+g*p.cg+c+1)*H*W]
 		xoff := (n*o.C + g*p.cg + c) * H * W
 		for a := 0; a < sh; a++ {
+			if p.rowPh&(1<<min(a, 63)) == 0 {
+				continue
+			}
 			for b := 0; b < sw; b++ {
+				if p.colPh&(1<<min(b, 63)) == 0 {
+					continue
+				}
 				ph := buf[c*p.ps+(a*sw+b)*hq*wq : c*p.ps+(a*sw+b+1)*hq*wq]
 				// Columns cc of the phase read input column cc·sw + b - PadL.
 				lo := min(max(0, ceilDiv(o.PadL-b, sw)), wq)
@@ -321,6 +344,9 @@ func (p *dconvPlan) fill2(x, buf []float32, n, g, c0, c1 int) bool {
 	for c := c0; c < c1; c++ {
 		xc := x[(n*o.C+g*p.cg+c)*H*W : (n*o.C+g*p.cg+c+1)*H*W]
 		for a := 0; a < sh; a++ {
+			if p.rowPh&(1<<min(a, 63)) == 0 {
+				continue
+			}
 			ph0 := buf[c*p.ps+(a*2)*hq*wq : c*p.ps+(a*2+1)*hq*wq]
 			ph1 := buf[c*p.ps+(a*2+1)*hq*wq : c*p.ps+(a*2+2)*hq*wq]
 			for r := 0; r < hq; r++ {
