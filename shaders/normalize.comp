@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 // normalize: per row of [outer, n]: (x - mean) / sqrt(var + eps) * scale + bias,
 // one workgroup per row, two passes (mean, then centered variance). With
 // flags bit 2 a row of at most WG*CACHE elements is held in registers, so
@@ -42,19 +43,19 @@ void cached() {
 		uint base = pc.offX + r * n;
 		CT v[CACHE];
 		CT acc = CT(0);
-		for (uint j = 0u; j < CACHE; j++) {
+		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
 			uint k = t + j * WG;
 			v[j] = k < n ? CT(X_LD(x[base + k])) : CT(0);
 			acc += v[j];
 		}
 		CT mean = wgsum(acc, t) / CT(n);
 		acc = CT(0);
-		for (uint j = 0u; j < CACHE; j++) {
+		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
 			v[j] -= mean;
 			if (t + j * WG < n) acc += v[j] * v[j];
 		}
 		CT inv = CT(1) / sqrt(wgsum(acc, t) / CT(n) + eps);
-		for (uint j = 0u; j < CACHE; j++) {
+		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
 			uint k = t + j * WG;
 			if (k < n) {
 				CT w = v[j] * inv;

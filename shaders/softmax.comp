@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 // softmax: stable (log-)softmax over the middle axis of [outer, n, inner].
 // Mode 0: one workgroup per (outer, inner) row; mode 1: one invocation per row;
 // mode 2: one workgroup per contiguous row (inner == 1) of at most
@@ -63,20 +64,20 @@ void cached() {
 		uint bx = pc.offX + r * n, by = pc.offY + r * n;
 		CT v[CACHE];
 		CT m = low;
-		for (uint j = 0u; j < CACHE; j++) {
+		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
 			uint k = t + j * WG;
 			v[j] = k < n ? CT(X_LD(x[bx + k])) : low;
 			m = max(m, v[j]);
 		}
 		m = wgmax(m, t);
 		CT acc = CT(0);
-		for (uint j = 0u; j < CACHE; j++) {
+		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
 			v[j] -= m;
 			if (t + j * WG < n) acc += M_EXP(v[j]);
 		}
 		CT s = wgsum(acc, t);
 		CT ls = pc.logsm != 0u ? M_LOG(s) : CT(0);
-		for (uint j = 0u; j < CACHE; j++) {
+		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
 			uint k = t + j * WG;
 			if (k < n) y[by + k] = Y_ST(pc.logsm != 0u ? v[j] - ls : M_EXP(v[j]) / s);
 		}
