@@ -34,6 +34,7 @@ type caps struct {
 	cpu           bool
 	maxAlloc      int64
 	maxWG         int
+	computeUnits  int
 	localMem      int64
 	platform      string
 }
@@ -91,13 +92,14 @@ func describe(i int, p clPlatform, d clDevice) devEntry {
 	exts := strings.Fields(deviceString(d, clDeviceExtensions))
 	plat := platformString(p, clPlatformName)
 	c := caps{
-		fp64:     hasExt(exts, "cl_khr_fp64"),
-		fp16ext:  hasExt(exts, "cl_khr_fp16"),
-		cpu:      typ&clDeviceTypeCPU != 0,
-		maxAlloc: int64(deviceUint(d, clDeviceMaxMemAllocSize)),
-		maxWG:    int(deviceUint(d, clDeviceMaxWorkGroupSize)),
-		localMem: int64(deviceUint(d, clDeviceLocalMemSize)),
-		platform: plat,
+		fp64:         hasExt(exts, "cl_khr_fp64"),
+		fp16ext:      hasExt(exts, "cl_khr_fp16"),
+		cpu:          typ&clDeviceTypeCPU != 0,
+		maxAlloc:     int64(deviceUint(d, clDeviceMaxMemAllocSize)),
+		maxWG:        int(deviceUint(d, clDeviceMaxWorkGroupSize)),
+		computeUnits: int(deviceUint(d, clDeviceMaxComputeUnits)),
+		localMem:     int64(deviceUint(d, clDeviceLocalMemSize)),
+		platform:     plat,
 	}
 	kind := rt.KindOther
 	switch {

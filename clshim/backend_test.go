@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand"
 	"os"
@@ -81,6 +82,16 @@ func bytesF32(b []byte) []float32 {
 // activation, with sentinels around the output.
 func TestGEMMOddSizes(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev *device) {
+		defer func() { dev.gemmForce = nil }()
+		for _, s := range allGEMMShapes {
+			dev.gemmForce = &s
+			t.Run(fmt.Sprintf("%dx%dx%d/%dx%d", s.tm, s.tn, s.tk, s.wm, s.wn), func(t *testing.T) { gemmOddSizes(t, dev) })
+		}
+	})
+}
+
+func gemmOddSizes(t *testing.T, dev *device) {
+	{
 		rng := rand.New(rand.NewSource(1))
 		for _, n := range []int{1, 7, 33, 65, 129} {
 			for v := 0; v < 4; v++ {
@@ -145,7 +156,7 @@ func TestGEMMOddSizes(t *testing.T) {
 				y.buf.Free()
 			}
 		}
-	})
+	}
 }
 
 // TestReplay submits a recorded stream twice with changed input and

@@ -37,10 +37,12 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 	direct := kg < 8
 	var a *args
 	var err error
+	P := o.OH * o.OW
+	sh := d.pickGEMM(dt, kg, P, o.N*o.Groups)
 	if direct {
 		a, err = d.kernel(o, "conv.cl", typeDefs(dt), "conv_direct")
 	} else {
-		a, err = d.kernel(o, "gemm.cl", d.gemmDefs(dt), "conv_gemm")
+		a, err = d.kernel(o, "gemm.cl", sh.defs(dt), "conv_gemm")
 	}
 	if err != nil {
 		return nil, err
@@ -60,8 +62,7 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 	if direct {
 		return d.finish1D(a, total, d.cfg.ewLocal)
 	}
-	tm, tn, rm, rn := d.gemmTile(dt)
-	P := o.OH * o.OW
-	gws := [3]int{(P + tn - 1) / tn * rn, (kg + tm - 1) / tm * rm, o.N * o.Groups}
+	rn, rm := sh.local()
+	gws := [3]int{(P + sh.tn - 1) / sh.tn * rn, (kg + sh.tm - 1) / sh.tm * rm, o.N * o.Groups}
 	return d.finishND(a, gws, [3]int{rn, rm, 1})
 }

@@ -22,8 +22,11 @@ type device struct {
 	ctx   clContext
 	queue clQueue // for the synchronous Device.Write/Read
 
-	cfg  tuning
-	opts string // device-wide -D defines
+	cfg tuning
+	// gemmForce, when set (tests), is the GEMM tile of every MatMul
+	// and Conv instead of one chosen by work-group count.
+	gemmForce *gemmShape
+	opts      string // device-wide -D defines
 
 	mu      sync.Mutex // guards everything below and queue
 	closed  bool

@@ -8,22 +8,58 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-func (d *device) gemmDefs(dt rt.DType) string {
-	c := d.cfg
-	tm, tn, wm, wn := c.tm, c.tn, c.wm, c.wn
-	if dt == rt.F64 {
-		tm, tn, wm, wn = c.tm64, c.tn64, c.wm64, c.wn64
-	}
-	return fmt.Sprintf("%s -DTM=%d -DTN=%d -DTK=%d -DWM=%d -DWN=%d", typeDefs(dt), tm, tn, c.tk, wm, wn)
+// gemmShape is one GEMM tile variant of gemm.cl: a work-group of
+// (tn/wn, tm/wm) work-items computes tm x tn outputs, tk deep per step,
+// wm x wn outputs per work-item.
+type gemmShape struct{ tm, tn, tk, wm, wn int }
+
+func (s gemmShape) defs(dt rt.DType) string {
+	return fmt.Sprintf("%s -DTM=%d -DTN=%d -DTK=%d -DWM=%d -DWN=%d", typeDefs(dt), s.tm, s.tn, s.tk, s.wm, s.wn)
 }
 
-// gemmTile returns the tile and work-group shape used for dt.
-func (d *device) gemmTile(dt rt.DType) (tm, tn, rm, rn int) {
+// local is the work-group shape (x, y).
+func (s gemmShape) local() (rn, rm int) { return s.tn / s.wn, s.tm / s.wm }
+
+// groups is the number of work-groups covering m x n outputs, batch times.
+func (s gemmShape) groups(m, n, batch int) int {
+	return (m + s.tm - 1) / s.tm * ((n + s.tn - 1) / s.tn) * batch
+}
+
+// gemmShapes returns the tile variants for dt, largest first: the
+// device's tile, then smaller ones for problems whose large tiles would
+// leave compute units idle.
+func (d *device) gemmShapes(dt rt.DType) []gemmShape {
 	c := d.cfg
 	if dt == rt.F64 {
-		return c.tm64, c.tn64, c.tm64 / c.wm64, c.tn64 / c.wn64
+		out := []gemmShape{{c.tm64, c.tn64, c.tk, c.wm64, c.wn64}}
+		if c.tm64 > 32 {
+			out = append(out, gemmShape{32, 32, c.tk, 4, 4})
+		}
+		return out
 	}
-	return c.tm, c.tn, c.tm / c.wm, c.tn / c.wn
+	out := []gemmShape{{c.tm, c.tn, c.tk, c.wm, c.wn}}
+	if c.tm >= 128 {
+		out = append(out, gemmShape{64, 64, c.tk, 4, 4})
+	}
+	if c.tm > 32 {
+		out = append(out, gemmShape{32, 32, c.tk, 4, 4})
+	}
+	return out
+}
+
+// pickGEMM chooses the largest tile variant whose work-groups cover the
+// device's compute units for an m x n output, batch times.
+func (d *device) pickGEMM(dt rt.DType, m, n, batch int) gemmShape {
+	if d.gemmForce != nil {
+		return *d.gemmForce
+	}
+	sh := d.gemmShapes(dt)
+	for _, s := range sh {
+		if s.groups(m, n, batch) >= d.ent.caps.computeUnits {
+			return s
+		}
+	}
+	return sh[len(sh)-1]
 }
 
 func (d *device) lowerMatMul(o *rt.MatMul) (*launchSpec, error) {
@@ -31,7 +67,8 @@ func (d *device) lowerMatMul(o *rt.MatMul) (*launchSpec, error) {
 		return &launchSpec{}, nil
 	}
 	dt := o.A.DType
-	a, err := d.kernel(o, "gemm.cl", d.gemmDefs(dt), "gemm")
+	s := d.pickGEMM(dt, o.M, o.N, o.Batch)
+	a, err := d.kernel(o, "gemm.cl", s.defs(dt), "gemm")
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +97,10 @@ func (d *device) lowerMatMul(o *rt.MatMul) (*launchSpec, error) {
 	a.i32(int(o.Act.Fn))
 	a.acc(dt, o.Act.Alpha)
 	a.acc(dt, o.Act.Beta)
-	tm, tn, rm, rn := d.gemmTile(dt)
-	gws := [3]int{(o.N + tn - 1) / tn * rn, (o.M + tm - 1) / tm * rm, o.Batch}
+	rn, rm := s.local()
+	gws := [3]int{(o.N + s.tn - 1) / s.tn * rn, (o.M + s.tm - 1) / s.tm * rm, o.Batch}
 	return d.finishND(a, gws, [3]int{rn, rm, 1})
 }
+
+// allGEMMShapes lists the tile variants of every tuning (tests).
+var allGEMMShapes = []gemmShape{{128, 128, 16, 8, 8}, {64, 64, 16, 8, 8}, {64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}}

@@ -1,21 +1,56 @@
-// gemm.cl: tiled GEMM with local memory, and Conv as an implicit GEMM
-// (im2col computed while loading tiles). A work-group of (TN/WN, TM/WM)
-// work-items computes a TM x TN tile of Y, each work-item WM x WN outputs
-// strided by TM/WM rows and TN/WN columns, stepping through K by TK.
+// gemm.cl: register-blocked GEMM with local-memory tiles, and Conv as an
+// implicit GEMM (im2col computed while loading tiles). A work-group of
+// (TN/WN, TM/WM) work-items computes a TM x TN tile of Y, stepping through
+// K by TK; each work-item holds a WM x WN micro-tile in registers, made of
+// (WM/4) x (WN/4) blocks of 4x4 outputs so that it reads its operands from
+// local memory as 4-vectors. The next K step's tiles are loaded from
+// global memory into registers while the current one is multiplied
+// (prefetch), and the local rows are padded by 4 elements.
 
 #define RM (TM / WM)
 #define RN (TN / WN)
 #define NT (RM * RN)
+#define LA (TM * TK / NT)
+#define LB (TN * TK / NT)
+#define PM (TM + 4)
+#define PN (TN + 4)
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define ACC4 CAT(ACC, 4)
+
+#if (TM * TK) % NT != 0 || (TN * TK) % NT != 0 || WM % 4 != 0 || WN % 4 != 0
+#error "gemm.cl: unsupported tile shape"
+#endif
 
 // MMA_STEP multiplies the tiles in local memory into acc.
 #define MMA_STEP() \
 	for (int k = 0; k < TK; k++) { \
 		ACC a[WM], b[WN]; \
-		for (int i = 0; i < WM; i++) a[i] = As[k][ty + i * RM]; \
-		for (int j = 0; j < WN; j++) b[j] = Bs[k][tx + j * RN]; \
+		for (int i = 0; i < WM / 4; i++) { \
+			ACC4 v = As[k][i * RM + ty]; \
+			a[4 * i] = v.x; a[4 * i + 1] = v.y; a[4 * i + 2] = v.z; a[4 * i + 3] = v.w; \
+		} \
+		for (int j = 0; j < WN / 4; j++) { \
+			ACC4 v = Bs[k][j * RN + tx]; \
+			b[4 * j] = v.x; b[4 * j + 1] = v.y; b[4 * j + 2] = v.z; b[4 * j + 3] = v.w; \
+		} \
 		for (int i = 0; i < WM; i++) \
 			for (int j = 0; j < WN; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]); \
 	}
+
+// ROW and COL map micro-tile index i (j) to the tile's row (column).
+#define ROW(i) (((i) >> 2) * (RM * 4) + ty * 4 + ((i) & 3))
+#define COL(j) (((j) >> 2) * (RN * 4) + tx * 4 + ((j) & 3))
+
+// gemm_a_idx gives element l's row m and depth k of the A tile: k fastest
+// when A is row-major M x K (coalesced reads), m fastest when transposed.
+inline void gemm_a_idx(int l, int transA, int* m, int* k) {
+	if (transA) { *m = l % TM; *k = l / TM; } else { *k = l % TK; *m = l / TK; }
+}
+
+inline void gemm_b_idx(int l, int transB, int* n, int* k) {
+	if (transB) { *k = l % TK; *n = l / TK; } else { *n = l % TN; *k = l / TN; }
+}
 
 __kernel __attribute__((reqd_work_group_size(RN, RM, 1)))
 void gemm(__global const T* A, long ao, __global const T* B, long bo,
@@ -23,8 +58,10 @@ void gemm(__global const T* A, long ao, __global const T* B, long bo,
           __global T* Y, long yo, int M, int N, int Kd, int transA, int transB,
           long strA, long strB, long strY, ACC alpha, ACC beta, int hasBias,
           int actFn, ACC actA, ACC actB) {
-	__local ACC As[TK][TM];
-	__local ACC Bs[TK][TN + 1];
+	__local ACC4 As[TK][PM / 4];
+	__local ACC4 Bs[TK][PN / 4];
+	__local ACC* as = (__local ACC*)As;
+	__local ACC* bs = (__local ACC*)Bs;
 	int tx = get_local_id(0), ty = get_local_id(1), tid = ty * RN + tx;
 	int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
 	long z = get_group_id(2);
@@ -34,32 +71,52 @@ void gemm(__global const T* A, long ao, __global const T* B, long bo,
 	ACC acc[WM][WN];
 	for (int i = 0; i < WM; i++)
 		for (int j = 0; j < WN; j++) acc[i][j] = 0;
+	ACC ra[LA], rb[LB];
+#define LOAD_TILES(k0) \
+	for (int e = 0; e < LA; e++) { \
+		int m, k; \
+		gemm_a_idx(tid + e * NT, transA, &m, &k); \
+		int gm = m0 + m, gk = (k0) + k; \
+		ACC v = 0; \
+		if (gm < M && gk < Kd) v = transA ? LD(A, ao + (long)gk * M + gm) : LD(A, ao + (long)gm * Kd + gk); \
+		ra[e] = v; \
+	} \
+	for (int e = 0; e < LB; e++) { \
+		int n, k; \
+		gemm_b_idx(tid + e * NT, transB, &n, &k); \
+		int gn = n0 + n, gk = (k0) + k; \
+		ACC v = 0; \
+		if (gn < N && gk < Kd) v = transB ? LD(B, bo + (long)gn * Kd + gk) : LD(B, bo + (long)gk * N + gn); \
+		rb[e] = v; \
+	}
+#define STORE_TILES() \
+	for (int e = 0; e < LA; e++) { \
+		int m, k; \
+		gemm_a_idx(tid + e * NT, transA, &m, &k); \
+		as[k * PM + m] = ra[e]; \
+	} \
+	for (int e = 0; e < LB; e++) { \
+		int n, k; \
+		gemm_b_idx(tid + e * NT, transB, &n, &k); \
+		bs[k * PN + n] = rb[e]; \
+	}
+	LOAD_TILES(0)
 	for (int k0 = 0; k0 < Kd; k0 += TK) {
-		for (int l = tid; l < TM * TK; l += NT) {
-			int m, k;
-			if (transA) { m = l % TM; k = l / TM; } else { k = l % TK; m = l / TK; }
-			int gm = m0 + m, gk = k0 + k;
-			ACC v = 0;
-			if (gm < M && gk < Kd) v = transA ? LD(A, ao + (long)gk * M + gm) : LD(A, ao + (long)gm * Kd + gk);
-			As[k][m] = v;
-		}
-		for (int l = tid; l < TN * TK; l += NT) {
-			int n, k;
-			if (transB) { k = l % TK; n = l / TK; } else { n = l % TN; k = l / TN; }
-			int gn = n0 + n, gk = k0 + k;
-			ACC v = 0;
-			if (gn < N && gk < Kd) v = transB ? LD(B, bo + (long)gn * Kd + gk) : LD(B, bo + (long)gk * N + gn);
-			Bs[k][n] = v;
-		}
+		STORE_TILES()
 		barrier(CLK_LOCAL_MEM_FENCE);
+		if (k0 + TK < Kd) {
+			LOAD_TILES(k0 + TK)
+		}
 		MMA_STEP()
 		barrier(CLK_LOCAL_MEM_FENCE);
 	}
+#undef LOAD_TILES
+#undef STORE_TILES
 	for (int i = 0; i < WM; i++) {
-		int gm = m0 + ty + i * RM;
+		int gm = m0 + ROW(i);
 		if (gm >= M) continue;
 		for (int j = 0; j < WN; j++) {
-			int gn = n0 + tx + j * RN;
+			int gn = n0 + COL(j);
 			if (gn >= N) continue;
 			ACC v = alpha * acc[i][j];
 			if (hasBias) v += beta * LD(bias, bio + (long)gm * bs0 + (long)gn * bs1);
@@ -69,15 +126,18 @@ void gemm(__global const T* A, long ao, __global const T* B, long bo,
 }
 
 // conv_gemm: for image n and group g (z = n*G + g), Y[k, p] =
-// W_g[k, r] @ col[r, p] with r = (c, kh, kw), p = (oh, ow).
+// W_g[k, r] @ col[r, p] with r = (c, kh, kw), p = (oh, ow); bias and
+// activation in the epilogue.
 __kernel __attribute__((reqd_work_group_size(RN, RM, 1)))
 void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
                __global const T* bias, long bio, __global T* Y, long yo,
                int C, int H, int Wd, int Kc, int OH, int OW, int KH, int KW,
                int SH, int SW, int PT, int PL, int DH, int DW, int G,
                int hasBias, int actFn, ACC actA, ACC actB) {
-	__local ACC As[TK][TM];
-	__local ACC Bs[TK][TN + 1];
+	__local ACC4 As[TK][PM / 4];
+	__local ACC4 Bs[TK][PN / 4];
+	__local ACC* as = (__local ACC*)As;
+	__local ACC* bs = (__local ACC*)Bs;
 	int tx = get_local_id(0), ty = get_local_id(1), tid = ty * RN + tx;
 	int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
 	int z = get_group_id(2);
@@ -88,36 +148,54 @@ void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
 	ACC acc[WM][WN];
 	for (int i = 0; i < WM; i++)
 		for (int j = 0; j < WN; j++) acc[i][j] = 0;
+	ACC ra[LA], rb[LB];
+#define LOAD_TILES(k0) \
+	for (int e = 0; e < LA; e++) { \
+		int l = tid + e * NT, k = l % TK, m = l / TK; \
+		int gm = m0 + m, gk = (k0) + k; \
+		ra[e] = (gm < Kg && gk < R) ? LD(W, wb + (long)gm * R + gk) : (ACC)0; \
+	} \
+	for (int e = 0; e < LB; e++) { \
+		int l = tid + e * NT, n = l % TN, k = l / TN; \
+		int p = n0 + n, r = (k0) + k; \
+		ACC v = 0; \
+		if (p < P && r < R) { \
+			int c = r / KK, rr = r - c * KK; \
+			int kh = rr / KW, kw = rr - kh * KW; \
+			int oh = p / OW, ow = p - oh * OW; \
+			int ih = oh * SH - PT + kh * DH, iw = ow * SW - PL + kw * DW; \
+			if (ih >= 0 && ih < H && iw >= 0 && iw < Wd) v = LD(X, xb + ((long)c * H + ih) * Wd + iw); \
+		} \
+		rb[e] = v; \
+	}
+#define STORE_TILES() \
+	for (int e = 0; e < LA; e++) { \
+		int l = tid + e * NT; \
+		as[(l % TK) * PM + l / TK] = ra[e]; \
+	} \
+	for (int e = 0; e < LB; e++) { \
+		int l = tid + e * NT; \
+		bs[(l / TN) * PN + l % TN] = rb[e]; \
+	}
+	LOAD_TILES(0)
 	for (int k0 = 0; k0 < R; k0 += TK) {
-		for (int l = tid; l < TM * TK; l += NT) {
-			int k = l % TK, m = l / TK;
-			int gm = m0 + m, gk = k0 + k;
-			As[k][m] = (gm < Kg && gk < R) ? LD(W, wb + (long)gm * R + gk) : (ACC)0;
-		}
-		for (int l = tid; l < TN * TK; l += NT) {
-			int n = l % TN, k = l / TN;
-			int p = n0 + n, r = k0 + k;
-			ACC v = 0;
-			if (p < P && r < R) {
-				int c = r / KK, rr = r - c * KK;
-				int kh = rr / KW, kw = rr - kh * KW;
-				int oh = p / OW, ow = p - oh * OW;
-				int ih = oh * SH - PT + kh * DH, iw = ow * SW - PL + kw * DW;
-				if (ih >= 0 && ih < H && iw >= 0 && iw < Wd) v = LD(X, xb + ((long)c * H + ih) * Wd + iw);
-			}
-			Bs[k][n] = v;
-		}
+		STORE_TILES()
 		barrier(CLK_LOCAL_MEM_FENCE);
+		if (k0 + TK < R) {
+			LOAD_TILES(k0 + TK)
+		}
 		MMA_STEP()
 		barrier(CLK_LOCAL_MEM_FENCE);
 	}
+#undef LOAD_TILES
+#undef STORE_TILES
 	long yb = yo + ((long)img * Kc + (long)g * Kg) * P;
 	for (int i = 0; i < WM; i++) {
-		int gm = m0 + ty + i * RM;
+		int gm = m0 + ROW(i);
 		if (gm >= Kg) continue;
 		ACC b0 = hasBias ? LD(bias, bio + g * Kg + gm) : (ACC)0;
 		for (int j = 0; j < WN; j++) {
-			int p = n0 + tx + j * RN;
+			int p = n0 + COL(j);
 			if (p >= P) continue;
 			ST(Y, yb + (long)gm * P + p, act(actFn, acc[i][j] + b0, actA, actB));
 		}

@@ -1,0 +1,167 @@
+//go:build cgo
+
+package clshim
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/vrun-go/vrun/internal/backendtest"
+	"github.com/vrun-go/vrun/rt"
+)
+
+// convRef is a naive float64 convolution (NCHW, OIHW weights, groups),
+// bias and activation included.
+func convRef(o *rt.Conv, x, w, b []float64) []float64 {
+	cg, kg := o.C/o.Groups, o.K/o.Groups
+	y := make([]float64, o.N*o.K*o.OH*o.OW)
+	for n := 0; n < o.N; n++ {
+		for k := 0; k < o.K; k++ {
+			g := k / kg
+			for oh := 0; oh < o.OH; oh++ {
+				for ow := 0; ow < o.OW; ow++ {
+					s := 0.0
+					if b != nil {
+						s = b[k]
+					}
+					for c := 0; c < cg; c++ {
+						for kh := 0; kh < o.KH; kh++ {
+							ih := oh*o.StrideH - o.PadT + kh*o.DilH
+							if ih < 0 || ih >= o.H {
+								continue
+							}
+							for kw := 0; kw < o.KW; kw++ {
+								iw := ow*o.StrideW - o.PadL + kw*o.DilW
+								if iw < 0 || iw >= o.Width {
+									continue
+								}
+								s += x[((n*o.C+g*cg+c)*o.H+ih)*o.Width+iw] * w[((k*cg+c)*o.KH+kh)*o.KW+kw]
+							}
+						}
+					}
+					y[((n*o.K+k)*o.OH+oh)*o.OW+ow] = o.Act.Fn.Apply(s, o.Act.Alpha, o.Act.Beta)
+				}
+			}
+		}
+	}
+	return y
+}
+
+// TestConvKernels checks Conv (implicit GEMM on every tile variant, and
+// the direct kernel for few output channels per group) against a float64
+// reference: odd shapes, strides, padding, dilation, groups, batch, bias
+// and fused activations. Tolerance relative to the sum of |x*w|: 1e-5 for
+// f32 and f64 (f32 accumulation), 4e-3 for f16 (f16 inputs and outputs,
+// f32 accumulation).
+func TestConvKernels(t *testing.T) {
+	type cc struct {
+		n, c, h, w, k, kh, kw, sh, sw, pt, pl, dh, dw, g int
+		bias                                             bool
+		act                                              rt.UnaryFn
+	}
+	cases := []cc{
+		{1, 3, 11, 13, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu},
+		{2, 5, 9, 7, 33, 3, 2, 2, 1, 1, 0, 1, 2, 1, false, rt.Copy},
+		{1, 16, 8, 8, 65, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, rt.Sigmoid}, // pointwise
+		{2, 8, 10, 9, 16, 3, 3, 2, 2, 1, 1, 1, 1, 2, true, rt.HardSwish},
+		{1, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, true, rt.Relu},   // depthwise (direct)
+		{3, 4, 12, 5, 8, 5, 3, 3, 1, 2, 1, 2, 1, 4, false, rt.Silu}, // grouped, 2 out per group (direct)
+		{1, 64, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu}, // deep reduction
+	}
+	forEachDevice(t, func(t *testing.T, dev *device) {
+		defer func() { dev.gemmForce = nil }()
+		rng := rand.New(rand.NewSource(3))
+		for ci, c := range cases {
+			oh := (c.h+2*c.pt-c.dh*(c.kh-1)-1)/c.sh + 1
+			ow := (c.w+2*c.pl-c.dw*(c.kw-1)-1)/c.sw + 1
+			o := &rt.Conv{N: c.n, C: c.c, H: c.h, Width: c.w, K: c.k, OH: oh, OW: ow, KH: c.kh, KW: c.kw,
+				StrideH: c.sh, StrideW: c.sw, PadT: c.pt, PadL: c.pl, DilH: c.dh, DilW: c.dw, Groups: c.g,
+				Act: rt.Activation{Fn: c.act}}
+			gen := func(n int) []float64 {
+				v := make([]float64, n)
+				for i := range v {
+					v[i] = rng.Float64()*2 - 1
+				}
+				return v
+			}
+			x, w := gen(c.n*c.c*c.h*c.w), gen(c.k*c.c/c.g*c.kh*c.kw)
+			var b []float64
+			if c.bias {
+				b = gen(c.k)
+			}
+			for _, dt := range []rt.DType{rt.F32, rt.F16, rt.F64} {
+				if dt == rt.F16 && !dev.Info().FP16 || dt == rt.F64 && !dev.Info().FP64 {
+					continue
+				}
+				// Round the inputs to dt so that the reference sees what the device sees.
+				up := func(v []float64) ([]float64, rt.Buffer) {
+					tt, _ := rt.NewTensor(dt, len(v))
+					r := make([]float64, len(v))
+					for i, f := range v {
+						tt.SetFloat64(i, f)
+						r[i] = tt.Float64(i)
+					}
+					return r, backendtest.Upload(t, dev, tt.Data)
+				}
+				xr, xb := up(x)
+				wr, wb := up(w)
+				o.X = rt.Ref{Buf: xb, DType: dt, Shape: []int{c.n, c.c, c.h, c.w}}
+				o.W = rt.Ref{Buf: wb, DType: dt, Shape: []int{c.k, c.c / c.g, c.kh, c.kw}}
+				var br []float64
+				o.Bias = rt.Ref{}
+				if b != nil {
+					var bb rt.Buffer
+					br, bb = up(b)
+					o.Bias = rt.Ref{Buf: bb, DType: dt, Shape: []int{c.k}}
+				}
+				want := convRef(o, xr, wr, br)
+				mag := convRef(&rt.Conv{N: o.N, C: o.C, H: o.H, Width: o.Width, K: o.K, OH: oh, OW: ow, KH: o.KH, KW: o.KW,
+					StrideH: o.StrideH, StrideW: o.StrideW, PadT: o.PadT, PadL: o.PadL, DilH: o.DilH, DilW: o.DilW, Groups: o.Groups,
+					Act: rt.Activation{Fn: rt.Copy}}, abs(xr), abs(wr), abs(br))
+				tol := 1e-5
+				if dt == rt.F16 {
+					tol = 4e-3
+				}
+				shapes := allGEMMShapes
+				if dt == rt.F64 {
+					shapes = []gemmShape{{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}}
+				}
+				for _, s := range shapes {
+					dev.gemmForce = &s
+					name := fmt.Sprintf("case%d/%s/%dx%d_%dx%d", ci, dt, s.tm, s.tn, s.wm, s.wn)
+					t.Run(name, func(t *testing.T) {
+						y := newGuarded(t, dev, dt, len(want))
+						defer y.buf.Free()
+						o.Y = y.ref(dt, c.n, c.k, oh, ow)
+						backendtest.Run(t, dev, o)
+						got := &rt.Tensor{DType: dt, Shape: []int{len(want)}, Data: y.read(t, dev)}
+						for i := range want {
+							g := got.Float64(i)
+							if !(math.Abs(g-want[i]) <= tol*(mag[i]+1)) {
+								t.Fatalf("Y[%d] = %v, want %v (tolerance %g)", i, g, want[i], tol*(mag[i]+1))
+							}
+						}
+					})
+				}
+				xb.Free()
+				wb.Free()
+				if o.Bias.Buf != nil {
+					o.Bias.Buf.Free()
+				}
+			}
+		}
+	})
+}
+
+func abs(v []float64) []float64 {
+	if v == nil {
+		return nil
+	}
+	r := make([]float64, len(v))
+	for i, f := range v {
+		r[i] = math.Abs(f)
+	}
+	return r
+}
