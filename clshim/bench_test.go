@@ -10,13 +10,13 @@ import (
 )
 
 // BenchmarkGEMM times Submit+Wait of a recorded stream holding one f32
-// n×n×n MatMul and reports GFLOP/s. n=4096 is skipped on CPU devices.
+// n×n×n MatMul and reports TFLOP/s. n>1024 is skipped on CPU devices.
 func BenchmarkGEMM(b *testing.B) {
 	for _, info := range testDevices(b) {
-		for _, n := range []int{1024, 4096} {
+		for _, n := range []int{1024, 2048, 4096, 8192} {
 			b.Run(fmt.Sprintf("dev%d/n=%d", info.Index, n), func(b *testing.B) {
 				if n > 1024 && info.Kind == rt.KindCPU {
-					b.Skip("n=4096 skipped on a CPU device")
+					b.Skip("n>1024 skipped on a CPU device")
 				}
 				d, err := Backend{}.Open(info.Index)
 				if err != nil {
@@ -68,7 +68,93 @@ func BenchmarkGEMM(b *testing.B) {
 				}
 				b.StopTimer()
 				sec := b.Elapsed().Seconds() / float64(b.N)
-				b.ReportMetric(2*float64(n)*float64(n)*float64(n)/sec/1e9, "GFLOP/s")
+				b.ReportMetric(2*float64(n)*float64(n)*float64(n)/sec/1e12, "TFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkConv times Submit+Wait of a recorded stream holding one f32
+// Conv (bias and ReLU fused) of ResNet-18 and MobileNetV2 layers at
+// batch 1, and reports TFLOP/s (2 flops per multiply-add). Only the
+// first two shapes run on CPU devices.
+func BenchmarkConv(b *testing.B) {
+	type shape struct {
+		name                 string
+		c, h, k, kh, s, p, g int
+	}
+	shapes := []shape{
+		{"r18_3x3_64_56", 64, 56, 64, 3, 1, 1, 1},
+		{"mv2_dw_144_56", 144, 56, 144, 3, 1, 1, 144},
+		{"r18_stem_7x7", 3, 224, 64, 7, 2, 3, 1},
+		{"r18_3x3_128_28", 128, 28, 128, 3, 1, 1, 1},
+		{"r18_3x3_256_14", 256, 14, 256, 3, 1, 1, 1},
+		{"r18_3x3_512_7", 512, 7, 512, 3, 1, 1, 1},
+		{"mv2_pw_96_112_24", 96, 56, 24, 1, 1, 0, 1},
+		{"mv2_pw_960_7_160", 960, 7, 160, 1, 1, 0, 1},
+	}
+	for _, info := range testDevices(b) {
+		for i, sh := range shapes {
+			b.Run(fmt.Sprintf("dev%d/%s", info.Index, sh.name), func(b *testing.B) {
+				if i > 1 && info.Kind == rt.KindCPU {
+					b.Skip("skipped on a CPU device")
+				}
+				d, err := Backend{}.Open(info.Index)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer d.Close()
+				oh := (sh.h+2*sh.p-sh.kh)/sh.s + 1
+				o := &rt.Conv{N: 1, C: sh.c, H: sh.h, Width: sh.h, K: sh.k, OH: oh, OW: oh, KH: sh.kh, KW: sh.kh,
+					StrideH: sh.s, StrideW: sh.s, PadT: sh.p, PadL: sh.p, DilH: 1, DilW: 1, Groups: sh.g, Act: rt.Activation{Fn: rt.Relu}}
+				alloc := func(n int, v float64) rt.Ref {
+					buf, err := d.Alloc(int64(4 * n))
+					if err != nil {
+						b.Fatal(err)
+					}
+					r := rt.Ref{Buf: buf, DType: rt.F32, Shape: []int{n}}
+					s, _ := d.NewStream(rt.StreamOptions{})
+					s.Launch(&rt.Fill{Y: r, Value: v})
+					s.Submit()
+					s.Wait()
+					s.Close()
+					return r
+				}
+				o.X = alloc(sh.c*sh.h*sh.h, 0.5)
+				o.W = alloc(sh.k*sh.c/sh.g*sh.kh*sh.kh, 0.01)
+				o.Bias = alloc(sh.k, 0.1)
+				o.Y = alloc(sh.k*oh*oh, 0)
+				o.X.Shape = []int{1, sh.c, sh.h, sh.h}
+				o.W.Shape = []int{sh.k, sh.c / sh.g, sh.kh, sh.kh}
+				o.Y.Shape = []int{1, sh.k, oh, oh}
+				s, err := d.NewStream(rt.StreamOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				if err := s.Launch(o); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Submit(); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Wait(); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := s.Submit(); err != nil {
+						b.Fatal(err)
+					}
+					if err := s.Wait(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				sec := b.Elapsed().Seconds() / float64(b.N)
+				flops := 2 * float64(sh.k*oh*oh) * float64(sh.c/sh.g*sh.kh*sh.kh)
+				b.ReportMetric(flops/sec/1e12, "TFLOP/s")
+				b.ReportMetric(sec*1e6, "µs/op")
 			})
 		}
 	}
