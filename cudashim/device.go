@@ -858,3 +858,10 @@ func (d *Device) Close() error {
 	d.release()
 	return nil
 }
+
+// DeviceAddr returns the buffer's CUdeviceptr, or an error after Free. It
+// implements [rt.NativeBuffer].
+func (b *Buffer) DeviceAddr() (uintptr, error) {
+	p, err := b.devptr()
+	return uintptr(p), err
+}

@@ -589,3 +589,21 @@ func (s *Stream) Close() error {
 	d.mu.Unlock()
 	return nil
 }
+
+// Enqueue calls f with the stream's CUstream while the device's (primary)
+// context is current on the calling thread: work f enqueues there (an
+// NCCL all-reduce) runs after the last Submit's graph, and Wait waits for
+// it. It implements [rt.NativeStream].
+func (s *Stream) Enqueue(f func(queue uintptr) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("cuda: Enqueue: %w", err)
+	}
+	leave, err := s.dev.enter()
+	if err != nil {
+		return s.dev.noteErr(fmt.Errorf("cuda: Enqueue: %w", err))
+	}
+	defer leave()
+	return f(uintptr(unsafe.Pointer(s.cs)))
+}

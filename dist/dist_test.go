@@ -227,17 +227,20 @@ func TestReduce(t *testing.T) {
 		bucket  int64
 		root    int // -1: all-reduce
 		tol     float64
-		plain   bool // through staging buffers, not mapped memory
+		plain   bool  // through staging buffers, not mapped memory
+		params  []int // parameter lengths (elements): explicit buckets by BucketsByParam
 	}{
-		{"staged-wmean-3cpu-f32", 3, false, rt.F32, 1001, dist.Mean, []float64{5, 4, 4}, 100, -1, 1e-6, true},
-		{"staged-reduce-2cpu-f64", 2, false, rt.F64, 77, dist.Sum, nil, 48, 1, 1e-15, true},
-		{"sum-2cpu-f64", 2, false, rt.F64, 37, dist.Sum, nil, 0, -1, 1e-15, false},
-		{"mean-3cpu-f32-buckets", 3, false, rt.F32, 1001, dist.Mean, nil, 28, -1, 1e-6, false},
-		{"wmean-3cpu-f64-buckets", 3, false, rt.F64, 99, dist.Mean, []float64{4, 3, 3}, 8 * 7, -1, 1e-15, false},
-		{"wsum-4cpu-f32", 4, false, rt.F32, 13, dist.Sum, []float64{0.5, 0.25, 0.25, 2}, 12, -1, 1e-6, false},
-		{"reduce-root1-f16", 3, false, rt.F16, 50, dist.Sum, nil, 6, 1, 2e-3, false},
-		{"mixed-mean-f32", 1, true, rt.F32, 333, dist.Mean, nil, 100, -1, 1e-6, false},
-		{"mixed-reduce-root0", 2, true, rt.F32, 64, dist.Mean, nil, 0, 0, 1e-6, false},
+		{"staged-wmean-3cpu-f32", 3, false, rt.F32, 1001, dist.Mean, []float64{5, 4, 4}, 100, -1, 1e-6, true, nil},
+		{"staged-reduce-2cpu-f64", 2, false, rt.F64, 77, dist.Sum, nil, 48, 1, 1e-15, true, nil},
+		{"sum-2cpu-f64", 2, false, rt.F64, 37, dist.Sum, nil, 0, -1, 1e-15, false, nil},
+		{"mean-3cpu-f32-buckets", 3, false, rt.F32, 1001, dist.Mean, nil, 28, -1, 1e-6, false, nil},
+		{"wmean-3cpu-f64-buckets", 3, false, rt.F64, 99, dist.Mean, []float64{4, 3, 3}, 8 * 7, -1, 1e-15, false, nil},
+		{"wsum-4cpu-f32", 4, false, rt.F32, 13, dist.Sum, []float64{0.5, 0.25, 0.25, 2}, 12, -1, 1e-6, false, nil},
+		{"reduce-root1-f16", 3, false, rt.F16, 50, dist.Sum, nil, 6, 1, 2e-3, false, nil},
+		{"mixed-mean-f32", 1, true, rt.F32, 333, dist.Mean, nil, 100, -1, 1e-6, false, nil},
+		{"mixed-reduce-root0", 2, true, rt.F32, 64, dist.Mean, nil, 0, 0, 1e-6, false, nil},
+		{"byparam-staged-wmean-3cpu-f32", 3, false, rt.F32, 1001, dist.Mean, []float64{5, 4, 4}, 400, -1, 1e-6, true, []int{7, 300, 1, 93, 500, 100}},
+		{"byparam-wsum-2cpu-f64", 2, false, rt.F64, 99, dist.Sum, []float64{2, 3}, 8 * 20, 1, 1e-15, false, []int{50, 3, 3, 3, 40}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			devs := devices(t, tc.n, tc.mixed)
@@ -274,6 +277,16 @@ func TestReduce(t *testing.T) {
 			var st dist.Staging
 			defer st.Free()
 			opts := dist.ReduceOptions{Weights: w, BucketBytes: tc.bucket, Staging: &st}
+			if tc.params != nil {
+				sizes := make([]int64, len(tc.params))
+				for i, n := range tc.params {
+					sizes[i] = int64(n * tc.dt.Size())
+				}
+				opts.Buckets = dist.BucketsByParam(sizes, tc.bucket)
+				if len(opts.Buckets) < 3 || opts.Buckets[0].Off == 0 {
+					t.Fatalf("buckets %v: want several, the last parameters first", opts.Buckets)
+				}
+			}
 			if tc.root < 0 {
 				err = a.AllReduce(tc.op, opts)
 			} else {
@@ -433,6 +446,22 @@ func TestErrors(t *testing.T) {
 			}
 			defer a.Free()
 			return a.AllReduce(dist.Mean, dist.ReduceOptions{Weights: []float64{1, -1}})
+		}},
+		{"bucket outside", "does not lie in", func() error {
+			a, err := dist.Replicate(devs, x)
+			if err != nil {
+				return err
+			}
+			defer a.Free()
+			return a.AllReduce(dist.Sum, dist.ReduceOptions{Buckets: []dist.Bucket{{Off: 16, Len: 16}}})
+		}},
+		{"bucket split element", "does not lie in", func() error {
+			a, err := dist.Replicate(devs, x)
+			if err != nil {
+				return err
+			}
+			defer a.Free()
+			return a.AllReduce(dist.Sum, dist.ReduceOptions{Buckets: []dist.Bucket{{Off: 2, Len: 4}}})
 		}},
 	} {
 		err := tc.f()

@@ -36,6 +36,11 @@ func (op ReduceOp) String() string {
 // ReduceOptions.BucketBytes is zero.
 const DefaultBucketBytes = 4 << 20
 
+// DefaultGradBucketBytes is the size of the gradient buckets of a
+// data-parallel trainer when its options leave it zero: about 25 MB, as
+// PyTorch DistributedDataParallel's bucket_cap_mb.
+const DefaultGradBucketBytes = 25 << 20
+
 // ReduceOptions tunes a reduction.
 type ReduceOptions struct {
 	// Weights scale each shard (one per device, finite, at least one
@@ -48,6 +53,12 @@ type ReduceOptions struct {
 	// reduction of bucket b and the writes of bucket b-1. Zero means
 	// DefaultBucketBytes.
 	BucketBytes int64
+	// Buckets, if set, are the slices themselves, in the order they are
+	// processed (BucketsByParam's, for gradients), instead of BucketBytes'
+	// even cut. Each lies within the array and holds whole elements;
+	// together they should cover it (bytes outside every bucket are left
+	// as they are).
+	Buckets []Bucket
 	// Staging keeps pinned staging buffers between calls; nil allocates
 	// them for the call.
 	Staging *Staging
@@ -216,8 +227,21 @@ func (a *Array) reduce(op ReduceOp, opts ReduceOptions, targets []int, what stri
 	}
 	n := a.Shards[0].Bytes(dt)
 	bs := Buckets(n, dt.Size(), opts.BucketBytes)
+	if opts.Buckets != nil {
+		bs = opts.Buckets
+		es := int64(dt.Size())
+		for _, b := range bs {
+			if b.Off < 0 || b.Len <= 0 || b.Off+b.Len > n || b.Off%es != 0 || b.Len%es != 0 {
+				return fmt.Errorf("dist: %s: bucket [%d, %d) does not lie in the %d bytes of %s elements", what, b.Off, b.Off+b.Len, n, dt)
+			}
+		}
+	}
 	if len(bs) == 0 {
 		return nil
+	}
+	maxLen := int64(0)
+	for _, b := range bs {
+		maxLen = max(maxLen, b.Len)
 	}
 	st := opts.Staging
 	if st == nil {
@@ -231,7 +255,7 @@ func (a *Array) reduce(op ReduceOp, opts ReduceOptions, targets []int, what stri
 			views[k] = v[s.Off : s.Off+n]
 			continue
 		}
-		if stage[k], err = st.take(s.Dev, stageDepth, bs[0].Len); err != nil {
+		if stage[k], err = st.take(s.Dev, stageDepth, maxLen); err != nil {
 			return devErr(what+": staging", k, s.Dev, err)
 		}
 	}
@@ -296,7 +320,7 @@ func (a *Array) reduce(op ReduceOp, opts ReduceOptions, targets []int, what stri
 	var slots [stageDepth]sync.WaitGroup
 	res := make([][]byte, stageDepth)
 	for i := range res {
-		res[i] = make([]byte, bs[0].Len)
+		res[i] = make([]byte, maxLen)
 	}
 	type job struct {
 		b    Bucket
@@ -324,7 +348,7 @@ func (a *Array) reduce(op ReduceOp, opts ReduceOptions, targets []int, what stri
 			}
 		}()
 	}
-	acc := make([]float64, bs[0].Len/int64(dt.Size()))
+	acc := make([]float64, maxLen/int64(dt.Size()))
 loop:
 	for bi, b := range bs {
 		m := int(b.Len) / dt.Size()
