@@ -87,6 +87,20 @@ func TestBuckets(t *testing.T) {
 	}
 }
 
+// TestSplitBuckets checks that buckets are cut in order into whole
+// elements within the limit.
+func TestSplitBuckets(t *testing.T) {
+	bs := []dist.Bucket{{Off: 40, Len: 24}, {Off: 0, Len: 40}}
+	got := dist.SplitBuckets(bs, 4, 18)
+	want := []dist.Bucket{{40, 16}, {56, 8}, {0, 16}, {16, 16}, {32, 8}}
+	if !slices.Equal(got, want) {
+		t.Errorf("SplitBuckets = %v, want %v", got, want)
+	}
+	if got := dist.SplitBuckets(bs, 4, 100); !slices.Equal(got, bs) {
+		t.Errorf("SplitBuckets with a large limit = %v, want %v", got, bs)
+	}
+}
+
 // TestBucketsByParam checks DDP-style buckets: whole parameters, last
 // first, contiguous, covering the block.
 func TestBucketsByParam(t *testing.T) {

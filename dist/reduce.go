@@ -494,3 +494,16 @@ func BucketsByParam(sizes []int64, bucketBytes int64) []Bucket {
 	}
 	return out
 }
+
+// SplitBuckets cuts each bucket of bs into pieces of at most limit bytes
+// of whole elements of elemSize bytes, keeping their order: the steps of
+// a host pipeline within gradient buckets of whole parameters.
+func SplitBuckets(bs []Bucket, elemSize int, limit int64) []Bucket {
+	var out []Bucket
+	for _, b := range bs {
+		for _, p := range Buckets(b.Len, elemSize, limit) {
+			out = append(out, Bucket{Off: b.Off + p.Off, Len: p.Len})
+		}
+	}
+	return out
+}

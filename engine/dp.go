@@ -17,20 +17,43 @@ import (
 // parameters are replicated on every device, each step splits its batch
 // (the leading dim of every input) into len(devs) shares as dist.Split
 // gives them, runs forward and backward of each share on its device
-// concurrently, and reduces the gradients into devs[0] as the mean
-// weighted by the shares' sizes — the gradient of the whole batch when
-// the loss is a mean over the batch, as the train package's losses are.
-// The optimizer step (with gradient clipping) then runs on devs[0] alone
-// and the updated parameters are broadcast to the other devices, so the
-// replicas stay bit-identical even on mixed backends. The loss StepResult
+// concurrently, and all-reduces the gradients to the mean weighted by the
+// shares' sizes — the gradient of the whole batch when the loss is a mean
+// over the batch, as the train package's losses are. The loss StepResult
 // reports is the same weighted mean; outputs whose leading dim is the
 // batch are joined in device order.
 //
-// The reduction goes through host memory (package dist), in buckets of
-// opts.BucketBytes whose reads, reduction and writes overlap. It cannot
-// overlap the backward pass itself: each device runs its forward and
-// backward as one recorded stream, whose completion is the first moment
-// the host sees any gradient.
+// Gradients are reduced in buckets of whole parameters of about
+// opts.BucketBytes (25 MB by default), the last parameters first — the
+// order in which backward produces their gradients (GradBuckets). Two
+// paths (opts.Collective):
+//
+//   - NCCL, when every device is a CUDA device on a GPU of its own and
+//     libnccl.so.2 (2.10 or later) loads: one communicator over the GPUs
+//     (ncclCommInitAll); after each device's forward and backward stream
+//     is submitted, one NCCL group of ncclAllReduce(ncclAvg) calls, one
+//     per bucket and rank, is enqueued in place on the gradient block, on
+//     each device's own CUstream — no host round trip and no host
+//     synchronisation between backward and the all-reduce. Every device
+//     then steps its own optimizer on the identical gradients (the
+//     replicas stay identical: one backend, the same kernels). A step
+//     whose shares are unequal (a batch not divisible by the device
+//     count) needs the weighted mean, which ncclAvg is not: that step
+//     all-reduces through the host instead.
+//   - The host path (Vulkan, OpenCL, CPU, mixed lists, several logical
+//     devices of one GPU: the single-host path): the blocks are read into
+//     (pinned) host memory, reduced and written to devs[0], pipelined in
+//     slices of at most 4 MB within the buckets, each device's reads
+//     starting as soon as its backward pass is done; the optimizer step
+//     (with gradient clipping) runs on devs[0] alone and the parameters
+//     are copied to the others, so the replicas stay bit-identical even
+//     on mixed backends.
+//
+// Neither path overlaps the reduction with the device's own backward
+// pass: each device records forward and backward as one stream (one CUDA
+// graph), so the first bucket is ready when the whole backward is. On
+// NCCL the all-reduce follows backward on the GPU with no gap; on the
+// host path one device's reduction overlaps the other devices' compute.
 //
 // BatchNormalization in training mode normalises each share by its own
 // statistics (PyTorch DistributedDataParallel without SyncBatchNorm), and
@@ -41,9 +64,11 @@ import (
 // run. InputGrads is not supported.
 //
 // Weights, Grads, State, Eval and Profile read devs[0]; SetWeights writes
-// every device. The caller keeps ownership of m and of the devices; one
-// device listed twice is an error (open a backend twice for two logical
-// devices on one physical one).
+// every device (SetState too, on the NCCL path). The caller keeps
+// ownership of m and of the devices; one device listed twice is an error
+// (open a backend twice for two logical devices on one physical one). A
+// single device gives a plain NewTrainer, unless opts.Collective is
+// "nccl": then a one-rank communicator.
 func NewDataParallel(m *model.Model, devs []rt.Device, opts TrainOptions) (*Trainer, error) {
 	if len(devs) == 0 {
 		return nil, errors.New("engine: data-parallel trainer: no devices")
@@ -58,7 +83,7 @@ func NewDataParallel(m *model.Model, devs []rt.Device, opts TrainOptions) (*Trai
 			}
 		}
 	}
-	if len(devs) == 1 {
+	if len(devs) == 1 && opts.Collective != "nccl" {
 		return NewTrainer(m, devs[0], opts)
 	}
 	if len(opts.InputGrads) > 0 {
@@ -78,17 +103,26 @@ func NewDataParallel(m *model.Model, devs []rt.Device, opts TrainOptions) (*Trai
 			}
 		}
 	}
+	g, err := newNCCLGroup(devs, opts.Collective)
+	if err != nil {
+		return nil, err
+	}
 	var reps []*Trainer
 	closeAll := func() {
 		for _, r := range reps {
 			r.Close()
+		}
+		if g != nil {
+			g.destroy()
 		}
 	}
 	for k, d := range devs {
 		o := opts
 		o.Shapes = shapes[k]
 		if k > 0 {
-			o.Optimizer = nil // the update runs on devs[0] (see stepDP)
+			if g == nil {
+				o.Optimizer = nil // the update runs on devs[0] (see stepDP)
+			}
 			o.Profile = false
 		}
 		r, err := NewTrainer(m, d, o)
@@ -96,13 +130,54 @@ func NewDataParallel(m *model.Model, devs []rt.Device, opts TrainOptions) (*Trai
 			closeAll()
 			return nil, fmt.Errorf("engine: data-parallel trainer: device %d (%s): %w", k, d.Info().Spec(), err)
 		}
+		r.s.splitOpt = true // the optimizer step is a stream of its own, after the reduction
 		reps = append(reps, r)
 	}
 	t := reps[0]
-	t.s.splitOpt = true
 	t.reps = reps[1:]
 	t.stage = &dist.Staging{}
+	t.nccl = g
+	sizes := make([]int64, len(t.params))
+	for i, p := range t.params {
+		sizes[i] = int64(len(m.Tensors[p].Data))
+	}
+	bucket := opts.BucketBytes
+	if bucket <= 0 {
+		bucket = dist.DefaultGradBucketBytes
+	}
+	t.buckets = dist.BucketsByParam(sizes, bucket)
 	return t, nil
+}
+
+// GradBuckets returns the gradient buckets of a data-parallel trainer,
+// in the order they are reduced (the last parameters first, as backward
+// produces their gradients): byte ranges of the flat gradient block,
+// whose parameters are listed in block order by State().Params. It is
+// nil for a single-device trainer.
+func (t *Trainer) GradBuckets() []dist.Bucket {
+	return append([]dist.Bucket(nil), t.buckets...)
+}
+
+// Collective names how the trainer all-reduces gradients: "nccl", "host"
+// for a data-parallel trainer that reduces through host memory, or ""
+// for a single-device trainer.
+func (t *Trainer) Collective() string {
+	switch {
+	case t.nccl != nil:
+		return "nccl"
+	case len(t.reps) > 0:
+		return "host"
+	}
+	return ""
+}
+
+// bucketsBytes is the number of bytes that bs cover.
+func bucketsBytes(bs []dist.Bucket) int64 {
+	var n int64
+	for _, b := range bs {
+		n += b.Len
+	}
+	return n
 }
 
 // batchOf returns the leading dim that every shape shares, and checks it
@@ -156,9 +231,22 @@ func (s *Session) execAcquire(ctx context.Context, ps *planState, feed func(i in
 
 // execRun submits c's first part and waits for it.
 func (s *Session) execRun(ps *planState, c *execCtx) error {
+	if err := s.execSubmit(c); err != nil {
+		return err
+	}
+	return s.execWait(ps, c)
+}
+
+// execSubmit submits c's first part.
+func (s *Session) execSubmit(c *execCtx) error {
 	if err := c.stream.Submit(); err != nil {
 		return fmt.Errorf("engine: submit: %w", err)
 	}
+	return nil
+}
+
+// execWait waits for c's first part (and whatever was enqueued after it).
+func (s *Session) execWait(ps *planState, c *execCtx) error {
 	if err := c.stream.Wait(); err != nil {
 		ps.p.nameIndexError(err)
 		return fmt.Errorf("engine: run: %w", err)
@@ -275,7 +363,7 @@ func (t *Trainer) stepDP(ctx context.Context, inputs map[string]*rt.Tensor) (Ste
 		var err error
 		cs[k], err = t.replica(k).s.execAcquire(ctx, pss[k], func(i int, x *tensor, dst []byte) error {
 			switch {
-			case k == 0 && x == p.hyper:
+			case (k == 0 || t.nccl != nil) && x == p.hyper:
 				h := t.optim.hyper(step, t.lr)
 				copy(dst, rt.FromFloat64(x.dtype, h, len(h)).Data)
 			case feeds[k][i] != nil:
@@ -310,40 +398,79 @@ func (t *Trainer) stepDP(ctx context.Context, inputs map[string]*rt.Tensor) (Ste
 			return StepResult{}, fmt.Errorf("engine: data-parallel step: gradients: %w", err)
 		}
 	}
-	ready := make([]chan error, R)
-	readyR := make([]<-chan error, R)
-	for k := range ready {
-		ready[k] = make(chan error, 1)
-		readyR[k] = ready[k]
+	even := true
+	for _, r := range rows {
+		even = even && r == rows[0]
 	}
-	var rerr error
-	done := make(chan error, 1)
-	go func() {
-		done <- parallel(func(k int) error {
-			err := t.replica(k).s.execRun(pss[k], cs[k])
-			ready[k] <- err
-			return err
-		})
-	}()
-	if grads != nil {
-		w := make([]float64, R)
-		for k, r := range rows {
-			w[k] = float64(r)
+	if t.nccl != nil && even {
+		// NCCL: every stream runs forward and backward, then the
+		// all-reduce of each bucket in place (ncclAvg: the shares are
+		// equal), with no host round trip; each replica then steps its
+		// own optimizer on the identical gradients.
+		serr := parallel(func(k int) error { return t.replica(k).s.execSubmit(cs[k]) })
+		var nerr error
+		if serr == nil && grads != nil {
+			nerr = t.nccl.allReduce(pss, cs, t.buckets)
 		}
-		rerr = grads.Reduce(0, dist.Mean, dist.ReduceOptions{Weights: w, BucketBytes: t.opts.BucketBytes, Staging: t.stage, Ready: readyR})
-	}
-	if err := <-done; err != nil { // a device's own error, rather than the reduction's report of it
-		release()
-		return StepResult{}, err
-	}
-	if rerr != nil {
-		release()
-		return StepResult{}, fmt.Errorf("engine: data-parallel step: gradients: %w", rerr)
+		clear(errs)
+		werr := parallel(func(k int) error { return t.replica(k).s.execWait(pss[k], cs[k]) })
+		if err := errors.Join(serr, nerr, werr); err != nil {
+			release()
+			return StepResult{}, fmt.Errorf("engine: data-parallel step: %w", err)
+		}
+	} else {
+		ready := make([]chan error, R)
+		readyR := make([]<-chan error, R)
+		for k := range ready {
+			ready[k] = make(chan error, 1)
+			readyR[k] = ready[k]
+		}
+		var rerr error
+		done := make(chan error, 1)
+		go func() {
+			done <- parallel(func(k int) error {
+				err := t.replica(k).s.execRun(pss[k], cs[k])
+				ready[k] <- err
+				return err
+			})
+		}()
+		if grads != nil {
+			w := make([]float64, R)
+			for k, r := range rows {
+				w[k] = float64(r)
+			}
+			ro := dist.ReduceOptions{Weights: w, BucketBytes: t.opts.BucketBytes, Staging: t.stage, Ready: readyR}
+			if sum := bucketsBytes(t.buckets); sum == grads.Shards[0].Bytes(grads.DType) {
+				// Within each gradient bucket, the pipeline's steps
+				// of at most BucketBytes or 4 MB.
+				step := t.opts.BucketBytes
+				if step <= 0 {
+					step = dist.DefaultBucketBytes
+				}
+				ro.Buckets = dist.SplitBuckets(t.buckets, grads.DType.Size(), step)
+			}
+			if t.nccl != nil {
+				// Unequal shares on the NCCL group: the weighted mean,
+				// which ncclAvg cannot give, through the host, to every
+				// device, whose optimizers all step.
+				rerr = grads.AllReduce(dist.Mean, ro)
+			} else {
+				rerr = grads.Reduce(0, dist.Mean, ro)
+			}
+		}
+		if err := <-done; err != nil { // a device's own error, rather than the reduction's report of it
+			release()
+			return StepResult{}, err
+		}
+		if rerr != nil {
+			release()
+			return StepResult{}, fmt.Errorf("engine: data-parallel step: gradients: %w", rerr)
+		}
 	}
 	c0 := cs[0]
 	outs := make([]map[string]*rt.Tensor, R)
 	for k := R - 1; k >= 0; k-- {
-		out, err := t.replica(k).s.execFinish(pss[k], cs[k], k == 0)
+		out, err := t.replica(k).s.execFinish(pss[k], cs[k], k == 0 || t.nccl != nil)
 		cs[k] = nil
 		if err != nil {
 			release()
@@ -477,12 +604,15 @@ func (t *Trainer) syncReplicas() error {
 		key  string // weight-buffer key
 		data []byte
 	}
+	if len(t.reps) == 0 {
+		return nil
+	}
 	s := t.s
 	s.mu.Lock()
 	var regs []region
 	if s.weights != nil {
 		var keys []string
-		if _, ok := s.wOffs["p:params"]; ok && t.optim != nil {
+		if _, ok := s.wOffs["p:params"]; ok && t.optim != nil && t.nccl == nil {
 			keys = append(keys, "p:params")
 		}
 		for i := range t.names {

@@ -134,6 +134,8 @@ func TestDataParallelTrajectory(t *testing.T) {
 		{"cpu+opencl+vulkan-adam", "cpu,opencl:0,vulkan:0", rt.F32, adam, false, []int{11, 7, 4}, 100, 1e-4},
 		{"2vulkan-VkDevices", "vulkan:0,vulkan:0", rt.F32, adam, true, []int{9, 7}, 0, 1e-4},
 		{"2opencl-contexts", "opencl:0,opencl:0", rt.F32, sgd, false, []int{9, 7}, 0, 1e-4},
+		// Two GPUs: NCCL for the even batches, the host for the 9.
+		{"2cuda-nccl", "cuda:0,cuda:1", rt.F32, adam, true, []int{8, 8, 9, 6}, 64, 1e-4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := dpModel(tc.dt, false, tc.dropout)
@@ -527,6 +529,196 @@ func BenchmarkDataParallel(b *testing.B) {
 				b.ReportMetric(float64(processCPU()-c0)/float64(b.N), "cpu-ns/op")
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
 			})
+		}
+	}
+}
+
+// TestDataParallelGradBuckets checks a trainer's gradient buckets: whole
+// parameters, the last ones first, within BucketBytes unless one
+// parameter is larger, tiling the gradient block; and that a run with
+// many small buckets follows the one with one bucket.
+func TestDataParallelGradBuckets(t *testing.T) {
+	m, err := dpModelSized(rt.F64, false, false, 8, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes := map[string][]int{"x": {9, 5}, "onehot": {9, 3}}
+	bk := func(off, n int64) dist.Bucket { return dist.Bucket{Off: off, Len: n} }
+	// Parameters in block order: w1 8×5, b1 8, wm 6×8, bm 6, w2 3×6, b2 3.
+	sizes := map[string]int64{"w1": 320, "b1": 64, "wm": 384, "bm": 48, "w2": 144, "b2": 24}
+	for _, tc := range []struct {
+		bucket int64
+		want   []dist.Bucket
+	}{
+		{0, []dist.Bucket{{Off: 0, Len: 984}}},                                                 // 25 MB: one bucket
+		{200, []dist.Bucket{bk(816, 168), bk(768, 48), bk(384, 384), bk(320, 64), bk(0, 320)}}, // b2+w2, bm, wm, b1, w1
+		{400, []dist.Bucket{bk(768, 216), bk(384, 384), bk(0, 384)}},                           // b2+w2+bm, wm, b1+w1
+	} {
+		devs := dpDevices(t, "cpu,cpu")
+		tr, err := engine.NewDataParallel(m, devs, engine.TrainOptions{Loss: "loss", BucketBytes: tc.bucket, Shapes: shapes,
+			Optimizer: &engine.Optimizer{Kind: engine.SGD, LR: 0.1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := tr.State()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var off int64
+		bounds := map[int64]bool{0: true}
+		for _, name := range st.Params {
+			off += sizes[name]
+			bounds[off] = true
+		}
+		if off != 984 {
+			t.Fatalf("parameters %v: %d bytes, want 984", st.Params, off)
+		}
+		got := tr.GradBuckets()
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("bucket bytes %d: buckets %v, want %v", tc.bucket, got, tc.want)
+		}
+		for _, b := range got {
+			if !bounds[b.Off] || !bounds[b.Off+b.Len] {
+				t.Errorf("bucket %v splits a parameter", b)
+			}
+		}
+		if c := tr.Collective(); c != "host" {
+			t.Errorf("collective %q on CPU devices, want host", c)
+		}
+		tr.Close()
+	}
+	// The trajectory with one bucket and with many.
+	run := func(bucket int64) []float64 {
+		tr, err := engine.NewDataParallel(m, dpDevices(t, "cpu,cpu,cpu"), engine.TrainOptions{Loss: "loss", BucketBytes: bucket, Shapes: shapes,
+			Optimizer: &engine.Optimizer{Kind: engine.Adam, LR: 0.02}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		var losses []float64
+		for s, n := range []int{9, 7, 12, 5} {
+			r, err := tr.Step(context.Background(), dpBatch(rt.F64, n, uint64(s+30)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			losses = append(losses, r.Loss)
+		}
+		return losses
+	}
+	one, many := run(0), run(56)
+	for s := range one {
+		if e := relErr(many[s], one[s]); e > 1e-12 {
+			t.Errorf("step %d: loss %.15g with small buckets, %.15g with one", s+1, many[s], one[s])
+		}
+	}
+}
+
+// TestDataParallelNCCLOneRank runs the NCCL path on one GPU (a one-rank
+// communicator: NCCL refuses two ranks on one GPU) and checks it against
+// the host path on two CPU devices and against a plain trainer on the
+// same GPU. It skips without CUDA or NCCL.
+func TestDataParallelNCCLOneRank(t *testing.T) {
+	devs := dpDevices(t, "cuda:0")
+	m, err := dpModelSized(rt.F32, false, false, 16, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := engine.TrainOptions{Loss: "loss", Collective: "nccl", BucketBytes: 400, Shapes: map[string][]int{"x": {8, 5}, "onehot": {8, 3}},
+		Optimizer: &engine.Optimizer{Kind: engine.Adam, LR: 0.02, ClipNorm: 0.5}}
+	dp, err := engine.NewDataParallel(m, devs, opts)
+	if errors.Is(err, rt.ErrUnavailable) {
+		t.Skipf("NCCL: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Close()
+	if c, n := dp.Collective(), len(dp.GradBuckets()); c != "nccl" || n < 3 {
+		t.Fatalf("collective %q with %d buckets, want nccl with several", c, n)
+	}
+	ho := opts
+	ho.Collective = "host"
+	host, err := engine.NewDataParallel(m, dpDevices(t, "cpu,cpu"), ho)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	po := opts
+	po.Collective = ""
+	plain, err := engine.NewTrainer(m, devs[0], po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	const tol = 1e-4 // f32, TF32-free GEMMs of a few hundred terms
+	for s, n := range []int{8, 6, 10, 8, 4} {
+		in := dpBatch(rt.F32, n, uint64(s+50))
+		got, err := dp.Step(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := host.Step(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same, err := plain.Step(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := relErr(got.Loss, want.Loss); e > tol {
+			t.Fatalf("step %d: NCCL loss %.9g, host path %.9g (rel %.3g)", s+1, got.Loss, want.Loss, e)
+		}
+		if e := relErr(got.Loss, same.Loss); e > 1e-6 {
+			t.Fatalf("step %d: NCCL loss %.9g, plain trainer on the GPU %.9g (rel %.3g)", s+1, got.Loss, same.Loss, e)
+		}
+		gg, err := dp.Grads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hg, err := host.Grads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, g := range hg {
+			for i := range g.Len() {
+				if e := relErr(gg[name].Float64(i), g.Float64(i)); e > 10*tol {
+					t.Fatalf("step %d: NCCL gradient %s[%d] = %g, host path %g", s+1, name, i, gg[name].Float64(i), g.Float64(i))
+				}
+			}
+		}
+	}
+	gw, err := dp.Weights()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw, err := host.Weights()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range hw {
+		for i := range w.Len() {
+			if e := relErr(gw[name].Float64(i), w.Float64(i)); e > 10*tol {
+				t.Fatalf("weight %s[%d]: NCCL %g, host path %g", name, i, gw[name].Float64(i), w.Float64(i))
+			}
+		}
+	}
+}
+
+// TestDataParallelCollectiveErrors checks the errors of Collective.
+func TestDataParallelCollectiveErrors(t *testing.T) {
+	m, err := dpModel(rt.F64, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ devs, mode, want string }{
+		{"cpu,cpu", "nccl", "not a CUDA device"},
+		{"cpu", "nccl", "not a CUDA device"},
+		{"cpu,cpu", "mpi", `collective "mpi"`},
+	} {
+		_, err := engine.NewDataParallel(m, dpDevices(t, tc.devs), engine.TrainOptions{Loss: "loss", Collective: tc.mode,
+			Shapes: map[string][]int{"x": {4, 5}, "onehot": {4, 3}}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s with %q: error %v, want %q", tc.devs, tc.mode, err, tc.want)
 		}
 	}
 }

@@ -37,10 +37,17 @@ type TrainOptions struct {
 	Seed uint64
 	// Profile records per-op device times, read with Trainer.Profile.
 	Profile bool
-	// BucketBytes is the size of the buckets in which a data-parallel
-	// trainer (NewDataParallel) reduces the gradients; 0 means
-	// dist.DefaultBucketBytes.
+	// BucketBytes is the size of the gradient buckets of a data-parallel
+	// trainer (NewDataParallel): whole parameters, the last ones first
+	// (dist.BucketsByParam), each reduced by one NCCL call or one step of
+	// the host pipeline; 0 means dist.DefaultGradBucketBytes (25 MB).
 	BucketBytes int64
+	// Collective is how a data-parallel trainer all-reduces gradients:
+	// "" (auto) uses NCCL when every device is a CUDA device on its own
+	// GPU and libnccl.so.2 loads, and the host path otherwise; "host"
+	// always reduces through host memory; "nccl" requires NCCL, and also
+	// applies to a single device (a one-rank communicator).
+	Collective string
 }
 
 // Trainer trains a model on one device (NewTrainer) or data-parallel on
@@ -66,8 +73,10 @@ type Trainer struct {
 	last  *planState
 	lastC *execCtx
 
-	reps  []*Trainer    // data-parallel replicas on the other devices (dp.go)
-	stage *dist.Staging // their reduction's pinned staging buffers
+	reps    []*Trainer    // data-parallel replicas on the other devices (dp.go)
+	stage   *dist.Staging // their reduction's pinned staging buffers
+	buckets []dist.Bucket // the gradient buckets of a data-parallel group
+	nccl    *ncclGroup    // the NCCL communicator of a CUDA group, or nil
 }
 
 // StepResult is what one training step returns.
@@ -209,7 +218,7 @@ func (t *Trainer) inputShapes(inputs map[string]*rt.Tensor) (map[string][]int, e
 // trainer has an optimizer, the update. It returns the loss and the
 // model's outputs.
 func (t *Trainer) Step(ctx context.Context, inputs map[string]*rt.Tensor) (StepResult, error) {
-	if len(t.reps) > 0 {
+	if len(t.reps) > 0 || t.nccl != nil {
 		return t.stepDP(ctx, inputs)
 	}
 	shapes, err := t.inputShapes(inputs)
@@ -421,6 +430,10 @@ func (t *Trainer) Close() error {
 	}
 	if t.stage != nil {
 		t.stage.Free() // after the sessions: no reduction is in flight
+	}
+	if t.nccl != nil {
+		errs = append(errs, t.nccl.destroy())
+		t.nccl = nil
 	}
 	return errors.Join(errs...)
 }

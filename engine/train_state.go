@@ -104,6 +104,29 @@ func (t *Trainer) SetState(st *TrainState) error {
 			return fmt.Errorf("engine: SetState: optimizer state %q: %w", name, err)
 		}
 	}
+	// Replicas that step their own optimizer (the NCCL path) keep the
+	// same state.
+	for k, r := range t.reps {
+		if r.optim == nil {
+			continue
+		}
+		rs := r.s
+		rs.mu.Lock()
+		for _, name := range want {
+			off, ok := rs.wOffs["p:optim."+name]
+			var err error
+			if !ok || rs.weights == nil {
+				err = fmt.Errorf("optimizer state %q is not on the device", name)
+			} else {
+				err = rs.dev.Write(rs.weights.buf, off, st.Optim[name].Data)
+			}
+			if err != nil {
+				rs.mu.Unlock()
+				return t.devErr(k+1, fmt.Errorf("SetState: %w", err))
+			}
+		}
+		rs.mu.Unlock()
+	}
 	*t.pcg = pcg
 	t.steps, t.lr = st.Steps, st.LR
 	return nil

@@ -30,14 +30,21 @@ type Config struct {
 	// (engine.NewDataParallel): each step's batch is split between the
 	// devices, their gradients are reduced (the mean weighted by share
 	// size, equal to the whole batch's gradient) and the update runs on
-	// Devices[0], whose weights are copied to the others. Device must then
+	// Devices[0], whose weights are copied to the others — or, on CUDA
+	// devices with NCCL, all-reduced on the GPUs and applied by every
+	// device (see Collective). Device must then
 	// be nil or Devices[0]. Validation runs on Devices[0]. BatchNorm
 	// layers normalise each device's share by its own statistics. The
 	// caller keeps ownership.
 	Devices []rt.Device
 	// BucketBytes is the bucket size of the data-parallel gradient
-	// reduction; 0 means dist.DefaultBucketBytes.
+	// reduction (engine.TrainOptions.BucketBytes); 0 means
+	// dist.DefaultGradBucketBytes (25 MB).
 	BucketBytes int64
+	// Collective is the data-parallel all-reduce: "" (NCCL where every
+	// device is a CUDA GPU of its own and libnccl loads, else the host),
+	// "host" or "nccl" (engine.TrainOptions.Collective).
+	Collective string
 	// Optimizer is the update rule; zero hyperparameters take
 	// torch.optim's defaults. LR must be set.
 	Optimizer engine.Optimizer
@@ -391,6 +398,7 @@ func (r *run) setup() error {
 	b := min(c.BatchSize, c.Train.Len())
 	opts.Shapes = map[string][]int{r.net.Input: append([]int{b}, sample...), r.net.Target: append([]int{b}, r.tShape...)}
 	opts.BucketBytes = c.BucketBytes
+	opts.Collective = c.Collective
 	if r.tr, err = engine.NewDataParallel(r.net.Model, r.devices(), opts); err != nil {
 		r.loader.Close()
 		return fmt.Errorf("train: %w", err)

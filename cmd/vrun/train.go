@@ -57,6 +57,8 @@ type trainFlags struct {
 	ckptEvery          int
 	limit              int
 	verbose            bool
+	collective         string
+	bucketMB           float64
 }
 
 func newTrainFlags() *trainFlags {
@@ -88,6 +90,8 @@ func newTrainFlags() *trainFlags {
 	fs.BoolVar(&f.profile, "profile", false, "print the slowest ops of the last training step")
 	fs.IntVar(&f.limit, "limit", 0, "use only the first `N` samples of the training set (and of the test set), for a quick try")
 	fs.BoolVar(&f.verbose, "v", false, "verbose output")
+	fs.StringVar(&f.collective, "collective", "", "data-parallel gradient all-reduce: nccl (CUDA devices, one per GPU), host, or empty for nccl where it works and host otherwise")
+	fs.Float64Var(&f.bucketMB, "bucket-mb", 0, "data-parallel gradient bucket size in `MB` (default 25)")
 	return f
 }
 
@@ -573,7 +577,7 @@ func (f *trainFlags) run(ctx context.Context, arg string, opt engine.Optimizer, 
 		}
 	}()
 	cfg := train.Config{
-		Net: net, Device: dev, Devices: devs, Optimizer: opt,
+		Net: net, Device: dev, Devices: devs, Optimizer: opt, Collective: f.collective, BucketBytes: int64(f.bucketMB * (1 << 20)),
 		Train: d.train, Val: d.val, BatchSize: f.batch, Epochs: f.epochs, Shuffle: f.shuffle, Seed: f.seed,
 		Mean: d.mean, Std: d.std,
 		CheckpointDir: ckptDir, EpochCheckpoints: epochCkpt, CheckpointEvery: f.ckptEvery,
