@@ -65,13 +65,7 @@ func (c Case) Op() (*rt.OptimStep, error) {
 }
 
 // Load reads the manifest.
-func Load() (*Manifest, error) {
-	var m Manifest
-	if err := repo.ReadJSON("testdata/optimstep/cases.json", &m); err != nil {
-		return nil, err
-	}
-	return &m, nil
-}
+func Load() (*Manifest, error) { return repo.LoadJSON[Manifest]("testdata/optimstep/cases.json") }
 
 // LoadArrays reads the inputs and references of dtype dt (f32 or f64).
 func LoadArrays(dt rt.DType) (map[string]*rt.Tensor, error) {

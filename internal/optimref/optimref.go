@@ -78,13 +78,7 @@ type Manifest struct {
 func Dir() (string, error) { return repo.Path("testdata/optim") }
 
 // Load reads the manifest.
-func Load() (*Manifest, error) {
-	var m Manifest
-	if err := repo.ReadJSON("testdata/optim/cases.json", &m); err != nil {
-		return nil, err
-	}
-	return &m, nil
-}
+func Load() (*Manifest, error) { return repo.LoadJSON[Manifest]("testdata/optim/cases.json") }
 
 // Tol returns the tolerances (rtol, atol) of dt: |got - want| <= atol +
 // rtol*|want| for every weight after every step. f64 runs the same

@@ -37,18 +37,20 @@ func Path(rel string) (string, error) {
 	}
 }
 
-// ReadJSON decodes the JSON file rel (as Path) into v.
-func ReadJSON(rel string, v any) error {
+// LoadJSON decodes the JSON file rel (as Path) into a new T: the
+// manifests of the reference data sets.
+func LoadJSON[T any](rel string) (*T, error) {
 	p, err := Path(rel)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b, err := os.ReadFile(p)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	v := new(T)
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%s: %w", rel, err)
+		return nil, fmt.Errorf("%s: %w", rel, err)
 	}
-	return nil
+	return v, nil
 }

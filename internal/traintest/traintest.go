@@ -73,13 +73,7 @@ const FinalTolF64 = 1e-8
 func Dir() (string, error) { return repo.Path("testdata/trainrun") }
 
 // Load reads the manifest.
-func Load() (*Manifest, error) {
-	var m Manifest
-	if err := repo.ReadJSON("testdata/trainrun/manifest.json", &m); err != nil {
-		return nil, err
-	}
-	return &m, nil
-}
+func Load() (*Manifest, error) { return repo.LoadJSON[Manifest]("testdata/trainrun/manifest.json") }
 
 func shape64(s []int) []int64 {
 	out := make([]int64, len(s))
