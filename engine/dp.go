@@ -83,7 +83,7 @@ func NewDataParallel(m *model.Model, devs []rt.Device, opts TrainOptions) (*Trai
 			}
 		}
 	}
-	if len(devs) == 1 && opts.Collective != "nccl" {
+	if len(devs) == 1 && opts.Collective != "nccl" && opts.NCCL == nil {
 		return NewTrainer(m, devs[0], opts)
 	}
 	if len(opts.InputGrads) > 0 {
@@ -103,7 +103,7 @@ func NewDataParallel(m *model.Model, devs []rt.Device, opts TrainOptions) (*Trai
 			}
 		}
 	}
-	g, err := newNCCLGroup(devs, opts.Collective)
+	g, err := newNCCLGroup(devs, opts.Collective, opts.NCCL)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/vrun-go/vrun/dist"
 	"github.com/vrun-go/vrun/dist/nccl"
@@ -54,8 +56,11 @@ func ncclUnusable(devs []rt.Device) ([]int, error) {
 }
 
 // newNCCLGroup returns the communicator that mode (TrainOptions.Collective)
-// asks for over devs: nil for the host path.
-func newNCCLGroup(devs []rt.Device, mode string) (*ncclGroup, error) {
+// and launch (TrainOptions.NCCL) ask for over devs: nil for the host path.
+func newNCCLGroup(devs []rt.Device, mode string, launch *nccl.Launch) (*ncclGroup, error) {
+	if launch != nil {
+		return joinNCCL(devs, mode, *launch)
+	}
 	switch mode {
 	case "host":
 		return nil, nil
@@ -79,6 +84,49 @@ func newNCCLGroup(devs []rt.Device, mode string) (*ncclGroup, error) {
 	}
 	return &ncclGroup{comms: comms}, nil
 }
+
+// joinNCCL makes the one device of devs rank l.Rank of a communicator
+// of l.NRanks processes: the TCP bootstrap (rank 0 serves the unique id
+// at l.Root), then ncclCommInitRank with the device's context current.
+func joinNCCL(devs []rt.Device, mode string, l nccl.Launch) (*ncclGroup, error) {
+	if mode != "" && mode != "nccl" {
+		return nil, fmt.Errorf("engine: data-parallel trainer: an NCCL launch needs collective \"nccl\", not %q", mode)
+	}
+	if len(devs) != 1 {
+		return nil, fmt.Errorf("engine: data-parallel trainer: an NCCL launch takes one device per process, not %d", len(devs))
+	}
+	if _, err := ncclUnusable(devs); err != nil {
+		return nil, fmt.Errorf("engine: data-parallel trainer: NCCL: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bootstrapTimeout)
+	defer cancel()
+	id, err := nccl.Bootstrap(ctx, l, nccl.GetUniqueID)
+	if err != nil {
+		return nil, fmt.Errorf("engine: data-parallel trainer: rank %d of %d: %w", l.Rank, l.NRanks, err)
+	}
+	// A stream of the device makes its context current for InitRank.
+	st, err := devs[0].NewStream(rt.StreamOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("engine: data-parallel trainer: %w", err)
+	}
+	defer st.Close()
+	ns, ok := st.(rt.NativeStream)
+	if !ok {
+		return nil, fmt.Errorf("engine: data-parallel trainer: %s has no native stream for NCCL", devs[0].Info().Spec())
+	}
+	var c *nccl.Comm
+	if err := ns.Enqueue(func(uintptr) error {
+		var err error
+		c, err = nccl.InitRank(l.NRanks, id, l.Rank)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("engine: data-parallel trainer: rank %d of %d: %w", l.Rank, l.NRanks, err)
+	}
+	return &ncclGroup{comms: []*nccl.Comm{c}}, nil
+}
+
+// bootstrapTimeout bounds the wait for the other ranks of an NCCL launch.
+const bootstrapTimeout = 10 * time.Minute
 
 // allReduce enqueues the all-reduce (ncclAvg) of every gradient bucket
 // of the replicas' flat gradient blocks, in place in their arenas, on

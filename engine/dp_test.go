@@ -13,6 +13,7 @@ import (
 
 	"github.com/vrun-go/vrun/cpu"
 	"github.com/vrun-go/vrun/dist"
+	"github.com/vrun-go/vrun/dist/nccl"
 	"github.com/vrun-go/vrun/engine"
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
@@ -710,12 +711,20 @@ func TestDataParallelCollectiveErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ devs, mode, want string }{
-		{"cpu,cpu", "nccl", "not a CUDA device"},
-		{"cpu", "nccl", "not a CUDA device"},
-		{"cpu,cpu", "mpi", `collective "mpi"`},
+	two := &nccl.Launch{Rank: 1, NRanks: 2, Root: "127.0.0.1:1"}
+	for _, tc := range []struct {
+		devs, mode string
+		launch     *nccl.Launch
+		want       string
+	}{
+		{"cpu,cpu", "nccl", nil, "not a CUDA device"},
+		{"cpu", "nccl", nil, "not a CUDA device"},
+		{"cpu,cpu", "mpi", nil, `collective "mpi"`},
+		{"cpu", "", two, "not a CUDA device"},
+		{"cpu,cpu", "", two, "one device per process"},
+		{"cpu", "host", two, `needs collective "nccl"`},
 	} {
-		_, err := engine.NewDataParallel(m, dpDevices(t, tc.devs), engine.TrainOptions{Loss: "loss", Collective: tc.mode,
+		_, err := engine.NewDataParallel(m, dpDevices(t, tc.devs), engine.TrainOptions{Loss: "loss", Collective: tc.mode, NCCL: tc.launch,
 			Shapes: map[string][]int{"x": {4, 5}, "onehot": {4, 3}}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s with %q: error %v, want %q", tc.devs, tc.mode, err, tc.want)

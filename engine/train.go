@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/vrun-go/vrun/dist"
+	"github.com/vrun-go/vrun/dist/nccl"
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
 )
@@ -48,6 +49,14 @@ type TrainOptions struct {
 	// always reduces through host memory; "nccl" requires NCCL, and also
 	// applies to a single device (a one-rank communicator).
 	Collective string
+	// NCCL, if set, makes a data-parallel trainer one rank of a
+	// communicator spanning processes and machines: it is given one CUDA
+	// device, joins rank NCCL.Rank of NCCL.NRanks through the TCP
+	// bootstrap of package dist/nccl (rank 0 serves the ncclGetUniqueId at
+	// NCCL.Root) and ncclCommInitRank, and all-reduces (ncclAvg) with the
+	// other processes, which must step with batches of the same size.
+	// Implies Collective "nccl". See nccl.LaunchFromEnv.
+	NCCL *nccl.Launch
 }
 
 // Trainer trains a model on one device (NewTrainer) or data-parallel on
