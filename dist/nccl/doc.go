@@ -13,13 +13,11 @@
 //     it (FetchID) before ncclCommInitRank. NCCL then sets up its own
 //     transports (NVLink, InfiniBand, sockets).
 //
-// Status: the shim builds (cgo, Linux) and the parts that need no GPU —
-// the bootstrap protocol, the launch configuration, bucket planning — are
-// tested. Nothing that calls NCCL has run on hardware: this session had
-// no GPU. The data-parallel trainer (engine.NewDataParallel) reduces
-// through host memory on every backend, CUDA included; wiring these calls
-// into the CUDA backend's recorded stream waits for a machine with two
-// GPUs (see docs/training.md, "NCCL").
+// The data-parallel trainer (engine.NewDataParallel) uses it on CUDA
+// devices: InitAll over the listed GPUs, or InitRank after Bootstrap for
+// one rank per process (engine.TrainOptions.NCCL), and one ncclAvg
+// all-reduce per gradient bucket, in one group, on each device's CUstream
+// after its backward pass (see docs/training.md, "NCCL").
 //
 // Without cgo, or off Linux, every call reports rt.ErrUnavailable.
 package nccl
