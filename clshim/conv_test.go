@@ -125,17 +125,45 @@ func TestConvKernels(t *testing.T) {
 					tol = 4e-3
 				}
 				shapes := allGEMMShapes
-				if dt == rt.F64 {
+				if dt != rt.F32 { // fewer programs to build
 					shapes = []gemmShape{{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}}
 				}
+				type variant struct {
+					s      gemmShape
+					splits int
+				}
+				var vs []variant
 				for _, s := range shapes {
-					dev.gemmForce = &s
-					name := fmt.Sprintf("case%d/%s/%dx%d_%dx%d", ci, dt, s.tm, s.tn, s.wm, s.wn)
+					vs = append(vs, variant{s, 1})
+				}
+				vs = append(vs, variant{shapes[0], 3}, variant{shapes[len(shapes)-1], 5})
+				for _, v := range vs {
+					s := v.s
+					dev.gemmForce, dev.splitForce = &s, v.splits
+					name := fmt.Sprintf("case%d/%s/%dx%d_%dx%d/split%d", ci, dt, s.tm, s.tn, s.wm, s.wn, v.splits)
 					t.Run(name, func(t *testing.T) {
+						defer func() { dev.splitForce = 0 }()
 						y := newGuarded(t, dev, dt, len(want))
 						defer y.buf.Free()
 						o.Y = y.ref(dt, c.n, c.k, oh, ow)
-						backendtest.Run(t, dev, o)
+						// Two submits of one recording: split-K must leave its
+						// tile counters ready for the next run.
+						st, err := dev.NewStream(rt.StreamOptions{})
+						if err != nil {
+							t.Fatal(err)
+						}
+						defer st.Close()
+						if err := st.Launch(o); err != nil {
+							t.Fatal(err)
+						}
+						for r := 0; r < 2; r++ {
+							if err := st.Submit(); err != nil {
+								t.Fatal(err)
+							}
+							if err := st.Wait(); err != nil {
+								t.Fatal(err)
+							}
+						}
 						got := &rt.Tensor{DType: dt, Shape: []int{len(want)}, Data: y.read(t, dev)}
 						for i := range want {
 							g := got.Float64(i)

@@ -26,7 +26,10 @@ type device struct {
 	// gemmForce, when set (tests), is the GEMM tile of every MatMul
 	// and Conv instead of one chosen by work-group count.
 	gemmForce *gemmShape
-	opts      string // device-wide -D defines
+	// splitForce, when > 0 (tests), is the split-K factor of every
+	// implicit-GEMM Conv.
+	splitForce int
+	opts       string // device-wide -D defines
 
 	mu      sync.Mutex // guards everything below and queue
 	closed  bool

@@ -19,6 +19,9 @@ type launchSpec struct {
 	// index-status arguments (__global uint* status, uint tag), which the
 	// stream sets (flag_index in common.cl).
 	statusArg int
+	// scratch are buffers the kernel alone uses, owned by the stream
+	// that records it.
+	scratch []rt.Buffer
 }
 
 // clType is the OpenCL C storage type of a dtype.

@@ -37,6 +37,9 @@ type stream struct {
 	status     rt.Buffer
 	statusMem  clMem
 	usesStatus bool
+	// scratch holds the buffers that recorded kernels use privately
+	// (split-K partial tiles), freed with the recording.
+	scratch []rt.Buffer
 }
 
 func (s *stream) usable() error {
@@ -103,6 +106,7 @@ func (s *stream) Launch(op rt.Op) error {
 		}
 	}
 	s.drain()
+	s.scratch = append(s.scratch, l.scratch...)
 	s.cmds.addKernel(l.k, l.dims, l.gws, l.lws)
 	s.ops = append(s.ops, op.OpName())
 	return nil
@@ -229,6 +233,10 @@ func (s *stream) reset() {
 		releaseKernel(k)
 	}
 	s.cmds.reset()
+	for _, b := range s.scratch {
+		b.Free()
+	}
+	s.scratch = nil
 	s.ops = nil
 	s.usesStatus = false
 	s.pin.Unpin()

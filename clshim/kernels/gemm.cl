@@ -133,14 +133,16 @@ void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
                __global const T* bias, long bio, __global T* Y, long yo,
                int C, int H, int Wd, int Kc, int OH, int OW, int KH, int KW,
                int SH, int SW, int PT, int PL, int DH, int DW, int G,
-               int hasBias, int actFn, ACC actA, ACC actB) {
+               int hasBias, int actFn, ACC actA, ACC actB,
+               int S, __global ACC* part, long pao, __global uint* cnt, long cno) {
 	__local ACC4 As[TK][PM / 4];
 	__local ACC4 Bs[TK][PN / 4];
 	__local ACC* as = (__local ACC*)As;
 	__local ACC* bs = (__local ACC*)Bs;
+	__local int last;
 	int tx = get_local_id(0), ty = get_local_id(1), tid = ty * RN + tx;
 	int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
-	int z = get_group_id(2);
+	int z = get_group_id(2) / S, split = get_group_id(2) % S;
 	int img = z / G, g = z % G;
 	int Cg = C / G, Kg = Kc / G, P = OH * OW, KK = KH * KW, R = Cg * KK;
 	long xb = xo + ((long)img * C + (long)g * Cg) * H * Wd;
@@ -177,11 +179,16 @@ void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
 		int l = tid + e * NT; \
 		bs[(l / TN) * PN + l % TN] = rb[e]; \
 	}
-	LOAD_TILES(0)
-	for (int k0 = 0; k0 < R; k0 += TK) {
+	// Split s of S sums the reduction steps [kb, ke) (whole TK steps).
+	int steps = (R + TK - 1) / TK, per = (steps + S - 1) / S;
+	int kb = split * per * TK, ke = min(R, (split + 1) * per * TK);
+	if (kb < ke) {
+		LOAD_TILES(kb)
+	}
+	for (int k0 = kb; k0 < ke; k0 += TK) {
 		STORE_TILES()
 		barrier(CLK_LOCAL_MEM_FENCE);
-		if (k0 + TK < R) {
+		if (k0 + TK < ke) {
 			LOAD_TILES(k0 + TK)
 		}
 		MMA_STEP()
@@ -189,6 +196,30 @@ void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
 	}
 #undef LOAD_TILES
 #undef STORE_TILES
+	if (S > 1) {
+		// Split-K: every split stores its partial tile, and the last of
+		// the tile's splits to arrive sums them in split order (the same
+		// result whichever arrives last), resets the tile's counter for
+		// the next run and writes Y.
+		long t = ((long)get_group_id(2) / S * get_num_groups(1) + get_group_id(1)) * get_num_groups(0) + get_group_id(0);
+		__global ACC* pt = part + pao + t * S * (WM * WN * NT);
+		for (int i = 0; i < WM; i++)
+			for (int j = 0; j < WN; j++) pt[((long)split * WM * WN + i * WN + j) * NT + tid] = acc[i][j];
+		mem_fence(CLK_GLOBAL_MEM_FENCE);
+		barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+		if (tid == 0) last = atomic_inc(&cnt[cno + t]) == (uint)(S - 1);
+		barrier(CLK_LOCAL_MEM_FENCE);
+		if (!last) return;
+		mem_fence(CLK_GLOBAL_MEM_FENCE);
+		volatile __global ACC* vp = pt;
+		for (int i = 0; i < WM; i++)
+			for (int j = 0; j < WN; j++) {
+				ACC v = 0;
+				for (int q = 0; q < S; q++) v += q == split ? acc[i][j] : vp[((long)q * WM * WN + i * WN + j) * NT + tid];
+				acc[i][j] = v;
+			}
+		if (tid == 0) cnt[cno + t] = 0;
+	}
 	long yb = yo + ((long)img * Kc + (long)g * Kg) * P;
 	for (int i = 0; i < WM; i++) {
 		int gm = m0 + ROW(i);
