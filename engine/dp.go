@@ -442,10 +442,10 @@ func (t *Trainer) stepDP(ctx context.Context, inputs map[string]*rt.Tensor) (Ste
 			ro := dist.ReduceOptions{Weights: w, BucketBytes: t.opts.BucketBytes, Staging: t.stage, Ready: readyR}
 			if sum := bucketsBytes(t.buckets); sum == grads.Shards[0].Bytes(grads.DType) {
 				// Within each gradient bucket, the pipeline's steps
-				// of at most BucketBytes or 4 MB.
-				step := t.opts.BucketBytes
-				if step <= 0 {
-					step = dist.DefaultBucketBytes
+				// of at most 4 MB (or BucketBytes, when smaller).
+				step := int64(dist.DefaultBucketBytes)
+				if b := t.opts.BucketBytes; b > 0 && b < step {
+					step = b
 				}
 				ro.Buckets = dist.SplitBuckets(t.buckets, grads.DType.Size(), step)
 			}
