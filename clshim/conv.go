@@ -49,9 +49,6 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	if direct {
-		a.i64(total)
-	}
 	a.ref(d, o.X)
 	a.ref(d, o.W)
 	a.ref(d, o.Bias)
@@ -62,7 +59,13 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 	a.acc(dt, o.Act.Alpha)
 	a.acc(dt, o.Act.Beta)
 	if direct {
-		return d.finish1D(a, total, d.cfg.ewLocal)
+		lx := 1
+		for lx < o.OW && lx < 32 {
+			lx *= 2
+		}
+		ly := max(1, min(d.cfg.ewLocal/lx, 8))
+		gws := [3]int{roundUp(int64(o.OW), lx), roundUp(int64(o.OH), ly), o.N * o.K}
+		return d.finishND(a, gws, [3]int{lx, ly, 1})
 	}
 	R := o.C / o.Groups * o.KH * o.KW
 	tiles := sh.groups(kg, P, o.N*o.Groups)

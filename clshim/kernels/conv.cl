@@ -1,35 +1,37 @@
 // conv.cl: direct kernels, one work-item per output element: Conv for
 // few output channels per group (depthwise), ConvTranspose and Pool.
 
-__kernel void conv_direct(long total, __global const T* X, long xo, __global const T* W, long wo,
+// conv_direct: one work-item per output (x: ow, y: oh, z: image*K + k),
+// for convolutions with few output channels per group (depthwise): no
+// integer division in the index math, weights of one channel shared by
+// the work-group's rows.
+__kernel void conv_direct(__global const T* X, long xo, __global const T* W, long wo,
                           __global const T* bias, long bio, __global T* Y, long yo,
                           int C, int H, int Wd, int Kc, int OH, int OW, int KH, int KW,
                           int SH, int SW, int PT, int PL, int DH, int DW, int G,
                           int hasBias, int actFn, ACC actA, ACC actB) {
-	long gid = get_global_id(0);
-	if (gid >= total) return;
-	int ow = gid % OW;
-	long t = gid / OW;
-	int oh = t % OH;
-	t /= OH;
-	int k = t % Kc;
-	long img = t / Kc;
+	int ow = get_global_id(0), oh = get_global_id(1);
+	if (ow >= OW || oh >= OH) return;
+	int z = get_global_id(2);
+	int img = z / Kc, k = z - img * Kc;
 	int Cg = C / G, Kg = Kc / G, g = k / Kg;
 	ACC s = hasBias ? LD(bias, bio + k) : (ACC)0;
 	long wb = wo + (long)k * Cg * KH * KW;
+	int ih0 = oh * SH - PT, iw0 = ow * SW - PL;
 	for (int c = 0; c < Cg; c++) {
-		long xb = xo + (img * C + g * Cg + c) * (long)H * Wd;
+		long xb = xo + ((long)img * C + g * Cg + c) * (long)H * Wd;
 		for (int kh = 0; kh < KH; kh++) {
-			int ih = oh * SH - PT + kh * DH;
+			int ih = ih0 + kh * DH;
 			if (ih < 0 || ih >= H) continue;
+			long xr = xb + (long)ih * Wd;
+			long wr = wb + ((long)c * KH + kh) * KW;
 			for (int kw = 0; kw < KW; kw++) {
-				int iw = ow * SW - PL + kw * DW;
-				if (iw < 0 || iw >= Wd) continue;
-				s = fma(LD(X, xb + (long)ih * Wd + iw), LD(W, wb + ((long)c * KH + kh) * KW + kw), s);
+				int iw = iw0 + kw * DW;
+				if (iw >= 0 && iw < Wd) s = fma(LD(X, xr + iw), LD(W, wr + kw), s);
 			}
 		}
 	}
-	ST(Y, yo + gid, act(actFn, s, actA, actB));
+	ST(Y, yo + ((long)z * OH + oh) * OW + ow, act(actFn, s, actA, actB));
 }
 
 // convt: Y[n,k,oh,ow] = bias[k] + sum X[n,c,ih,iw] * W[c,k%Kg,kh,kw]
