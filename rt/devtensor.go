@@ -3,6 +3,7 @@ package rt
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // DeviceTensor is a dense, row-major tensor held in device memory: the
@@ -162,7 +163,7 @@ func (t *DeviceTensor) CopyFrom(src *DeviceTensor) error {
 	if src.Device != t.Device {
 		return fmt.Errorf("rt: CopyFrom: tensors on different devices (%s, %s)", src.Device.Info().Spec(), t.Device.Info().Spec())
 	}
-	if src.DType != t.DType || !sameShape(src.Shape, t.Shape) {
+	if src.DType != t.DType || !slices.Equal(src.Shape, t.Shape) {
 		return fmt.Errorf("rt: CopyFrom: %s%v into %s%v", src.DType, src.Shape, t.DType, t.Shape)
 	}
 	if err := CopyBuffer(t.Device, t.Buffer, 0, src.Buffer, 0, t.NumBytes()); err != nil {
@@ -211,20 +212,8 @@ func (t *DeviceTensor) same(h *Tensor) error {
 	if err := h.Check(); err != nil {
 		return err
 	}
-	if h.DType != t.DType || !sameShape(h.Shape, t.Shape) {
+	if h.DType != t.DType || !slices.Equal(h.Shape, t.Shape) {
 		return fmt.Errorf("host tensor %s%v does not match device tensor %s%v", h.DType, h.Shape, t.DType, t.Shape)
 	}
 	return nil
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
