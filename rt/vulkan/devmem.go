@@ -11,9 +11,11 @@ import (
 
 // The Vulkan device implements the optional memory interfaces of rt:
 //   - Copy records vkCmdCopyBuffer on the device's transfer command buffer
-//     and waits (a memmove when both buffers are host-visible);
+//     and waits (a memmove when both buffers are mapped and host-readable);
 //   - Map returns the mapped memory of buffers in device-local
-//     host-visible memory (DeviceInfo.Unified: lavapipe, UMA, ReBAR);
+//     host-visible memory (DeviceInfo.Unified) where the host reads it at
+//     memory speed (lavapipe, integrated GPUs), not a discrete GPU's
+//     ReBAR memory, which Read and Copy reach through GPU copies;
 //   - AllocHost makes a buffer in the staging memory type (host-visible,
 //     host-cached where the device has it) and maps it; Write, Read and
 //     the stream's copies from or to its bytes copy from that buffer
@@ -28,7 +30,7 @@ var forceStaging bool
 // Copy copies n bytes of src at srcOff into dst at dstOff.
 func (d *device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int64) error {
 	return rt.CopyBuffers(backendName, d.check, d.own, dst, dstOff, src, srcOff, n, func(t, s *buffer) error {
-		if s.mapped && t.mapped {
+		if s.mapped && t.mapped && d.hostReadable() {
 			copy(t.bytes()[dstOff:dstOff+n], s.bytes()[srcOff:srcOff+n])
 			return nil
 		}
@@ -44,10 +46,27 @@ func (d *device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int6
 // Map returns the mapped memory of a host-visible device buffer, or nil.
 func (d *device) Map(x rt.Buffer) []byte {
 	b, ok := x.(*buffer)
-	if !ok || b.d != d || b.freed || !b.mapped {
+	if !ok || b.d != d || b.freed || !b.mapped || !d.hostReadable() {
 		return nil
 	}
 	return b.bytes()[:b.size]
+}
+
+// forceDiscrete (tests) treats every device as a discrete GPU with ReBAR
+// memory in hostReadable: mapped buffers, GPU copies for reads.
+var forceDiscrete bool
+
+// hostReadable reports whether the host reads the device's mapped buffers
+// at memory speed: on a CPU device (lavapipe) or an integrated GPU. A
+// discrete GPU's host-visible device-local memory (ReBAR, as on the H200)
+// is mapped for fast writes, but host reads of it cross the bus uncached
+// (tens of MB/s): Read, Copy and Map then go through GPU copies instead.
+func (d *device) hostReadable() bool {
+	if forceDiscrete {
+		return false
+	}
+	k := d.phys.info.Kind
+	return k == rt.KindCPU || k == rt.KindIntegratedGPU
 }
 
 // hostBuffer is pinned host memory: a mapped buffer of the staging type.

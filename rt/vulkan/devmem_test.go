@@ -14,21 +14,18 @@ import (
 // into unmapped memory, the staging and pinned paths of a discrete GPU.
 func TestMemory(t *testing.T) {
 	testDevice(t) // skips without a device
-	for _, staging := range []bool{false, true} {
-		name := "native"
-		if staging {
-			name = "staging"
-		}
-		t.Run(name, func(t *testing.T) {
-			forceStaging = staging
-			defer func() { forceStaging = false }()
+	for _, mode := range []string{"native", "staging", "rebar"} {
+		t.Run(mode, func(t *testing.T) {
+			staging, rebar := mode == "staging", mode == "rebar"
+			forceStaging, forceDiscrete = staging, rebar
+			defer func() { forceStaging, forceDiscrete = false, false }()
 			b, _ := rt.Lookup("vulkan")
 			d, err := b.Open(testIndex())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if staging && rt.MapBuffer(d, mustAlloc(t, d)) != nil {
-				t.Error("forced staging still maps device buffers")
+			if (staging || rebar) && rt.MapBuffer(d, mustAlloc(t, d)) != nil {
+				t.Errorf("%s: Map gives the host a view of device buffers", mode)
 			}
 			backendtest.Memory(t, d, 1<<62)
 			backendtest.MemPool(t, d)

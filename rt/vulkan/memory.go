@@ -345,7 +345,7 @@ func (d *device) Read(dst []byte, src rt.Buffer, off int64) error {
 	if err := rt.CheckRange(b.size, off, int64(len(dst))); err != nil {
 		return fmt.Errorf("vulkan: Read: %w", err)
 	}
-	if b.mapped {
+	if b.mapped && d.hostReadable() {
 		copy(dst, b.bytes()[off:])
 		return nil
 	}
