@@ -163,19 +163,25 @@ func BenchmarkGEMM(b *testing.B) {
 				if n > 512 && isCPU(d) && testing.Short() {
 					b.Skip("short")
 				}
-				vals := make([]float64, n*n)
-				for i := range vals {
-					vals[i] = math.Sin(float64(i))
-				}
-				x := newBuf(b, d, dt, n*n, vals)
-				y := newBuf(b, d, dt, n*n, vals)
-				z := newBuf(b, d, dt, n*n, nil)
-				op := &rt.MatMul{A: x.ref([]int{n * n}, nil), B: y.ref([]int{n * n}, nil), Y: z.ref([]int{n * n}, nil),
-					Batch: 1, M: n, N: n, K: n, Alpha: 1}
+				op := squareGEMM(b, d, dt, n)
 				benchOp(b, d, op, 2*float64(n)*float64(n)*float64(n), 0)
 			})
 		}
 	}
+}
+
+// squareGEMM is an n x n x n MatMul of dtype dt on new buffers of d,
+// with deterministic non-zero operands.
+func squareGEMM(b *testing.B, d rt.Device, dt rt.DType, n int) *rt.MatMul {
+	vals := make([]float64, n*n)
+	for i := range vals {
+		vals[i] = math.Sin(float64(i))
+	}
+	x := newBuf(b, d, dt, n*n, vals)
+	y := newBuf(b, d, dt, n*n, vals)
+	z := newBuf(b, d, dt, n*n, nil)
+	return &rt.MatMul{A: x.ref([]int{n * n}, nil), B: y.ref([]int{n * n}, nil), Y: z.ref([]int{n * n}, nil),
+		Batch: 1, M: n, N: n, K: n, Alpha: 1}
 }
 
 // BenchmarkGEMMTiles sweeps the f32 tiles (forced, alternatives
@@ -188,19 +194,11 @@ func BenchmarkGEMMTiles(b *testing.B) {
 	}
 	defer func() { forceGemmTile, gemmVec4 = "", true }()
 	for _, n := range []int{1024, 2048, 4096, 8192} {
-		vals := make([]float64, n*n)
-		for i := range vals {
-			vals[i] = math.Sin(float64(i))
-		}
-		x := newBuf(b, d, rt.F32, n*n, vals)
-		y := newBuf(b, d, rt.F32, n*n, vals)
-		z := newBuf(b, d, rt.F32, n*n, nil)
+		op := squareGEMM(b, d, rt.F32, n)
 		for _, tile := range gemmTiles {
 			for _, vec := range []bool{true, false} {
 				b.Run(fmt.Sprintf("%d/%s/vec4=%v", n, tile.name, vec), func(b *testing.B) {
 					forceGemmTile, gemmVec4 = tile.name, vec
-					op := &rt.MatMul{A: x.ref([]int{n * n}, nil), B: y.ref([]int{n * n}, nil), Y: z.ref([]int{n * n}, nil),
-						Batch: 1, M: n, N: n, K: n, Alpha: 1}
 					benchOp(b, d, op, 2*float64(n)*float64(n)*float64(n), 0)
 				})
 			}
@@ -218,19 +216,11 @@ func BenchmarkGEMMCoop(b *testing.B) {
 	shape := d.phys.coop
 	defer func() { forceCoopBlock, d.phys.coop = coopBlock{}, shape }()
 	for _, n := range []int{1024, 2048, 4096, 8192} {
-		vals := make([]float64, n*n)
-		for i := range vals {
-			vals[i] = math.Sin(float64(i))
-		}
-		x := newBuf(b, d, rt.F16, n*n, vals)
-		y := newBuf(b, d, rt.F16, n*n, vals)
-		z := newBuf(b, d, rt.F16, n*n, nil)
+		op := squareGEMM(b, d, rt.F16, n)
 		for _, sh := range coopShapes {
 			for _, blk := range coopBlocks {
 				b.Run(fmt.Sprintf("%d/%s/%s", n, sh, blk), func(b *testing.B) {
 					forceCoopBlock, d.phys.coop = blk, sh
-					op := &rt.MatMul{A: x.ref([]int{n * n}, nil), B: y.ref([]int{n * n}, nil), Y: z.ref([]int{n * n}, nil),
-						Batch: 1, M: n, N: n, K: n, Alpha: 1}
 					benchOp(b, d, op, 2*float64(n)*float64(n)*float64(n), 0)
 				})
 			}
