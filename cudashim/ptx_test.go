@@ -64,6 +64,27 @@ func sourcesHash(t *testing.T, cu string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// hashRecord reads file's .sha256 record (two lines: "sources <hash>" and
+// the build's own line), checks its sources hash against the current
+// sources of the module built from cu (see sourcesHash), and returns the
+// lines.
+func hashRecord(t *testing.T, file, cu string) []string {
+	t.Helper()
+	rec, err := os.ReadFile(filepath.Join(kernelsDir(), file+".sha256"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(rec)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%s.sha256: want 2 lines, got %q", file, rec)
+	}
+	got := sourcesHash(t, cu)
+	if want := strings.TrimPrefix(lines[0], "sources "); want != got {
+		t.Fatalf("kernel sources changed since %s was built (recorded %s, now %s): run cudashim/kernels/build.sh", file, want, got)
+	}
+	return lines
+}
+
 // TestPTXMatchesSources checks, for each PTX module, that its .sha256
 // file records the hash of the module's current sources and of the
 // embedded PTX, so the PTX cannot drift from the .cu files, and the same
@@ -83,18 +104,7 @@ func TestPTXMatchesSources(t *testing.T) {
 		{"optim.ptx", "optim.cu", embeddedOptimPTX, OptimPTXIsPlaceholder(), optimEntryNames},
 	} {
 		t.Run(m.file, func(t *testing.T) {
-			rec, err := os.ReadFile(filepath.Join(kernelsDir(), m.file+".sha256"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines := strings.Split(strings.TrimSpace(string(rec)), "\n")
-			if len(lines) != 2 {
-				t.Fatalf("%s.sha256: want 2 lines, got %q", m.file, rec)
-			}
-			got := sourcesHash(t, m.cu)
-			if want := strings.TrimPrefix(lines[0], "sources "); want != got {
-				t.Fatalf("kernel sources changed since %s was built (recorded %s, now %s): run cudashim/kernels/build.sh", m.file, want, got)
-			}
+			lines := hashRecord(t, m.file, m.cu)
 			if m.placeholder {
 				if lines[1] != "placeholder" {
 					t.Fatalf("%s is a placeholder but %s.sha256 records %q", m.file, m.file, lines[1])
@@ -138,18 +148,7 @@ func fatbinMatchesSources(t *testing.T) {
 		{"optim.fatbin", "optim.cu", embeddedOptimFatbin, OptimPTXIsPlaceholder()},
 	} {
 		t.Run(m.file, func(t *testing.T) {
-			rec, err := os.ReadFile(filepath.Join(kernelsDir(), m.file+".sha256"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines := strings.Split(strings.TrimSpace(string(rec)), "\n")
-			if len(lines) != 2 {
-				t.Fatalf("%s.sha256: want 2 lines, got %q", m.file, rec)
-			}
-			got := sourcesHash(t, m.cu)
-			if want := strings.TrimPrefix(lines[0], "sources "); want != got {
-				t.Fatalf("kernel sources changed since %s was built (recorded %s, now %s): run cudashim/kernels/build.sh", m.file, want, got)
-			}
+			lines := hashRecord(t, m.file, m.cu)
 			if lines[1] == "placeholder" {
 				if len(m.fatbin) != 0 {
 					t.Fatalf("%s.sha256 records a placeholder but the embedded %s has %d bytes", m.file, m.file, len(m.fatbin))
