@@ -16,7 +16,7 @@ func reduceOp(o *rt.Reduce) {
 		}
 		reduceRows(o, reduceRowF[float32])
 	case rt.F64:
-		reduceRows(o, reduceRowF[float64])
+		reduceRows(o, reduceRowF64)
 	case rt.I32:
 		reduceRows(o, reduceRowI[int32])
 	case rt.I64:
@@ -115,6 +115,79 @@ func reduceRangeF32(fn rt.ReduceFn, x, y []float32, N, lo, hi int) {
 		}
 		y[r] = float32(s)
 	}
+}
+
+// reduceRowF64 is reduceRowF for float64, with contiguous rows (st 1) of
+// Sum, Mean, SumSquare and L2 summed in independent partial sums (the
+// vector dot kernels for the squares where there are some): one running
+// sum made every addition wait for the previous one.
+func reduceRowF64(fn rt.ReduceFn, x []float64, base, st, n int, last bool) (float64, int64) {
+	if st != 1 || n < 16 {
+		return reduceRowF(fn, x, base, st, n, last)
+	}
+	r := x[base : base+n]
+	var s float64
+	switch fn {
+	case rt.Sum, rt.Mean:
+		s = sum8(r)
+		if fn == rt.Mean {
+			s /= float64(n)
+		}
+	case rt.SumSquare, rt.L2:
+		var c [1]float64
+		if !gemvDotAsm(r, r, n, n, c[:], 1, 1, 0, 1) {
+			c[0] = sumSq8(r)
+		}
+		s = c[0]
+		if fn == rt.L2 {
+			s = math.Sqrt(s)
+		}
+	default:
+		return reduceRowF(fn, x, base, st, n, last)
+	}
+	return s, 0
+}
+
+// sum8 sums x in eight interleaved partial sums.
+func sum8(x []float64) float64 {
+	var s [8]float64
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		v := x[i : i+8 : i+8]
+		s[0] += v[0]
+		s[1] += v[1]
+		s[2] += v[2]
+		s[3] += v[3]
+		s[4] += v[4]
+		s[5] += v[5]
+		s[6] += v[6]
+		s[7] += v[7]
+	}
+	for ; i < len(x); i++ {
+		s[0] += x[i]
+	}
+	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+}
+
+// sumSq8 sums the squares of x in eight interleaved partial sums.
+func sumSq8(x []float64) float64 {
+	var s [8]float64
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		v := x[i : i+8 : i+8]
+		s[0] += v[0] * v[0]
+		s[1] += v[1] * v[1]
+		s[2] += v[2] * v[2]
+		s[3] += v[3] * v[3]
+		s[4] += v[4] * v[4]
+		s[5] += v[5] * v[5]
+		s[6] += v[6] * v[6]
+		s[7] += v[7] * v[7]
+	}
+	for ; i < len(x); i++ {
+		s[0] += x[i] * x[i]
+	}
+	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
 // reduceRowF reduces x[base + j*st] for j < n.

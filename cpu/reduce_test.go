@@ -261,3 +261,35 @@ func TestReduceF32Rows(t *testing.T) {
 		})
 	}
 }
+
+// TestReduceF64Rows checks the f64 contiguous row reductions (Sum, Mean,
+// SumSquare, L2 in partial sums or the dot kernels) at every kernel level
+// against float64 sums in order, to a relative 1e-12, with NaN and Inf
+// propagated.
+func TestReduceF64Rows(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(43, 44))
+	for _, lv := range ewLevels() {
+		withLevel(lv, func() {
+			for _, n := range []int{1, 15, 16, 17, 31, 100, 1001, 50001} {
+				O := 3
+				xv := randVals(rng, O*n, -2, 3)
+				if n > 50 {
+					xv[n+7] = math.NaN()     // row 1
+					xv[2*n+3] = math.Inf(-1) // row 2
+				}
+				for _, fn := range []rt.ReduceFn{rt.Sum, rt.Mean, rt.SumSquare, rt.L2} {
+					xr, yr := e.region(rt.F64, O*n, xv), e.region(rt.F64, O, nil)
+					e.run(&rt.Reduce{Fn: fn, X: xr.ref(O * n), Y: yr.ref(O), Outer: O, N: n, Inner: 1})
+					got := e.values(yr)
+					for r := 0; r < O; r++ {
+						want := reduceRef(fn, xv[r*n:(r+1)*n], false)
+						if !(got[r] == want || math.IsNaN(got[r]) && math.IsNaN(want) || closeTo(got[r], want, 1e-12, 1e-12)) {
+							t.Errorf("%s n=%d %s row %d: %v, want %v", levelNames[lv], n, fn, r, got[r], want)
+						}
+					}
+				}
+			}
+		})
+	}
+}
