@@ -89,9 +89,21 @@ Y_CT apply(uint fn, X_CT a, X_CT b) {
 }
 
 void main() {
-	GRID_LOOP(i, pc.n) {
-		uint o[NOPS];
-		ew_index(i, pc.shape, pc.st, pc.off, o);
-		y[o[2]] = Y_ST(apply(pc.fn, X_LD(a[o[0]]), X_LD(b[o[1]])));
+	EW_LOOP(base, pc.n) {
+		X_CT va[EW_U], vb[EW_U];
+		uint oy[EW_U];
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			uint i = EW_ITEM(base, u);
+			if (i < pc.n) {
+				uint o[NOPS];
+				ew_index(i, pc.shape, pc.st, pc.off, o);
+				va[u] = X_LD(a[o[0]]);
+				vb[u] = X_LD(b[o[1]]);
+				oy[u] = o[2];
+			}
+		}
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			if (EW_ITEM(base, u) < pc.n) y[oy[u]] = Y_ST(apply(pc.fn, va[u], vb[u]));
+		}
 	}
 }

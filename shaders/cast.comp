@@ -16,15 +16,27 @@ layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
 layout(std430, binding = 1) writeonly buffer BY { Y_T y[]; };
 
 void main() {
-	GRID_LOOP(i, pc.n) {
-		uint o[NOPS];
-		ew_index(i, pc.shape, pc.st, pc.off, o);
-		X_CT v = X_LD(x[o[0]]);
+	EW_LOOP(base, pc.n) {
+		X_CT v[EW_U];
+		uint oy[EW_U];
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			uint i = EW_ITEM(base, u);
+			if (i < pc.n) {
+				uint o[NOPS];
+				ew_index(i, pc.shape, pc.st, pc.off, o);
+				v[u] = X_LD(x[o[0]]);
+				oy[u] = o[1];
+			}
+		}
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			if (EW_ITEM(base, u) < pc.n) {
 #if Y_ISBOOL
-		Y_CT r = v != X_CT(0) ? 1 : 0;
+				Y_CT r = v[u] != X_CT(0) ? 1 : 0;
 #else
-		Y_CT r = Y_CT(v);
+				Y_CT r = Y_CT(v[u]);
 #endif
-		y[o[1]] = Y_ST(r);
+				y[oy[u]] = Y_ST(r);
+			}
+		}
 	}
 }

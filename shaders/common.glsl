@@ -9,6 +9,7 @@
 #ifdef NEED_I64
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #endif
+#extension GL_EXT_control_flow_attributes : require
 #include "gen_types.glsl"
 
 // CT is the compute type of float kernels.
@@ -51,3 +52,14 @@ float pc_real(uvec2 v) { return uintBitsToFloat(v.x); }
 
 // Grid-stride loop over n items with a 1-D dispatch.
 #define GRID_LOOP(i, n) for (uint i = gl_GlobalInvocationID.x; i < (n); i += gl_NumWorkGroups.x * WG)
+
+// The elementwise kernels (unary, binary, cast, copy, where, fill) give
+// each invocation EW_U items per pass, WG apart so that a subgroup's
+// accesses stay coalesced, and load all of them before computing or
+// storing any. One scalar load in flight per invocation is too little for
+// a GPU's memory: it reached 0.15x of the H200's copy bandwidth. The
+// lowering dispatches one workgroup per WG*EW_U items (rt/vulkan's
+// ewUnroll, which must match). EW_ITEM(u) is item u of a pass at base.
+#define EW_U 4u
+#define EW_LOOP(base, n) for (uint base = gl_WorkGroupID.x * (WG * EW_U) + gl_LocalInvocationID.x; base < (n); base += gl_NumWorkGroups.x * (WG * EW_U))
+#define EW_ITEM(base, u) ((base) + (u) * WG)

@@ -17,9 +17,33 @@ layout(std430, binding = 0) readonly buffer BX { E_T x[]; };
 layout(std430, binding = 1) writeonly buffer BY { E_T y[]; };
 
 void main() {
-	GRID_LOOP(i, pc.n) {
-		uint o[NOPS];
-		ew_index(i, pc.shape, pc.st, pc.off, o);
-		y[o[1]] = x[o[0]];
+	EW_LOOP(base, pc.n) {
+#if ESIZE >= 4
+		E_T v[EW_U];
+		uint oy[EW_U];
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			uint i = EW_ITEM(base, u);
+			if (i < pc.n) {
+				uint o[NOPS];
+				ew_index(i, pc.shape, pc.st, pc.off, o);
+				v[u] = x[o[0]];
+				oy[u] = o[1];
+			}
+		}
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			if (EW_ITEM(base, u) < pc.n) y[oy[u]] = v[u];
+		}
+#else
+		// 8- and 16-bit elements move memory to memory: holding them in
+		// registers would need the Int8/Int16 capabilities.
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			uint i = EW_ITEM(base, u);
+			if (i < pc.n) {
+				uint o[NOPS];
+				ew_index(i, pc.shape, pc.st, pc.off, o);
+				y[o[1]] = x[o[0]];
+			}
+		}
+#endif
 	}
 }

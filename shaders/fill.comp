@@ -25,9 +25,14 @@ void main() {
 #else
 #define V uvec2(pc.vlo, pc.vhi)
 #endif
-	GRID_LOOP(i, pc.n) {
-		uint o[NOPS];
-		ew_index(i, pc.shape, pc.st, pc.off, o);
-		y[o[0]] = V;
+	EW_LOOP(base, pc.n) {
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			uint i = EW_ITEM(base, u);
+			if (i < pc.n) {
+				uint o[NOPS];
+				ew_index(i, pc.shape, pc.st, pc.off, o);
+				y[o[0]] = V;
+			}
+		}
 	}
 }

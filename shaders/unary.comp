@@ -52,15 +52,26 @@ void main() {
 	X_CT a = X_CT(int(pc.alpha.x)), b = X_CT(int(pc.beta.x));
 #endif
 #endif
-	GRID_LOOP(i, pc.n) {
-		uint o[NOPS];
-		ew_index(i, pc.shape, pc.st, pc.off, o);
-		X_CT v = X_LD(x[o[0]]);
+	EW_LOOP(base, pc.n) {
+		X_CT v[EW_U];
+		uint oy[EW_U];
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			uint i = EW_ITEM(base, u);
+			if (i < pc.n) {
+				uint o[NOPS];
+				ew_index(i, pc.shape, pc.st, pc.off, o);
+				v[u] = X_LD(x[o[0]]);
+				oy[u] = o[1];
+			}
+		}
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			if (EW_ITEM(base, u) < pc.n) {
 #if X_ISFLOAT
-		Y_CT r = act_apply(pc.fn, v, a, b);
+				y[oy[u]] = Y_ST(act_apply(pc.fn, v[u], a, b));
 #else
-		Y_CT r = int_apply(pc.fn, v, a, b);
+				y[oy[u]] = Y_ST(int_apply(pc.fn, v[u], a, b));
 #endif
-		y[o[1]] = Y_ST(r);
+			}
+		}
 	}
 }

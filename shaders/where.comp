@@ -20,12 +20,24 @@ layout(std430, binding = 2) readonly buffer BB { E_T b[]; };
 layout(std430, binding = 3) writeonly buffer BY { E_T y[]; };
 
 void main() {
-	GRID_LOOP(i, pc.n) {
-		uint o[NOPS];
-		ew_index(i, pc.shape, pc.st, pc.off, o);
-		// if/else rather than ?: so 8/16-bit values are never held in registers
-		// (that would need the Int8/Int16 capabilities).
-		if (uint(c[o[0]]) != 0u) y[o[3]] = a[o[1]];
-		else y[o[3]] = b[o[2]];
+	EW_LOOP(base, pc.n) {
+		// The conditions first, then the moves; if/else rather than ?: so
+		// 8/16-bit values are never held in registers (that would need the
+		// Int8/Int16 capabilities).
+		uint o[EW_U][NOPS];
+		bool take[EW_U];
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			uint i = EW_ITEM(base, u);
+			if (i < pc.n) {
+				ew_index(i, pc.shape, pc.st, pc.off, o[u]);
+				take[u] = uint(c[o[u][0]]) != 0u;
+			}
+		}
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			if (EW_ITEM(base, u) < pc.n) {
+				if (take[u]) y[o[u][3]] = a[o[u][1]];
+				else y[o[u][3]] = b[o[u][2]];
+			}
+		}
 	}
 }

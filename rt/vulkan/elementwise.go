@@ -9,6 +9,10 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
+// ewUnroll is the items per invocation and pass of the elementwise
+// kernels (common.glsl's EW_U).
+const ewUnroll = 4
+
 // ew lowers an elementwise op over refs (all of one shape): push words are
 // header (whose word 0 ew sets to the element count), dims 1..rank-1,
 // element offsets, strides, then trailer (8-byte aligned). The last ref is
@@ -44,7 +48,7 @@ func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, he
 			full[i] = sh[i]
 		}
 	}
-	dsp := dispatch{shader: shader, spec: []uint32{wgSize}, groups: groups1D(l.d, n, wgSize)}
+	dsp := dispatch{shader: shader, spec: []uint32{wgSize}, groups: groups1D(l.d, n, wgSize*ewUnroll)}
 	push := append([]uint32{}, header...)
 	push[0] = uint32(n)
 	for _, v := range full[1:] {
