@@ -327,6 +327,8 @@ func BenchmarkConvShapes(b *testing.B) {
 		{"resnet/512/7/3x3", 1, 512, 7, 512, 3, 1, 1, 7, 1},
 		{"resnet/64-128/56/3x3s2", 1, 64, 56, 128, 3, 2, 1, 28, 1},
 		{"fire/64-256/13/3x3", 1, 64, 13, 256, 3, 1, 1, 13, 1},
+		{"fire/32-128/27/3x3", 1, 32, 27, 128, 3, 1, 1, 27, 1},
+		{"fire/48-192/13/3x3", 1, 48, 13, 192, 3, 1, 1, 13, 1},
 		{"down1x1/64-128/56s2", 1, 64, 56, 128, 1, 2, 0, 28, 1},
 		{"stem/3-64/224/7x7s2", 1, 3, 224, 64, 7, 2, 3, 112, 1},
 		{"pw/16-96/112", 1, 16, 112, 96, 1, 1, 0, 112, 1},
@@ -335,17 +337,37 @@ func BenchmarkConvShapes(b *testing.B) {
 		{"pw/576-96/14", 1, 576, 14, 96, 1, 1, 0, 14, 1},
 		{"pw/320-1280/7", 1, 320, 7, 1280, 1, 1, 0, 7, 1},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			d := NewDevice()
-			defer d.Close()
-			op := &rt.Conv{X: benchBuf(b, d, rt.F32, c.n*c.c*c.h*c.h), W: benchBuf(b, d, rt.F32, c.k*c.c/c.g*c.kk*c.kk),
-				Bias: benchBuf(b, d, rt.F32, c.k), Y: benchBuf(b, d, rt.F32, c.n*c.k*c.oh*c.oh),
-				N: c.n, C: c.c, H: c.h, Width: c.h, K: c.k, OH: c.oh, OW: c.oh, KH: c.kk, KW: c.kk, StrideH: c.s, StrideW: c.s,
-				PadT: c.p, PadL: c.p, DilH: 1, DilW: 1, Groups: c.g, Act: rt.Activation{Fn: rt.Relu}}
-			benchOp(b, d, op)
-			flops := 2 * float64(c.n*c.k*c.c/c.g*c.kk*c.kk*c.oh*c.oh)
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
+		// 3×3 stride-1 convolutions run every path: the heuristic's
+		// choice (auto), Winograd F(4,3), the wide direct kernels and
+		// im2col + GEMM; GFLOP/s counts the direct convolution's flops
+		// for all of them.
+		paths := []string{""}
+		if c.kk == 3 && c.s == 1 && c.g == 1 {
+			paths = []string{"/auto", "/wino", "/direct", "/im2col"}
+		}
+		for _, path := range paths {
+			b.Run(c.name+path, func(b *testing.B) {
+				saveW, saveD := winoMode, dcwOn
+				defer func() { winoMode, dcwOn = saveW, saveD }()
+				switch path {
+				case "/wino":
+					winoMode = 1
+				case "/direct":
+					winoMode = -1
+				case "/im2col":
+					winoMode, dcwOn = -1, false
+				}
+				d := NewDevice()
+				defer d.Close()
+				op := &rt.Conv{X: benchBuf(b, d, rt.F32, c.n*c.c*c.h*c.h), W: benchBuf(b, d, rt.F32, c.k*c.c/c.g*c.kk*c.kk),
+					Bias: benchBuf(b, d, rt.F32, c.k), Y: benchBuf(b, d, rt.F32, c.n*c.k*c.oh*c.oh),
+					N: c.n, C: c.c, H: c.h, Width: c.h, K: c.k, OH: c.oh, OW: c.oh, KH: c.kk, KW: c.kk, StrideH: c.s, StrideW: c.s,
+					PadT: c.p, PadL: c.p, DilH: 1, DilW: 1, Groups: c.g, Act: rt.Activation{Fn: rt.Relu}}
+				benchOp(b, d, op)
+				flops := 2 * float64(c.n*c.k*c.c/c.g*c.kk*c.kk*c.oh*c.oh)
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 	}
 }
 

@@ -53,6 +53,13 @@ func convT[T floatT](o *rt.Conv) {
 		dw3Conv(o, x32, w32, b32, y32)
 		return
 	}
+	if x32, ok := asF32(x); ok && useWino(o) {
+		w32, _ := asF32(w)
+		b32, _ := asF32(bias)
+		y32, _ := asF32(y)
+		winoConv(o, x32, w32, b32, y32)
+		return
+	}
 	if x32, ok := asF32(x); ok && useDirectConv(o) {
 		w32, _ := asF32(w)
 		b32, _ := asF32(bias)

@@ -1,0 +1,465 @@
+package cpu
+
+import (
+	"bytes"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// Winograd F(4,3) convolution (f32, 3×3, stride 1, no dilation, one
+// group, any padding): each 4×4 block of outputs (a tile) of output
+// channel k is
+//
+//	Y = A^T [ sum over c of (G w[k][c] G^T) ⊙ (B^T d[c] B) ] A + bias[k]
+//
+// with d[c] the 6×6 input patch of the tile in channel c (Lavin and Gray,
+// interpolation points 0, ±1, ±2, ∞). Per image:
+//
+//  1. Input transform: the input planes are copied, zero-padded, into 16
+//     phase planes each (row and column mod 4), so that element (i, j) of
+//     tile (th, tw) is phase (i mod 4, j mod 4) at row th + i/4, column
+//     tw + j/4: for a flat tile index q = th·wq + tw (wq = tiles per row
+//     + 1) each of the 36 patch elements is the phase buffer at q plus a
+//     fixed offset. B^T d B is then two 6-tap "convolutions" of that
+//     buffer with B^T's rows (rows of the patch, then columns), run by
+//     the wide direct kernels (dcwRun, six outputs a call) over the tiles
+//     of a block of channels at once, into V[ξ][c][q] (ξ = 6a+b).
+//  2. 36 GEMMs, M[ξ] (K × tiles) = U[ξ] (K × C) · V[ξ] (C × tiles), one per
+//     transformed position ξ, on the GEMM kernels (each on one worker,
+//     the 36 split between the workers); the bias is added to M[(1,1)]
+//     by the GEMM's epilogue (column 1 of A^T is all ones).
+//  3. Output transform: A^T M A, again two 6-tap passes through dcwRun
+//     over a block of output channels, a ReLU/Clip applied as the second
+//     stores 16 phase planes, which are then interleaved into the output
+//     plane (other activations after).
+//
+// The weights are transformed (U = (G ⊗ G) · w, one GEMM) when first
+// seen and cached with a copy of the weights they came from, compared in
+// full on every run (winoWeightsFor): the backend cannot tell a constant
+// weight from a computed one. The columns tw = tiles per row (the phase
+// planes' extra column) are computed and dropped.
+//
+// F(4,3) multiplies the rounding errors of f32 by the transforms'
+// coefficients: TestWino states the tolerance.
+
+// winoMode forces the Winograd path on (1, wherever it applies) or off
+// (-1); 0 lets winoWins choose (tests and benchmarks, VRUN_CPU_WINO).
+var winoMode = 0
+
+// winoBT, winoG and winoAT are F(4,3)'s transforms.
+var (
+	winoBT = [6][6]float64{
+		{4, 0, -5, 0, 1, 0},
+		{0, -4, -4, 1, 1, 0},
+		{0, 4, -4, -1, 1, 0},
+		{0, -2, -1, 2, 1, 0},
+		{0, 2, -1, -2, 1, 0},
+		{0, 4, 0, -5, 0, 1},
+	}
+	winoG = [6][3]float64{
+		{1.0 / 4, 0, 0},
+		{-1.0 / 6, -1.0 / 6, -1.0 / 6},
+		{-1.0 / 6, 1.0 / 6, -1.0 / 6},
+		{1.0 / 24, 1.0 / 12, 1.0 / 6},
+		{1.0 / 24, -1.0 / 12, 1.0 / 6},
+		{0, 0, 1},
+	}
+	winoAT = [4][6]float64{
+		{1, 1, 1, 1, 1, 0},
+		{0, 1, -1, 2, -2, 0},
+		{0, 1, 1, 4, 4, 0},
+		{0, 1, -1, 8, -8, 1},
+	}
+)
+
+// winoBTf and winoATf are B^T and A^T in f32, row-major.
+var winoBTf, winoATf = winoF32()
+
+func winoF32() (bt, at []float32) {
+	for _, r := range winoBT {
+		for _, v := range r {
+			bt = append(bt, float32(v))
+		}
+	}
+	for _, r := range winoAT {
+		for _, v := range r {
+			at = append(at, float32(v))
+		}
+	}
+	return bt, at
+}
+
+// winoGG (36 × 9: row ξ = 6a+b, column tap 3i+j) is G ⊗ G in f32.
+var winoGG = winoMatGG()
+
+func winoMatGG() []float32 {
+	gg := make([]float32, 36*9)
+	for a := 0; a < 6; a++ {
+		for b := 0; b < 6; b++ {
+			for i := 0; i < 3; i++ {
+				for j := 0; j < 3; j++ {
+					gg[(a*6+b)*9+i*3+j] = float32(winoG[a][i] * winoG[b][j])
+				}
+			}
+		}
+	}
+	return gg
+}
+
+// winoApplies reports whether o's shape is one winoConv runs.
+func winoApplies(o *rt.Conv) bool {
+	return o.X.DType == rt.F32 && o.KH == 3 && o.KW == 3 && o.StrideH == 1 && o.StrideW == 1 &&
+		o.DilH == 1 && o.DilW == 1 && o.Groups == 1 && o.C > 0 && o.K > 0 && o.OH > 0 && o.OW > 0 &&
+		o.H > 0 && o.Width > 0
+}
+
+// useWino reports whether o runs through winoConv.
+func useWino(o *rt.Conv) bool {
+	switch {
+	case winoMode < 0 || !winoApplies(o):
+		return false
+	case winoMode > 0:
+		return true
+	}
+	return dcwMaxKB(4) >= 6 && winoWins(o)
+}
+
+// winoWins is the shape heuristic: Winograd where its estimated CPU
+// time is below the wide direct kernels'. The direct kernels run at about
+// winoDirectRate; Winograd costs its 36 GEMMs (K × C × tiles, at
+// winoGemmRate: short reductions over C), reading the transformed weights
+// (36·K·C floats per image, from memory once they outgrow the caches)
+// and comparing the weights with the cached copy, and its transforms (a
+// fixed time per input phase-plane element and per output tile
+// element). Fitted to BenchmarkConvShapes (CPU µs per op, load 10-17,
+// wino / direct): ResNet 64 on 56×56 1018-1129 / 1334-1480, 128 on
+// 28×28 776-870 / 1269-1372, 256 on 14×14 1312-1784 / 1467-1593, 512 on
+// 7×7 4379-4912 / 1744-1761; squeezenet 64→256 on 13×13 481-547 /
+// 352-429, 32→128 on 27×27 344-411 / 347-380, 48→192 on 13×13 289-324 /
+// 205-230. It picks Winograd for ResNet's 64 and 128 layers only.
+func winoWins(o *rt.Conv) bool {
+	p := newWinoPlan(o)
+	C, K, N := float64(o.C), float64(o.K), float64(o.N)
+	direct := N * 2 * 9 * C * K * float64(o.OH*o.OW) / winoDirectRate
+	gemm := 2 * 36 * C * K * float64(p.l) / winoGemmRate
+	weights := 36 * 4 * C * K / winoMemRate
+	trans := (C*float64(p.pl) + K*float64(p.l)) * winoTransCost
+	compare := 2 * 9 * 4 * C * K / winoMemRate
+	return N*(gemm+weights+trans)+compare < direct
+}
+
+// The rates and costs of winoWins: flops per second, bytes per second,
+// seconds per element.
+const (
+	winoDirectRate = 170e9
+	winoGemmRate   = 110e9
+	winoMemRate    = 12e9
+	winoTransCost  = 15e-9
+)
+
+// winoPlan is the tile layout of a Winograd convolution.
+type winoPlan struct {
+	th, tw int // tiles per column and row
+	hq, wq int // a phase plane's rows and columns
+	pl     int // a phase plane's elements (a channel's stride in V)
+	l      int // flat tile range per plane: th·wq (a channel's stride in M)
+	cb, kb int // input and output channels per transform block
+}
+
+// winoBlock is about the flat length that one transform call covers
+// (channel blocks of about this many elements), so that the kernels run
+// long rows on small planes and the block's buffers stay in L2.
+const winoBlock = 1024
+
+func newWinoPlan(o *rt.Conv) winoPlan {
+	var p winoPlan
+	p.th, p.tw = (o.OH+3)/4, (o.OW+3)/4
+	p.hq, p.wq = p.th+1, p.tw+1
+	p.pl = p.hq * p.wq
+	p.l = p.th * p.wq
+	p.cb = max(1, min(o.C, winoBlock/p.pl))
+	p.kb = max(1, min(o.K, winoBlock/p.l))
+	return p
+}
+
+// fill writes the zero-padded phase planes of cb input planes xs (H × W
+// each, HW apart) into dst: phase (a, m) of channel c at ((4a+m)·cb +
+// c)·pl holds padded element (4u+a, 4v+m) at u·wq + v.
+func (p *winoPlan) fill(o *rt.Conv, xs, dst []float32, cb int) {
+	H, W := o.H, o.Width
+	for c := 0; c < cb; c++ {
+		xc := xs[c*H*W : (c+1)*H*W]
+		for a := 0; a < 4; a++ {
+			for m := 0; m < 4; m++ {
+				ph := dst[((a*4+m)*cb+c)*p.pl : ((a*4+m)*cb+c+1)*p.pl]
+				// Columns v read input column 4v + m - PadL.
+				lo := min(max(0, ceilDiv(o.PadL-m, 4)), p.wq)
+				hi := max(lo, min(p.wq, ceilDiv(W+o.PadL-m, 4)))
+				iw0 := 4*lo + m - o.PadL
+				for u := 0; u < p.hq; u++ {
+					row := ph[u*p.wq : (u+1)*p.wq]
+					ih := 4*u + a - o.PadT
+					if ih < 0 || ih >= H || hi == lo {
+						clear(row)
+						continue
+					}
+					clear(row[:lo])
+					clear(row[hi:])
+					xr := xc[ih*W+iw0:]
+					d := row[lo:hi]
+					_ = xr[4*(len(d)-1)]
+					for v := range d {
+						d[v] = xr[4*v]
+					}
+				}
+			}
+		}
+	}
+}
+
+// winoMix sets y[k*ldy+q] = bias[k] + sum over t of w[k*ldw+t] *
+// x[q+offs[t]] for k < kb and q < n, clamped to [lo, hi] when clamp: with
+// the wide direct kernels or in Go.
+func winoMix(kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y []float32, ldy int, clamp bool, lo, hi float32) {
+	if kb <= dcwMaxKB(4) {
+		dcwRun(4, kb, n, x, offs, w, ldw, bias, y, ldy, clamp, false, lo, hi, 1, 0, 0)
+		return
+	}
+	if mk := dcwMaxKB(2); mk > 0 {
+		for k0 := 0; k0 < kb; k0 += mk {
+			k1 := min(kb, k0+mk)
+			dcwRun(2, k1-k0, n, x, offs, w[k0*ldw:], ldw, bias[k0:], y[k0*ldy:], ldy, clamp, false, lo, hi, 1, 0, 0)
+		}
+		return
+	}
+	for k := 0; k < kb; k++ {
+		yr := y[k*ldy : k*ldy+n]
+		for i := range yr {
+			yr[i] = bias[k]
+		}
+		for t, off := range offs {
+			wv := w[k*ldw+t]
+			if wv == 0 {
+				continue
+			}
+			xs := x[off : off+n]
+			for i := range yr {
+				yr[i] += wv * xs[i]
+			}
+		}
+		if clamp {
+			for i, v := range yr {
+				if v < lo {
+					yr[i] = lo
+				} else if v > hi {
+					yr[i] = hi
+				}
+			}
+		}
+	}
+}
+
+// winoZeros is a bias of zeros for the transforms.
+var winoZeros [6]float32
+
+// winoConv runs o (winoApplies) on x, w, bias (nil: none) and y.
+func winoConv(o *rt.Conv, x, w, bias, y []float32) {
+	p := newWinoPlan(o)
+	N, C, K := o.N, o.C, o.K
+	HW, P, L, pl := o.H*o.Width, o.OH*o.OW, p.l, p.pl
+	U, release := winoWeightsFor(w, K, C)
+	defer release()
+	vs, ms := getScratch[float32](36*C*pl), getScratch[float32](36*K*L)
+	V, M := *vs, *ms
+	lo, hi, clamp := clampAct(o.Act)
+	if !clamp {
+		lo, hi = float32(math.Inf(-1)), float32(math.Inf(1))
+	}
+	ncb, nkb := (C+p.cb-1)/p.cb, (K+p.kb-1)/p.kb
+	for n := 0; n < N; n++ {
+		// Input transform, a block of cb channels at a time: V[6a+b][c]
+		// (channel stride pl) = sum over i, j of BT[a][i] BT[b][j] d[i][j],
+		// as tmp[6i+b] = sum over j of BT[b][j] d[i][j], then V[6a+b] =
+		// sum over i of BT[a][i] tmp[6i+b].
+		parallelFor(ncb, 1, func(b0, b1 int) {
+			bs, ts := getScratch[float32](16*p.cb*pl), getScratch[float32](36*p.cb*pl)
+			buf, tmp := *bs, *ts
+			var offs [6]int
+			for blk := b0; blk < b1; blk++ {
+				c0 := blk * p.cb
+				cb := min(p.cb, C-c0)
+				S := cb * pl // a phase's (and a tmp row's) stride
+				nq := (cb-1)*pl + L
+				p.fill(o, x[(n*C+c0)*HW:(n*C+c0+cb)*HW], buf, cb)
+				for i := 0; i < 6; i++ {
+					for j := range offs {
+						offs[j] = ((i%4)*4+j%4)*S + i/4*p.wq + j/4
+					}
+					winoMix(6, nq, buf, offs[:], winoBTf, 6, winoZeros[:], tmp[6*i*S:], S, false, 0, 0)
+				}
+				for b := 0; b < 6; b++ {
+					for i := range offs {
+						offs[i] = (6*i + b) * S
+					}
+					winoMix(6, nq, tmp, offs[:], winoBTf, 6, winoZeros[:], V[(b*C+c0)*pl:], 6*C*pl, false, 0, 0)
+				}
+			}
+			putScratch(bs)
+			putScratch(ts)
+		})
+		// M[ξ] (K × tiles) = U[ξ] (K × C) · V[ξ] (C × tiles).
+		parallelFor(36, 1, func(x0, x1 int) {
+			for xi := x0; xi < x1; xi++ {
+				g := gemm[float32]{m: K, n: L, k: C, a: U[xi*K*C:], lda: C, b: V[xi*C*pl:], ldb: pl,
+					c: M[xi*K*L:], ldc: L, alpha: 1, threads: 1}
+				if xi == 7 && bias != nil {
+					// Column 1 of A^T is all ones: the bias added to
+					// M[(1,1)] adds it to all 16 outputs of the tile.
+					g.bias, g.brs, g.beta = bias, 1, 1
+				}
+				g.run()
+			}
+		})
+		// Output transform, a block of kb channels at a time: tmp[4a+j]
+		// = sum over b of AT[j][b] M[6a+b], then out[4i+j] = sum over a
+		// of AT[i][a] tmp[4a+j] + bias, interleaved into Y.
+		parallelFor(nkb, 1, func(b0, b1 int) {
+			os, ts := getScratch[float32](16*p.kb*L), getScratch[float32](24*p.kb*L)
+			out, tmp := *os, *ts
+			var offs [6]int
+			for blk := b0; blk < b1; blk++ {
+				k0 := blk * p.kb
+				kb := min(p.kb, K-k0)
+				S := kb * L
+				for a := 0; a < 6; a++ {
+					for b := range offs {
+						offs[b] = (6*a + b) * K * L
+					}
+					winoMix(4, S, M[k0*L:], offs[:], winoATf, 6, winoZeros[:], tmp[4*a*S:], S, false, 0, 0)
+				}
+				for j := 0; j < 4; j++ {
+					for a := range offs {
+						offs[a] = (4*a + j) * S
+					}
+					winoMix(4, S, tmp, offs[:], winoATf, 6, winoZeros[:], out[j*S:], 4*S, clamp, lo, hi)
+				}
+				for k := k0; k < k0+kb; k++ {
+					yk := y[(n*K+k)*P : (n*K+k+1)*P]
+					p.interleave(o, out[(k-k0)*L:], S, yk)
+					if o.Act.Fn != rt.Copy && !clamp {
+						actApply(o.Act.Fn, o.Act.Alpha, o.Act.Beta, yk)
+					}
+				}
+			}
+			putScratch(os)
+			putScratch(ts)
+		})
+	}
+	putScratch(vs)
+	putScratch(ms)
+}
+
+// interleave copies the 16 output phase planes out (phase (i, j) at
+// (4i+j)·ld, tile (th, tw) at th·wq + tw) into the output plane yk.
+func (p *winoPlan) interleave(o *rt.Conv, out []float32, ld int, yk []float32) {
+	OH, OW := o.OH, o.OW
+	for th := 0; th < p.th; th++ {
+		for i := 0; i < 4; i++ {
+			oh := 4*th + i
+			if oh >= OH {
+				break
+			}
+			yr := yk[oh*OW : (oh+1)*OW]
+			for j := 0; j < 4; j++ {
+				src := out[(4*i+j)*ld+th*p.wq : (4*i+j)*ld+th*p.wq+p.tw]
+				nv := (OW - j + 3) / 4 // columns 4tw+j < OW
+				src = src[:nv]
+				for tw, v := range src {
+					yr[4*tw+j] = v
+				}
+			}
+		}
+	}
+}
+
+// winoCached is a transformed weight tensor: u = (G ⊗ G) · src, kept
+// with a copy of the weights it was made from.
+type winoCached struct {
+	key    *float32 // the weights' address
+	src, u []float32
+	misses int // times the weights at key were found changed
+}
+
+// winoCache keeps the transformed weights of recent Winograd
+// convolutions, at most winoCacheBytes of them, oldest dropped first. An
+// entry is used only when the weights at its address still equal its
+// copy (compared in full on every run: a read of the weights, where the
+// transform reads them and writes four times as much); weights found
+// changed twice (trained ones) are transformed into scratch every run.
+var winoCache struct {
+	sync.Mutex
+	entries []*winoCached
+	bytes   int
+}
+
+const winoCacheBytes = 256 << 20
+
+// winoWeightsFor returns U[ξ][k][c] = sum over taps of GG[ξ][tap]
+// w[k][c][tap] for the K × C kernels w, and a function to call when done
+// with it.
+func winoWeightsFor(w []float32, K, C int) ([]float32, func()) {
+	w = w[:K*C*9]
+	key := &w[0]
+	winoCache.Lock()
+	var e *winoCached
+	for _, c := range winoCache.entries {
+		if c.key == key && len(c.src) == len(w) {
+			e = c
+			break
+		}
+	}
+	winoCache.Unlock()
+	if e != nil && bytes.Equal(asBytes(e.src), asBytes(w)) {
+		return e.u, func() {}
+	}
+	if e != nil && e.misses >= 1 {
+		e.misses++
+		us := getScratch[float32](36 * K * C)
+		winoTransformWeights(w, *us, K, C)
+		return *us, func() { putScratch(us) }
+	}
+	ne := &winoCached{key: key, src: slices.Clone(w), u: make([]float32, 36*K*C)}
+	if e != nil {
+		ne.misses = e.misses + 1
+	}
+	winoTransformWeights(w, ne.u, K, C)
+	size := 4 * (len(ne.src) + len(ne.u))
+	winoCache.Lock()
+	if e != nil {
+		if i := slices.Index(winoCache.entries, e); i >= 0 {
+			winoCache.entries = slices.Delete(winoCache.entries, i, i+1)
+			winoCache.bytes -= 4 * (len(e.src) + len(e.u))
+		}
+	}
+	for len(winoCache.entries) > 0 && winoCache.bytes+size > winoCacheBytes {
+		old := winoCache.entries[0]
+		winoCache.bytes -= 4 * (len(old.src) + len(old.u))
+		winoCache.entries = winoCache.entries[1:]
+	}
+	if size <= winoCacheBytes {
+		winoCache.entries = append(winoCache.entries, ne)
+		winoCache.bytes += size
+	}
+	winoCache.Unlock()
+	return ne.u, func() {}
+}
+
+// winoTransformWeights sets u[ξ][k][c] = sum over taps of GG[ξ][tap]
+// w[k][c][tap] (one GEMM).
+func winoTransformWeights(w, u []float32, K, C int) {
+	g := gemm[float32]{m: 36, n: K * C, k: 9, a: winoGG, lda: 9, b: w, ldb: 9, tb: true, c: u, ldc: K * C, alpha: 1}
+	g.run()
+}
