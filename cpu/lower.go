@@ -28,6 +28,13 @@ func supports(op rt.Op) error {
 		}
 		return nil
 	}
+	if o, ok := op.(*rt.Attention); ok {
+		// The optional fused attention: f32 and f64.
+		if dt := rt.OpDType(o); dt != rt.F32 && dt != rt.F64 {
+			return unsupported(op, dt, "")
+		}
+		return nil
+	}
 	return rt.ReferenceSupport(BackendName, op)
 }
 
@@ -143,6 +150,8 @@ func lower(op rt.Op) error {
 		optimOp(o)
 	case *rt.Fused:
 		fusedOp(o)
+	case *rt.Attention:
+		attentionOp(o)
 	default:
 		return unsupported(op, rt.OpDType(op), "unknown op")
 	}

@@ -125,6 +125,8 @@ func opSizes(op Op) []int {
 		return []int{o.Outer, o.N, o.Inner, o.K}
 	case *OptimStep:
 		return []int{o.N}
+	case *Attention:
+		return []int{o.B, o.H, o.Lq, o.Lk, o.D, o.Dv}
 	}
 	return nil
 }
@@ -172,6 +174,8 @@ func checkParams(op Op) error {
 		return checkOptim(o)
 	case *Fused:
 		return checkFused(o)
+	case *Attention:
+		return checkAttention(o)
 	}
 	return nil
 }

@@ -108,6 +108,8 @@ func Operands(op Op) []Operand {
 		return []Operand{in("X", &o.X, Extent(o.Outer, o.N, o.Inner)), out("Values", &o.Values, n), out("Indices", &o.Indices, n)}
 	case *Fused:
 		return fusedOperands(o)
+	case *Attention:
+		return attentionOperands(o)
 	case *OptimStep:
 		// G is written back when Scale is present; a state operand is
 		// present exactly when the rule uses it (checkOptim).

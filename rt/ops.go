@@ -495,6 +495,8 @@ func OpDType(op Op) DType {
 		return o.X.DType
 	case *OptimStep:
 		return o.P.DType
+	case *Attention:
+		return o.Q.DType
 	case *Fused:
 		if len(o.Out) > 0 {
 			return o.Out[0].DType
