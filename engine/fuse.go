@@ -31,16 +31,7 @@ func (p *plan) fuseElementwise() {
 	if p.mode.supports == nil || p.mode.train || p.mode.grad != nil {
 		return
 	}
-	reads := map[*tensor]int{} // op operands that read each root
-	for _, st := range p.steps {
-		for _, op := range st.ops {
-			for _, o := range rt.Operands(op) {
-				if sl, ok := o.Ref.Buf.(slot); ok && !o.Output {
-					reads[sl.t]++
-				}
-			}
-		}
-	}
+	reads := p.rootReads() // op operands that read each root
 	prevS, prevI := -1, -1
 	changed := false
 	for s := range p.steps {
@@ -63,21 +54,8 @@ func (p *plan) fuseElementwise() {
 			prevS, prevI = s, i
 		}
 	}
-	if !changed {
-		return
-	}
-	p.opCounts = map[string]int{}
-	p.numOps = 0
-	for s := range p.steps {
-		ops := p.steps[s].ops[:0]
-		for _, op := range p.steps[s].ops {
-			if op != nil {
-				ops = append(ops, op)
-				p.opCounts[op.OpName()]++
-			}
-		}
-		p.steps[s].ops = ops
-		p.numOps += len(ops)
+	if changed {
+		p.compactOps()
 	}
 }
 

@@ -257,6 +257,7 @@ func newPlan(m *model.Model, shapes map[string][]int, mode planMode, foldDev rt.
 			t.lastUse = end
 		}
 	}
+	p.fuseAttention()
 	p.fuseElementwise()
 	if err := p.layout(end); err != nil {
 		return nil, err

@@ -35,9 +35,10 @@ type Options struct {
 	// fails otherwise. The caller keeps ownership of FoldDevice, which must
 	// outlive the session.
 	FoldDevice rt.Device
-	// NoFusion keeps the optional fused op (rt.Fused) out of the plans, as
-	// on a device without it: every op is one of the primitive set. Runs
-	// with and without it agree within the dtype's rounding.
+	// NoFusion keeps the optional fused ops (rt.Fused, rt.Attention) out
+	// of the plans, as on a device without them: every op is one of the
+	// primitive set. Runs with and without it agree within the dtype's
+	// rounding.
 	NoFusion bool
 }
 
