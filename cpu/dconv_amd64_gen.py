@@ -508,6 +508,24 @@ def dw_rownext(o, name):
 DW_SIG = "(y *float32, n int, x, zero, w *float32, width int, bias, lo, hi float32, h, oh int)"
 
 
+def dw_rowptrs(o, name, regs, first):
+    """Points regs at input rows first-1, first, ... (first a register
+    holding an output row, stride 1), or at the zero row outside [0, h)."""
+    e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
+    e(f"MOVQ {first}, CX")
+    e("DECQ CX")
+    for r, R in enumerate(regs):
+        e(f"MOVQ zero+24(FP), {R}")
+        e("CMPQ CX, h+64(FP)")
+        e(f"JCC {name}_r{r}")  # unsigned: ih < 0 or ih >= h
+        e("MOVQ CX, BX")
+        e("IMULQ width+40(FP), BX")
+        e(f"MOVQ x+16(FP), {R}")
+        e(f"LEAQ ({R})(BX*4), {R}")
+        e(f"{name}_r{r}:")
+        e("INCQ CX")
+
+
 def dw3s1():
     """dw3s1(y *float32, n int, x, zero, w *float32, width int, bias, lo,
     hi float32, h, oh int): a depthwise 3×3 stride-1 convolution of the
@@ -515,65 +533,139 @@ def dw3s1():
     of n outputs: y[o*n+i] = clamp(bias + sum over r, k < 3 of w[3r+k] *
     X[o+r-1][i+k-1], lo, hi), X zero outside the plane (rows outside read
     the zero row, columns outside are masked off: nothing outside is
-    read)."""
+    read). Output rows go in pairs, which share the loads of their two
+    middle input rows (12 loads for 2 vectors, against 18), each with two
+    accumulator chains; an odd last row goes alone. The vectors between
+    the first and the last of a row, which need no masks, run in a loop
+    of their own (DX holds the last such column)."""
     o = [f"\n// func dw3s1{DW_SIG}", "TEXT ·dw3s1(SB), NOSPLIT, $0-80"]
     e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
     e("MOVQ y+0(FP), DI")
     dw_prologue(o, 48, 52, 32)
-    rows = ["R8", "R9", "R10"]
-    dw_rows(o, "dw3s1", 1)
-    e("XORQ AX, AX")
+    # DX: the largest column start whose vector needs no mask: i+16 <= n
+    # and i+17 <= width.
+    e("MOVQ n+8(FP), DX")
+    e("SUBQ $16, DX")
+    e("MOVQ width+40(FP), CX")
+    e("SUBQ $17, CX")
+    e("CMPQ CX, DX")
+    e("CMOVQLT CX, DX")
+    e("XORQ R14, R14")
 
-    def body(masked):
-        for r in range(3):
-            P = rows[r]
-            for k in range(3):
-                src = f"{4 * (k - 1)}({P})(AX*4)"
-                t = f"Z{3 + k}"
-                if masked:
-                    e(f"VMOVUPS.Z {src}, K{k + 1}, {t}")
-                else:
-                    e(f"VMOVUPS {src}, {t}")
-            e(f"VMULPS Z3, {DW_W[3 * r]}, Z{r}")
-            e(f"VFMADD231PS Z4, {DW_W[3 * r + 1]}, Z{r}")
-            e(f"VFMADD231PS Z5, {DW_W[3 * r + 2]}, Z{r}")
-        dw_finish(o, masked)
+    def load(P, masked, base):
+        regs = []
+        for k in range(3):
+            src = f"{4 * (k - 1)}({P})(AX*4)"
+            t = f"Z{base + k}"
+            if masked:
+                e(f"VMOVUPS.Z {src}, K{k + 1}, {t}")
+            else:
+                e(f"VMOVUPS {src}, {t}")
+            regs.append(t)
+        return regs
 
-    e("dw3s1_loop:")
-    e("MOVQ n+8(FP), CX")
-    e("SUBQ AX, CX")
-    e("JLE dw3s1_done")
-    e("MOVQ width+40(FP), BX")
-    e("SUBQ AX, BX")  # input elements from i
-    e("TESTQ AX, AX")
-    e("JEQ dw3s1_slow")
-    e("CMPQ BX, $17")
-    e("JLT dw3s1_slow")
-    e("CMPQ CX, $16")
-    e("JLT dw3s1_slow")
-    body(False)
-    e("ADDQ $16, AX")
-    e("JMP dw3s1_loop")
-    e("dw3s1_slow:")
-    # K4: outputs left; K1: lanes j with 0 <= i-1+j < width; K2: i+j <
-    # width; K3: i+1+j < width.
-    dw_mask(o, "CX", "K4")
-    e("LEAQ 1(BX), CX")
-    dw_mask(o, "CX", "K1")
-    e("TESTQ AX, AX")
-    e("JNE dw3s1_k1")
-    e("MOVL $1, R11")
-    e("KMOVW R11, K5")
-    e("KANDNW K1, K5, K1")
-    e("dw3s1_k1:")
-    e("MOVQ BX, CX")
-    dw_mask(o, "CX", "K2")
-    e("LEAQ -1(BX), CX")
-    dw_mask(o, "CX", "K3")
-    body(True)
-    e("ADDQ $16, AX")
-    e("JMP dw3s1_loop")
-    dw_rownext(o, "dw3s1")
+    def taps(L, wr, acc, first):
+        for k in range(3):
+            if first and k == 0:
+                e(f"VMULPS {L[0]}, {DW_W[3 * wr]}, {acc}")
+            else:
+                e(f"VFMADD231PS {L[k]}, {DW_W[3 * wr + k]}, {acc}")
+
+    def finish(a0, a1, masked, dst):
+        e(f"VADDPS {a1}, {a0}, {a0}")
+        e(f"VADDPS Z29, {a0}, {a0}")
+        # Intel VMAXPS dst, lo, acc: acc (a NaN) when unordered.
+        e(f"VMAXPS {a0}, Z30, {a0}")
+        e(f"VMINPS {a0}, Z31, {a0}")
+        e(f"VMOVUPS {a0}, K4, {dst}" if masked else f"VMOVUPS {a0}, {dst}")
+
+    def body2(masked):
+        rows = ["R8", "R9", "R10", "SI"]
+        A0, A1, B0, B1 = "Z0", "Z1", "Z2", "Z3"
+        for i, P in enumerate(rows):
+            L = load(P, masked, 4 + 3 * i)
+            if i == 0:
+                taps(L, 0, A0, True)
+            elif i == 1:
+                taps(L, 1, A1, True)
+                taps(L, 0, B0, True)
+            elif i == 2:
+                taps(L, 2, A0, False)
+                taps(L, 1, B1, True)
+            else:
+                taps(L, 2, B0, False)
+        finish(A0, A1, masked, "(DI)(AX*4)")
+        e("MOVQ n+8(FP), R11")
+        e("LEAQ (DI)(R11*4), R11")
+        finish(B0, B1, masked, "(R11)(AX*4)")
+
+    def body1(masked):
+        rows = ["R8", "R9", "R10"]
+        A0, A1 = "Z0", "Z1"
+        for i, P in enumerate(rows):
+            L = load(P, masked, 4 + 3 * i)
+            taps(L, i, A1 if i == 1 else A0, i < 2)
+        finish(A0, A1, masked, "(DI)(AX*4)")
+
+    def masks():
+        # K4: outputs left; K1: lanes j with 0 <= i-1+j < width; K2: i+j <
+        # width; K3: i+1+j < width.
+        e("MOVQ width+40(FP), BX")
+        e("SUBQ AX, BX")  # input elements from i
+        dw_mask(o, "CX", "K4")
+        e("LEAQ 1(BX), CX")
+        dw_mask(o, "CX", "K1")
+        e("TESTQ AX, AX")
+        e(f"JNE {L}_k1")
+        e("MOVL $1, R11")
+        e("KMOVW R11, K5")
+        e("KANDNW K1, K5, K1")
+        e(f"{L}_k1:")
+        e("MOVQ BX, CX")
+        dw_mask(o, "CX", "K2")
+        e("LEAQ -1(BX), CX")
+        dw_mask(o, "CX", "K3")
+
+    e("dw3s1_row:")
+    e("MOVQ oh+72(FP), CX")
+    e("SUBQ R14, CX")
+    e("JLE dw3s1_end")
+    e("CMPQ CX, $2")
+    e("JLT dw3s1_single")
+    for L, nrows, body in (("dw3s1_p", 2, body2), ("dw3s1_s", 1, body1)):
+        if nrows == 1:
+            e("dw3s1_single:")
+        dw_rowptrs(o, L, ["R8", "R9", "R10", "SI"][:nrows + 2], "R14")
+        e("XORQ AX, AX")
+        e(f"{L}_loop:")
+        e("MOVQ n+8(FP), CX")
+        e("SUBQ AX, CX")
+        e(f"JLE {L}_done")
+        e("TESTQ AX, AX")
+        e(f"JEQ {L}_slow")
+        e(f"{L}_fast:")
+        e("CMPQ AX, DX")
+        e(f"JGT {L}_loop2")
+        body(False)
+        e("ADDQ $16, AX")
+        e(f"JMP {L}_fast")
+        e(f"{L}_loop2:")
+        e("MOVQ n+8(FP), CX")
+        e("SUBQ AX, CX")
+        e(f"JLE {L}_done")
+        e(f"{L}_slow:")
+        masks()
+        body(True)
+        e("ADDQ $16, AX")
+        e(f"JMP {L}_loop")
+        e(f"{L}_done:")
+        e("MOVQ n+8(FP), CX")
+        e(f"LEAQ (DI)(CX*{4 * nrows}), DI")
+        e(f"ADDQ ${nrows}, R14")
+        e("JMP dw3s1_row")
+    e("dw3s1_end:")
+    e("VZEROUPPER")
+    e("RET")
     return "\n".join(o)
 
 
