@@ -16,16 +16,21 @@
 // LG invocations reducing through shared memory in the others) each own
 // R consecutive rows of W and walk K together, with 128-bit loads (four
 // elements: vec4 for f32, two packed half pairs for f16) where flags
-// bit 5 says K and every row start are multiples of 4, scalar loads
-// otherwise; each lane keeps one accumulator per row, and the group sums
-// them with subgroupAdd (or a shared-memory tree).
+// bit 5 says K and every row start are multiples of the chunk, scalar
+// loads otherwise. A chunk is one 128-bit load: a vec4 of f32, or a uvec4
+// holding eight f16 (four packed pairs). Lane l of a group reads chunks
+// l, l + n, l + 2n, ... of each row (n lanes: a group reads 16n
+// contiguous bytes of a row at a time), U of them per row per step, all
+// loads of a step issued before its FMAs (R*U loads in flight per lane),
+// into one vec4 accumulator per row (f32 arithmetic for f16 too); the
+// group then sums each row with subgroupAdd (or a shared-memory tree).
 //
 // Column mode (bit 3 set) serves y[j] = sum_k v[k] * W[k*L + j], where W
 // is contiguous along the outputs (x W with B not transposed, L = N; or
 // A^T x, L = M): a workgroup owns CL lanes of consecutive outputs (four
 // per lane with 128-bit loads, bit 5) and WG/CL rows of K that it walks
-// with four independent accumulators, then sums its rows in shared memory
-// in a fixed order. With S > 1 the workgroups also split K into S slices
+// with U independent accumulators (U loads in flight per lane), then sums
+// its rows in shared memory in a fixed order. With S > 1 the workgroups also split K into S slices
 // of ks (gl_WorkGroupID.y); they write raw partials to the stream's
 // scratch buffer (bound as Y), part[(bt*S + s)*L + j], which splitk.comp
 // sums in order and finishes with alpha, beta*bias and the activation.
@@ -43,11 +48,14 @@
 
 // R: rows per lane group (row mode, at most RMAX); CL: output lanes per
 // workgroup (column mode, divides WG); LG: lanes per group where no
-// subgroup arithmetic is used (a power of two dividing WG).
+// subgroup arithmetic is used (a power of two dividing WG); U: loads per
+// row and lane per step (both modes, at most UMAX).
 layout(constant_id = 1) const uint R = 2;
 layout(constant_id = 2) const uint CL = 64;
 layout(constant_id = 3) const uint LG = 32;
+layout(constant_id = 4) const uint U = 4;
 #define RMAX 8u
+#define UMAX 8u
 
 layout(push_constant) uniform PC {
 	uint M, N, K, flags;
@@ -64,18 +72,34 @@ layout(std430, binding = 2) readonly buffer BC { X_T bias[]; };
 layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
 layout(std430, binding = 3) writeonly buffer BP { CT part[]; };
 
+// ld_a4, ld_b4: four elements as a vec4 (index in units of four);
+// ld_ac, ld_bc: one chunk of CHUNK elements (index in chunks), which
+// chdot multiplies into a vec4 accumulator.
 #if X_DT == 1
 #define VEC 1
+#define CHUNK 4u
+#define CH_T vec4
 layout(std430, binding = 0) readonly buffer BA4 { vec4 a4[]; };
 layout(std430, binding = 1) readonly buffer BB4 { vec4 b4[]; };
 vec4 ld_a4(uint i) { return a4[i]; }
 vec4 ld_b4(uint i) { return b4[i]; }
+vec4 ld_ac(uint i) { return a4[i]; }
+vec4 ld_bc(uint i) { return b4[i]; }
+vec4 chdot(vec4 s, vec4 w, vec4 x) { return fma(w, x, s); }
 #elif X_DT == 2
 #define VEC 1
+#define CHUNK 8u
+#define CH_T uvec4
 layout(std430, binding = 0) readonly buffer BA4 { uvec2 a4[]; };
 layout(std430, binding = 1) readonly buffer BB4 { uvec2 b4[]; };
-vec4 ld_a4(uint i) { uvec2 u = a4[i]; return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
-vec4 ld_b4(uint i) { uvec2 u = b4[i]; return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
+layout(std430, binding = 0) readonly buffer BA8 { uvec4 a8[]; };
+layout(std430, binding = 1) readonly buffer BB8 { uvec4 b8[]; };
+vec4 h4(uvec2 u) { return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
+vec4 ld_a4(uint i) { return h4(a4[i]); }
+vec4 ld_b4(uint i) { return h4(b4[i]); }
+uvec4 ld_ac(uint i) { return a8[i]; }
+uvec4 ld_bc(uint i) { return b8[i]; }
+vec4 chdot(vec4 s, uvec4 w, uvec4 x) { return fma(h4(w.zw), h4(x.zw), fma(h4(w.xy), h4(x.xy), s)); }
 #endif
 
 CT ld_a(uint i) { return CT(X_LD(a[i])); }
@@ -135,6 +159,8 @@ CT lgsum(CT v, uint lane) {
 #define LDW ld_b
 #define LDV4 ld_a4
 #define LDW4 ld_b4
+#define LDVC ld_ac
+#define LDWC ld_bc
 #include "gemv_body.glsl"
 #undef WISA
 #undef ROWS
@@ -143,6 +169,8 @@ CT lgsum(CT v, uint lane) {
 #undef LDW
 #undef LDV4
 #undef LDW4
+#undef LDVC
+#undef LDWC
 
 // V = B, W = A
 #define WISA 1
@@ -152,6 +180,8 @@ CT lgsum(CT v, uint lane) {
 #define LDW ld_a
 #define LDV4 ld_b4
 #define LDW4 ld_a4
+#define LDVC ld_bc
+#define LDWC ld_ac
 #include "gemv_body.glsl"
 
 void main() {

@@ -2,7 +2,8 @@
 // included twice. The includer defines WISA (W is A), ROWS and COLS (the
 // function names), LDV and LDW (scalar loads of V and W, compute type),
 // and, where VEC is defined, LDV4 and LDW4 (loads of four elements as a
-// vec4, indexed in units of four).
+// vec4, indexed in units of four) and LDVC and LDWC (loads of one chunk,
+// indexed in chunks; see gemv.comp).
 
 void ROWS() {
 	uint lane, nl, gid, ng;
@@ -23,43 +24,59 @@ void ROWS() {
 			[[unroll]] for (uint i = 0u; i < RMAX; i++) acc[i] = CT(0);
 #ifdef VEC
 			if ((pc.flags & 32u) != 0u) {
+				// chunk index of each row's start (rows past the end
+				// read the last row)
 				vec4 s[RMAX];
-				[[unroll]] for (uint i = 0u; i < RMAX; i++) s[i] = vec4(0);
-				uint K4 = K >> 2, v4 = bv >> 2;
+				uint wr[RMAX];
+				[[unroll]] for (uint i = 0u; i < RMAX; i++) {
+					s[i] = vec4(0);
+					wr[i] = (bw + min(rb + i, total - 1u) * K) / CHUNK;
+				}
+				uint KC = K / CHUNK, vc = bv / CHUNK;
 				uint k = lane;
-				for (; k + nl < K4; k += 2u * nl) {
-					vec4 x0 = LDV4(v4 + k), x1 = LDV4(v4 + k + nl);
-					[[unroll]] for (uint i = 0u; i < R; i++) {
-						uint w4 = (bw + min(rb + i, total - 1u) * K) >> 2;
-						vec4 w0 = LDW4(w4 + k), w1 = LDW4(w4 + k + nl);
-						s[i] = fma(w0, x0, s[i]);
-						s[i] = fma(w1, x1, s[i]);
+				for (; k + (U - 1u) * nl < KC; k += U * nl) {
+					CH_T xs[UMAX], ws[RMAX * UMAX];
+					[[unroll]] for (uint u = 0u; u < UMAX; u++) {
+						if (u < U) xs[u] = LDVC(vc + k + u * nl);
+					}
+					[[unroll]] for (uint i = 0u; i < RMAX; i++) {
+						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
+							if (i < R && u < U) ws[i * UMAX + u] = LDWC(wr[i] + k + u * nl);
+						}
+					}
+					[[unroll]] for (uint i = 0u; i < RMAX; i++) {
+						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
+							if (i < R && u < U) s[i] = chdot(s[i], ws[i * UMAX + u], xs[u]);
+						}
 					}
 				}
-				if (k < K4) {
-					vec4 x0 = LDV4(v4 + k);
-					[[unroll]] for (uint i = 0u; i < R; i++) {
-						uint w4 = (bw + min(rb + i, total - 1u) * K) >> 2;
-						s[i] = fma(LDW4(w4 + k), x0, s[i]);
+				for (; k < KC; k += nl) {
+					CH_T x0 = LDVC(vc + k);
+					[[unroll]] for (uint i = 0u; i < RMAX; i++) {
+						if (i < R) s[i] = chdot(s[i], LDWC(wr[i] + k), x0);
 					}
 				}
-				[[unroll]] for (uint i = 0u; i < R; i++) acc[i] = CT((s[i].x + s[i].y) + (s[i].z + s[i].w));
+				[[unroll]] for (uint i = 0u; i < RMAX; i++) acc[i] = CT((s[i].x + s[i].y) + (s[i].z + s[i].w));
 			} else
 #endif
 			{
 				for (uint k = lane; k < K; k += nl) {
 					CT x = LDV(bv + k);
-					[[unroll]] for (uint i = 0u; i < R; i++) acc[i] = fma(LDW(bw + min(rb + i, total - 1u) * K + k), x, acc[i]);
+					[[unroll]] for (uint i = 0u; i < RMAX; i++) {
+						if (i < R) acc[i] = fma(LDW(bw + min(rb + i, total - 1u) * K + k), x, acc[i]);
+					}
 				}
 			}
-			[[unroll]] for (uint i = 0u; i < R; i++) {
-				CT v = lgsum(acc[i], lane);
-				if (lane == 0u && rb + i < total) {
+			[[unroll]] for (uint i = 0u; i < RMAX; i++) {
+				if (i < R) {
+					CT v = lgsum(acc[i], lane);
+					if (lane == 0u && rb + i < total) {
 #if WISA
-					epilogue(bt, rb + i, 0u, v);
+						epilogue(bt, rb + i, 0u, v);
 #else
-					epilogue(bt, 0u, rb + i, v);
+						epilogue(bt, 0u, rb + i, v);
 #endif
+					}
 				}
 			}
 		}
@@ -90,22 +107,22 @@ void COLS() {
 #ifdef VEC
 			if (vec) {
 				uint L4 = L >> 2, w4 = bw >> 2, j4 = g * CL + c;
-				vec4 a0 = vec4(0), a1 = vec4(0), a2 = vec4(0), a3 = vec4(0);
+				vec4 a[UMAX];
+				[[unroll]] for (uint u = 0u; u < UMAX; u++) a[u] = vec4(0);
 				if (j4 < L4) {
 					uint k = k0 + s;
-					for (; k + 3u * ns < k1; k += 4u * ns) {
-						vec4 w0 = LDW4(w4 + k * L4 + j4);
-						vec4 w1 = LDW4(w4 + (k + ns) * L4 + j4);
-						vec4 w2 = LDW4(w4 + (k + 2u * ns) * L4 + j4);
-						vec4 w3 = LDW4(w4 + (k + 3u * ns) * L4 + j4);
-						a0 = fma(w0, vec4(LDV(bv + k)), a0);
-						a1 = fma(w1, vec4(LDV(bv + k + ns)), a1);
-						a2 = fma(w2, vec4(LDV(bv + k + 2u * ns)), a2);
-						a3 = fma(w3, vec4(LDV(bv + k + 3u * ns)), a3);
+					for (; k + (U - 1u) * ns < k1; k += U * ns) {
+						vec4 w[UMAX];
+						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
+							if (u < U) w[u] = LDW4(w4 + (k + u * ns) * L4 + j4);
+						}
+						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
+							if (u < U) a[u] = fma(w[u], vec4(LDV(bv + k + u * ns)), a[u]);
+						}
 					}
-					for (; k < k1; k += ns) a0 = fma(LDW4(w4 + k * L4 + j4), vec4(LDV(bv + k)), a0);
+					for (; k < k1; k += ns) a[0] = fma(LDW4(w4 + k * L4 + j4), vec4(LDV(bv + k)), a[0]);
 				}
-				vec4 sum = (a0 + a1) + (a2 + a3);
+				vec4 sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 				sv[t * 4u] = CT(sum.x);
 				sv[t * 4u + 1u] = CT(sum.y);
 				sv[t * 4u + 2u] = CT(sum.z);
@@ -114,22 +131,22 @@ void COLS() {
 #endif
 			{
 				uint j = g * CL + c;
-				CT a0 = CT(0), a1 = CT(0), a2 = CT(0), a3 = CT(0);
+				CT a[UMAX];
+				[[unroll]] for (uint u = 0u; u < UMAX; u++) a[u] = CT(0);
 				if (j < L) {
 					uint k = k0 + s;
-					for (; k + 3u * ns < k1; k += 4u * ns) {
-						CT w0 = LDW(bw + k * L + j);
-						CT w1 = LDW(bw + (k + ns) * L + j);
-						CT w2 = LDW(bw + (k + 2u * ns) * L + j);
-						CT w3 = LDW(bw + (k + 3u * ns) * L + j);
-						a0 = fma(LDV(bv + k), w0, a0);
-						a1 = fma(LDV(bv + k + ns), w1, a1);
-						a2 = fma(LDV(bv + k + 2u * ns), w2, a2);
-						a3 = fma(LDV(bv + k + 3u * ns), w3, a3);
+					for (; k + (U - 1u) * ns < k1; k += U * ns) {
+						CT w[UMAX];
+						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
+							if (u < U) w[u] = LDW(bw + (k + u * ns) * L + j);
+						}
+						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
+							if (u < U) a[u] = fma(LDV(bv + k + u * ns), w[u], a[u]);
+						}
 					}
-					for (; k < k1; k += ns) a0 = fma(LDV(bv + k), LDW(bw + k * L + j), a0);
+					for (; k < k1; k += ns) a[0] = fma(LDV(bv + k), LDW(bw + k * L + j), a[0]);
 				}
-				sv[t * 4u] = (a0 + a1) + (a2 + a3);
+				sv[t * 4u] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 			}
 			barrier();
 			if (s == 0u) {

@@ -3,6 +3,7 @@
 package vulkan
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"strconv"
@@ -10,49 +11,63 @@ import (
 	"testing"
 	"time"
 
+	vk "github.com/goki/vulkan"
 	"github.com/vrun-go/vrun/rt"
 )
 
 // gemvSweep lists the gemv.comp geometries BenchmarkGEMVVariants runs
 // per layout: row mode (W n×k, MatMul with TransB) varies the workgroup
-// size, the rows per subgroup, the load width and the reduction; column
-// mode (W k×n) the workgroup size, the output lanes, the K split (0 =
-// automatic, 1 = none) and the load width. VRUN_VK_GEMV adds one more
-// ("wg=256,rows=2,lanes=64,split=8,scalar=0,nosg=0").
+// size (one to eight subgroups on NVIDIA), the rows per subgroup and the
+// 128-bit loads per row and lane of a step, plus scalar loads and the
+// shared-memory reduction; column mode (W k×n) the workgroup size, the
+// output lanes, the K split (0 = automatic, 1 = none) and the unroll.
+// VRUN_VK_GEMV adds one more
+// ("wg=128,rows=2,lanes=32,split=0,unroll=4,scalar=0,nosg=0").
 func gemvSweep(column bool) []gemvConfig {
 	var cs []gemvConfig
 	if column {
 		for _, wg := range []int{256, 512} {
-			for _, lanes := range []int{32, 64, 128} {
-				for _, split := range []int{0, 1, 8, 16} {
-					cs = append(cs, gemvConfig{WG: wg, Rows: 2, Lanes: lanes, Split: split})
+			for _, lanes := range []int{32, 64} {
+				for _, split := range []int{0, 1, 16} {
+					for _, u := range []int{4, 8} {
+						cs = append(cs, gemvConfig{WG: wg, Rows: 2, Lanes: lanes, Split: split, Unroll: u})
+					}
 				}
 			}
 		}
-		cs = append(cs, gemvConfig{WG: 256, Rows: 2, Lanes: 64, Scalar: true})
+		cs = append(cs, gemvConfig{WG: 256, Rows: 2, Lanes: 128, Unroll: 4},
+			gemvConfig{WG: 256, Rows: 2, Lanes: 32, Scalar: true})
 	} else {
-		for _, wg := range []int{128, 256, 512} {
+		for _, wg := range []int{32, 64, 128, 256} {
 			for _, rows := range []int{1, 2, 4} {
-				cs = append(cs, gemvConfig{WG: wg, Rows: rows, Lanes: 64})
+				for _, u := range []int{2, 4, 8} {
+					if rows*u > 16 {
+						continue
+					}
+					cs = append(cs, gemvConfig{WG: wg, Rows: rows, Lanes: 32, Unroll: u})
+				}
 			}
 		}
-		cs = append(cs, gemvConfig{WG: 256, Rows: 2, Lanes: 64, Scalar: true},
-			gemvConfig{WG: 256, Rows: 2, Lanes: 64, NoSubgroup: true})
+		cs = append(cs, gemvConfig{WG: 128, Rows: 2, Lanes: 32, Unroll: 4, Scalar: true},
+			gemvConfig{WG: 128, Rows: 2, Lanes: 32, Unroll: 4, NoSubgroup: true})
 	}
-	if c, ok := gemvEnvConfig(); ok {
+	if c, ok := gemvEnvConfig(column); ok {
 		cs = append(cs, c)
 	}
 	return cs
 }
 
-// gemvEnvConfig parses VRUN_VK_GEMV (keys wg, rows, lanes, split, scalar,
-// nosg; unset keys take gemvDefault's values).
-func gemvEnvConfig() (gemvConfig, bool) {
+// gemvEnvConfig parses VRUN_VK_GEMV (keys wg, rows, lanes, split,
+// unroll, scalar, nosg; unset keys take the mode's default values).
+func gemvEnvConfig(column bool) (gemvConfig, bool) {
 	s := os.Getenv("VRUN_VK_GEMV")
 	if s == "" {
 		return gemvConfig{}, false
 	}
-	c := gemvDefault
+	c := gemvRowDefault
+	if column {
+		c = gemvColumnDefault
+	}
 	for _, kv := range strings.Split(s, ",") {
 		k, v, _ := strings.Cut(strings.TrimSpace(kv), "=")
 		n, _ := strconv.Atoi(v)
@@ -65,6 +80,8 @@ func gemvEnvConfig() (gemvConfig, bool) {
 			c.Lanes = n
 		case "split":
 			c.Split = n
+		case "unroll":
+			c.Unroll = n
 		case "scalar":
 			c.Scalar = n != 0
 		case "nosg":
@@ -111,19 +128,76 @@ func BenchmarkGEMVVariants(b *testing.B) {
 	}
 }
 
+// gpuCopy copies n bytes from src to dst with vkCmdCopyBuffer on the
+// device's transfer command buffer, between two timestamps, and returns
+// the GPU time of the copy.
+func gpuCopy(d *device, dst, src rt.Buffer, n int64) (time.Duration, error) {
+	s, err := d.own(src)
+	if err != nil {
+		return 0, err
+	}
+	t, err := d.own(dst)
+	if err != nil {
+		return 0, err
+	}
+	if d.phys.tsBits == 0 {
+		return 0, fmt.Errorf("vulkan: no timestamps on the queue")
+	}
+	d.xmu.Lock()
+	defer d.xmu.Unlock()
+	vd, cb := d.vd, d.xcb
+	qp, r := vd.createQueryPool(2)
+	if r != vk.Success {
+		return 0, d.resultErr("vkCreateQueryPool", r)
+	}
+	defer vd.destroyQueryPool(qp)
+	vd.resetCommandBuffer(cb)
+	if r := vd.beginCommandBuffer(cb, uint32(vk.CommandBufferUsageOneTimeSubmitBit)); r != vk.Success {
+		return 0, d.resultErr("vkBeginCommandBuffer", r)
+	}
+	vd.cmdResetQueryPool(cb, qp, 2)
+	vd.cmdWriteTimestamp(cb, vk.PipelineStageTopOfPipeBit, qp, 0)
+	vd.cmdCopyBuffer(cb, s.buf, t.buf, 0, 0, n)
+	vd.cmdWriteTimestamp(cb, vk.PipelineStageBottomOfPipeBit, qp, 1)
+	hostBarrier(vd, cb)
+	if r := vd.endCommandBuffer(cb); r != vk.Success {
+		return 0, d.resultErr("vkEndCommandBuffer", r)
+	}
+	if err := d.submitWait(cb, d.xfence); err != nil {
+		return 0, err
+	}
+	res := make([]uint64, 2)
+	if r := vd.queryResults(qp, res); r != vk.Success {
+		return 0, d.resultErr("vkGetQueryPoolResults", r)
+	}
+	mask := ^uint64(0)
+	if b := d.phys.tsBits; b < 64 {
+		mask = (uint64(1) << b) - 1
+	}
+	return time.Duration(float64((res[1]-res[0])&mask) * float64(d.phys.limits.TimestampPeriod)), d.valErr()
+}
+
 // BenchmarkBandwidth measures bandwidth-bound kernels in GB/s of bytes
 // read plus written, counted as bench/torch_baseline.py's bandwidth
-// does (its PyTorch twin): the device copy (rt.CopyBuffer, vkCmdCopyBuffer,
-// wall-clock only since it is not a stream op; and the copy kernel,
-// Unary Copy), Add and Relu of 8192×8192 f32, Softmax, Normalize (layer
-// norm; both also with the row-in-registers path off, -nocache) and
-// Reduce Sum over its rows, and MaxPool 3×3/2 pad 1 on
-// 32×64×112×112 (input plus output). The GEMVs are BenchmarkGEMVVariants.
+// does (its PyTorch twin), on 8192×8192 f32 (512×1024 on a CPU device):
+// the device copy (copy-buffer: vkCmdCopyBuffer between timestamps, and
+// rt.CopyBuffer's wall clock, which adds a submit and a fence wait;
+// copy-kernel: Unary Copy, copy.comp), Add, Relu, Softmax, Normalize
+// (layer norm; both also with the row-in-registers path off, -nocache)
+// and Reduce Sum over the rows, and MaxPool 3×3/2 pad 1 on 32×64×112×112
+// (input plus output). Before the cases it times vkCmdCopyBuffer of the
+// same bytes (best of 10): every case also reports x-copy, its gpu-GB/s
+// over that copy's, the figure of issue 15's goal (≥ 0.9), measured in
+// the same run whatever -bench selects. No case reads device memory from
+// the host: the buffers are written once, and copies run on the GPU (a
+// discrete GPU's ReBAR memory reads uncached from the host; forceDiscrete
+// takes that path on any device). The GEMVs are BenchmarkGEMVVariants.
 func BenchmarkBandwidth(b *testing.B) {
 	d := testDevice(b)
 	if isCPU(d) && testing.Short() {
 		b.Skip("short")
 	}
+	dev := d.(*device)
 	rows, cols := 8192, 8192
 	if isCPU(d) {
 		rows, cols = 512, 1024 // lavapipe: keep it short
@@ -140,11 +214,58 @@ func BenchmarkBandwidth(b *testing.B) {
 	y := newBuf(b, d, dt, ne, nil)
 	flat := func(t *tbuf) rt.Ref { return t.ref([]int{ne}, nil) }
 	mat := func(t *tbuf) rt.Ref { return t.ref([]int{rows, cols}, nil) }
-	b.Run("copy-buffer", func(b *testing.B) {
-		if err := rt.CopyBuffer(d, y.buf, guard, xa.buf, guard, int64(nb)); err != nil {
+
+	// the reference copy: best of 10 after one warm-up
+	var best time.Duration
+	for i := 0; i < 11; i++ {
+		t, err := gpuCopy(dev, y.buf, xa.buf, int64(nb))
+		if err != nil {
 			b.Fatal(err)
 		}
-		b.ResetTimer()
+		if i > 0 && (best == 0 || t < best) {
+			best = t
+		}
+	}
+	copyGBs := 0.0
+	if best > 0 {
+		copyGBs = 2 * nb / best.Seconds() / 1e9
+	}
+	ratio := func(b *testing.B, gbs float64) {
+		if copyGBs > 0 && gbs > 0 {
+			b.ReportMetric(gbs/copyGBs, "x-copy")
+		}
+	}
+	run := func(name string, op func() rt.Op, bytes float64, setup func() func()) {
+		b.Run(name, func(b *testing.B) {
+			if setup != nil {
+				defer setup()()
+			}
+			ratio(b, benchOp(b, d, op(), 0, bytes))
+		})
+	}
+	nocache := func() func() {
+		noRowCache = true
+		return func() { noRowCache = false }
+	}
+
+	b.Run("copy-buffer", func(b *testing.B) {
+		var gpu time.Duration
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			t, err := gpuCopy(dev, y.buf, xa.buf, int64(nb))
+			if err != nil {
+				b.Fatal(err)
+			}
+			gpu += t
+		}
+		b.ReportMetric(2*nb*float64(b.N)/time.Since(start).Seconds()/1e9, "GB/s")
+		if gpu > 0 {
+			gbs := 2 * nb * float64(b.N) / gpu.Seconds() / 1e9
+			b.ReportMetric(gbs, "gpu-GB/s")
+			ratio(b, gbs)
+		}
+	})
+	b.Run("copy-buffer-sync", func(b *testing.B) {
 		start := time.Now()
 		for i := 0; i < b.N; i++ {
 			if err := rt.CopyBuffer(d, y.buf, guard, xa.buf, guard, int64(nb)); err != nil {
@@ -153,45 +274,28 @@ func BenchmarkBandwidth(b *testing.B) {
 		}
 		b.ReportMetric(2*nb*float64(b.N)/time.Since(start).Seconds()/1e9, "GB/s")
 	})
-	b.Run("copy-kernel", func(b *testing.B) {
-		benchOp(b, d, &rt.Unary{Fn: rt.Copy, X: flat(xa), Y: flat(y)}, 0, 2*nb)
-	})
-	b.Run("add", func(b *testing.B) {
-		benchOp(b, d, &rt.Binary{Fn: rt.Add, A: flat(xa), B: flat(xb), Y: flat(y)}, 0, 3*nb)
-	})
-	b.Run("relu", func(b *testing.B) {
-		benchOp(b, d, &rt.Unary{Fn: rt.Relu, X: flat(xa), Y: flat(y)}, 0, 2*nb)
-	})
-	b.Run("softmax-rows", func(b *testing.B) {
-		benchOp(b, d, &rt.Softmax{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Inner: 1}, 0, 2*nb)
-	})
-	b.Run("softmax-rows-nocache", func(b *testing.B) {
-		noRowCache = true
-		defer func() { noRowCache = false }()
-		benchOp(b, d, &rt.Softmax{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Inner: 1}, 0, 2*nb)
-	})
-	b.Run("layernorm-rows", func(b *testing.B) {
-		benchOp(b, d, &rt.Normalize{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Eps: 1e-5}, 0, 2*nb)
-	})
-	b.Run("layernorm-rows-nocache", func(b *testing.B) {
-		noRowCache = true
-		defer func() { noRowCache = false }()
-		benchOp(b, d, &rt.Normalize{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Eps: 1e-5}, 0, 2*nb)
-	})
-	b.Run("sum-rows", func(b *testing.B) {
-		benchOp(b, d, &rt.Reduce{Fn: rt.Sum, X: mat(xa), Y: y.ref([]int{rows}, nil), Outer: rows, N: cols, Inner: 1}, 0, nb)
-	})
-	b.Run("maxpool-3x3s2", func(b *testing.B) {
-		nc, h, w := 32*64, 112, 112
-		if isCPU(d) {
-			nc = 8
-		}
-		oh, ow := 56, 56
-		in := newBuf(b, d, dt, nc*h*w, vals[:min(ne, nc*h*w)])
-		out := newBuf(b, d, dt, nc*oh*ow, nil)
-		op := &rt.Pool{Fn: rt.MaxPool, X: in.ref([]int{nc, h, w}, nil), Y: out.ref([]int{nc, oh, ow}, nil),
+	run("copy-kernel", func() rt.Op { return &rt.Unary{Fn: rt.Copy, X: flat(xa), Y: flat(y)} }, 2*nb, nil)
+	run("add", func() rt.Op { return &rt.Binary{Fn: rt.Add, A: flat(xa), B: flat(xb), Y: flat(y)} }, 3*nb, nil)
+	run("relu", func() rt.Op { return &rt.Unary{Fn: rt.Relu, X: flat(xa), Y: flat(y)} }, 2*nb, nil)
+	softmax := func() rt.Op { return &rt.Softmax{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Inner: 1} }
+	run("softmax-rows", softmax, 2*nb, nil)
+	run("softmax-rows-nocache", softmax, 2*nb, nocache)
+	layernorm := func() rt.Op { return &rt.Normalize{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Eps: 1e-5} }
+	run("layernorm-rows", layernorm, 2*nb, nil)
+	run("layernorm-rows-nocache", layernorm, 2*nb, nocache)
+	run("sum-rows", func() rt.Op {
+		return &rt.Reduce{Fn: rt.Sum, X: mat(xa), Y: y.ref([]int{rows}, nil), Outer: rows, N: cols, Inner: 1}
+	}, nb, nil)
+	nc, h, w := 32*64, 112, 112
+	if isCPU(d) {
+		nc = 8
+	}
+	oh, ow := 56, 56
+	in := newBuf(b, d, dt, nc*h*w, vals[:min(ne, nc*h*w)])
+	out := newBuf(b, d, dt, nc*oh*ow, nil)
+	run("maxpool-3x3s2", func() rt.Op {
+		return &rt.Pool{Fn: rt.MaxPool, X: in.ref([]int{nc, h, w}, nil), Y: out.ref([]int{nc, oh, ow}, nil),
 			NC: nc, H: h, W: w, OH: oh, OW: ow, KH: 3, KW: 3, StrideH: 2, StrideW: 2,
 			PadT: 1, PadL: 1, PadB: 1, PadR: 1, DilH: 1, DilW: 1}
-		benchOp(b, d, op, 0, float64(nc*h*w*4)*5/4)
-	})
+	}, float64(nc*h*w*4)*5/4, nil)
 }

@@ -10,8 +10,8 @@ import (
 
 // GEMV (MatMul with M == 1 or N == 1) runs gemv.comp, which is built for
 // memory bandwidth: see its header for the row and column modes. The
-// geometry is a gemvConfig; gemvDefault is what the lowering uses unless
-// a test or benchmark sets gemvForce.
+// geometry is a gemvConfig; gemvRowDefault and gemvColumnDefault are what
+// the lowering uses unless a test or benchmark sets gemvForce.
 
 // gemvConfig is one gemv.comp geometry.
 type gemvConfig struct {
@@ -27,6 +27,11 @@ type gemvConfig struct {
 	// Split is the number of K slices of column mode: 0 picks one from
 	// gemvTarget, 1 never splits.
 	Split int
+	// Unroll is the number of loads per row and lane of one step, all
+	// issued before their FMAs: 128-bit chunks of each of the Rows rows
+	// in row mode (at most 16 loads of W per lane in all), rows of K in
+	// column mode; 1..8, 0 takes gemvUnroll's choice.
+	Unroll int
 	// Scalar turns off the 128-bit loads.
 	Scalar bool
 	// NoSubgroup reduces through shared memory even where the device
@@ -35,7 +40,7 @@ type gemvConfig struct {
 }
 
 func (c gemvConfig) String() string {
-	s := fmt.Sprintf("wg%d-r%d-l%d-s%d", c.WG, c.Rows, c.Lanes, c.Split)
+	s := fmt.Sprintf("wg%d-r%d-l%d-s%d-u%d", c.WG, c.Rows, c.Lanes, c.Split, c.Unroll)
 	if c.Scalar {
 		s += "-scalar"
 	}
@@ -45,17 +50,54 @@ func (c gemvConfig) String() string {
 	return s
 }
 
-// gemvDefault is the geometry used unless gemvForce is set.
-var gemvDefault = gemvConfig{WG: 256, Rows: 2, Lanes: 64}
+// gemvRowDefault is row mode's geometry (W·x, the Linear layout): four
+// subgroups per workgroup, two rows each, four 128-bit loads per row and
+// lane in flight, as in ggml's mul_mat_vec.
+var gemvRowDefault = gemvConfig{WG: 128, Rows: 2, Lanes: 32, Unroll: 4}
 
-// gemvForce, when non-nil (tests, benchmarks), replaces gemvDefault.
+// gemvColumnDefault is column mode's geometry (x·W): the best of the
+// H200 sweep of 2026-12-03 (docs/benchmarks.md: wg256, 32 lanes, 3510
+// GB/s on 4096×14336 f32) with the automatic K split.
+var gemvColumnDefault = gemvConfig{WG: 256, Rows: 2, Lanes: 32}
+
+// gemvForce, when non-nil (tests, benchmarks), replaces both defaults.
 var gemvForce *gemvConfig
 
+// gemvGeometry returns the configuration of one mode.
+func gemvGeometry(column bool) gemvConfig {
+	switch {
+	case gemvForce != nil:
+		return *gemvForce
+	case column:
+		return gemvColumnDefault
+	}
+	return gemvRowDefault
+}
+
+// gemvUnroll returns the loads per row and lane of one step: cfg.Unroll
+// clamped to 1..8 and, in row mode, to 16 loads of W per lane; 0 takes 4
+// (f16 column mode 8: its loads are 64-bit).
+func gemvUnroll(cfg gemvConfig, column bool, dt rt.DType, rows int64) int64 {
+	u := int64(cfg.Unroll)
+	if u <= 0 {
+		u = 4
+		if column && dt == rt.F16 {
+			u = 8
+		}
+	}
+	u = min(u, gemvMaxUnroll)
+	if !column {
+		u = min(u, max(16/rows, 1))
+	}
+	return u
+}
+
 const (
-	gemvLG      = 32      // lanes per row group without subgroup arithmetic
-	gemvMaxRows = 8       // gemv.comp's RMAX
-	gemvSplitK  = 64      // least K rows of one column-mode slice
-	gemvTarget  = 132 * 8 // column-mode workgroups wanted on a GPU (H200: 132 SMs)
+	gemvLG        = 32      // lanes per row group without subgroup arithmetic
+	gemvMaxRows   = 8       // gemv.comp's RMAX
+	gemvMaxUnroll = 8       // gemv.comp's UMAX
+	gemvSplitK    = 64      // least K rows of one column-mode slice
+	gemvTarget    = 132 * 8 // column-mode workgroups wanted on a GPU (H200: 132 SMs)
 )
 
 // subgroup operation bits (VkSubgroupFeatureFlagBits)
@@ -76,11 +118,10 @@ func (d *device) hasSubgroupArith() bool {
 // push holds matmul.comp's 24 words; offs the element offsets of A, B,
 // Bias, Y within their bindings.
 func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, binds []bind, reads, writes []span, push []uint32, offs []uint32) {
-	cfg := gemvDefault
-	if gemvForce != nil {
-		cfg = *gemvForce
-	}
 	M, N, K, B := int64(o.M), int64(o.N), int64(o.K), int64(o.Batch)
+	// Row mode where both operands run along K; column mode otherwise.
+	column := M == 1 && N != 1 && !o.TransB || N == 1 && M != 1 && o.TransA
+	cfg := gemvGeometry(column)
 	lim := l.d.phys.limits
 	cpu := l.d.phys.info.Kind == rt.KindCPU
 	sg := !cfg.NoSubgroup && l.d.hasSubgroupArith()
@@ -97,17 +138,17 @@ func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, binds []bind, reads, writes [
 		wg -= unit
 	}
 	rows := int64(min(max(cfg.Rows, 1), gemvMaxRows))
+	unroll := gemvUnroll(cfg, column, dt, rows)
+	spec := []uint32{uint32(wg), uint32(rows), uint32(lanes), gemvLG, uint32(unroll)}
 
 	p := append(append([]uint32(nil), push...), 1, uint32(K))
-	// Row mode where both operands run along K; column mode otherwise.
 	wisA := M != 1
-	column := M == 1 && N != 1 && !o.TransB || N == 1 && M != 1 && o.TransA
 	if wisA {
 		p[3] |= 16
 	}
-	aligned := func(xs ...int64) bool {
+	aligned := func(n int64, xs ...int64) bool {
 		for _, x := range xs {
-			if x%4 != 0 {
+			if x%n != 0 {
 				return false
 			}
 		}
@@ -120,14 +161,19 @@ func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, binds []bind, reads, writes [
 	vec := !cfg.Scalar && dt != rt.F64
 	bz := uint32(min(B, int64(l.d.maxGroups[2])))
 	if !column {
-		// W rows start at multiples of K; V and W at their offsets
-		if vec && aligned(K, int64(offs[0]), int64(offs[1]), sa, sb) {
+		// W rows start at multiples of K; V and W at their offsets. A
+		// chunk (one 128-bit load) is four f32 or eight f16.
+		chunk := int64(4)
+		if dt == rt.F16 {
+			chunk = 8
+		}
+		if vec && aligned(chunk, K, int64(offs[0]), int64(offs[1]), sa, sb) {
 			p[3] |= 32
 		}
 		ng := wg / unit * rows // rows per workgroup
 		g := groups2D(l.d, (M*N+ng-1)/ng)
 		g[2] = bz
-		l.add(dispatch{shader: shader, spec: []uint32{uint32(wg), uint32(rows), uint32(lanes), gemvLG},
+		l.add(dispatch{shader: shader, spec: spec,
 			binds: binds, reads: reads, writes: writes, push: p, groups: g})
 		return
 	}
@@ -137,7 +183,7 @@ func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, binds []bind, reads, writes [
 		L, offW, sw = M, int64(offs[0]), sa
 	}
 	per := lanes
-	if vec && aligned(L, offW, sw) {
+	if vec && aligned(4, L, offW, sw) {
 		p[3] |= 32
 		per *= 4
 	}
@@ -161,7 +207,6 @@ func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, binds []bind, reads, writes [
 		s, ks = 1, K
 	}
 	gx := uint32(min(ngroups, int64(l.d.maxGroups[0])))
-	spec := []uint32{uint32(wg), uint32(rows), uint32(lanes), gemvLG}
 	if s == 1 {
 		l.add(dispatch{shader: shader, spec: spec, binds: binds, reads: reads, writes: writes, push: p,
 			groups: [3]uint32{gx, 1, bz}})

@@ -12,28 +12,34 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// gemvConfigs are the geometries TestGEMVConfigs forces: the default,
-// scalar loads, shared-memory reduction, 1/3/8 rows per lane group,
-// narrow and wide column lanes, small and large workgroups, and forced
-// column-mode K splits (S = 2, 3, 7 and one per 64 rows).
+// gemvConfigs are the geometries TestGEMVConfigs forces: the two
+// defaults, scalar loads, shared-memory reduction, 1/3/8 rows per lane
+// group, 1, 2, 3, 5 and 8 loads per step (8 rows cap row mode's at 2),
+// narrow and wide column lanes, one-subgroup, small and large
+// workgroups, and forced column-mode K splits (S = 2, 3, 7 and one per
+// 64 rows).
 var gemvConfigs = []gemvConfig{
-	gemvDefault,
+	gemvRowDefault,
+	gemvColumnDefault,
 	{WG: 256, Rows: 2, Lanes: 64, Scalar: true},
-	{WG: 256, Rows: 2, Lanes: 64, NoSubgroup: true},
-	{WG: 128, Rows: 1, Lanes: 32, Split: 2},
-	{WG: 64, Rows: 3, Lanes: 16, Split: 3, NoSubgroup: true},
-	{WG: 512, Rows: 8, Lanes: 128, Split: 7},
+	{WG: 256, Rows: 2, Lanes: 64, Unroll: 3, NoSubgroup: true},
+	{WG: 128, Rows: 1, Lanes: 32, Split: 2, Unroll: 8},
+	{WG: 32, Rows: 2, Lanes: 32, Unroll: 2},
+	{WG: 64, Rows: 3, Lanes: 16, Split: 3, Unroll: 5, NoSubgroup: true},
+	{WG: 512, Rows: 8, Lanes: 128, Split: 7, Unroll: 1},
 	{WG: 512, Rows: 4, Lanes: 256, Split: 64, Scalar: true},
 }
 
 // gemvCases are GEMV shapes for both modes: odd K (129, 1000 with odd
-// rows, 4097), batches with packed, shared (0) and unaligned padded
+// rows, 4097; 1004, a multiple of 4 but not of 8, the f16 chunk), batches with packed, shared (0) and unaligned padded
 // strides, both transposes, 2-D bias strides and activations. Row mode:
 // x W^T (M = 1, B transposed), A x (N = 1), M = N = 1. Column mode: x W
 // (M = 1), A^T x (N = 1), with L a multiple of 4 or not.
 var gemvCases = []gemmCase{
 	{1, 1, 300, 129, false, true, -1, -1, [2]int{0, 1}, true, rt.Relu},    // row, odd K
 	{1, 1, 257, 1000, false, true, -1, -1, [2]int{}, false, 0},            // row, vec
+	{1, 1, 67, 1004, false, true, -1, -1, [2]int{0, 1}, true, 0},          // row, vec f32, scalar f16
+	{1, 1, 130, 2048, false, true, -1, -1, [2]int{}, false, rt.Relu},      // row, several steps
 	{2, 1, 33, 4097, false, true, -1, 0, [2]int{0, 1}, true, rt.Gelu},     // row, shared B
 	{3, 77, 1, 1000, false, false, 1003, -1, [2]int{1, 0}, true, rt.Tanh}, // row W = A, unaligned stride
 	{2, 64, 1, 256, false, true, -1, -1, [2]int{}, false, 0},              // row W = A, vec, batch
@@ -98,7 +104,10 @@ func TestGEMVLowering(t *testing.T) {
 	}
 	for _, x := range cases {
 		c := x.c
-		cfg := gemvDefault
+		cfg := gemvRowDefault
+		if x.column {
+			cfg = gemvColumnDefault
+		}
 		cfg.Split = x.split
 		gemvForce = &cfg
 		dt := rt.F32
@@ -145,7 +154,7 @@ func TestGEMVLowering(t *testing.T) {
 func TestGEMVDeterministic(t *testing.T) {
 	d := testDevice(t)
 	defer func() { gemvForce = nil }()
-	cfg := gemvDefault
+	cfg := gemvColumnDefault
 	cfg.Split = 5
 	gemvForce = &cfg
 	r := rand.New(rand.NewSource(16))

@@ -250,8 +250,9 @@ func BenchmarkGEMV(b *testing.B) {
 }
 
 // benchOp replays op; it reports TFLOP/s for flop > 0 and GB/s for
-// bytes > 0, from wall time and from GPU timestamps.
-func benchOp(b *testing.B, d rt.Device, op rt.Op, flop, bytes float64) {
+// bytes > 0, from wall time and from GPU timestamps, and returns the GB/s
+// of GPU time (0 without timestamps or bytes).
+func benchOp(b *testing.B, d rt.Device, op rt.Op, flop, bytes float64) float64 {
 	if err := d.Supports(op); err != nil {
 		b.Skip(err)
 	}
@@ -294,8 +295,10 @@ func benchOp(b *testing.B, d rt.Device, op rt.Op, flop, bytes float64) {
 		b.ReportMetric(bytes*nb/wall/1e9, "GB/s")
 		if gpu > 0 {
 			b.ReportMetric(bytes*nb/gpu/1e9, "gpu-GB/s")
+			return bytes * nb / gpu / 1e9
 		}
 	}
+	return 0
 }
 
 func itoa(n int) string {
