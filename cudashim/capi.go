@@ -34,6 +34,7 @@ var cuNames = []string{
 	"cuGraphExecDestroy", "cuGraphDestroy", "cuModuleLoadDataEx", "cuModuleGetFunction",
 	"cuModuleUnload", "cuLaunchKernel", "cuEventCreate", "cuEventDestroy_v2", "cuEventRecord",
 	"cuEventElapsedTime", "cuGetErrorName", "cuGetErrorString", "cuMemcpyDtoDAsync_v2",
+	"cuStreamWaitEvent",
 }
 
 var blasNames = []string{

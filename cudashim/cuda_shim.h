@@ -53,7 +53,8 @@ enum {
   VR_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
   VR_CU_STREAM_NON_BLOCKING = 1,
   VR_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
-  VR_CU_MEMHOSTALLOC_PORTABLE = 1
+  VR_CU_MEMHOSTALLOC_PORTABLE = 1,
+  VR_CU_EVENT_DISABLE_TIMING = 2
 };
 
 // Function pointer types.
@@ -95,6 +96,7 @@ typedef CUresult(VR_API* pfn_cuEventRecord)(CUevent, CUstream);
 typedef CUresult(VR_API* pfn_cuEventElapsedTime)(float*, CUevent, CUevent);
 typedef CUresult(VR_API* pfn_cuGetErrorName)(CUresult, const char**);
 typedef CUresult(VR_API* pfn_cuGetErrorString)(CUresult, const char**);
+typedef CUresult(VR_API* pfn_cuStreamWaitEvent)(CUstream, CUevent, unsigned int);
 
 typedef cublasStatus_t(VR_API* pfn_cublasCreate_v2)(cublasHandle_t*);
 typedef cublasStatus_t(VR_API* pfn_cublasDestroy_v2)(cublasHandle_t);
@@ -127,6 +129,7 @@ enum {
   VR_cuGraphExecDestroy, VR_cuGraphDestroy, VR_cuModuleLoadDataEx, VR_cuModuleGetFunction,
   VR_cuModuleUnload, VR_cuLaunchKernel, VR_cuEventCreate, VR_cuEventDestroy_v2, VR_cuEventRecord,
   VR_cuEventElapsedTime, VR_cuGetErrorName, VR_cuGetErrorString, VR_cuMemcpyDtoDAsync_v2,
+  VR_cuStreamWaitEvent,
   VR_CU_COUNT
 };
 enum {
@@ -208,6 +211,9 @@ static CUresult vr_cuModuleGetFunction(CUfunction* f, CUmodule m, const char* n)
 }
 static CUresult vr_cuModuleUnload(CUmodule m) { return CU(cuModuleUnload)(m); }
 static CUresult vr_cuEventCreate(CUevent* e) { return CU(cuEventCreate)(e, 0); }
+// vr_cuEventCreateSync creates an event for ordering only (no timing).
+static CUresult vr_cuEventCreateSync(CUevent* e) { return CU(cuEventCreate)(e, VR_CU_EVENT_DISABLE_TIMING); }
+static CUresult vr_cuStreamWaitEvent(CUstream s, CUevent e) { return CU(cuStreamWaitEvent)(s, e, 0); }
 static CUresult vr_cuEventDestroy(CUevent e) { return CU(cuEventDestroy_v2)(e); }
 static CUresult vr_cuEventRecord(CUevent e, CUstream s) { return CU(cuEventRecord)(e, s); }
 static CUresult vr_cuEventElapsedTime(float* ms, CUevent a, CUevent b) { return CU(cuEventElapsedTime)(ms, a, b); }

@@ -252,6 +252,76 @@ func TestGraphReplay(t *testing.T) {
 	}
 }
 
+// TestStreamAfter orders three streams with After and no host wait: A
+// adds 1 to x many times, B (empty) follows A, C follows B and reads x;
+// C must see every addition (an empty stream passes the order on).
+func TestStreamAfter(t *testing.T) {
+	d := openTest(t, true)
+	const n, adds = 1 << 20, 400
+	xb, err := d.Alloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := d.Alloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st [3]rt.Stream
+	for i := range st {
+		if st[i], err = d.NewStream(rt.StreamOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer st[i].Close()
+	}
+	x := rt.Ref{Buf: xb, DType: rt.F32, Shape: []int{n}}
+	one := rt.Ref{Buf: ob, DType: rt.F32, Shape: []int{n}}
+	for _, op := range []rt.Op{&rt.Fill{Y: x}, &rt.Fill{Y: one, Value: 1}} {
+		if err := st[0].Launch(op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range adds {
+		if err := st[0].Launch(&rt.Binary{Fn: rt.Add, A: x, B: one, Y: x}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := make([]byte, 4*n)
+	if err := st[2].Read(out, xb, 0); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 { // the second round replays the captured graphs
+		if err := st[0].Submit(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < 3; i++ {
+			if err := st[i].(rt.OrderedStream).After(st[i-1]); err != nil {
+				t.Fatal(err)
+			}
+			if err := st[i].Submit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st[2].Wait(); err != nil {
+			t.Fatal(err)
+		}
+		got := &rt.Tensor{DType: rt.F32, Shape: []int{n}, Data: out}
+		for _, i := range []int{0, n / 2, n - 1} {
+			if v := got.Float64(i); v != adds {
+				t.Fatalf("round %d: x[%d] = %g read after the adds, want %d", round, i, v, adds)
+			}
+		}
+		for i := range 2 {
+			if err := st[i].Wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clear(out)
+	}
+	if err := st[1].(rt.OrderedStream).After(st[1]); err == nil {
+		t.Error("a stream waits for itself without an error")
+	}
+}
+
 func TestProfileTimings(t *testing.T) {
 	d := openTest(t, true)
 	xb, _ := d.Alloc(4 << 20)

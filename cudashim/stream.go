@@ -62,6 +62,11 @@ type Stream struct {
 	events []C.CUevent
 	times  rt.LaunchTimes // of the last Submit, with profile
 
+	// after is recorded by After on another stream; with afterSet the
+	// next Submit makes cs wait for it first.
+	after    C.CUevent
+	afterSet bool
+
 	pending bool // submitted, not yet waited
 	err     error
 
@@ -425,7 +430,7 @@ func (s *Stream) submitLocked() error {
 		}
 	}
 	if len(s.cmds) == 0 {
-		return nil
+		return s.waitAfter() // a stream ordered after this one still follows the earlier one
 	}
 	if s.dirty || (!s.profile && s.exec == nil) {
 		s.dropGraph()
@@ -444,6 +449,9 @@ func (s *Stream) submitLocked() error {
 	}
 	if s.profile {
 		s.dirty = false
+		if err := s.waitAfter(); err != nil {
+			return err
+		}
 		return s.issue()
 	}
 	if s.exec == nil {
@@ -452,7 +460,64 @@ func (s *Stream) submitLocked() error {
 		}
 		s.dirty = false
 	}
+	if err := s.waitAfter(); err != nil {
+		return err
+	}
 	return check(C.vr_cuGraphLaunch(s.exec, s.cs), "cuGraphLaunch")
+}
+
+// waitAfter makes cs wait for the event After recorded, once. The
+// context is current.
+func (s *Stream) waitAfter() error {
+	if !s.afterSet {
+		return nil
+	}
+	s.afterSet = false
+	return check(C.vr_cuStreamWaitEvent(s.cs, s.after), "cuStreamWaitEvent")
+}
+
+// After makes the stream's next Submit wait on the device for the work
+// submitted to and enqueued on prev so far (an event recorded on prev's
+// CUstream now, waited for by this stream's CUstream right before its
+// next graph launch), with no host synchronisation. prev must be another
+// stream of the same device. It locks the stream, then prev. It
+// implements [rt.OrderedStream].
+func (s *Stream) After(prev rt.Stream) error {
+	p, ok := prev.(*Stream)
+	switch {
+	case !ok:
+		return fmt.Errorf("cuda: After: %T is not a CUDA stream", prev)
+	case p == s:
+		return errors.New("cuda: After: a stream cannot wait for itself")
+	case p.dev != s.dev:
+		return errors.New("cuda: After: the streams belong to different devices")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return fmt.Errorf("cuda: After: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.usable(); err != nil {
+		return fmt.Errorf("cuda: After: the earlier %w", err)
+	}
+	leave, err := s.dev.enter()
+	if err != nil {
+		return s.dev.noteErr(fmt.Errorf("cuda: After: %w", err))
+	}
+	defer leave()
+	if s.after == nil {
+		if err := check(C.vr_cuEventCreateSync(&s.after), "cuEventCreate"); err != nil {
+			s.after = nil
+			return s.dev.noteErr(fmt.Errorf("cuda: After: %w", err))
+		}
+	}
+	if err := check(C.vr_cuEventRecord(s.after, p.cs), "cuEventRecord"); err != nil {
+		return s.dev.noteErr(fmt.Errorf("cuda: After: %w", err))
+	}
+	s.afterSet = true
+	return nil
 }
 
 // Wait blocks until the last Submit has finished (one
@@ -562,6 +627,10 @@ func (s *Stream) Close() error {
 			C.vr_cuEventDestroy(e)
 		}
 		s.events = nil
+		if s.after != nil {
+			C.vr_cuEventDestroy(s.after)
+			s.after, s.afterSet = nil, false
+		}
 		if s.blas != nil {
 			C.vr_cublasDestroy(s.blas)
 			s.blas = nil

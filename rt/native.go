@@ -22,3 +22,19 @@ type NativeStream interface {
 	// and Wait. f must not call the stream's own methods.
 	Enqueue(f func(queue uintptr) error) error
 }
+
+// OrderedStream is a Stream whose work can be ordered after another
+// stream's on the device, with no host synchronisation in between (the
+// CUDA backend: an event recorded on the other CUstream that this one
+// waits for). A data-parallel trainer uses it to start the next segment
+// of backward while a collective (enqueued with NativeStream.Enqueue on
+// the previous segment's stream) reduces the gradients that segment
+// finished.
+type OrderedStream interface {
+	// After makes the stream's next Submit start on the device only once
+	// the work submitted to prev so far is done: prev's last Submit, and
+	// what was enqueued on prev before the call, but not what is enqueued
+	// on prev after it. prev must be another stream of the same device.
+	// It applies to the next Submit only.
+	After(prev Stream) error
+}
