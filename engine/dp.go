@@ -231,23 +231,26 @@ func (s *Session) execAcquire(ctx context.Context, ps *planState, feed func(i in
 
 // execRun submits c's first part and waits for it.
 func (s *Session) execRun(ps *planState, c *execCtx) error {
-	if err := s.execSubmit(c); err != nil {
+	if err := s.execSubmit(ps, c); err != nil {
 		return err
 	}
 	return s.execWait(ps, c)
 }
 
-// execSubmit submits c's first part.
-func (s *Session) execSubmit(c *execCtx) error {
-	if err := c.stream.Submit(); err != nil {
+// execSubmit submits c's first part: with segments, all but the last
+// run to completion and the last is submitted (execCtx.submitFB).
+func (s *Session) execSubmit(ps *planState, c *execCtx) error {
+	if err := c.submitFB(); err != nil {
+		ps.p.nameIndexError(err)
 		return fmt.Errorf("engine: submit: %w", err)
 	}
 	return nil
 }
 
-// execWait waits for c's first part (and whatever was enqueued after it).
+// execWait waits for c's first part (and whatever was enqueued after it
+// on its last stream).
 func (s *Session) execWait(ps *planState, c *execCtx) error {
-	if err := c.stream.Wait(); err != nil {
+	if err := c.waitFB(); err != nil {
 		ps.p.nameIndexError(err)
 		return fmt.Errorf("engine: run: %w", err)
 	}
@@ -261,7 +264,7 @@ func (s *Session) execFinish(ps *planState, c *execCtx, opt bool) (map[string]*r
 	p := ps.p
 	var ts []time.Duration
 	if s.opts.Profile {
-		ts = c.stream.Timings()
+		ts = c.timings()
 	}
 	if opt && c.opt != nil {
 		if err := c.opt.Submit(); err != nil {
@@ -331,6 +334,7 @@ func (t *Trainer) stepDP(ctx context.Context, inputs map[string]*rt.Tensor) (Ste
 	if err != nil {
 		return StepResult{}, err
 	}
+	groups := t.overlapPlan(pss) // before the contexts are recorded
 	p0 := pss[0].p
 	cs := make([]*execCtx, R)
 	errs := make([]error, R)
@@ -402,15 +406,27 @@ func (t *Trainer) stepDP(ctx context.Context, inputs map[string]*rt.Tensor) (Ste
 	for _, r := range rows {
 		even = even && r == rows[0]
 	}
-	if t.nccl != nil && even {
+	overlap := groups != nil && grads != nil && segmented(cs, groups)
+	if t.nccl != nil && even && overlap && ordered(cs) {
+		// NCCL, overlapped: the all-reduce of each group of buckets
+		// runs beside the next segment of backward (overlap.go).
+		if err := t.stepNCCLOverlap(pss, cs); err != nil {
+			release()
+			return StepResult{}, fmt.Errorf("engine: data-parallel step: %w", err)
+		}
+	} else if t.nccl != nil && even {
 		// NCCL: every stream runs forward and backward, then the
 		// all-reduce of each bucket in place (ncclAvg: the shares are
 		// equal), with no host round trip; each replica then steps its
 		// own optimizer on the identical gradients.
-		serr := parallel(func(k int) error { return t.replica(k).s.execSubmit(cs[k]) })
+		serr := parallel(func(k int) error { return t.replica(k).s.execSubmit(pss[k], cs[k]) })
 		var nerr error
 		if serr == nil && grads != nil {
-			nerr = t.nccl.allReduce(pss, cs, t.buckets)
+			last := make([]rt.Stream, R)
+			for k, c := range cs {
+				last[k] = c.lastFB()
+			}
+			nerr = t.nccl.allReduce(pss, cs, t.buckets, last)
 		}
 		clear(errs)
 		werr := parallel(func(k int) error { return t.replica(k).s.execWait(pss[k], cs[k]) })
@@ -419,27 +435,13 @@ func (t *Trainer) stepDP(ctx context.Context, inputs map[string]*rt.Tensor) (Ste
 			return StepResult{}, fmt.Errorf("engine: data-parallel step: %w", err)
 		}
 	} else {
-		ready := make([]chan error, R)
-		readyR := make([]<-chan error, R)
-		for k := range ready {
-			ready[k] = make(chan error, 1)
-			readyR[k] = ready[k]
-		}
-		var rerr error
-		done := make(chan error, 1)
-		go func() {
-			done <- parallel(func(k int) error {
-				err := t.replica(k).s.execRun(pss[k], cs[k])
-				ready[k] <- err
-				return err
-			})
-		}()
+		var ro dist.ReduceOptions
 		if grads != nil {
 			w := make([]float64, R)
 			for k, r := range rows {
 				w[k] = float64(r)
 			}
-			ro := dist.ReduceOptions{Weights: w, BucketBytes: t.opts.BucketBytes, Staging: t.stage, Ready: readyR}
+			ro = dist.ReduceOptions{Weights: w, BucketBytes: t.opts.BucketBytes, Staging: t.stage}
 			if sum := bucketsBytes(t.buckets); sum == grads.Shards[0].Bytes(grads.DType) {
 				// Within each gradient bucket, the pipeline's steps
 				// of at most 4 MB (or BucketBytes, when smaller).
@@ -448,23 +450,27 @@ func (t *Trainer) stepDP(ctx context.Context, inputs map[string]*rt.Tensor) (Ste
 					step = b
 				}
 				ro.Buckets = dist.SplitBuckets(t.buckets, grads.DType.Size(), step)
-			}
-			if t.nccl != nil {
-				// Unequal shares on the NCCL group: the weighted mean,
-				// which ncclAvg cannot give, through the host, to every
-				// device, whose optimizers all step.
-				rerr = grads.AllReduce(dist.Mean, ro)
 			} else {
-				rerr = grads.Reduce(0, dist.Mean, ro)
+				overlap = false
 			}
 		}
-		if err := <-done; err != nil { // a device's own error, rather than the reduction's report of it
+		if overlap {
+			// Each group of buckets is reduced as soon as every
+			// device has run its segment of backward (overlap.go);
+			// unequal shares on an NCCL group reduce into every
+			// device (see below).
+			derr, rerr := t.stepHostOverlap(pss, cs, grads, ro, t.nccl != nil)
+			if derr != nil {
+				release()
+				return StepResult{}, derr
+			}
+			if rerr != nil {
+				release()
+				return StepResult{}, fmt.Errorf("engine: data-parallel step: gradients: %w", rerr)
+			}
+		} else if err := t.stepHost(pss, cs, grads, ro, parallel); err != nil {
 			release()
 			return StepResult{}, err
-		}
-		if rerr != nil {
-			release()
-			return StepResult{}, fmt.Errorf("engine: data-parallel step: gradients: %w", rerr)
 		}
 	}
 	c0 := cs[0]
@@ -673,4 +679,45 @@ func (t *Trainer) regionBytes(key string) int64 {
 	var i int
 	fmt.Sscan(key[2:], &i)
 	return int64(len(m.Tensors[i].Data))
+}
+
+// stepHost runs every replica's forward and backward and reduces the
+// gradients through the host with ro (into devs[0]; on an NCCL group,
+// whose shares are unequal, into every device), each device's reads
+// starting as soon as its backward pass is done. parallel runs a
+// function per replica and names the failing devices.
+func (t *Trainer) stepHost(pss []*planState, cs []*execCtx, grads *dist.Array, ro dist.ReduceOptions, parallel func(func(k int) error) error) error {
+	R := len(cs)
+	ready := make([]chan error, R)
+	ro.Ready = make([]<-chan error, R)
+	for k := range ready {
+		ready[k] = make(chan error, 1)
+		ro.Ready[k] = ready[k]
+	}
+	var rerr error
+	done := make(chan error, 1)
+	go func() {
+		done <- parallel(func(k int) error {
+			err := t.replica(k).s.execRun(pss[k], cs[k])
+			ready[k] <- err
+			return err
+		})
+	}()
+	if grads != nil {
+		if t.nccl != nil {
+			// Unequal shares on the NCCL group: the weighted mean,
+			// which ncclAvg cannot give, through the host, to every
+			// device, whose optimizers all step.
+			rerr = grads.AllReduce(dist.Mean, ro)
+		} else {
+			rerr = grads.Reduce(0, dist.Mean, ro)
+		}
+	}
+	if err := <-done; err != nil { // a device's own error, rather than the reduction's report of it
+		return err
+	}
+	if rerr != nil {
+		return fmt.Errorf("engine: data-parallel step: gradients: %w", rerr)
+	}
+	return nil
 }

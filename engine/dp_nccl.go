@@ -128,12 +128,13 @@ func joinNCCL(devs []rt.Device, mode string, l nccl.Launch) (*ncclGroup, error) 
 // bootstrapTimeout bounds the wait for the other ranks of an NCCL launch.
 const bootstrapTimeout = 10 * time.Minute
 
-// allReduce enqueues the all-reduce (ncclAvg) of every gradient bucket
-// of the replicas' flat gradient blocks, in place in their arenas, on
-// each replica's stream after its submitted forward and backward pass:
-// one NCCL group of len(buckets)×ranks calls. It returns once enqueued;
-// the streams' Wait waits for it.
-func (g *ncclGroup) allReduce(pss []*planState, cs []*execCtx, buckets []dist.Bucket) error {
+// allReduce enqueues the all-reduce (ncclAvg) of the given gradient
+// buckets of the replicas' flat gradient blocks, in place in their
+// arenas, on each replica's stream sts[k] (the last forward-and-backward
+// stream, or the segment that finished the buckets) after the work
+// submitted to it: one NCCL group of len(buckets)×ranks calls. It
+// returns once enqueued; the streams' Wait waits for it.
+func (g *ncclGroup) allReduce(pss []*planState, cs []*execCtx, buckets []dist.Bucket, sts []rt.Stream) error {
 	R := len(cs)
 	if R != len(g.comms) {
 		return fmt.Errorf("engine: NCCL: %d replicas for %d ranks", R, len(g.comms))
@@ -162,8 +163,8 @@ func (g *ncclGroup) allReduce(pss []*planState, cs []*execCtx, buckets []dist.Bu
 			return fmt.Errorf("engine: NCCL: replica %d: %w", k, err)
 		}
 		addrs[k] = base + uintptr(pg.root.offset)
-		if streams[k], ok = cs[k].stream.(rt.NativeStream); !ok {
-			return fmt.Errorf("engine: NCCL: replica %d's stream (%T) has no native queue", k, cs[k].stream)
+		if streams[k], ok = sts[k].(rt.NativeStream); !ok {
+			return fmt.Errorf("engine: NCCL: replica %d's stream (%T) has no native queue", k, sts[k])
 		}
 	}
 	es := int64(dt.Size())

@@ -459,37 +459,43 @@ func (s lostStream) Wait() error {
 
 // TestDataParallelDeviceLost loses device 1 in the middle of a run: the
 // step's error names it and matches rt.ErrDeviceLost, and every device's
-// work is released (Close returns).
+// work is released (Close returns). With small buckets the step runs
+// overlapped, in segments.
 func TestDataParallelDeviceLost(t *testing.T) {
 	m, err := dpModel(rt.F64, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	devs := dpDevices(t, "cpu,cpu,cpu")
-	var lost atomic.Bool
-	devs[1] = lostDevice{devs[1], &lost}
-	tr, err := engine.NewDataParallel(m, devs, engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: engine.SGD, LR: 0.1},
-		Shapes: map[string][]int{"x": {6, 5}, "onehot": {6, 3}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tr.Step(context.Background(), dpBatch(rt.F64, 6, 1)); err != nil {
-		t.Fatal(err)
-	}
-	lost.Store(true)
-	_, err = tr.Step(context.Background(), dpBatch(rt.F64, 7, 2))
-	if err == nil || !errors.Is(err, rt.ErrDeviceLost) || !strings.Contains(err.Error(), "device 1") {
-		t.Fatalf("error %v, want rt.ErrDeviceLost naming device 1", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- tr.Close() }()
-	select {
-	case err := <-done:
+	for _, bucket := range []int64{0, 64} {
+		devs := dpDevices(t, "cpu,cpu,cpu")
+		var lost atomic.Bool
+		devs[1] = lostDevice{devs[1], &lost}
+		tr, err := engine.NewDataParallel(m, devs, engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: engine.SGD, LR: 0.1},
+			BucketBytes: bucket, Shapes: map[string][]int{"x": {6, 5}, "onehot": {6, 3}}})
 		if err != nil {
-			t.Errorf("Close: %v", err)
+			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close hangs: a device's run was not released")
+		if _, err := tr.Step(context.Background(), dpBatch(rt.F64, 6, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if g := engine.OverlapGroups(tr); (bucket > 0) != (len(g) > 1) {
+			t.Errorf("buckets of %d bytes: %d groups overlap", bucket, len(g))
+		}
+		lost.Store(true)
+		_, err = tr.Step(context.Background(), dpBatch(rt.F64, 7, 2))
+		if err == nil || !errors.Is(err, rt.ErrDeviceLost) || !strings.Contains(err.Error(), "device 1") {
+			t.Fatalf("buckets of %d bytes: error %v, want rt.ErrDeviceLost naming device 1", bucket, err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- tr.Close() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("buckets of %d bytes: Close hangs: a device's run was not released", bucket)
+		}
 	}
 }
 
@@ -616,8 +622,10 @@ func TestDataParallelGradBuckets(t *testing.T) {
 
 // TestDataParallelNCCLOneRank runs the NCCL path on one GPU (a one-rank
 // communicator: NCCL refuses two ranks on one GPU) and checks it against
-// the host path on two CPU devices and against a plain trainer on the
-// same GPU. It skips without CUDA or NCCL.
+// the host path on two CPU devices, against a plain trainer on the same
+// GPU and against the NCCL path without overlap (NoOverlap); the
+// overlapped steps must have enqueued the all-reduce of every bucket
+// group between segments of backward. It skips without CUDA or NCCL.
 func TestDataParallelNCCLOneRank(t *testing.T) {
 	devs := dpDevices(t, "cuda:0")
 	m, err := dpModelSized(rt.F32, false, false, 16, 12)
@@ -637,6 +645,19 @@ func TestDataParallelNCCLOneRank(t *testing.T) {
 	if c, n := dp.Collective(), len(dp.GradBuckets()); c != "nccl" || n < 3 {
 		t.Fatalf("collective %q with %d buckets, want nccl with several", c, n)
 	}
+	var enqueued atomic.Int64 // all-reduces of bucket groups enqueued between segments
+	engine.SetOverlapHook(dp, func(kind string, dev, seg int) {
+		if kind == "enqueued" {
+			enqueued.Add(1)
+		}
+	})
+	so := opts
+	so.NoOverlap = true
+	serial, err := engine.NewDataParallel(m, devs, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serial.Close()
 	ho := opts
 	ho.Collective = "host"
 	host, err := engine.NewDataParallel(m, dpDevices(t, "cpu,cpu"), ho)
@@ -666,6 +687,13 @@ func TestDataParallelNCCLOneRank(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ser, err := serial.Step(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := relErr(got.Loss, ser.Loss); e > 1e-6 {
+			t.Fatalf("step %d: NCCL loss %.9g overlapped, %.9g with NoOverlap (rel %.3g)", s+1, got.Loss, ser.Loss, e)
+		}
 		if e := relErr(got.Loss, want.Loss); e > tol {
 			t.Fatalf("step %d: NCCL loss %.9g, host path %.9g (rel %.3g)", s+1, got.Loss, want.Loss, e)
 		}
@@ -687,6 +715,9 @@ func TestDataParallelNCCLOneRank(t *testing.T) {
 				}
 			}
 		}
+	}
+	if g, n := len(engine.OverlapGroups(dp)), enqueued.Load(); g < 2 || n != int64(5*g) {
+		t.Errorf("%d all-reduces enqueued between segments over 5 steps of %d bucket groups: the NCCL steps did not overlap", n, g)
 	}
 	gw, err := dp.Weights()
 	if err != nil {

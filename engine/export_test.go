@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/vrun-go/vrun/rt"
+import (
+	"github.com/vrun-go/vrun/dist"
+	"github.com/vrun-go/vrun/rt"
+)
 
 // NumPlans returns how many plans s holds, for tests.
 func NumPlans(s *Session) int {
@@ -21,4 +24,27 @@ func SetFuseMinElements(n int64) int64 {
 	old := fuseMinElements
 	fuseMinElements = n
 	return old
+}
+
+// SetOverlapHook sets a function that sees the events of t's overlapped
+// data-parallel steps, for tests: "start" and "done" of segment seg on
+// device dev (the tail is segment len(OverlapGroups)), "reduced" (host
+// path) or "enqueued" (NCCL) of group seg, with dev -1. It may block.
+func SetOverlapHook(t *Trainer, f func(kind string, dev, seg int)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.hook = f
+}
+
+// OverlapGroups returns the bucket groups t's overlapped steps reduce,
+// in order (nil before the first step, or when steps do not overlap),
+// for tests.
+func OverlapGroups(t *Trainer) [][]dist.Bucket {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out [][]dist.Bucket
+	for _, g := range t.groups {
+		out = append(out, t.groupBuckets(g))
+	}
+	return out
 }

@@ -102,6 +102,12 @@ type plan struct {
 	masks    []dropMask   // Dropout masks, fed like inputs
 	optFrom  int          // index of the optimizer step in steps; 0 without one
 	paramsG  *tensor      // the flat gradient block of the trained parameters
+	// segCuts, when set (segSet), are the launch indices at which the
+	// recording of forward and backward starts a new segment: the
+	// gradient buckets of a data-parallel trainer are reduced between
+	// segments (overlap.go).
+	segCuts []int
+	segSet  bool
 }
 
 // PlanError reports a planning failure at a node.

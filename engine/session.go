@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
@@ -116,6 +117,68 @@ type execCtx struct {
 	stale   bool            // weights moved: re-record before the next run
 	opt     rt.Stream       // the optimizer step, with Session.splitOpt
 	w       *weightBuf      // the weights the stream is recorded against
+	// segs continue stream when the plan's forward and backward are
+	// recorded in segments (plan.segCuts: a data-parallel step that
+	// overlaps the gradient reduction with backward); starts[j] is the
+	// launch index segment j (stream, then segs[j-1]) starts at.
+	segs   []rt.Stream
+	starts []int
+}
+
+// fb returns c's forward-and-backward streams in order: stream, then
+// the segments that continue it.
+func (c *execCtx) fb() []rt.Stream {
+	return append([]rt.Stream{c.stream}, c.segs...)
+}
+
+// lastFB is c's last forward-and-backward stream.
+func (c *execCtx) lastFB() rt.Stream {
+	if n := len(c.segs); n > 0 {
+		return c.segs[n-1]
+	}
+	return c.stream
+}
+
+// timings returns the launch times of c's forward-and-backward streams,
+// in recording order.
+func (c *execCtx) timings() []time.Duration {
+	var ts []time.Duration
+	for _, st := range c.fb() {
+		ts = append(ts, st.Timings()...)
+	}
+	return ts
+}
+
+// segErr makes the launch index of an *rt.IndexError in err, reported
+// by segment j, an index into the whole recording.
+func (c *execCtx) segErr(j int, err error) error {
+	var ie *rt.IndexError
+	if j > 0 && j < len(c.starts) && errors.As(err, &ie) && ie.Launch >= 0 {
+		ie.Launch += c.starts[j]
+	}
+	return err
+}
+
+// submitFB submits c's forward and backward: with segments, every
+// segment but the last runs to completion first (submitted and waited
+// for, in order), and the last is submitted. waitFB waits for the last.
+func (c *execCtx) submitFB() error {
+	fb := c.fb()
+	for j, st := range fb[:len(fb)-1] {
+		if err := st.Submit(); err != nil {
+			return err
+		}
+		if err := st.Wait(); err != nil {
+			return c.segErr(j, err)
+		}
+	}
+	return fb[len(fb)-1].Submit()
+}
+
+// waitFB waits for the last forward-and-backward stream submitFB
+// submitted.
+func (c *execCtx) waitFB() error {
+	return c.segErr(len(c.segs), c.lastFB().Wait())
 }
 
 // New plans m on dev. The caller keeps ownership of m and dev, which must
@@ -545,6 +608,9 @@ func (s *Session) freeCtx(c *execCtx) error {
 	if c.opt != nil {
 		errs = append(errs, c.opt.Close())
 	}
+	for _, st := range c.segs {
+		errs = append(errs, st.Close())
+	}
 	c.arena.Free()
 	for _, hb := range c.hosts {
 		s.pool.FreeHost(hb)
@@ -586,12 +652,29 @@ func (s *Session) record(p *plan, c *execCtx) error {
 			}
 		}
 	}
+	// Forward and backward, in segments at p.segCuts (split training
+	// plans of a data-parallel trainer that overlaps the gradient
+	// reduction with backward).
+	var cuts []int
+	if s.splitOpt {
+		cuts = p.segCuts
+	}
+	if err := c.segments(s.dev, len(cuts), s.opts.Profile); err != nil {
+		return err
+	}
+	c.starts = append([]int{0}, cuts...)
+	into, seg, launch := c.stream, 0, 0
 	for _, st := range steps {
 		for _, op := range st.ops {
+			for seg < len(cuts) && launch >= cuts[seg] {
+				into = c.segs[seg]
+				seg++
+			}
 			bound := s.bind(op, c.arena, c.w)
-			if err := c.stream.Launch(bound); err != nil {
+			if err := into.Launch(bound); err != nil {
 				return &PlanError{Node: st.node.Name, Op: st.node.Op, Err: err}
 			}
+			launch++
 		}
 	}
 	for i, t := range p.outputs {
@@ -610,9 +693,32 @@ func (s *Session) record(p *plan, c *execCtx) error {
 		if c.devIO {
 			continue
 		}
-		if err := c.stream.Read(c.outBufs[i], buf, off); err != nil {
+		if err := c.lastFB().Read(c.outBufs[i], buf, off); err != nil {
 			return fmt.Errorf("engine: output %q: %w", t.name, err)
 		}
+	}
+	return nil
+}
+
+// segments gives c n segment streams after stream (creating or closing
+// streams as needed), all reset.
+func (c *execCtx) segments(dev rt.Device, n int, profile bool) error {
+	for len(c.segs) > n {
+		last := c.segs[len(c.segs)-1]
+		c.segs = c.segs[:len(c.segs)-1]
+		if err := last.Close(); err != nil {
+			return fmt.Errorf("engine: segment stream: %w", err)
+		}
+	}
+	for _, st := range c.segs {
+		st.Reset()
+	}
+	for len(c.segs) < n {
+		st, err := dev.NewStream(rt.StreamOptions{Profile: profile})
+		if err != nil {
+			return fmt.Errorf("engine: segment stream: %w", err)
+		}
+		c.segs = append(c.segs, st)
 	}
 	return nil
 }
@@ -750,16 +856,17 @@ func (s *Session) execIO(ctx context.Context, ps *planState, devIO bool, load fu
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	if err := c.stream.Submit(); err != nil {
+	if err := c.submitFB(); err != nil {
+		p.nameIndexError(err)
 		return nil, nil, fmt.Errorf("engine: submit: %w", err)
 	}
 	if ctx.Done() == nil {
-		err = c.stream.Wait()
+		err = c.waitFB()
 	} else {
 		// Wait in a goroutine so that a cancelled context returns at once;
 		// the context goes back to the pool when the device is done.
 		done := make(chan error, 1)
-		go func() { done <- c.stream.Wait() }()
+		go func() { done <- c.waitFB() }()
 		select {
 		case err = <-done:
 		case <-ctx.Done():
@@ -780,7 +887,7 @@ func (s *Session) execIO(ctx context.Context, ps *planState, devIO bool, load fu
 		return nil, nil, fmt.Errorf("engine: run: %w", err)
 	}
 	if s.opts.Profile {
-		prof := profileOf(p, c.stream.Timings())
+		prof := profileOf(p, c.timings())
 		s.mu.Lock()
 		s.lastProf = prof
 		s.mu.Unlock()

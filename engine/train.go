@@ -57,6 +57,14 @@ type TrainOptions struct {
 	// other processes, which must step with batches of the same size.
 	// Implies Collective "nccl". See nccl.LaunchFromEnv.
 	NCCL *nccl.Launch
+	// NoOverlap turns off the overlap of the gradient reduction with
+	// backward in a data-parallel trainer: by default the recorded
+	// forward and backward is cut into segments at the launches that
+	// finish each gradient bucket, and a bucket is all-reduced (NCCL) or
+	// reduced through the host while the next segment runs. With
+	// NoOverlap every bucket is reduced after the whole backward pass.
+	// Either way the result is the same.
+	NoOverlap bool
 }
 
 // Trainer trains a model on one device (NewTrainer) or data-parallel on
@@ -86,6 +94,12 @@ type Trainer struct {
 	stage   *dist.Staging // their reduction's pinned staging buffers
 	buckets []dist.Bucket // the gradient buckets of a data-parallel group
 	nccl    *ncclGroup    // the NCCL communicator of a CUDA group, or nil
+	// groups are the bucket indices reduced after each segment of an
+	// overlapped step (overlap.go), decided on the first step
+	// (groupsSet); nil when steps do not overlap.
+	groups    [][]int
+	groupsSet bool
+	hook      func(kind string, dev, seg int) // sees overlapped steps, for tests
 }
 
 // StepResult is what one training step returns.
