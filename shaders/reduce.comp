@@ -1,9 +1,11 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 // reduce: Y[o, i] = fold_n X[o, n, i] for rt.ReduceFn fn over a contiguous
-// [outer, n, inner] view. Mode 0: one workgroup per output (shared-memory
-// tree); mode 1: one invocation per output (serial loop, coalesced over
-// inner). With ARG, Y is i64 indices written as two words.
+// [outer, n, inner] view. Mode 0: one workgroup per output (UNR
+// accumulators per invocation, then a shared-memory tree); mode 1: one
+// invocation per output (serial loop, coalesced over inner). With ARG, Y
+// is i64 indices written as two words.
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -44,6 +46,9 @@ layout(std430, binding = 1) writeonly buffer BY { uint y[]; };
 #else
 layout(std430, binding = 1) writeonly buffer BY { Y_T y[]; };
 #endif
+
+// UNR: loads in flight per invocation in mode 0
+#define UNR 8u
 
 shared AT sv[WG];
 #ifdef ARG
@@ -173,17 +178,36 @@ void main() {
 			m = sv[0];
 			barrier();
 		}
-		AT acc = fn == 8u ? AT(0) : rinit(fn);
-		for (uint k = t; k < pc.n; k += WG) {
+		// UNR independent accumulators, UNR loads in flight per
+		// invocation; combined in a fixed order
+		AT a[UNR];
+		[[unroll]] for (uint j = 0u; j < UNR; j++) a[j] = fn == 8u ? AT(0) : rinit(fn);
+		uint k = t;
+		for (; k + (UNR - 1u) * WG < pc.n; k += UNR * WG) {
+			AT v[UNR];
+			[[unroll]] for (uint j = 0u; j < UNR; j++) v[j] = load(o, k + j * WG, i);
+			[[unroll]] for (uint j = 0u; j < UNR; j++) {
+#if X_ISFLOAT
+				if (fn == 8u) {
+					a[j] += M_EXP(v[j] - m);
+					continue;
+				}
+#endif
+				a[j] = rcomb(fn, a[j], rmap(fn, v[j]));
+			}
+		}
+		for (; k < pc.n; k += WG) {
 			AT v = load(o, k, i);
 #if X_ISFLOAT
-			if (fn == 8u) { acc += M_EXP(v - m); continue; }
+			if (fn == 8u) { a[0] += M_EXP(v - m); continue; }
 #endif
-			acc = rcomb(fn, acc, rmap(fn, v));
+			a[0] = rcomb(fn, a[0], rmap(fn, v));
 		}
+		uint cf = fn == 8u ? 0u : fn;
+		AT acc = a[0];
+		[[unroll]] for (uint j = 1u; j < UNR; j++) acc = rcomb(cf, acc, a[j]);
 		sv[t] = acc;
 		barrier();
-		uint cf = fn == 8u ? 0u : fn;
 		for (uint s = WG / 2u; s > 0u; s >>= 1) {
 			if (t < s) sv[t] = rcomb(cf, sv[t], sv[t + s]);
 			barrier();

@@ -78,7 +78,7 @@ func reduceRef(f rt.ReduceFn, xs []float64, selectLast bool) float64 {
 func TestReduce(t *testing.T) {
 	d := testDevice(t)
 	r := rand.New(rand.NewSource(5))
-	shapes := [][3]int{{3, 65, 1}, {2, 7, 33}, {1, 1000, 1}, {5, 1, 7}, {1, 127, 1100}}
+	shapes := [][3]int{{3, 65, 1}, {2, 7, 33}, {1, 1000, 1}, {2, 4999, 1}, {1, 2100, 3}, {5, 1, 7}, {1, 127, 1100}}
 	for _, dt := range []rt.DType{rt.F32, rt.F16, rt.F64, rt.I32, rt.I64} {
 		for f := rt.ReduceFn(0); int(f) < rt.NumReduceFns; f++ {
 			for _, sh := range shapes {
