@@ -134,12 +134,15 @@ func useWino(o *rt.Conv) bool {
 // (36·K·C floats per image, from memory once they outgrow the caches)
 // and comparing the weights with the cached copy, and its transforms (a
 // fixed time per input phase-plane element and per output tile
-// element). Fitted to BenchmarkConvShapes (CPU µs per op, load 10-17,
-// wino / direct): ResNet 64 on 56×56 1018-1129 / 1334-1480, 128 on
-// 28×28 776-870 / 1269-1372, 256 on 14×14 1312-1784 / 1467-1593, 512 on
-// 7×7 4379-4912 / 1744-1761; squeezenet 64→256 on 13×13 481-547 /
-// 352-429, 32→128 on 27×27 344-411 / 347-380, 48→192 on 13×13 289-324 /
-// 205-230. It picks Winograd for ResNet's 64 and 128 layers only.
+// element). Fitted to BenchmarkConvShapes (CPU µs per op, load 15-17,
+// wino / direct, two runs each): ResNet 64 on 56×56 907-1288 /
+// 1416-1440, 128 on 28×28 863-1049 / 1346-1379, 256 on 14×14 1424-1731
+// / 1364-1380, 512 on 7×7 4884-5088 / 1690-1831; squeezenet 64→256 on
+// 13×13 534-547 / 375-395, 32→128 on 27×27 384-400 / 334-343, 48→192 on
+// 13×13 325-326 / 211-214. It picks Winograd for ResNet's 64 and 128
+// layers only: on small planes the GEMMs are narrow (tiles, plus the
+// junk column, in 32-wide panels) and the transformed weights, 4× the
+// weights, come from memory.
 func winoWins(o *rt.Conv) bool {
 	p := newWinoPlan(o)
 	C, K, N := float64(o.C), float64(o.K), float64(o.N)
@@ -190,6 +193,9 @@ func newWinoPlan(o *rt.Conv) winoPlan {
 // c)·pl holds padded element (4u+a, 4v+m) at u·wq + v.
 func (p *winoPlan) fill(o *rt.Conv, xs, dst []float32, cb int) {
 	H, W := o.H, o.Width
+	if p.fillRows(o, xs, dst, cb) {
+		return
+	}
 	for c := 0; c < cb; c++ {
 		xc := xs[c*H*W : (c+1)*H*W]
 		for a := 0; a < 4; a++ {
@@ -218,6 +224,48 @@ func (p *winoPlan) fill(o *rt.Conv, xs, dst []float32, cb int) {
 			}
 		}
 	}
+}
+
+// fillRows is fill with the deinterleave kernels: each input row is
+// copied, zero-padded, into a scratch row whose elements are then split
+// by 2 and by 2 again into the four column phases. It reports false
+// where the kernel is missing.
+func (p *winoPlan) fillRows(o *rt.Conv, xs, dst []float32, cb int) bool {
+	if dcwMaxKB(4) == 0 {
+		return false
+	}
+	H, W, wq := o.H, o.Width, p.wq
+	ts := getScratch[float32](8 * wq)
+	defer putScratch(ts)
+	prow, e, od := (*ts)[:4*wq], (*ts)[4*wq:6*wq], (*ts)[6*wq:8*wq]
+	// prow[s] = x[ih][s-PadL] for s in [lo, hi), else 0.
+	lo := min(o.PadL, 4*wq)
+	hi := max(lo, min(4*wq, o.PadL+W))
+	clear(prow[:lo])
+	clear(prow[hi:])
+	for c := 0; c < cb; c++ {
+		xc := xs[c*H*W : (c+1)*H*W]
+		for r := 0; r < 4*p.hq; r++ {
+			a, u := r%4, r/4
+			base := (a*4*cb+c)*p.pl + u*wq
+			step := cb * p.pl // from phase (a, m) to (a, m+1)
+			d0, d1 := dst[base:base+wq], dst[base+step:base+step+wq]
+			d2, d3 := dst[base+2*step:base+2*step+wq], dst[base+3*step:base+3*step+wq]
+			ih := r - o.PadT
+			if ih < 0 || ih >= H || hi == lo {
+				clear(d0)
+				clear(d1)
+				clear(d2)
+				clear(d3)
+				continue
+			}
+			copy(prow[lo:hi], xc[ih*W+lo-o.PadL:])
+			if !deinterleave2(e, od, prow) || !deinterleave2(d0, d2, e) || !deinterleave2(d1, d3, od) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // winoMix sets y[k*ldy+q] = bias[k] + sum over t of w[k*ldw+t] *
@@ -327,7 +375,7 @@ func winoConv(o *rt.Conv, x, w, bias, y []float32) {
 		// = sum over b of AT[j][b] M[6a+b], then out[4i+j] = sum over a
 		// of AT[i][a] tmp[4a+j] + bias, interleaved into Y.
 		parallelFor(nkb, 1, func(b0, b1 int) {
-			os, ts := getScratch[float32](16*p.kb*L), getScratch[float32](24*p.kb*L)
+			os, ts, is := getScratch[float32](16*p.kb*L), getScratch[float32](24*p.kb*L), getScratch[float32](8*p.tw)
 			out, tmp := *os, *ts
 			var offs [6]int
 			for blk := b0; blk < b1; blk++ {
@@ -348,7 +396,7 @@ func winoConv(o *rt.Conv, x, w, bias, y []float32) {
 				}
 				for k := k0; k < k0+kb; k++ {
 					yk := y[(n*K+k)*P : (n*K+k+1)*P]
-					p.interleave(o, out[(k-k0)*L:], S, yk)
+					p.interleave(o, out[(k-k0)*L:], S, yk, *is)
 					if o.Act.Fn != rt.Copy && !clamp {
 						actApply(o.Act.Fn, o.Act.Alpha, o.Act.Beta, yk)
 					}
@@ -356,6 +404,7 @@ func winoConv(o *rt.Conv, x, w, bias, y []float32) {
 			}
 			putScratch(os)
 			putScratch(ts)
+			putScratch(is)
 		})
 	}
 	putScratch(vs)
@@ -364,8 +413,31 @@ func winoConv(o *rt.Conv, x, w, bias, y []float32) {
 
 // interleave copies the 16 output phase planes out (phase (i, j) at
 // (4i+j)·ld, tile (th, tw) at th·wq + tw) into the output plane yk.
-func (p *winoPlan) interleave(o *rt.Conv, out []float32, ld int, yk []float32) {
+func (p *winoPlan) interleave(o *rt.Conv, out []float32, ld int, yk []float32, scratch []float32) {
 	OH, OW := o.OH, o.OW
+	if tw := p.tw; len(scratch) >= 8*tw && dcwMaxKB(4) > 0 {
+		// Rows of 4·tw: even = (phase 0, phase 2), odd = (1, 3), then
+		// (even, odd).
+		e, od, row := scratch[:2*tw], scratch[2*tw:4*tw], scratch[4*tw:8*tw]
+		for th := 0; th < p.th; th++ {
+			for i := 0; i < 4 && 4*th+i < OH; i++ {
+				oh := 4*th + i
+				src := func(j int) []float32 { return out[(4*i+j)*ld+th*p.wq : (4*i+j)*ld+th*p.wq+tw] }
+				yr := yk[oh*OW : (oh+1)*OW]
+				dst := row
+				if OW == 4*tw {
+					dst = yr
+				}
+				if !interleave2(e, src(0), src(2)) || !interleave2(od, src(1), src(3)) || !interleave2(dst, e, od) {
+					panic("cpu: Winograd: no interleave kernel")
+				}
+				if OW != 4*tw {
+					copy(yr, row)
+				}
+			}
+		}
+		return
+	}
 	for th := 0; th < p.th; th++ {
 		for i := 0; i < 4; i++ {
 			oh := 4*th + i

@@ -40,6 +40,8 @@ func TestWino(t *testing.T) {
 		{n: 1, c: 9, h: 1, w: 5, k: 5, pt: 1, pl: 2, pb: 1, pr: 2, bias: true}, // one row, wide pads
 		{n: 3, c: 24, h: 57, w: 45, k: 25, pt: 1, pl: 1, pb: 1, pr: 1, bias: true, act: relu},
 		{n: 1, c: 64, h: 14, w: 14, k: 48, pt: 1, pl: 1, pb: 1, pr: 1, bias: true, act: relu},
+		{n: 2, c: 20, h: 12, w: 16, k: 18, pt: 1, pl: 1, pb: 1, pr: 1, bias: true, act: relu}, // rows of whole tiles
+		{n: 1, c: 7, h: 10, w: 70, k: 9, pt: 2, pl: 0, pb: 0, pr: 2},                          // 17 tiles a row
 	}
 	for i := range cases {
 		c := &cases[i]
@@ -129,4 +131,44 @@ func checkWino(t *testing.T, name string, c convCase, xv, wv, bv, got []float64)
 		t.Errorf("%s: %d of %d values wrong", name, bad, len(got))
 	}
 	return worst
+}
+
+// TestInterleave2 checks the interleave kernel (and, back, deinterleave2)
+// at lengths around the vector size, with sentinels past the end.
+func TestInterleave2(t *testing.T) {
+	if dcwMaxKB(4) == 0 {
+		t.Skip("no interleave kernel here (needs AVX-512, not purego)")
+	}
+	for _, n := range []int{1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 50} {
+		a, b := make([]float32, n), make([]float32, n)
+		for i := range a {
+			a[i], b[i] = float32(i+1), -float32(i+1)
+		}
+		dst := make([]float32, 2*n+3)
+		for i := range dst {
+			dst[i] = 99
+		}
+		if !interleave2(dst[:2*n], a, b) {
+			t.Fatal("interleave2 reported no kernel")
+		}
+		for i := 0; i < n; i++ {
+			if dst[2*i] != a[i] || dst[2*i+1] != b[i] {
+				t.Fatalf("n=%d: dst[%d:%d] = %v, want %v %v", n, 2*i, 2*i+2, dst[2*i:2*i+2], a[i], b[i])
+			}
+		}
+		for i := 2 * n; i < len(dst); i++ {
+			if dst[i] != 99 {
+				t.Fatalf("n=%d: dst[%d] = %v written past the end", n, i, dst[i])
+			}
+		}
+		e, o := make([]float32, n), make([]float32, n)
+		if !deinterleave2(e, o, dst[:2*n]) {
+			t.Fatal("deinterleave2 reported no kernel")
+		}
+		for i := range e {
+			if e[i] != a[i] || o[i] != b[i] {
+				t.Fatalf("n=%d: deinterleave2 [%d] = %v %v", n, i, e[i], o[i])
+			}
+		}
+	}
 }

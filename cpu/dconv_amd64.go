@@ -178,3 +178,18 @@ func gemvAxpyAsm[T floatT](x, mat []T, ld int, acc []T, j0, j1 int) bool {
 
 // gemvAxpyFast reports whether gemvAxpyAsm has kernels here.
 func gemvAxpyFast() bool { return kernelLevel() >= levelAVX512 }
+
+// interleave2 sets dst[2i] = a[i] and dst[2i+1] = b[i] for i < len(a) ==
+// len(b) (len(dst) >= 2·len(a)), and reports whether a kernel did it.
+func interleave2(dst, a, b []float32) bool {
+	n := len(a)
+	if kernelLevel() < levelAVX512 || len(b) != n {
+		return false
+	}
+	if n == 0 {
+		return true
+	}
+	_ = dst[2*n-1]
+	int2(&dst[0], &a[0], &b[0], n)
+	return true
+}

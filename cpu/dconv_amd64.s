@@ -37,6 +37,39 @@ DATA ·deintIdx+116(SB)/4, $27
 DATA ·deintIdx+120(SB)/4, $29
 DATA ·deintIdx+124(SB)/4, $31
 GLOBL ·deintIdx(SB), RODATA|NOPTR, $128
+DATA ·intIdx+0(SB)/4, $0
+DATA ·intIdx+4(SB)/4, $16
+DATA ·intIdx+8(SB)/4, $1
+DATA ·intIdx+12(SB)/4, $17
+DATA ·intIdx+16(SB)/4, $2
+DATA ·intIdx+20(SB)/4, $18
+DATA ·intIdx+24(SB)/4, $3
+DATA ·intIdx+28(SB)/4, $19
+DATA ·intIdx+32(SB)/4, $4
+DATA ·intIdx+36(SB)/4, $20
+DATA ·intIdx+40(SB)/4, $5
+DATA ·intIdx+44(SB)/4, $21
+DATA ·intIdx+48(SB)/4, $6
+DATA ·intIdx+52(SB)/4, $22
+DATA ·intIdx+56(SB)/4, $7
+DATA ·intIdx+60(SB)/4, $23
+DATA ·intIdx+64(SB)/4, $8
+DATA ·intIdx+68(SB)/4, $24
+DATA ·intIdx+72(SB)/4, $9
+DATA ·intIdx+76(SB)/4, $25
+DATA ·intIdx+80(SB)/4, $10
+DATA ·intIdx+84(SB)/4, $26
+DATA ·intIdx+88(SB)/4, $11
+DATA ·intIdx+92(SB)/4, $27
+DATA ·intIdx+96(SB)/4, $12
+DATA ·intIdx+100(SB)/4, $28
+DATA ·intIdx+104(SB)/4, $13
+DATA ·intIdx+108(SB)/4, $29
+DATA ·intIdx+112(SB)/4, $14
+DATA ·intIdx+116(SB)/4, $30
+DATA ·intIdx+120(SB)/4, $15
+DATA ·intIdx+124(SB)/4, $31
+GLOBL ·intIdx(SB), RODATA|NOPTR, $128
 
 // func dconv1x4(n int, x *float32, offs *int, ntaps int, w, bias, y *float32, ldy int)
 TEXT ·dconv1x4(SB), NOSPLIT, $0-64
@@ -9896,6 +9929,70 @@ deint2_load:
 	VMOVUPS Z2, K1, (DI)
 	VMOVUPS Z3, K1, (DX)
 deint2_done:
+	VZEROUPPER
+	RET
+
+// func int2(dst, a, b *float32, n int)
+// dst[2i] = a[i], dst[2i+1] = b[i] for i < n (AVX-512F): the inverse of
+// deint2.
+TEXT ·int2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	VMOVUPS ·intIdx+0(SB), Z4
+	VMOVUPS ·intIdx+64(SB), Z5
+int2_loop:
+	CMPQ CX, $16
+	JLT int2_tail
+	VMOVUPS (SI), Z0
+	VMOVUPS (DX), Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VPERMT2PS Z1, Z4, Z2
+	VPERMT2PS Z1, Z5, Z3
+	VMOVUPS Z2, (DI)
+	VMOVUPS Z3, 64(DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $128, DI
+	SUBQ $16, CX
+	JMP int2_loop
+int2_tail:
+	TESTQ CX, CX
+	JLE int2_done
+	// K1: n source lanes; K2, K3: the 2n destination lanes over two vectors.
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	SHLQ $1, CX
+	MOVL $0xffff, AX
+	CMPQ CX, $16
+	JGE int2_m2
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K2
+	KXORW K3, K3, K3
+	JMP int2_store
+int2_m2:
+	KMOVW AX, K2
+	SUBQ $16, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3
+int2_store:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VPERMT2PS Z1, Z4, Z2
+	VPERMT2PS Z1, Z5, Z3
+	VMOVUPS Z2, K2, (DI)
+	VMOVUPS Z3, K3, 64(DI)
+int2_done:
 	VZEROUPPER
 	RET
 

@@ -181,6 +181,83 @@ deint2_done:
 """
 
 
+INT2 = """
+// func int2(dst, a, b *float32, n int)
+// dst[2i] = a[i], dst[2i+1] = b[i] for i < n (AVX-512F): the inverse of
+// deint2.
+TEXT ·int2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	VMOVUPS ·intIdx+0(SB), Z4
+	VMOVUPS ·intIdx+64(SB), Z5
+int2_loop:
+	CMPQ CX, $16
+	JLT int2_tail
+	VMOVUPS (SI), Z0
+	VMOVUPS (DX), Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VPERMT2PS Z1, Z4, Z2
+	VPERMT2PS Z1, Z5, Z3
+	VMOVUPS Z2, (DI)
+	VMOVUPS Z3, 64(DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $128, DI
+	SUBQ $16, CX
+	JMP int2_loop
+int2_tail:
+	TESTQ CX, CX
+	JLE int2_done
+	// K1: n source lanes; K2, K3: the 2n destination lanes over two vectors.
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	SHLQ $1, CX
+	MOVL $0xffff, AX
+	CMPQ CX, $16
+	JGE int2_m2
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K2
+	KXORW K3, K3, K3
+	JMP int2_store
+int2_m2:
+	KMOVW AX, K2
+	SUBQ $16, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K3
+int2_store:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VPERMT2PS Z1, Z4, Z2
+	VPERMT2PS Z1, Z5, Z3
+	VMOVUPS Z2, K2, (DI)
+	VMOVUPS Z3, K3, 64(DI)
+int2_done:
+	VZEROUPPER
+	RET
+"""
+
+
+def int_data():
+    o = []
+    for i in range(16):
+        o.append(f"DATA ·intIdx+{4 * i}(SB)/4, ${i // 2 + 16 * (i % 2)}")
+    for i in range(16):
+        o.append(f"DATA ·intIdx+{64 + 4 * i}(SB)/4, ${8 + i // 2 + 16 * (i % 2)}")
+    o.append("GLOBL ·intIdx(SB), RODATA|NOPTR, $128")
+    return "\n".join(o) + "\n"
+
+
 def deint_data():
     o = []
     for i in range(16):
@@ -830,6 +907,9 @@ def decl():
     out.append("//go:noescape")
     out.append("func deint2(even, odd, src *float32, n int)")
     out.append("")
+    out.append("//go:noescape")
+    out.append("func int2(dst, a, b *float32, n int)")
+    out.append("")
     for esz in (4, 8):
         for r in GEMV_ROWS:
             t = "S" if esz == 4 else "D"
@@ -870,6 +950,6 @@ if __name__ == "__main__":
     if "-decl" in sys.argv:
         sys.stdout.write(decl())
     else:
-        sys.stdout.write(HEADER + "\n" + deint_data() + "\n".join(kernel(kb, u) for kb, u in SHAPES) + "\n" +
-                         "\n".join(wide_kernel(kb, u) for kb, u in WIDE) + "\n" + dw3s1() + "\n" + dw3s2() + "\n" + mp22() + "\n" + DEINT +
+        sys.stdout.write(HEADER + "\n" + deint_data() + int_data() + "\n".join(kernel(kb, u) for kb, u in SHAPES) + "\n" +
+                         "\n".join(wide_kernel(kb, u) for kb, u in WIDE) + "\n" + dw3s1() + "\n" + dw3s2() + "\n" + mp22() + "\n" + DEINT + INT2 +
                          "\n".join(gemv_acc(r, esz) for esz in (4, 8) for r in GEMV_ROWS) + "\n")

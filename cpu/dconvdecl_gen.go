@@ -32,6 +32,9 @@ func dconv8x3(n int, x *float32, offs *int, ntaps int, w, bias, y *float32, ldy 
 func deint2(even, odd, src *float32, n int)
 
 //go:noescape
+func int2(dst, a, b *float32, n int)
+
+//go:noescape
 func gemvAcc8S(acc, b *float32, ldb int, x *float32, n int)
 
 //go:noescape

@@ -34,6 +34,8 @@ func maxPool22Rows(_, _ []float32, _, _, _, _ int) bool { return false }
 
 func deinterleave2(_, _, _ []float32) bool { return false }
 
+func interleave2(_, _, _ []float32) bool { return false }
+
 func gemvAxpyAsm[T floatT](_, _ []T, _ int, _ []T, _, _ int) bool { return false }
 
 func gemvAxpyFast() bool { return false }
