@@ -12,6 +12,9 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
+// TestPool runs max, average (with and without the padding counted) and
+// Lp pooling against a float64 reference, over odd images, strides,
+// pads, dilations and ceil-mode extra rows and columns.
 func TestPool(t *testing.T) {
 	d := testDevice(t)
 	r := rand.New(rand.NewSource(12))
@@ -20,6 +23,12 @@ func TestPool(t *testing.T) {
 		{3, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},
 		{2, 13, 11, 2, 3, 2, 3, 0, 1, 1, 1, 2, 1, 1}, // ceil-mode extra row/col
 		{5, 1, 33, 1, 4, 1, 2, 0, 2, 0, 1, 1, 1, 0},
+		// 3×3 dilation 1 (pool.comp's pool3): stride 1, asymmetric pads,
+		// ceil-mode windows past the padding, an image smaller than the
+		// window
+		{2, 10, 12, 3, 3, 1, 1, 1, 0, 1, 2, 1, 1, 0},
+		{3, 14, 15, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1, 1},
+		{2, 2, 1, 3, 3, 1, 2, 1, 2, 1, 1, 1, 1, 0},
 	}
 	for _, dt := range floatDTypes {
 		for _, c := range cases {
