@@ -99,6 +99,15 @@ func asF32[T floatT](y []T) ([]float32, bool) {
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(y))), len(y)), true
 }
 
+// asF64 views y as float64 when T is float64.
+func asF64[T floatT](y []T) ([]float64, bool) {
+	var z T
+	if unsafe.Sizeof(z) != 8 {
+		return nil, false
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(y))), len(y)), true
+}
+
 func sigmoid(x float64) float64 {
 	if x >= 0 {
 		return 1 / (1 + math.Exp(-x))

@@ -420,6 +420,11 @@ func unaryFast[T floatT](p *ewPlan, fn rt.UnaryFn, a, b float64) rowFunc {
 				return
 			}
 		}
+		if y64, ok := asF64(y); ok && fn == rt.Affine {
+			if x64, _ := asF64(x); affineF64(y64, x64, a, b) {
+				return
+			}
+		}
 		if &x[0] != &y[0] {
 			copy(y, x)
 		}
@@ -551,6 +556,13 @@ func binaryFast[T floatT](p *ewPlan, fn rt.BinaryFn) rowFunc {
 			a32, _ := asF32(as[offs[0]:])
 			b32, _ := asF32(bs[offs[1]:])
 			if binaryF32(fn, form, y32, a32, b32) {
+				return
+			}
+		}
+		if y64, ok := asF64(y); ok {
+			a64, _ := asF64(as[offs[0]:])
+			b64, _ := asF64(bs[offs[1]:])
+			if binaryVecF64(fn, form, y64, a64, b64) {
 				return
 			}
 		}

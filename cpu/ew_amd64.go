@@ -17,9 +17,14 @@ import (
 type ewUnaryKernel func(dst, x *float32, n int, alpha, beta float32)
 type ewBinaryKernel func(dst, a, b *float32, n int)
 
+// ewBinaryKernelD is a float64 binary kernel (AVX-512).
+type ewBinaryKernelD func(dst, a, b *float64, n int)
+
 var (
 	ewUnaryAsm  [levelAVX512 + 1][rt.NumUnaryFns]ewUnaryKernel
 	ewBinaryAsm [levelAVX512 + 1][rt.NumBinaryFns][3]ewBinaryKernel
+	// ewBinaryAsmD holds the float64 kernels (AVX-512) by function and form.
+	ewBinaryAsmD [rt.NumBinaryFns][3]ewBinaryKernelD
 )
 
 // unaryF32 computes y = fn(x) (len(y) == len(x), the same or disjoint
@@ -61,6 +66,42 @@ func binaryF32(fn rt.BinaryFn, form int, y, a, b []float32) bool {
 		b = b[:n]
 	}
 	ewBinaryAsm[lv][fn][form](&y[0], &a[0], &b[0], n)
+	return true
+}
+
+// binaryVecF64 computes y = a fn b in the given form with a vectorised
+// float64 kernel (AVX-512: Add, Sub, Mul, Div) and reports whether it
+// could; the vector operands have len(y) elements, the scalar one at least
+// one.
+func binaryVecF64(fn rt.BinaryFn, form int, y, a, b []float64) bool {
+	if kernelLevel() < levelAVX512 || int(fn) >= rt.NumBinaryFns || ewBinaryAsmD[fn][form] == nil {
+		return false
+	}
+	n := len(y)
+	if n == 0 {
+		return true
+	}
+	if form != formSV {
+		a = a[:n]
+	}
+	if form != formVS {
+		b = b[:n]
+	}
+	ewBinaryAsmD[fn][form](&y[0], &a[0], &b[0], n)
+	return true
+}
+
+// affineF64 computes y = alpha*x + beta (the product rounded before the
+// sum) with the AVX-512 kernel and reports whether it could.
+func affineF64(y, x []float64, alpha, beta float64) bool {
+	if kernelLevel() < levelAVX512 {
+		return false
+	}
+	if len(x) == 0 {
+		return true
+	}
+	y = y[:len(x)]
+	ewAffineDZ(&y[0], &x[0], len(x), alpha, beta)
 	return true
 }
 

@@ -17,6 +17,9 @@ func unaryF32(fn rt.UnaryFn, _, _ float64, y, x []float32) bool { return unaryF3
 // binaryF32 has no vectorised kernels here: the Go loops run.
 func binaryF32(rt.BinaryFn, int, []float32, []float32, []float32) bool { return false }
 
+func binaryVecF64(rt.BinaryFn, int, []float64, []float64, []float64) bool { return false }
+func affineF64(_, _ []float64, _, _ float64) bool                         { return false }
+
 func sumF32([]float32) (float32, bool)                         { return 0, false }
 func maxF32([]float32) (float32, bool)                         { return 0, false }
 func expShiftSumF32(_, _ []float32, _ float32) (float32, bool) { return 0, false }

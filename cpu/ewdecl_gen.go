@@ -240,6 +240,52 @@ func ewHMax1Y(dst, src *float32, n, kw int)
 //go:noescape
 func ewHMax2Y(dst, src *float32, n, kw int)
 
+//go:noescape
+func ewAddVVDZ(dst, a, b *float64, n int)
+
+//go:noescape
+func ewAddVSDZ(dst, a, b *float64, n int)
+
+//go:noescape
+func ewAddSVDZ(dst, a, b *float64, n int)
+
+//go:noescape
+func ewSubVVDZ(dst, a, b *float64, n int)
+
+//go:noescape
+func ewSubVSDZ(dst, a, b *float64, n int)
+
+//go:noescape
+func ewSubSVDZ(dst, a, b *float64, n int)
+
+//go:noescape
+func ewMulVVDZ(dst, a, b *float64, n int)
+
+//go:noescape
+func ewMulVSDZ(dst, a, b *float64, n int)
+
+//go:noescape
+func ewMulSVDZ(dst, a, b *float64, n int)
+
+//go:noescape
+func ewDivVVDZ(dst, a, b *float64, n int)
+
+//go:noescape
+func ewDivVSDZ(dst, a, b *float64, n int)
+
+//go:noescape
+func ewDivSVDZ(dst, a, b *float64, n int)
+
+//go:noescape
+func ewAffineDZ(dst, x *float64, n int, alpha, beta float64)
+
+func init() {
+	ewBinaryAsmD[rt.Add] = [3]ewBinaryKernelD{ewAddVVDZ, ewAddVSDZ, ewAddSVDZ}
+	ewBinaryAsmD[rt.Sub] = [3]ewBinaryKernelD{ewSubVVDZ, ewSubVSDZ, ewSubSVDZ}
+	ewBinaryAsmD[rt.Mul] = [3]ewBinaryKernelD{ewMulVVDZ, ewMulVSDZ, ewMulSVDZ}
+	ewBinaryAsmD[rt.Div] = [3]ewBinaryKernelD{ewDivVVDZ, ewDivVSDZ, ewDivSVDZ}
+}
+
 func init() {
 	ewUnaryAsm[levelAVX512][rt.Relu] = ewReluZ
 	ewUnaryAsm[levelAVX512][rt.LeakyRelu] = ewLeakyReluZ
