@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"math"
 	"sync"
 
 	"github.com/vrun-go/vrun/rt"
@@ -577,32 +576,6 @@ func binaryFast[T floatT](p *ewPlan, fn rt.BinaryFn) rowFunc {
 	}
 }
 
-func fmax[T floatT](a, b T) T {
-	if a > b || a != a {
-		return a
-	}
-	if b != b {
-		return b
-	}
-	if a == b && a == 0 && math.Signbit(float64(b)) {
-		return a
-	}
-	return b
-}
-
-func fmin[T floatT](a, b T) T {
-	if a < b || a != a {
-		return a
-	}
-	if b != b {
-		return b
-	}
-	if a == b && a == 0 && math.Signbit(float64(a)) {
-		return a
-	}
-	return b
-}
-
 func binVecVec[T floatT](fn rt.BinaryFn, a, b, y []T) {
 	if addSubMul(fn, a, b, y) {
 		return
@@ -616,11 +589,11 @@ func binVecVec[T floatT](fn rt.BinaryFn, a, b, y []T) {
 		}
 	case rt.Max:
 		for i := range y {
-			y[i] = fmax(a[i], b[i])
+			y[i] = max(a[i], b[i])
 		}
 	case rt.Min:
 		for i := range y {
-			y[i] = fmin(a[i], b[i])
+			y[i] = min(a[i], b[i])
 		}
 	}
 }
@@ -671,11 +644,11 @@ func binScalarVec[T floatT](fn rt.BinaryFn, a T, b, y []T) {
 		}
 	case rt.Max:
 		for i := range y {
-			y[i] = fmax(a, b[i])
+			y[i] = max(a, b[i])
 		}
 	case rt.Min:
 		for i := range y {
-			y[i] = fmin(a, b[i])
+			y[i] = min(a, b[i])
 		}
 	}
 }
@@ -691,7 +664,7 @@ func binVecScalar[T floatT](fn rt.BinaryFn, a []T, b T, y []T) {
 		for i := range y {
 			y[i] = a[i] / b
 		}
-	default: // Add, Mul, Max and Min commute (fmax and fmin too, NaNs and zeros included)
+	default: // Add, Mul, Max and Min commute (the builtin max and min too: NaN wins, and max(-0, +0) is +0)
 		binScalarVec(fn, b, a, y)
 	}
 }
