@@ -91,6 +91,16 @@ func actApply[T floatT](fn rt.UnaryFn, alpha, beta float64, y []T) {
 }
 
 // asF32 views y as []float32 when T is float32.
+// byFloat runs a kernel's f64 instance when dt is F64 and its f32 one
+// otherwise (the op was validated, so f32 is the only other float there).
+func byFloat[O any](dt rt.DType, o O, f64, f32 func(O)) {
+	if dt == rt.F64 {
+		f64(o)
+	} else {
+		f32(o)
+	}
+}
+
 func asF32[T floatT](y []T) ([]float32, bool) {
 	var z T
 	if unsafe.Sizeof(z) != 4 {

@@ -7,13 +7,7 @@ import (
 // colLimit bounds the col2im scratch matrix of ConvTranspose, in elements.
 const colLimit = 1 << 22
 
-func convOp(o *rt.Conv) {
-	if o.X.DType == rt.F64 {
-		convT[float64](o)
-	} else {
-		convT[float32](o)
-	}
-}
+func convOp(o *rt.Conv) { byFloat(o.X.DType, o, convT[float64], convT[float32]) }
 
 // ceilDiv is ceil(a/b) for b > 0 and any a.
 func ceilDiv(a, b int) int {
@@ -46,26 +40,22 @@ func convT[T floatT](o *rt.Conv) {
 	if N == 0 || K == 0 || P == 0 {
 		return
 	}
-	if x32, ok := asF32(x); ok && dw3Applies(o) {
+	if x32, ok := asF32(x); ok {
+		// The f32 fast paths: the 3×3 depthwise kernel, Winograd, direct loops.
 		w32, _ := asF32(w)
 		b32, _ := asF32(bias)
 		y32, _ := asF32(y)
-		dw3Conv(o, x32, w32, b32, y32)
-		return
-	}
-	if x32, ok := asF32(x); ok && useWino(o) {
-		w32, _ := asF32(w)
-		b32, _ := asF32(bias)
-		y32, _ := asF32(y)
-		winoConv(o, x32, w32, b32, y32)
-		return
-	}
-	if x32, ok := asF32(x); ok && useDirectConv(o) {
-		w32, _ := asF32(w)
-		b32, _ := asF32(bias)
-		y32, _ := asF32(y)
-		directConv(o, x32, w32, b32, y32)
-		return
+		switch {
+		case dw3Applies(o):
+			dw3Conv(o, x32, w32, b32, y32)
+			return
+		case useWino(o):
+			winoConv(o, x32, w32, b32, y32)
+			return
+		case useDirectConv(o):
+			directConv(o, x32, w32, b32, y32)
+			return
+		}
 	}
 	if Cg == 1 {
 		// Depthwise (channel multiplier Kg): direct loops per output plane.
@@ -368,11 +358,7 @@ func dw3[T floatT](o *rt.Conv, xp, yp, wk []T) {
 }
 
 func convTransposeOp(o *rt.ConvTranspose) {
-	if o.X.DType == rt.F64 {
-		convTransposeT[float64](o)
-	} else {
-		convTransposeT[float32](o)
-	}
+	byFloat(o.X.DType, o, convTransposeT[float64], convTransposeT[float32])
 }
 
 func convTransposeT[T floatT](o *rt.ConvTranspose) {

@@ -685,13 +685,7 @@ func kern4x4[T floatT](kc int, a, b []T, c []T, ldc int, acc bool) {
 }
 
 // matmulOp runs rt.MatMul for f32 or f64.
-func matmulOp(o *rt.MatMul) {
-	if o.A.DType == rt.F64 {
-		matmulT[float64](o)
-	} else {
-		matmulT[float32](o)
-	}
-}
+func matmulOp(o *rt.MatMul) { byFloat(o.A.DType, o, matmulT[float64], matmulT[float32]) }
 
 func matmulT[T floatT](o *rt.MatMul) {
 	M, N, K, batch := o.M, o.N, o.K, o.Batch

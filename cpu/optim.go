@@ -11,13 +11,7 @@ import (
 // optimGrain is the number of parameters one goroutine updates at least.
 const optimGrain = 1 << 14
 
-func optimOp(o *rt.OptimStep) {
-	if o.P.DType == rt.F64 {
-		optimStepF[float64](o)
-	} else {
-		optimStepF[float32](o)
-	}
-}
+func optimOp(o *rt.OptimStep) { byFloat(o.P.DType, o, optimStepF[float64], optimStepF[float32]) }
 
 // optimStepF runs rt.OptimStep's per-element math in T. Every product is
 // converted to T before it is added (T(a*b) + c), which the Go spec
