@@ -22,18 +22,25 @@ func dconvRun(kb, n int, x []float32, offs []int, w, bias, y []float32, ldy int)
 	if n <= 0 {
 		return
 	}
-	hi := 0
-	for _, o := range offs {
-		if o < 0 {
-			panic("cpu: dconvRun: negative offset")
-		}
-		hi = max(hi, o)
-	}
+	hi := maxOffset("dconvRun", offs)
 	_ = x[hi+n-1]
 	_ = w[len(offs)*kb-1]
 	_ = bias[kb-1]
 	_ = y[(kb-1)*ldy+n-1]
 	dconvKernels[kb-1](n, &x[0], &offs[0], len(offs), &w[0], &bias[0], &y[0], ldy)
+}
+
+// maxOffset returns the largest tap offset of offs. The assembly indexes x
+// with them unchecked, so a negative one is a bug in the caller (who).
+func maxOffset(who string, offs []int) int {
+	hi := 0
+	for _, o := range offs {
+		if o < 0 {
+			panic("cpu: " + who + ": negative offset")
+		}
+		hi = max(hi, o)
+	}
+	return hi
 }
 
 // dcwMaxKB returns the most output rows one wide direct-convolution
@@ -59,13 +66,7 @@ func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y
 	if n <= 0 || rows <= 0 {
 		return
 	}
-	hiOff := 0
-	for _, o := range offs {
-		if o < 0 {
-			panic("cpu: dcwRun: negative offset")
-		}
-		hiOff = max(hiOff, o)
-	}
+	hiOff := maxOffset("dcwRun", offs)
 	nt := len(offs)
 	_ = x[(rows-1)*ldxr+hiOff+n-1]
 	_ = w[(kb-1)*ldw+nt-1]

@@ -184,34 +184,26 @@ func sigmoidf32(x float32) float32 {
 // unaryF32Go computes y = fn(x) for the functions this file implements in
 // float32, and reports whether fn is one of them.
 func unaryF32Go(fn rt.UnaryFn, y, x []float32) bool {
-	y = y[:len(x)]
+	var f func(float32) float32
 	switch fn {
 	case rt.Exp:
-		for i, v := range x {
-			y[i] = expf32(v)
-		}
+		f = expf32
 	case rt.Tanh:
-		for i, v := range x {
-			y[i] = tanhf32(v)
-		}
+		f = tanhf32
 	case rt.Sigmoid:
-		for i, v := range x {
-			y[i] = sigmoidf32(v)
-		}
+		f = sigmoidf32
 	case rt.Silu:
-		for i, v := range x {
-			y[i] = v * sigmoidf32(v)
-		}
+		f = func(v float32) float32 { return v * sigmoidf32(v) }
 	case rt.Erf:
-		for i, v := range x {
-			y[i] = erff32(v)
-		}
+		f = erff32
 	case rt.Gelu:
-		for i, v := range x {
-			y[i] = geluf32(v)
-		}
+		f = geluf32
 	default:
 		return false
+	}
+	y = y[:len(x)]
+	for i, v := range x {
+		y[i] = f(v)
 	}
 	return true
 }
