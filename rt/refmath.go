@@ -5,13 +5,14 @@ import "math"
 // Apply evaluates a unary function in float64. It is the reference the
 // backends' kernels are tested against, and the CPU backend's f64 path.
 func (f UnaryFn) Apply(x, alpha, beta float64) float64 {
+	if f < numUnary && plainUnary[f] != nil {
+		return plainUnary[f](x)
+	}
 	switch f {
 	case Copy:
 		return x
 	case Neg:
 		return -x
-	case Abs:
-		return math.Abs(x)
 	case Relu:
 		return math.Max(x, 0)
 	case LeakyRelu:
@@ -31,14 +32,10 @@ func (f UnaryFn) Apply(x, alpha, beta float64) float64 {
 		return beta * alpha * math.Expm1(x)
 	case Celu:
 		return math.Max(0, x) + math.Min(0, alpha*math.Expm1(x/alpha))
-	case Sigmoid:
-		return sigmoid(x)
 	case HardSigmoid:
 		return math.Max(0, math.Min(1, alpha*x+beta))
 	case HardSwish:
 		return x * math.Max(0, math.Min(1, x/6+0.5))
-	case Tanh:
-		return math.Tanh(x)
 	case Gelu:
 		return 0.5 * x * (1 + math.Erf(x/math.Sqrt2))
 	case GeluTanh:
@@ -47,26 +44,12 @@ func (f UnaryFn) Apply(x, alpha, beta float64) float64 {
 		return x * sigmoid(x)
 	case Mish:
 		return x * math.Tanh(softplus(x))
-	case Softplus:
-		return softplus(x)
 	case Softsign:
 		return x / (1 + math.Abs(x))
-	case Exp:
-		return math.Exp(x)
-	case Log:
-		return math.Log(x)
-	case Sqrt:
-		return math.Sqrt(x)
 	case Rsqrt:
 		return 1 / math.Sqrt(x)
 	case Reciprocal:
 		return 1 / x
-	case Floor:
-		return math.Floor(x)
-	case Ceil:
-		return math.Ceil(x)
-	case Round:
-		return math.RoundToEven(x)
 	case Sign:
 		switch {
 		case x > 0:
@@ -75,12 +58,6 @@ func (f UnaryFn) Apply(x, alpha, beta float64) float64 {
 			return -1
 		}
 		return x
-	case Sin:
-		return math.Sin(x)
-	case Cos:
-		return math.Cos(x)
-	case Erf:
-		return math.Erf(x)
 	case Clip:
 		return math.Min(math.Max(x, alpha), beta)
 	case Affine:
@@ -94,6 +71,23 @@ func (f UnaryFn) Apply(x, alpha, beta float64) float64 {
 		return x * x
 	}
 	return math.NaN()
+}
+
+// plainUnary holds the functions that are one call of x alone.
+var plainUnary = [numUnary]func(float64) float64{
+	Exp:      math.Exp,
+	Log:      math.Log,
+	Sqrt:     math.Sqrt,
+	Floor:    math.Floor,
+	Ceil:     math.Ceil,
+	Round:    math.RoundToEven,
+	Sin:      math.Sin,
+	Cos:      math.Cos,
+	Erf:      math.Erf,
+	Tanh:     math.Tanh,
+	Abs:      math.Abs,
+	Sigmoid:  sigmoid,
+	Softplus: softplus,
 }
 
 func sigmoid(x float64) float64 {
