@@ -19,10 +19,7 @@ func (d *device) lowerConvT(o *rt.ConvTranspose) (*launchSpec, error) {
 		return nil, err
 	}
 	a.i64(total)
-	a.ref(d, o.X)
-	a.ref(d, o.W)
-	a.ref(d, o.Bias)
-	a.ref(d, o.Y)
+	a.ref(d, o.X, o.W, o.Bias, o.Y)
 	for _, v := range []int{o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, b01(o.Bias.Buf != nil)} {
 		a.i32(v)
 	}
@@ -49,10 +46,7 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.ref(d, o.X)
-	a.ref(d, o.W)
-	a.ref(d, o.Bias)
-	a.ref(d, o.Y)
+	a.ref(d, o.X, o.W, o.Bias, o.Y)
 	for _, v := range []int{o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, b01(o.Bias.Buf != nil), int(o.Act.Fn)} {
 		a.i32(v)
 	}

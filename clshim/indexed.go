@@ -19,21 +19,11 @@ func (d *device) lowerGather(o *rt.Gather) (*launchSpec, error) {
 		return nil, err
 	}
 	a.i64(total)
-	a.ref(d, o.X)
-	a.ref(d, o.Idx)
-	a.ref(d, o.Y)
-	a.i64(int64(o.Outer))
-	a.i64(int64(o.Axis))
-	a.i64(int64(o.Inner))
+	a.ref(d, o.X, o.Idx, o.Y)
+	a.ints(o.Outer, o.Axis, o.Inner)
 	a.i64(ni)
 	a.indexStatus()
 	return d.finish1D(a, total, d.cfg.ewLocal)
-}
-
-// strides3 returns the element strides of a [outer, n, inner] view.
-func strides3(r rt.Ref) (s0, s1, s2 int64) {
-	st := r.StridesOrContiguous()
-	return int64(st[0]), int64(st[1]), int64(st[2])
 }
 
 // indexedDefs specialises indexed.cl for dtype dt.
@@ -58,17 +48,11 @@ func (d *device) lowerGatherElements(o *rt.GatherElements) (*launchSpec, error) 
 	if err != nil {
 		return nil, err
 	}
-	s0, s1, s2 := strides3(o.Idx)
 	a.i64(total)
 	a.ref(d, o.X)
-	a.ref(d, o.Idx)
-	a.i64(s0)
-	a.i64(s1)
-	a.i64(s2)
+	a.view3(d, o.Idx)
 	a.ref(d, o.Y)
-	a.i64(int64(o.Axis))
-	a.i64(int64(o.N))
-	a.i64(int64(o.Inner))
+	a.ints(o.Axis, o.N, o.Inner)
 	a.indexStatus()
 	return d.finish1D(a, total, d.cfg.ewLocal)
 }
@@ -84,19 +68,9 @@ func (d *device) lowerScatterElements(o *rt.ScatterElements) (*launchSpec, error
 	}
 	a.i64(cols)
 	a.ref(d, o.Y)
-	s0, s1, s2 := strides3(o.Idx)
-	a.ref(d, o.Idx)
-	a.i64(s0)
-	a.i64(s1)
-	a.i64(s2)
-	s0, s1, s2 = strides3(o.Upd)
-	a.ref(d, o.Upd)
-	a.i64(s0)
-	a.i64(s1)
-	a.i64(s2)
-	a.i64(int64(o.Axis))
-	a.i64(int64(o.N))
-	a.i64(int64(o.Inner))
+	a.view3(d, o.Idx)
+	a.view3(d, o.Upd)
+	a.ints(o.Axis, o.N, o.Inner)
 	a.i32(int(o.Fn))
 	a.indexStatus()
 	return d.finish1D(a, cols, d.cfg.ewLocal)
@@ -112,12 +86,8 @@ func (d *device) lowerTopK(o *rt.TopK) (*launchSpec, error) {
 		return nil, err
 	}
 	a.i64(total)
-	a.ref(d, o.X)
-	a.ref(d, o.Values)
-	a.ref(d, o.Indices)
-	a.i64(int64(o.N))
-	a.i64(int64(o.Inner))
-	a.i64(int64(o.K))
+	a.ref(d, o.X, o.Values, o.Indices)
+	a.ints(o.N, o.Inner, o.K)
 	a.i32(b01(o.Largest))
 	return d.finish1D(a, total, d.cfg.ewLocal)
 }

@@ -138,16 +138,33 @@ func (a *args) mem(m clMem) {
 	a.i++
 }
 
-// ref passes a ref's buffer and its element offset.
-func (a *args) ref(d *device, r rt.Ref) {
-	if r.Buf == nil {
-		a.mem(nil)
-		a.i64(0)
-		return
+// ref passes each ref's buffer and its element offset.
+func (a *args) ref(d *device, rs ...rt.Ref) {
+	for _, r := range rs {
+		if r.Buf == nil {
+			a.mem(nil)
+			a.i64(0)
+			continue
+		}
+		m, _ := d.memOf(r.Buf)
+		a.mem(m)
+		a.i64(r.Off / int64(r.DType.Size()))
 	}
-	m, _ := d.memOf(r.Buf)
-	a.mem(m)
-	a.i64(r.Off / int64(r.DType.Size()))
+}
+
+// view3 passes a ref and the element strides of its [outer, n, inner]
+// view.
+func (a *args) view3(d *device, r rt.Ref) {
+	st := r.StridesOrContiguous()
+	a.ref(d, r)
+	a.ints(st[0], st[1], st[2])
+}
+
+// ints passes each value as a 64-bit integer.
+func (a *args) ints(vs ...int) {
+	for _, v := range vs {
+		a.i64(int64(v))
+	}
 }
 
 func roundUp(n int64, m int) int {

@@ -72,8 +72,7 @@ func (d *device) lowerMatMul(o *rt.MatMul) (*launchSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.ref(d, o.A)
-	a.ref(d, o.B)
+	a.ref(d, o.A, o.B)
 	bs0, bs1 := 0, 0
 	if o.Bias.Buf != nil {
 		st := o.Bias.StridesOrContiguous()
@@ -88,9 +87,7 @@ func (d *device) lowerMatMul(o *rt.MatMul) (*launchSpec, error) {
 	a.i32(o.K)
 	a.i32(b01(o.TransA))
 	a.i32(b01(o.TransB))
-	a.i64(int64(o.StrideA))
-	a.i64(int64(o.StrideB))
-	a.i64(int64(o.StrideY))
+	a.ints(o.StrideA, o.StrideB, o.StrideY)
 	a.acc(dt, o.Alpha)
 	a.acc(dt, o.Beta)
 	a.i32(b01(o.Bias.Buf != nil))

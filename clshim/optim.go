@@ -19,9 +19,7 @@ func (d *device) lowerOptim(o *rt.OptimStep) (*launchSpec, error) {
 	a.i64(int64(o.N))
 	a.i32(int(o.Fn))
 	a.i32(int(o.Flags()))
-	for _, r := range []rt.Ref{o.P, o.G, o.S1, o.S2, o.S3, o.H, o.Scale} {
-		a.ref(d, r)
-	}
+	a.ref(d, o.P, o.G, o.S1, o.S2, o.S3, o.H, o.Scale)
 	for _, c := range o.Coefs() {
 		a.acc(dt, c)
 	}

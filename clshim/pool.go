@@ -16,8 +16,7 @@ func (d *device) lowerPool(o *rt.Pool) (*launchSpec, error) {
 		return nil, err
 	}
 	a.i64(total)
-	a.ref(d, o.X)
-	a.ref(d, o.Y)
+	a.ref(d, o.X, o.Y)
 	for _, v := range []int{o.H, o.W, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL, o.PadB, o.PadR, o.DilH, o.DilW, int(o.Fn), b01(o.CountIncludePad), o.P} {
 		a.i32(v)
 	}

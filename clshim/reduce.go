@@ -46,8 +46,7 @@ func (d *device) lowerSoftmax(o *rt.Softmax) (*launchSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.ref(d, o.X)
-	a.ref(d, o.Y)
+	a.ref(d, o.X, o.Y)
 	a.i32(o.N)
 	a.i32(o.Inner)
 	a.i32(b01(o.Log))
@@ -63,10 +62,7 @@ func (d *device) lowerNormalize(o *rt.Normalize) (*launchSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.ref(d, o.X)
-	a.ref(d, o.Y)
-	a.ref(d, o.Scale)
-	a.ref(d, o.Bias)
+	a.ref(d, o.X, o.Y, o.Scale, o.Bias)
 	a.i32(o.N)
 	a.acc(dt, o.Eps)
 	a.i32(b01(o.Scale.Buf != nil))
