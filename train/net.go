@@ -438,3 +438,16 @@ func (n *Net) Export(weights map[string]*rt.Tensor) (*model.Model, error) {
 	}
 	return m, nil
 }
+
+// ExportFile writes the inference model with the given weights (Export)
+// to path as a model.bin (model.WriteFile).
+func (n *Net) ExportFile(path string, weights map[string]*rt.Tensor) error {
+	m, err := n.Export(weights)
+	if err != nil {
+		return err
+	}
+	if err := model.WriteFile(path, m); err != nil {
+		return fmt.Errorf("train: export: %w", err)
+	}
+	return nil
+}

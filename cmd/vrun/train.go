@@ -624,7 +624,7 @@ func (f *trainFlags) run(ctx context.Context, arg string, opt engine.Optimizer, 
 	}
 	fmt.Fprintf(stdout, "  (%d steps, %s)\n", res.Steps, elapsed.Round(time.Millisecond))
 	for _, e := range res.Epochs {
-		fmt.Fprintf(stdout, "epoch    %d: %s\n", e.Epoch, epochLine(e))
+		fmt.Fprintf(stdout, "epoch    %d: %s\n", e.Epoch, e)
 	}
 	if f.profile {
 		printTrainProfile(stdout, res.Profile)
@@ -679,20 +679,6 @@ func toIntsCLI(s []int64) []int {
 		out[i] = int(max(d, 0))
 	}
 	return out
-}
-
-func epochLine(e train.EpochStats) string {
-	s := fmt.Sprintf("train loss %.4f", e.Train.Loss)
-	if e.Train.HasAccuracy() {
-		s += fmt.Sprintf(" acc %.2f%%", 100*e.Train.Accuracy)
-	}
-	if e.Val.Samples > 0 {
-		s += fmt.Sprintf(", val loss %.4f", e.Val.Loss)
-		if e.Val.HasAccuracy() {
-			s += fmt.Sprintf(" acc %.2f%%", 100*e.Val.Accuracy)
-		}
-	}
-	return s + fmt.Sprintf(" (%.1f s)", e.Seconds)
 }
 
 func printTrainProfile(w io.Writer, prof []engine.OpTime) {
@@ -750,7 +736,7 @@ func (p *progress) update(pr train.Progress) {
 		if p.tty {
 			fmt.Fprintf(p.w, "\r\033[K")
 		}
-		fmt.Fprintf(p.w, "epoch %d/%d  %s\n", pr.Epoch, pr.Epochs, epochLine(*pr.EpochDone))
+		fmt.Fprintf(p.w, "epoch %d/%d  %s\n", pr.Epoch, pr.Epochs, pr.EpochDone)
 		return
 	}
 	line := fmt.Sprintf("epoch %d/%d  step %d/%d  loss %.4f  %.0f samples/s  ETA %s",

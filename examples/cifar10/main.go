@@ -30,7 +30,6 @@ import (
 	_ "github.com/vrun-go/vrun" // every backend, for rt.Open
 	"github.com/vrun-go/vrun/data"
 	"github.com/vrun-go/vrun/engine"
-	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
 	"github.com/vrun-go/vrun/train"
 )
@@ -116,8 +115,7 @@ func run(ctx context.Context, o options, w io.Writer) (*train.Result, error) {
 		CropPadding: 4, HFlip: true,
 		Progress: func(p train.Progress) {
 			if e := p.EpochDone; e != nil {
-				fmt.Fprintf(w, "epoch %2d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.1f s\n",
-					e.Epoch, e.Train.Loss, 100*e.Train.Accuracy, e.Val.Loss, 100*e.Val.Accuracy, e.Seconds)
+				fmt.Fprintf(w, "epoch %2d  %v\n", e.Epoch, *e)
 			}
 		},
 	})
@@ -129,11 +127,7 @@ func run(ctx context.Context, o options, w io.Writer) (*train.Result, error) {
 	}
 	fmt.Fprintf(w, "test accuracy %.2f%% after %d epochs\n", 100*res.Final.Accuracy, len(res.Epochs))
 	if o.out != "" {
-		out, err := net.Export(res.Weights)
-		if err != nil {
-			return nil, err
-		}
-		if err := model.WriteFile(o.out, out); err != nil {
+		if err := net.ExportFile(o.out, res.Weights); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(w, "wrote %s\n", o.out)

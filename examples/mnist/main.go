@@ -27,7 +27,6 @@ import (
 	"github.com/vrun-go/vrun/data"
 	"github.com/vrun-go/vrun/engine"
 	"github.com/vrun-go/vrun/internal/gomnist"
-	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/nn"
 	"github.com/vrun-go/vrun/rt"
 	"github.com/vrun-go/vrun/train"
@@ -118,9 +117,7 @@ func run(ctx context.Context, o options, w io.Writer) (*train.Result, error) {
 		Mean: []float64{0.1307}, Std: []float64{0.3081}, CropPadding: o.crop,
 		Progress: func(p train.Progress) {
 			if e := p.EpochDone; e != nil {
-				fmt.Fprintf(w, "epoch %2d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.1f s (%.0f images/s)\n",
-					e.Epoch, e.Train.Loss, 100*e.Train.Accuracy, e.Val.Loss, 100*e.Val.Accuracy,
-					e.Seconds, float64(e.Train.Samples)/e.Seconds)
+				fmt.Fprintf(w, "epoch %2d  %v, %.0f images/s\n", e.Epoch, *e, float64(e.Train.Samples)/e.Seconds)
 			}
 		},
 	})
@@ -137,11 +134,7 @@ func run(ctx context.Context, o options, w io.Writer) (*train.Result, error) {
 	fmt.Fprintf(w, "test accuracy %.2f%% after %d epochs, %.1f s per epoch\n",
 		100*res.Final.Accuracy, len(res.Epochs), total.Seconds()/float64(len(res.Epochs)))
 	if o.out != "" {
-		out, err := net.Export(res.Weights)
-		if err != nil {
-			return nil, err
-		}
-		if err := model.WriteFile(o.out, out); err != nil {
+		if err := net.ExportFile(o.out, res.Weights); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(w, "wrote %s (run it: go run ./cmd/vrun -i x=image.npy %s)\n", o.out, o.out)
