@@ -6,7 +6,7 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-func (l *lowering) conv(o *rt.Conv) {
+func (l *lowering) Conv(o *rt.Conv) {
 	cols := rt.Extent(o.N, o.OH, o.OW)
 	if cols == 0 || o.K == 0 {
 		return
@@ -22,7 +22,7 @@ func (l *lowering) conv(o *rt.Conv) {
 	l.kernel(byFloat(o.X.DType, kConvH, kConvF, kConvD), grid, args)
 }
 
-func (l *lowering) convT(o *rt.ConvTranspose) {
+func (l *lowering) ConvTranspose(o *rt.ConvTranspose) {
 	n := rt.Extent(o.N, o.K, o.OH, o.OW)
 	if n <= 0 {
 		return

@@ -42,7 +42,7 @@ func unaryKernel(dt rt.DType) int {
 	return kEwUnaryI
 }
 
-func (l *lowering) unary(o *rt.Unary) {
+func (l *lowering) Unary(o *rt.Unary) {
 	refs := []rt.Ref{o.X, o.Y}
 	switch {
 	case o.Fn == rt.Copy && o.X.DType == o.Y.DType:
@@ -54,7 +54,7 @@ func (l *lowering) unary(o *rt.Unary) {
 	}
 }
 
-func (l *lowering) binary(o *rt.Binary) {
+func (l *lowering) Binary(o *rt.Binary) {
 	k := kEwBinaryI
 	switch o.A.DType {
 	case rt.F64:
@@ -65,10 +65,10 @@ func (l *lowering) binary(o *rt.Binary) {
 	l.ew(o, k, o.Y.Shape, []rt.Ref{o.A, o.B, o.Y}, int64(o.Fn), 0, 0, 0)
 }
 
-func (l *lowering) where(o *rt.Where) {
+func (l *lowering) Where(o *rt.Where) {
 	l.ew(o, kEwWhere, o.Y.Shape, []rt.Ref{o.Cond, o.A, o.B, o.Y}, 0, 0, 0, 0)
 }
 
-func (l *lowering) fill(o *rt.Fill) {
+func (l *lowering) Fill(o *rt.Fill) {
 	l.ew(o, kEwFill, o.Y.Shape, []rt.Ref{o.Y}, 0, 0, 0, rt.FillBits(o.Y.DType, o.Value))
 }

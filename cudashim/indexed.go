@@ -31,7 +31,7 @@ func (d *Device) indexedSupported(op rt.Op) error {
 	return nil
 }
 
-func (l *lowering) gather(o *rt.Gather) {
+func (l *lowering) Gather(o *rt.Gather) {
 	n := int64(o.Outer) * o.Idx.Len() * int64(o.Inner)
 	if n <= 0 {
 		return
@@ -85,7 +85,7 @@ func strides3(r rt.Ref) (s0, s1, s2 int64) {
 	return int64(st[0]), int64(st[1]), int64(st[2])
 }
 
-func (l *lowering) gatherElements(o *rt.GatherElements) {
+func (l *lowering) GatherElements(o *rt.GatherElements) {
 	n := int64(o.Outer) * int64(o.N) * int64(o.Inner)
 	if n == 0 {
 		return
@@ -97,7 +97,7 @@ func (l *lowering) gatherElements(o *rt.GatherElements) {
 	l.statusKernel(kGatherElements, [3]uint32{grid1(n), 1, 1}, args)
 }
 
-func (l *lowering) scatterElements(o *rt.ScatterElements) {
+func (l *lowering) ScatterElements(o *rt.ScatterElements) {
 	cols := int64(o.Outer) * int64(o.Inner)
 	if cols == 0 || o.N == 0 || o.Axis == 0 {
 		return
@@ -110,7 +110,7 @@ func (l *lowering) scatterElements(o *rt.ScatterElements) {
 	l.statusKernel(kScatterElements, [3]uint32{grid1(cols), 1, 1}, args)
 }
 
-func (l *lowering) topK(o *rt.TopK) {
+func (l *lowering) TopK(o *rt.TopK) {
 	n := int64(o.Outer) * int64(o.N) * int64(o.Inner)
 	if n == 0 || o.K == 0 {
 		return

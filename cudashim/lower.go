@@ -136,40 +136,7 @@ const rowsMin = 32
 // indexed.go, optim.go).
 func (d *Device) lower(op rt.Op) ([]launch, []*Buffer, error) {
 	l := &lowering{d: d}
-	switch o := op.(type) {
-	case *rt.Unary:
-		l.unary(o)
-	case *rt.Binary:
-		l.binary(o)
-	case *rt.Where:
-		l.where(o)
-	case *rt.Fill:
-		l.fill(o)
-	case *rt.Reduce:
-		l.reduce(o)
-	case *rt.Softmax:
-		l.softmax(o)
-	case *rt.Normalize:
-		l.normalize(o)
-	case *rt.MatMul:
-		l.matmul(o)
-	case *rt.Conv:
-		l.conv(o)
-	case *rt.ConvTranspose:
-		l.convT(o)
-	case *rt.Pool:
-		l.pool(o)
-	case *rt.Gather:
-		l.gather(o)
-	case *rt.GatherElements:
-		l.gatherElements(o)
-	case *rt.ScatterElements:
-		l.scatterElements(o)
-	case *rt.TopK:
-		l.topK(o)
-	case *rt.OptimStep:
-		l.optim(o)
-	default:
+	if !rt.LowerOp(op, l) {
 		return nil, nil, unsupported(op, rt.OpDType(op), "unknown op")
 	}
 	if l.err != nil {

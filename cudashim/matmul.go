@@ -20,7 +20,7 @@ type gemmCall struct {
 	batch       int
 }
 
-func (l *lowering) matmul(o *rt.MatMul) {
+func (l *lowering) MatMul(o *rt.MatMul) {
 	if o.M == 0 || o.N == 0 {
 		return
 	}

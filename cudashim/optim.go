@@ -18,7 +18,7 @@ func (d *Device) optimSupported(op rt.Op) error {
 	return nil
 }
 
-func (l *lowering) optim(o *rt.OptimStep) {
+func (l *lowering) OptimStep(o *rt.OptimStep) {
 	n := int64(o.N)
 	if n == 0 {
 		return

@@ -6,7 +6,7 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-func (l *lowering) pool(o *rt.Pool) {
+func (l *lowering) Pool(o *rt.Pool) {
 	n := rt.Extent(o.NC, o.OH, o.OW)
 	if n <= 0 {
 		return

@@ -6,7 +6,7 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-func (l *lowering) reduce(o *rt.Reduce) {
+func (l *lowering) Reduce(o *rt.Reduce) {
 	tot := int64(o.Outer) * int64(o.Inner)
 	if tot == 0 {
 		return
@@ -24,7 +24,7 @@ func (l *lowering) reduce(o *rt.Reduce) {
 	}
 }
 
-func (l *lowering) softmax(o *rt.Softmax) {
+func (l *lowering) Softmax(o *rt.Softmax) {
 	if o.Outer*o.Inner <= 0 {
 		return
 	}
@@ -36,7 +36,7 @@ func (l *lowering) softmax(o *rt.Softmax) {
 	}
 }
 
-func (l *lowering) normalize(o *rt.Normalize) {
+func (l *lowering) Normalize(o *rt.Normalize) {
 	if o.Outer <= 0 {
 		return
 	}

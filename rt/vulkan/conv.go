@@ -67,7 +67,7 @@ func pickConvTile(dt rt.DType, kg, cols, groups int, sharedLim, maxInv uint32, c
 	return pickFrom(convTiles, dt, kg, cols, groups, sharedLim, maxInv, cpu)
 }
 
-func (l *lowering) conv(o *rt.Conv) {
+func (l *lowering) Conv(o *rt.Conv) {
 	dt := o.X.DType
 	if !l.floatOnly(dt) {
 		return
@@ -179,7 +179,7 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, nw int64) {
 		binds: binds, reads: reads, writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), gz}})
 }
 
-func (l *lowering) convT(o *rt.ConvTranspose) {
+func (l *lowering) ConvTranspose(o *rt.ConvTranspose) {
 	dt := o.X.DType
 	if !l.floatOnly(dt) {
 		return

@@ -113,7 +113,7 @@ func clampInt(v float64, dt rt.DType) int64 {
 
 var intUnary = map[rt.UnaryFn]bool{rt.Copy: true, rt.Neg: true, rt.Abs: true, rt.Relu: true, rt.Sign: true, rt.Clip: true, rt.Square: true}
 
-func (l *lowering) unary(o *rt.Unary) {
+func (l *lowering) Unary(o *rt.Unary) {
 	x, y := o.X.DType, o.Y.DType
 	if err := l.needDType(x); err != nil {
 		l.err = err
@@ -162,7 +162,7 @@ func (l *lowering) unary(o *rt.Unary) {
 	l.ew("unary_"+x.String(), names, refs, 6, []uint32{0, uint32(o.Fn), 0, 0}, tr)
 }
 
-func (l *lowering) binary(o *rt.Binary) {
+func (l *lowering) Binary(o *rt.Binary) {
 	dt := o.A.DType
 	if o.B.DType != dt {
 		l.err = fmt.Errorf("%s: A is %s but B is %s", l.op.OpName(), dt, o.B.DType)
@@ -203,7 +203,7 @@ func (l *lowering) binary(o *rt.Binary) {
 	l.ew(shader, []string{"A", "B", "Y"}, []rt.Ref{o.A, o.B, o.Y}, 6, []uint32{0, uint32(o.Fn)}, nil)
 }
 
-func (l *lowering) where(o *rt.Where) {
+func (l *lowering) Where(o *rt.Where) {
 	if o.Cond.DType != rt.Bool {
 		l.err = fmt.Errorf("Where: Cond is %s, want bool", o.Cond.DType)
 		return
@@ -230,7 +230,7 @@ func (l *lowering) where(o *rt.Where) {
 	}
 }
 
-func (l *lowering) fill(o *rt.Fill) {
+func (l *lowering) Fill(o *rt.Fill) {
 	if err := l.needSize(o.Y.DType); err != nil {
 		l.err = err
 		return

@@ -50,7 +50,7 @@ func idxWords(idx rt.Ref, off uint32) (idx64, words uint32) {
 	return 0, off
 }
 
-func (l *lowering) gatherElements(o *rt.GatherElements) {
+func (l *lowering) GatherElements(o *rt.GatherElements) {
 	dt := o.X.DType
 	if o.Y.DType != dt {
 		l.err = fmt.Errorf("GatherElements: Y is %s, want %s", o.Y.DType, dt)
@@ -85,7 +85,7 @@ func (l *lowering) gatherElements(o *rt.GatherElements) {
 			ist[0], ist[1], ist[2], 0}, tagAt: 11})
 }
 
-func (l *lowering) scatterElements(o *rt.ScatterElements) {
+func (l *lowering) ScatterElements(o *rt.ScatterElements) {
 	dt := o.Y.DType
 	if o.Fn > rt.ScatterMin {
 		l.err = l.unsupported(dt, "unknown scatter function %d", o.Fn)
@@ -129,7 +129,7 @@ func (l *lowering) scatterElements(o *rt.ScatterElements) {
 			ist[0], ist[1], ist[2], uint32(o.Fn), ust[0], ust[1], ust[2], 0}, tagAt: 15})
 }
 
-func (l *lowering) topK(o *rt.TopK) {
+func (l *lowering) TopK(o *rt.TopK) {
 	dt := o.X.DType
 	switch dt {
 	case rt.F32, rt.F16, rt.F64, rt.I32, rt.I64:
@@ -174,7 +174,7 @@ func (l *lowering) topK(o *rt.TopK) {
 		push:   []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), uint32(o.K), offs[0], offs[1], 2 * offs[2], lg}})
 }
 
-func (l *lowering) gather(o *rt.Gather) {
+func (l *lowering) Gather(o *rt.Gather) {
 	dt := o.X.DType
 	if o.Y.DType != dt {
 		l.err = fmt.Errorf("Gather: Y is %s, want %s", o.Y.DType, dt)

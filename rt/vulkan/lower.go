@@ -236,40 +236,7 @@ func (d *device) lowerOp(op rt.Op, probe bool) ([]dispatch, error) {
 		return nil, err
 	}
 	l := &lowering{d: d, op: op, probe: probe}
-	switch o := op.(type) {
-	case *rt.Unary:
-		l.unary(o)
-	case *rt.Binary:
-		l.binary(o)
-	case *rt.Where:
-		l.where(o)
-	case *rt.Fill:
-		l.fill(o)
-	case *rt.Reduce:
-		l.reduce(o)
-	case *rt.Softmax:
-		l.softmax(o)
-	case *rt.Normalize:
-		l.normalize(o)
-	case *rt.Gather:
-		l.gather(o)
-	case *rt.MatMul:
-		l.matmul(o)
-	case *rt.Conv:
-		l.conv(o)
-	case *rt.ConvTranspose:
-		l.convT(o)
-	case *rt.Pool:
-		l.pool(o)
-	case *rt.GatherElements:
-		l.gatherElements(o)
-	case *rt.ScatterElements:
-		l.scatterElements(o)
-	case *rt.TopK:
-		l.topK(o)
-	case *rt.OptimStep:
-		l.optim(o)
-	default:
+	if !rt.LowerOp(op, l) {
 		return nil, &rt.UnsupportedError{Backend: backendName, Op: op.OpName(), DType: rt.OpDType(op), Reason: fmt.Sprintf("unknown op type %T", op)}
 	}
 	if l.err != nil {

@@ -129,7 +129,7 @@ func pickFrom(tiles []gemmTile, dt rt.DType, m, n, batch int, sharedLim, maxInv 
 	return fit[len(fit)-1], true
 }
 
-func (l *lowering) matmul(o *rt.MatMul) {
+func (l *lowering) MatMul(o *rt.MatMul) {
 	dt := o.A.DType
 	if !l.floatOnly(dt) {
 		return

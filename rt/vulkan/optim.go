@@ -6,9 +6,9 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// optim lowers rt.OptimStep to one dispatch of shaders/optim.comp
+// OptimStep lowers rt.OptimStep to one dispatch of shaders/optim.comp
 // (variants optim_f32, optim_f64).
-func (l *lowering) optim(o *rt.OptimStep) {
+func (l *lowering) OptimStep(o *rt.OptimStep) {
 	dt := o.P.DType
 	if dt != rt.F32 && dt != rt.F64 {
 		l.err = l.unsupported(dt, "optimizer steps are implemented for f32 and f64")

@@ -8,7 +8,7 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-func (l *lowering) pool(o *rt.Pool) {
+func (l *lowering) Pool(o *rt.Pool) {
 	dt := o.X.DType
 	if !l.floatOnly(dt) {
 		return

@@ -32,7 +32,7 @@ var noRowCache bool
 // registers by softmax.comp and normalize.comp.
 func cachedRow(n int) bool { return !noRowCache && n <= wgSize*rowCache }
 
-func (l *lowering) reduce(o *rt.Reduce) {
+func (l *lowering) Reduce(o *rt.Reduce) {
 	dt := o.X.DType
 	arg := o.Fn == rt.ArgMax || o.Fn == rt.ArgMin
 	if o.Fn >= rt.ReduceFn(rt.NumReduceFns) {
@@ -92,7 +92,7 @@ func (l *lowering) reduce(o *rt.Reduce) {
 		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), uint32(o.Fn), sel, offs[0], offs[1], mode}})
 }
 
-func (l *lowering) softmax(o *rt.Softmax) {
+func (l *lowering) Softmax(o *rt.Softmax) {
 	dt := o.X.DType
 	if !l.floatOnly(dt) {
 		return
@@ -126,7 +126,7 @@ func (l *lowering) softmax(o *rt.Softmax) {
 		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), lg, offs[0], offs[1], mode, 0}})
 }
 
-func (l *lowering) normalize(o *rt.Normalize) {
+func (l *lowering) Normalize(o *rt.Normalize) {
 	dt := o.X.DType
 	if !l.floatOnly(dt) {
 		return
