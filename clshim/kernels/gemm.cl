@@ -42,15 +42,34 @@
 #define ROW(i) (((i) >> 2) * (RM * 4) + ty * 4 + ((i) & 3))
 #define COL(j) (((j) >> 2) * (RN * 4) + tx * 4 + ((j) & 3))
 
-// gemm_a_idx gives element l's row m and depth k of the A tile: k fastest
-// when A is row-major M x K (coalesced reads), m fastest when transposed.
-inline void gemm_a_idx(int l, int transA, int* m, int* k) {
-	if (transA) { *m = l % TM; *k = l / TM; } else { *k = l % TK; *m = l / TK; }
+// gemm_idx gives element l's row r and depth k in an operand's tile of
+// tr rows and TK depth: k fastest where kfast (a row-major R x K operand,
+// so that reads coalesce), r fastest otherwise.
+inline void gemm_idx(int l, int kfast, int tr, int* r, int* k) {
+	if (kfast) { *k = l % TK; *r = l / TK; } else { *r = l % tr; *k = l / tr; }
 }
 
-inline void gemm_b_idx(int l, int transB, int* n, int* k) {
-	if (transB) { *k = l % TK; *n = l / TK; } else { *n = l % TN; *k = l / TN; }
+// gemm_ld reads element (r, k) of an R x Kd operand at X + xo, stored k
+// fastest (kfast) or r fastest, and 0 outside it.
+inline ACC gemm_ld(__global const T* X, long xo, int r, int k, int R, int Kd, int kfast) {
+	if (r >= R || k >= Kd) return 0;
+	return kfast ? LD(X, xo + (long)r * Kd + k) : LD(X, xo + (long)k * R + r);
 }
+
+// GEMM_STORE_TILES moves the registers ra and rb, loaded by a kernel's
+// LOAD_TILES with A's and B's tiles k fastest where ka and kb, into the
+// local tiles as and bs (depth-major).
+#define GEMM_STORE_TILES(ka, kb) \
+	for (int e = 0; e < LA; e++) { \
+		int m, k; \
+		gemm_idx(tid + e * NT, (ka), TM, &m, &k); \
+		as[k * PM + m] = ra[e]; \
+	} \
+	for (int e = 0; e < LB; e++) { \
+		int n, k; \
+		gemm_idx(tid + e * NT, (kb), TN, &n, &k); \
+		bs[k * PN + n] = rb[e]; \
+	}
 
 __kernel __attribute__((reqd_work_group_size(RN, RM, 1)))
 void gemm(__global const T* A, long ao, __global const T* B, long bo,
@@ -75,34 +94,17 @@ void gemm(__global const T* A, long ao, __global const T* B, long bo,
 #define LOAD_TILES(k0) \
 	for (int e = 0; e < LA; e++) { \
 		int m, k; \
-		gemm_a_idx(tid + e * NT, transA, &m, &k); \
-		int gm = m0 + m, gk = (k0) + k; \
-		ACC v = 0; \
-		if (gm < M && gk < Kd) v = transA ? LD(A, ao + (long)gk * M + gm) : LD(A, ao + (long)gm * Kd + gk); \
-		ra[e] = v; \
+		gemm_idx(tid + e * NT, !transA, TM, &m, &k); \
+		ra[e] = gemm_ld(A, ao, m0 + m, (k0) + k, M, Kd, !transA); \
 	} \
 	for (int e = 0; e < LB; e++) { \
 		int n, k; \
-		gemm_b_idx(tid + e * NT, transB, &n, &k); \
-		int gn = n0 + n, gk = (k0) + k; \
-		ACC v = 0; \
-		if (gn < N && gk < Kd) v = transB ? LD(B, bo + (long)gn * Kd + gk) : LD(B, bo + (long)gk * N + gn); \
-		rb[e] = v; \
-	}
-#define STORE_TILES() \
-	for (int e = 0; e < LA; e++) { \
-		int m, k; \
-		gemm_a_idx(tid + e * NT, transA, &m, &k); \
-		as[k * PM + m] = ra[e]; \
-	} \
-	for (int e = 0; e < LB; e++) { \
-		int n, k; \
-		gemm_b_idx(tid + e * NT, transB, &n, &k); \
-		bs[k * PN + n] = rb[e]; \
+		gemm_idx(tid + e * NT, transB, TN, &n, &k); \
+		rb[e] = gemm_ld(B, bo, n0 + n, (k0) + k, N, Kd, transB); \
 	}
 	LOAD_TILES(0)
 	for (int k0 = 0; k0 < Kd; k0 += TK) {
-		STORE_TILES()
+		GEMM_STORE_TILES(!transA, transB)
 		barrier(CLK_LOCAL_MEM_FENCE);
 		if (k0 + TK < Kd) {
 			LOAD_TILES(k0 + TK)
@@ -111,7 +113,6 @@ void gemm(__global const T* A, long ao, __global const T* B, long bo,
 		barrier(CLK_LOCAL_MEM_FENCE);
 	}
 #undef LOAD_TILES
-#undef STORE_TILES
 	for (int i = 0; i < WM; i++) {
 		int gm = m0 + ROW(i);
 		if (gm >= M) continue;
@@ -153,9 +154,9 @@ void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
 	ACC ra[LA], rb[LB];
 #define LOAD_TILES(k0) \
 	for (int e = 0; e < LA; e++) { \
-		int l = tid + e * NT, k = l % TK, m = l / TK; \
-		int gm = m0 + m, gk = (k0) + k; \
-		ra[e] = (gm < Kg && gk < R) ? LD(W, wb + (long)gm * R + gk) : (ACC)0; \
+		int m, k; \
+		gemm_idx(tid + e * NT, 1, TM, &m, &k); \
+		ra[e] = gemm_ld(W, wb, m0 + m, (k0) + k, Kg, R, 1); \
 	} \
 	for (int e = 0; e < LB; e++) { \
 		int l = tid + e * NT, n = l % TN, k = l / TN; \
@@ -170,15 +171,6 @@ void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
 		} \
 		rb[e] = v; \
 	}
-#define STORE_TILES() \
-	for (int e = 0; e < LA; e++) { \
-		int l = tid + e * NT; \
-		as[(l % TK) * PM + l / TK] = ra[e]; \
-	} \
-	for (int e = 0; e < LB; e++) { \
-		int l = tid + e * NT; \
-		bs[(l / TN) * PN + l % TN] = rb[e]; \
-	}
 	// Split s of S sums the reduction steps [kb, ke) (whole TK steps).
 	int steps = (R + TK - 1) / TK, per = (steps + S - 1) / S;
 	int kb = split * per * TK, ke = min(R, (split + 1) * per * TK);
@@ -186,7 +178,7 @@ void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
 		LOAD_TILES(kb)
 	}
 	for (int k0 = kb; k0 < ke; k0 += TK) {
-		STORE_TILES()
+		GEMM_STORE_TILES(1, 0)
 		barrier(CLK_LOCAL_MEM_FENCE);
 		if (k0 + TK < ke) {
 			LOAD_TILES(k0 + TK)
@@ -195,7 +187,6 @@ void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
 		barrier(CLK_LOCAL_MEM_FENCE);
 	}
 #undef LOAD_TILES
-#undef STORE_TILES
 	if (S > 1) {
 		// Split-K: every split stores its partial tile, and the last of
 		// the tile's splits to arrive sums them in split order (the same
