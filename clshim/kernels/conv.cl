@@ -93,43 +93,33 @@ __kernel void pool(long total, __global const T* X, long xo, __global T* Y, long
 	long c = t / OH;
 	long xb = xo + c * (long)H * Wd;
 	int hs = oh * SH - PT, ws = ow * SW - PL;
-	ACC r = 0;
-	if (fn == 0) {
-		ACC m = -INFINITY;
-		for (int kh = 0; kh < KH; kh++) {
-			int ih = hs + kh * DH;
-			if (ih < 0 || ih >= H) continue;
-			for (int kw = 0; kw < KW; kw++) {
-				int iw = ws + kw * DW;
-				if (iw < 0 || iw >= Wd) continue;
-				ACC v = LD(X, xb + (long)ih * Wd + iw);
+	// One pass over the window's taps inside the input: the max (fn 0), or
+	// the sum of the values or of their P-th powers and the count.
+	ACC m = -INFINITY, s = 0;
+	int cnt = 0;
+	for (int kh = 0; kh < KH; kh++) {
+		int ih = hs + kh * DH;
+		if (ih < 0 || ih >= H) continue;
+		for (int kw = 0; kw < KW; kw++) {
+			int iw = ws + kw * DW;
+			if (iw < 0 || iw >= Wd) continue;
+			ACC v = LD(X, xb + (long)ih * Wd + iw);
+			cnt++;
+			if (fn == 0) {
 				if (v > m || ISNAN(v)) m = v;
-			}
+			} else if (fn == 1) s += v;
+			else if (P == 1) s += fabs(v);
+			else if (P == 2) s += v * v;
+			else s += pow(fabs(v), (ACC)P);
 		}
-		r = m;
-	} else {
-		ACC s = 0;
-		int cnt = 0;
-		for (int kh = 0; kh < KH; kh++) {
-			int ih = hs + kh * DH;
-			if (ih < 0 || ih >= H) continue;
-			for (int kw = 0; kw < KW; kw++) {
-				int iw = ws + kw * DW;
-				if (iw < 0 || iw >= Wd) continue;
-				ACC v = LD(X, xb + (long)ih * Wd + iw);
-				cnt++;
-				if (fn == 1) s += v;
-				else if (P == 1) s += fabs(v);
-				else if (P == 2) s += v * v;
-				else s += pow(fabs(v), (ACC)P);
-			}
-		}
-		if (fn == 1) {
-			if (incl) cnt = pad_count(hs, DH, KH, -PT, H + PB) * pad_count(ws, DW, KW, -PL, Wd + PR);
-			r = cnt > 0 ? s / (ACC)cnt : (ACC)0;
-		} else if (P == 1) r = s;
-		else if (P == 2) r = sqrt(s);
-		else r = pow(s, (ACC)1 / (ACC)P);
 	}
+	ACC r;
+	if (fn == 0) r = m;
+	else if (fn == 1) {
+		if (incl) cnt = pad_count(hs, DH, KH, -PT, H + PB) * pad_count(ws, DW, KW, -PL, Wd + PR);
+		r = cnt > 0 ? s / (ACC)cnt : (ACC)0;
+	} else if (P == 1) r = s;
+	else if (P == 2) r = sqrt(s);
+	else r = pow(s, (ACC)1 / (ACC)P);
 	ST(Y, yo + gid, r);
 }
