@@ -758,6 +758,16 @@ static uint32_t vr_instance_version(vr_gipa_t g) {
 	return v;
 }
 
+// vr_name_in reports whether one of the n records at recs (size bytes
+// apart, each beginning with a NUL-padded char[256] name, as
+// VkLayerProperties and VkExtensionProperties do) is name.
+static int vr_name_in(const void* recs, uint32_t n, size_t size, const char* name) {
+	for (uint32_t i = 0; i < n; i++) {
+		if (strncmp((const char*)recs + i * size, name, 256) == 0) return 1;
+	}
+	return 0;
+}
+
 // vr_has_layer reports whether the named instance layer is installed.
 static int vr_has_layer(vr_gipa_t g, const char* name) {
 	int32_t (VR_CALL *f)(uint32_t*, vr_LayerProperties*) = NULL;
@@ -765,15 +775,8 @@ static int vr_has_layer(vr_gipa_t g, const char* name) {
 	uint32_t n = 0;
 	if (!f || f(&n, NULL) != VR_SUCCESS || n == 0) return 0;
 	vr_LayerProperties* ls = (vr_LayerProperties*)calloc(n, sizeof *ls);
-	if (!ls) return 0;
-	int found = 0;
-	int32_t r = f(&n, ls);
-	if (r == VR_SUCCESS || r == VR_INCOMPLETE) {
-		for (uint32_t i = 0; i < n && !found; i++) {
-			ls[i].layerName[255] = 0;
-			found = strcmp(ls[i].layerName, name) == 0;
-		}
-	}
+	int32_t r = ls ? f(&n, ls) : VR_ERROR_OUT_OF_HOST_MEMORY;
+	int found = (r == VR_SUCCESS || r == VR_INCOMPLETE) && vr_name_in(ls, n, sizeof *ls, name);
 	free(ls);
 	return found;
 }
@@ -786,15 +789,8 @@ static int vr_has_instance_ext(vr_gipa_t g, const char* name) {
 	uint32_t n = 0;
 	if (!f || f(NULL, &n, NULL) != VR_SUCCESS || n == 0) return 0;
 	vr_ExtensionProperties* es = (vr_ExtensionProperties*)calloc(n, sizeof *es);
-	if (!es) return 0;
-	int found = 0;
-	int32_t r = f(NULL, &n, es);
-	if (r == VR_SUCCESS || r == VR_INCOMPLETE) {
-		for (uint32_t i = 0; i < n && !found; i++) {
-			es[i].extensionName[255] = 0;
-			found = strcmp(es[i].extensionName, name) == 0;
-		}
-	}
+	int32_t r = es ? f(NULL, &n, es) : VR_ERROR_OUT_OF_HOST_MEMORY;
+	int found = (r == VR_SUCCESS || r == VR_INCOMPLETE) && vr_name_in(es, n, sizeof *es, name);
 	free(es);
 	return found;
 }
@@ -959,17 +955,32 @@ static int vr_has_device_ext(vr_inst* in, void* pd, const char* name) {
 	uint32_t n = 0;
 	if (in->EnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VR_SUCCESS || n == 0) return 0;
 	vr_ExtensionProperties* es = (vr_ExtensionProperties*)calloc(n, sizeof *es);
-	if (!es) return 0;
-	int found = 0;
-	int32_t r = in->EnumerateDeviceExtensionProperties(pd, NULL, &n, es);
-	if (r == VR_SUCCESS || r == VR_INCOMPLETE) {
-		for (uint32_t i = 0; i < n && !found; i++) {
-			es[i].extensionName[255] = 0;
-			found = strcmp(es[i].extensionName, name) == 0;
-		}
-	}
+	int32_t r = es ? in->EnumerateDeviceExtensionProperties(pd, NULL, &n, es) : VR_ERROR_OUT_OF_HOST_MEMORY;
+	int found = (r == VR_SUCCESS || r == VR_INCOMPLETE) && vr_name_in(es, n, sizeof *es, name);
 	free(es);
 	return found;
+}
+
+// vr_features is the chain of feature structs that vr_query_caps reads
+// and vr_create_device enables.
+typedef struct {
+	vr_PhysicalDeviceFeatures2 f2;
+	vr_PhysicalDeviceVulkan11Features f11;
+	vr_PhysicalDeviceVulkan12Features f12;
+	vr_PhysicalDeviceCooperativeMatrixFeaturesNV cf;
+} vr_features;
+
+// vr_chain_features zeroes c and links features 2 → Vulkan 1.1 → Vulkan
+// 1.2 (where vk12) → NV cooperative matrix (where vk12 and coop).
+static void vr_chain_features(vr_features* c, int vk12, int coop) {
+	memset(c, 0, sizeof *c);
+	c->f2.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+	c->f11.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+	c->f12.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+	c->cf.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+	c->f2.pNext = &c->f11;
+	if (vk12) c->f11.pNext = &c->f12;
+	if (vk12 && coop) c->f12.pNext = &c->cf;
 }
 
 static void vr_query_caps(vr_inst* in, void* pd, uint32_t apiVersion, uint32_t nvCoop, vr_caps* out) {
@@ -977,25 +988,18 @@ static void vr_query_caps(vr_inst* in, void* pd, uint32_t apiVersion, uint32_t n
 	if (!in->GetPhysicalDeviceFeatures2 || !in->GetPhysicalDeviceProperties2 || apiVersion < ((1u << 22) | (1u << 12))) return;
 	out->hasFeatures2 = 1;
 	out->vk12 = apiVersion >= ((1u << 22) | (2u << 12));
-	vr_PhysicalDeviceFeatures2 f2; vr_PhysicalDeviceVulkan11Features f11; vr_PhysicalDeviceVulkan12Features f12; vr_PhysicalDeviceCooperativeMatrixFeaturesNV cf;
-	memset(&f2, 0, sizeof f2); memset(&f11, 0, sizeof f11); memset(&f12, 0, sizeof f12); memset(&cf, 0, sizeof cf);
-	f2.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-	f11.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
-	f12.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
-	cf.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
-	f2.pNext = &f11;
-	if (out->vk12) f11.pNext = &f12;
-	if (out->vk12 && nvCoop) f12.pNext = &cf;
-	in->GetPhysicalDeviceFeatures2(pd, &f2);
-	out->coopMatrix = cf.cooperativeMatrix;
-	out->vkMemModel = f12.f[VR_F12_VULKAN_MEMORY_MODEL];
-	out->storage16 = f11.f[VR_F11_STORAGE_BUFFER_16BIT];
-	out->storage8 = f12.f[VR_F12_STORAGE_BUFFER_8BIT];
-	out->shaderFloat16 = f12.f[VR_F12_SHADER_FLOAT16];
-	out->shaderInt8 = f12.f[VR_F12_SHADER_INT8];
-	out->shaderFloat64 = f2.features[VR_F_SHADER_FLOAT64];
-	out->shaderInt64 = f2.features[VR_F_SHADER_INT64];
-	out->shaderInt16 = f2.features[VR_F_SHADER_INT16];
+	vr_features c;
+	vr_chain_features(&c, out->vk12, nvCoop);
+	in->GetPhysicalDeviceFeatures2(pd, &c.f2);
+	out->coopMatrix = c.cf.cooperativeMatrix;
+	out->vkMemModel = c.f12.f[VR_F12_VULKAN_MEMORY_MODEL];
+	out->storage16 = c.f11.f[VR_F11_STORAGE_BUFFER_16BIT];
+	out->storage8 = c.f12.f[VR_F12_STORAGE_BUFFER_8BIT];
+	out->shaderFloat16 = c.f12.f[VR_F12_SHADER_FLOAT16];
+	out->shaderInt8 = c.f12.f[VR_F12_SHADER_INT8];
+	out->shaderFloat64 = c.f2.features[VR_F_SHADER_FLOAT64];
+	out->shaderInt64 = c.f2.features[VR_F_SHADER_INT64];
+	out->shaderInt16 = c.f2.features[VR_F_SHADER_INT16];
 
 	vr_PhysicalDeviceProperties2* p2 = (vr_PhysicalDeviceProperties2*)calloc(1, sizeof *p2);
 	if (!p2) return;
@@ -1057,41 +1061,28 @@ static void vr_describe(vr_inst* in, void* pd, vr_physinfo* out) {
 // a vr_dev to free with vr_destroy_device.
 static int32_t vr_create_device(vr_inst* in, void* pd, uint32_t qfam, const vr_caps* en, vr_dev** out) {
 	*out = NULL;
-	vr_PhysicalDeviceFeatures2 f2; vr_PhysicalDeviceVulkan11Features f11; vr_PhysicalDeviceVulkan12Features f12; vr_PhysicalDeviceCooperativeMatrixFeaturesNV cf;
-	memset(&f2, 0, sizeof f2); memset(&f11, 0, sizeof f11); memset(&f12, 0, sizeof f12); memset(&cf, 0, sizeof cf);
-	f2.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-	f11.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
-	f12.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
-	cf.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
-	f2.pNext = &f11;
-	if (en->vk12) f11.pNext = &f12;
-	if (en->vk12 && en->coopMatrix) {
-		f12.pNext = &cf;
-		cf.cooperativeMatrix = 1;
-	}
-	f12.f[VR_F12_VULKAN_MEMORY_MODEL] = en->vkMemModel;
-	f2.features[VR_F_SHADER_FLOAT64] = en->shaderFloat64;
-	f2.features[VR_F_SHADER_INT64] = en->shaderInt64;
-	f2.features[VR_F_SHADER_INT16] = en->shaderInt16;
-	f11.f[VR_F11_STORAGE_BUFFER_16BIT] = en->storage16;
-	f12.f[VR_F12_STORAGE_BUFFER_8BIT] = en->storage8;
-	f12.f[VR_F12_SHADER_FLOAT16] = en->shaderFloat16;
-	f12.f[VR_F12_SHADER_INT8] = en->shaderInt8;
+	vr_features c;
+	vr_chain_features(&c, en->vk12, en->coopMatrix);
+	c.cf.cooperativeMatrix = en->vk12 && en->coopMatrix;
+	c.f12.f[VR_F12_VULKAN_MEMORY_MODEL] = en->vkMemModel;
+	c.f2.features[VR_F_SHADER_FLOAT64] = en->shaderFloat64;
+	c.f2.features[VR_F_SHADER_INT64] = en->shaderInt64;
+	c.f2.features[VR_F_SHADER_INT16] = en->shaderInt16;
+	c.f11.f[VR_F11_STORAGE_BUFFER_16BIT] = en->storage16;
+	c.f12.f[VR_F12_STORAGE_BUFFER_8BIT] = en->storage8;
+	c.f12.f[VR_F12_SHADER_FLOAT16] = en->shaderFloat16;
+	c.f12.f[VR_F12_SHADER_INT8] = en->shaderInt8;
 
 	float prio = 1.0f;
-	vr_DeviceQueueCreateInfo qi;
-	memset(&qi, 0, sizeof qi);
-	qi.sType = VR_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
-	qi.queueFamilyIndex = qfam;
-	qi.queueCount = 1;
-	qi.pQueuePriorities = &prio;
+	vr_DeviceQueueCreateInfo qi = {
+		.sType = VR_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = qfam, .queueCount = 1,
+		.pQueuePriorities = &prio,
+	};
 	const char* exts[1] = {"VK_NV_cooperative_matrix"};
-	vr_DeviceCreateInfo ci;
-	memset(&ci, 0, sizeof ci);
-	ci.sType = VR_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
-	ci.pNext = en->hasFeatures2 ? (const void*)&f2 : NULL;
-	ci.queueCreateInfoCount = 1;
-	ci.pQueueCreateInfos = &qi;
+	vr_DeviceCreateInfo ci = {
+		.sType = VR_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = en->hasFeatures2 ? (const void*)&c.f2 : NULL,
+		.queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
+	};
 	if (en->vk12 && en->coopMatrix) {
 		ci.enabledExtensionCount = 1;
 		ci.ppEnabledExtensionNames = exts;
@@ -1177,34 +1168,34 @@ static void vr_destroy_device(vr_dev* d) {
 
 static int32_t vr_device_wait_idle(vr_dev* d) { return d->DeviceWaitIdle(d->device); }
 
+// VR_DESTROYER defines vr_destroy_<name>(d, h), which destroys the
+// device-level object h with vkDestroy<Kind>.
+#define VR_DESTROYER(name, Kind) \
+	static void vr_destroy_##name(vr_dev* d, uint64_t h) { d->Destroy##Kind(d->device, h, NULL); }
+
 // ---- memory ----
 
 static int32_t vr_create_buffer(vr_dev* d, uint64_t size, uint32_t usage, uint64_t* out) {
-	vr_BufferCreateInfo ci;
-	memset(&ci, 0, sizeof ci);
-	ci.sType = VR_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
-	ci.size = size;
-	ci.usage = usage;
-	ci.sharingMode = VR_SHARING_MODE_EXCLUSIVE;
+	vr_BufferCreateInfo ci = {
+		.sType = VR_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size, .usage = usage,
+		.sharingMode = VR_SHARING_MODE_EXCLUSIVE,
+	};
 	return d->CreateBuffer(d->device, &ci, NULL, out);
 }
 
-static void vr_destroy_buffer(vr_dev* d, uint64_t b) { d->DestroyBuffer(d->device, b, NULL); }
+VR_DESTROYER(buffer, Buffer)
 
 static void vr_buffer_requirements(vr_dev* d, uint64_t b, uint64_t* size, uint32_t* typeBits) {
-	vr_MemoryRequirements req;
-	memset(&req, 0, sizeof req);
+	vr_MemoryRequirements req = {0};
 	d->GetBufferMemoryRequirements(d->device, b, &req);
 	*size = req.size;
 	*typeBits = req.memoryTypeBits;
 }
 
 static int32_t vr_allocate_memory(vr_dev* d, uint64_t size, uint32_t type, uint64_t* out) {
-	vr_MemoryAllocateInfo ai;
-	memset(&ai, 0, sizeof ai);
-	ai.sType = VR_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
-	ai.allocationSize = size;
-	ai.memoryTypeIndex = type;
+	vr_MemoryAllocateInfo ai = {
+		.sType = VR_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = size, .memoryTypeIndex = type,
+	};
 	return d->AllocateMemory(d->device, &ai, NULL, out);
 }
 
@@ -1219,46 +1210,38 @@ static void vr_unmap_memory(vr_dev* d, uint64_t m) { d->UnmapMemory(d->device, m
 // ---- command buffers and synchronisation ----
 
 static int32_t vr_create_command_pool(vr_dev* d, uint32_t qfam, uint64_t* out) {
-	vr_CommandPoolCreateInfo ci;
-	memset(&ci, 0, sizeof ci);
-	ci.sType = VR_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
-	ci.flags = VR_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-	ci.queueFamilyIndex = qfam;
+	vr_CommandPoolCreateInfo ci = {
+		.sType = VR_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, .flags = VR_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+		.queueFamilyIndex = qfam,
+	};
 	return d->CreateCommandPool(d->device, &ci, NULL, out);
 }
 
-static void vr_destroy_command_pool(vr_dev* d, uint64_t p) { d->DestroyCommandPool(d->device, p, NULL); }
+VR_DESTROYER(command_pool, CommandPool)
 
 static int32_t vr_allocate_command_buffer(vr_dev* d, uint64_t pool, void** out) {
-	vr_CommandBufferAllocateInfo ai;
-	memset(&ai, 0, sizeof ai);
-	ai.sType = VR_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-	ai.commandPool = pool;
-	ai.level = VR_COMMAND_BUFFER_LEVEL_PRIMARY;
-	ai.commandBufferCount = 1;
+	vr_CommandBufferAllocateInfo ai = {
+		.sType = VR_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = pool,
+		.level = VR_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1,
+	};
 	return d->AllocateCommandBuffers(d->device, &ai, out);
 }
 
 static int32_t vr_reset_command_buffer(vr_dev* d, void* cb) { return d->ResetCommandBuffer(cb, 0); }
 
 static int32_t vr_begin_command_buffer(vr_dev* d, void* cb, uint32_t flags) {
-	vr_CommandBufferBeginInfo bi;
-	memset(&bi, 0, sizeof bi);
-	bi.sType = VR_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
-	bi.flags = flags;
+	vr_CommandBufferBeginInfo bi = {.sType = VR_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, .flags = flags};
 	return d->BeginCommandBuffer(cb, &bi);
 }
 
 static int32_t vr_end_command_buffer(vr_dev* d, void* cb) { return d->EndCommandBuffer(cb); }
 
 static int32_t vr_create_fence(vr_dev* d, uint64_t* out) {
-	vr_FenceCreateInfo ci;
-	memset(&ci, 0, sizeof ci);
-	ci.sType = VR_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+	vr_FenceCreateInfo ci = {.sType = VR_STRUCTURE_TYPE_FENCE_CREATE_INFO};
 	return d->CreateFence(d->device, &ci, NULL, out);
 }
 
-static void vr_destroy_fence(vr_dev* d, uint64_t f) { d->DestroyFence(d->device, f, NULL); }
+VR_DESTROYER(fence, Fence)
 
 static int32_t vr_reset_fence(vr_dev* d, uint64_t f) { return d->ResetFences(d->device, 1, &f); }
 
@@ -1268,11 +1251,7 @@ static int32_t vr_wait_fence(vr_dev* d, uint64_t f, uint64_t timeout) { return d
 
 // vr_queue_submit submits one command buffer, signalling fence.
 static int32_t vr_queue_submit(vr_dev* d, void* cb, uint64_t fence) {
-	vr_SubmitInfo si;
-	memset(&si, 0, sizeof si);
-	si.sType = VR_STRUCTURE_TYPE_SUBMIT_INFO;
-	si.commandBufferCount = 1;
-	si.pCommandBuffers = &cb;
+	vr_SubmitInfo si = {.sType = VR_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
 	return d->QueueSubmit(d->queue, 1, &si, fence);
 }
 
@@ -1285,11 +1264,9 @@ static void vr_cmd_copy_buffer(vr_dev* d, void* cb, uint64_t src, uint64_t dst, 
 
 // vr_cmd_barrier records one global memory barrier.
 static void vr_cmd_barrier(vr_dev* d, void* cb, uint32_t srcStage, uint32_t dstStage, uint32_t srcAccess, uint32_t dstAccess) {
-	vr_MemoryBarrier mb;
-	memset(&mb, 0, sizeof mb);
-	mb.sType = VR_STRUCTURE_TYPE_MEMORY_BARRIER;
-	mb.srcAccessMask = srcAccess;
-	mb.dstAccessMask = dstAccess;
+	vr_MemoryBarrier mb = {
+		.sType = VR_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = srcAccess, .dstAccessMask = dstAccess,
+	};
 	d->CmdPipelineBarrier(cb, srcStage, dstStage, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
@@ -1321,22 +1298,17 @@ static int32_t vr_create_layouts(vr_dev* d, uint32_t n, uint32_t pushSize, uint6
 		b[i].descriptorCount = 1;
 		b[i].stageFlags = VR_SHADER_STAGE_COMPUTE_BIT;
 	}
-	vr_DescriptorSetLayoutCreateInfo di;
-	memset(&di, 0, sizeof di);
-	di.sType = VR_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
-	di.bindingCount = n;
-	di.pBindings = b;
+	vr_DescriptorSetLayoutCreateInfo di = {
+		.sType = VR_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = n, .pBindings = b,
+	};
 	int32_t r = d->CreateDescriptorSetLayout(d->device, &di, NULL, dsl);
 	free(b);
 	if (r != VR_SUCCESS) return r;
 	vr_PushConstantRange pr = {VR_SHADER_STAGE_COMPUTE_BIT, 0, pushSize};
-	vr_PipelineLayoutCreateInfo li;
-	memset(&li, 0, sizeof li);
-	li.sType = VR_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
-	li.setLayoutCount = 1;
-	li.pSetLayouts = dsl;
-	li.pushConstantRangeCount = pushSize ? 1 : 0;
-	li.pPushConstantRanges = pushSize ? &pr : NULL;
+	vr_PipelineLayoutCreateInfo li = {
+		.sType = VR_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1, .pSetLayouts = dsl,
+		.pushConstantRangeCount = pushSize ? 1 : 0, .pPushConstantRanges = pushSize ? &pr : NULL,
+	};
 	r = d->CreatePipelineLayout(d->device, &li, NULL, pl);
 	if (r != VR_SUCCESS) {
 		d->DestroyDescriptorSetLayout(d->device, *dsl, NULL);
@@ -1356,11 +1328,9 @@ static void vr_destroy_layouts(vr_dev* d, uint64_t dsl, uint64_t pl) {
 // destroys the module.
 static int32_t vr_create_pipeline(vr_dev* d, uint64_t cache, const uint32_t* code, size_t size, uint64_t layout,
 		const uint32_t* spec, uint32_t nspec, uint64_t* out) {
-	vr_ShaderModuleCreateInfo mi;
-	memset(&mi, 0, sizeof mi);
-	mi.sType = VR_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
-	mi.codeSize = size;
-	mi.pCode = code;
+	vr_ShaderModuleCreateInfo mi = {
+		.sType = VR_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = size, .pCode = code,
+	};
 	uint64_t module = 0;
 	int32_t r = d->CreateShaderModule(d->device, &mi, NULL, &module);
 	if (r != VR_SUCCESS) return r;
@@ -1368,33 +1338,29 @@ static int32_t vr_create_pipeline(vr_dev* d, uint64_t cache, const uint32_t* cod
 	if (nspec > 32) nspec = 32;
 	for (uint32_t i = 0; i < nspec; i++) { entries[i].constantID = i; entries[i].offset = 4 * i; entries[i].size = 4; }
 	vr_SpecializationInfo si = {nspec, entries, 4 * (size_t)nspec, spec};
-	vr_ComputePipelineCreateInfo pi;
-	memset(&pi, 0, sizeof pi);
-	pi.sType = VR_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
-	pi.stage.sType = VR_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
-	pi.stage.stage = VR_SHADER_STAGE_COMPUTE_BIT;
-	pi.stage.module = module;
-	pi.stage.pName = "main";
-	pi.stage.pSpecializationInfo = nspec ? &si : NULL;
-	pi.layout = layout;
-	pi.basePipelineIndex = -1;
+	vr_ComputePipelineCreateInfo pi = {
+		.sType = VR_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+		.stage = {
+			.sType = VR_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VR_SHADER_STAGE_COMPUTE_BIT,
+			.module = module, .pName = "main", .pSpecializationInfo = nspec ? &si : NULL,
+		},
+		.layout = layout, .basePipelineIndex = -1,
+	};
 	r = d->CreateComputePipelines(d->device, cache, 1, &pi, NULL, out);
 	d->DestroyShaderModule(d->device, module, NULL);
 	return r;
 }
 
-static void vr_destroy_pipeline(vr_dev* d, uint64_t p) { d->DestroyPipeline(d->device, p, NULL); }
+VR_DESTROYER(pipeline, Pipeline)
 
 static int32_t vr_create_pipeline_cache(vr_dev* d, const void* data, size_t n, uint64_t* out) {
-	vr_PipelineCacheCreateInfo ci;
-	memset(&ci, 0, sizeof ci);
-	ci.sType = VR_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
-	ci.initialDataSize = n;
-	ci.pInitialData = n ? data : NULL;
+	vr_PipelineCacheCreateInfo ci = {
+		.sType = VR_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, .initialDataSize = n, .pInitialData = n ? data : NULL,
+	};
 	return d->CreatePipelineCache(d->device, &ci, NULL, out);
 }
 
-static void vr_destroy_pipeline_cache(vr_dev* d, uint64_t c) { d->DestroyPipelineCache(d->device, c, NULL); }
+VR_DESTROYER(pipeline_cache, PipelineCache)
 
 static int32_t vr_pipeline_cache_data(vr_dev* d, uint64_t c, size_t* n, void* data) { return d->GetPipelineCacheData(d->device, c, n, data); }
 
@@ -1402,26 +1368,22 @@ static int32_t vr_pipeline_cache_data(vr_dev* d, uint64_t c, size_t* n, void* da
 
 static int32_t vr_create_descriptor_pool(vr_dev* d, uint32_t maxSets, uint32_t nbuffers, uint64_t* out) {
 	vr_DescriptorPoolSize ps = {VR_DESCRIPTOR_TYPE_STORAGE_BUFFER, nbuffers};
-	vr_DescriptorPoolCreateInfo ci;
-	memset(&ci, 0, sizeof ci);
-	ci.sType = VR_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
-	ci.maxSets = maxSets;
-	ci.poolSizeCount = 1;
-	ci.pPoolSizes = &ps;
+	vr_DescriptorPoolCreateInfo ci = {
+		.sType = VR_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = maxSets, .poolSizeCount = 1,
+		.pPoolSizes = &ps,
+	};
 	return d->CreateDescriptorPool(d->device, &ci, NULL, out);
 }
 
-static void vr_destroy_descriptor_pool(vr_dev* d, uint64_t p) { d->DestroyDescriptorPool(d->device, p, NULL); }
+VR_DESTROYER(descriptor_pool, DescriptorPool)
 
 // vr_write_set allocates a descriptor set of layout dsl from pool and
 // points its bindings 0..n-1 at bufs[0..n).
 static int32_t vr_write_set(vr_dev* d, uint64_t pool, uint64_t dsl, uint32_t n, const vr_DescriptorBufferInfo* bufs, uint64_t* out) {
-	vr_DescriptorSetAllocateInfo ai;
-	memset(&ai, 0, sizeof ai);
-	ai.sType = VR_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
-	ai.descriptorPool = pool;
-	ai.descriptorSetCount = 1;
-	ai.pSetLayouts = &dsl;
+	vr_DescriptorSetAllocateInfo ai = {
+		.sType = VR_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = pool, .descriptorSetCount = 1,
+		.pSetLayouts = &dsl,
+	};
 	int32_t r = d->AllocateDescriptorSets(d->device, &ai, out);
 	if (r != VR_SUCCESS || n == 0) return r;
 	vr_WriteDescriptorSet* w = (vr_WriteDescriptorSet*)calloc(n, sizeof *w);
@@ -1442,15 +1404,13 @@ static int32_t vr_write_set(vr_dev* d, uint64_t pool, uint64_t dsl, uint32_t n, 
 // ---- timestamps ----
 
 static int32_t vr_create_query_pool(vr_dev* d, uint32_t n, uint64_t* out) {
-	vr_QueryPoolCreateInfo ci;
-	memset(&ci, 0, sizeof ci);
-	ci.sType = VR_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
-	ci.queryType = VR_QUERY_TYPE_TIMESTAMP;
-	ci.queryCount = n;
+	vr_QueryPoolCreateInfo ci = {
+		.sType = VR_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VR_QUERY_TYPE_TIMESTAMP, .queryCount = n,
+	};
 	return d->CreateQueryPool(d->device, &ci, NULL, out);
 }
 
-static void vr_destroy_query_pool(vr_dev* d, uint64_t p) { d->DestroyQueryPool(d->device, p, NULL); }
+VR_DESTROYER(query_pool, QueryPool)
 
 // vr_query_results waits for and reads n 64-bit timestamps into out.
 static int32_t vr_query_results(vr_dev* d, uint64_t pool, uint32_t n, uint64_t* out) {
