@@ -577,31 +577,23 @@ func binaryFast[T floatT](p *ewPlan, fn rt.BinaryFn) rowFunc {
 }
 
 func binVecVec[T floatT](fn rt.BinaryFn, a, b, y []T) {
-	if addSubMul(fn, a, b, y) {
+	if sameForIntFloat(fn, a, b, y) {
 		return
 	}
 	a = a[:len(y)]
 	b = b[:len(y)]
-	switch fn {
-	case rt.Div:
+	if fn == rt.Div {
 		for i := range y {
 			y[i] = a[i] / b[i]
-		}
-	case rt.Max:
-		for i := range y {
-			y[i] = max(a[i], b[i])
-		}
-	case rt.Min:
-		for i := range y {
-			y[i] = min(a[i], b[i])
 		}
 	}
 }
 
-// addSubMul computes y = a fn b for Add, Sub and Mul, the functions that
-// are the same for integers and floats, and reports whether fn is one of
-// them.
-func addSubMul[T ~int64 | floatT](fn rt.BinaryFn, a, b, y []T) bool {
+// sameForIntFloat computes y = a fn b for Add, Sub, Mul, Max and Min, the
+// functions that are the same for integers and floats (the builtin max
+// and min: NaN wins, and max(-0, +0) is +0), and reports whether fn is
+// one of them.
+func sameForIntFloat[T ~int64 | floatT](fn rt.BinaryFn, a, b, y []T) bool {
 	a = a[:len(y)]
 	b = b[:len(y)]
 	switch fn {
@@ -616,6 +608,14 @@ func addSubMul[T ~int64 | floatT](fn rt.BinaryFn, a, b, y []T) bool {
 	case rt.Mul:
 		for i := range y {
 			y[i] = a[i] * b[i]
+		}
+	case rt.Max:
+		for i := range y {
+			y[i] = max(a[i], b[i])
+		}
+	case rt.Min:
+		for i := range y {
+			y[i] = min(a[i], b[i])
 		}
 	default:
 		return false
@@ -703,7 +703,7 @@ func binaryF64(fn rt.BinaryFn, a, b, y []float64) {
 }
 
 func binaryI64(fn rt.BinaryFn, a, b, y []int64) {
-	if addSubMul(fn, a, b, y) {
+	if sameForIntFloat(fn, a, b, y) {
 		return
 	}
 	a = a[:len(y)]
@@ -716,14 +716,6 @@ func binaryI64(fn rt.BinaryFn, a, b, y []int64) {
 			} else {
 				y[i] = a[i] / b[i]
 			}
-		}
-	case rt.Max:
-		for i := range y {
-			y[i] = max(a[i], b[i])
-		}
-	case rt.Min:
-		for i := range y {
-			y[i] = min(a[i], b[i])
 		}
 	case rt.Mod:
 		for i := range y {
