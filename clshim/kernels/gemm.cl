@@ -56,6 +56,16 @@ inline ACC gemm_ld(__global const T* X, long xo, int r, int k, int R, int Kd, in
 	return kfast ? LD(X, xo + (long)r * Kd + k) : LD(X, xo + (long)k * R + r);
 }
 
+// GEMM_LOAD_TILE reads this work-item's L elements of an operand's tile
+// (tr rows from r0, TK depth from k0) of the R x Kd operand at X + xo,
+// stored k fastest where kfast, into the registers regs.
+#define GEMM_LOAD_TILE(regs, L, tr, X, xo, r0, k0, R, Kd, kfast) \
+	for (int e = 0; e < (L); e++) { \
+		int r, k; \
+		gemm_idx(tid + e * NT, (kfast), (tr), &r, &k); \
+		regs[e] = gemm_ld((X), (xo), (r0) + r, (k0) + k, (R), (Kd), (kfast)); \
+	}
+
 // GEMM_STORE_TILES moves the registers ra and rb, loaded by a kernel's
 // LOAD_TILES with A's and B's tiles k fastest where ka and kb, into the
 // local tiles as and bs (depth-major).
@@ -92,16 +102,8 @@ void gemm(__global const T* A, long ao, __global const T* B, long bo,
 		for (int j = 0; j < WN; j++) acc[i][j] = 0;
 	ACC ra[LA], rb[LB];
 #define LOAD_TILES(k0) \
-	for (int e = 0; e < LA; e++) { \
-		int m, k; \
-		gemm_idx(tid + e * NT, !transA, TM, &m, &k); \
-		ra[e] = gemm_ld(A, ao, m0 + m, (k0) + k, M, Kd, !transA); \
-	} \
-	for (int e = 0; e < LB; e++) { \
-		int n, k; \
-		gemm_idx(tid + e * NT, transB, TN, &n, &k); \
-		rb[e] = gemm_ld(B, bo, n0 + n, (k0) + k, N, Kd, transB); \
-	}
+	GEMM_LOAD_TILE(ra, LA, TM, A, ao, m0, k0, M, Kd, !transA) \
+	GEMM_LOAD_TILE(rb, LB, TN, B, bo, n0, k0, N, Kd, transB)
 	LOAD_TILES(0)
 	for (int k0 = 0; k0 < Kd; k0 += TK) {
 		GEMM_STORE_TILES(!transA, transB)
@@ -153,11 +155,7 @@ void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
 		for (int j = 0; j < WN; j++) acc[i][j] = 0;
 	ACC ra[LA], rb[LB];
 #define LOAD_TILES(k0) \
-	for (int e = 0; e < LA; e++) { \
-		int m, k; \
-		gemm_idx(tid + e * NT, 1, TM, &m, &k); \
-		ra[e] = gemm_ld(W, wb, m0 + m, (k0) + k, Kg, R, 1); \
-	} \
+	GEMM_LOAD_TILE(ra, LA, TM, W, wb, m0, k0, Kg, R, 1) \
 	for (int e = 0; e < LB; e++) { \
 		int l = tid + e * NT, n = l % TN, k = l / TN; \
 		int p = n0 + n, r = (k0) + k; \
