@@ -208,11 +208,7 @@ func (s *stream) Wait() error {
 		if err := readSync(s.queue, s.statusMem, 0, b[:]); err != nil {
 			return fmt.Errorf("opencl: Wait: %w", mapExecErr(err))
 		}
-		var w [rt.IndexStatusWords]uint32
-		for i := range w {
-			w[i] = binary.LittleEndian.Uint32(b[4*i:])
-		}
-		return rt.IndexStatusError(BackendName, w[:], s.ops)
+		return rt.IndexStatusError(BackendName, b[:], s.ops)
 	}
 	return nil
 }

@@ -554,17 +554,13 @@ func (s *Stream) waitLocked() {
 	}
 	if s.usesStatus && s.err == nil {
 		b := unsafe.Slice((*byte)(unsafe.Add(s.pinned, s.statusStage+statusBytes)), statusBytes)
-		var w [rt.IndexStatusWords]uint32
-		for i := range w {
-			w[i] = binary.LittleEndian.Uint32(b[4*i:])
-		}
 		var names []string
 		for i := range s.cmds {
 			if s.cmds[i].kind == rt.CmdLaunch {
 				names = append(names, s.cmds[i].name)
 			}
 		}
-		s.err = rt.IndexStatusError(BackendName, w[:], names)
+		s.err = rt.IndexStatusError(BackendName, b, names)
 	}
 	if s.profile {
 		var times []time.Duration

@@ -1,6 +1,7 @@
 package rt
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -137,12 +138,19 @@ func IndexChecked(op Op) bool {
 // axis. The stream zeroes the words before each run.
 const IndexStatusWords = 4
 
-// IndexStatusError decodes the status words w (IndexStatusWords of them,
-// as written by the device) into an *IndexError, with the op names of the
-// stream's launches in order; it returns nil when no index was out of
-// range.
-func IndexStatusError(backend string, w []uint32, ops []string) error {
-	if len(w) < IndexStatusWords || w[0] == 0 {
+// IndexStatusError decodes the status words (IndexStatusWords of them,
+// little-endian, as the device wrote them to b) into an *IndexError, with
+// the op names of the stream's launches in order; it returns nil when no
+// index was out of range.
+func IndexStatusError(backend string, b []byte, ops []string) error {
+	if len(b) < 4*IndexStatusWords {
+		return nil
+	}
+	var w [IndexStatusWords]uint32
+	for i := range w {
+		w[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	if w[0] == 0 {
 		return nil
 	}
 	launch := int(w[0]) - 1

@@ -3,7 +3,6 @@
 package vulkan
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 	"unsafe"
@@ -512,12 +511,7 @@ func (s *stream) Wait() error {
 	}
 	var idxErr error
 	if s.usesStatus && s.stage != nil {
-		st := s.stage.bytes()[s.statusOff+statusBytes:]
-		var w [rt.IndexStatusWords]uint32
-		for i := range w {
-			w[i] = binary.LittleEndian.Uint32(st[4*i:])
-		}
-		idxErr = rt.IndexStatusError(backendName, w[:], s.ops)
+		idxErr = rt.IndexStatusError(backendName, s.stage.bytes()[s.statusOff+statusBytes:], s.ops)
 	}
 	if s.qpool != 0 {
 		res := make([]uint64, s.nq)
