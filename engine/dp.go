@@ -49,11 +49,14 @@ import (
 //     are copied to the others, so the replicas stay bit-identical even
 //     on mixed backends.
 //
-// Neither path overlaps the reduction with the device's own backward
-// pass: each device records forward and backward as one stream (one CUDA
-// graph), so the first bucket is ready when the whole backward is. On
-// NCCL the all-reduce follows backward on the GPU with no gap; on the
-// host path one device's reduction overlaps the other devices' compute.
+// Both paths overlap the reduction with backward unless
+// opts.NoOverlap: with two or more groups of buckets (buckets finished by
+// the same launch form a group), each device's forward and backward is
+// recorded in one segment per group and a tail, and group j is reduced
+// while segment j+1 runs (overlap.go). Otherwise each device records
+// forward and backward as one stream and the buckets are reduced after
+// it; on the host path one device's reduction still overlaps the other
+// devices' compute.
 //
 // BatchNormalization in training mode normalises each share by its own
 // statistics (PyTorch DistributedDataParallel without SyncBatchNorm), and
@@ -150,10 +153,12 @@ func NewDataParallel(m *model.Model, devs []rt.Device, opts TrainOptions) (*Trai
 }
 
 // GradBuckets returns the gradient buckets of a data-parallel trainer,
-// in the order they are reduced (the last parameters first, as backward
-// produces their gradients): byte ranges of the flat gradient block,
-// whose parameters are listed in block order by State().Params. It is
-// nil for a single-device trainer.
+// the last parameters first (dist.BucketsByParam): byte ranges of the
+// flat gradient block, whose parameters are listed in block order by
+// State().Params. A step without overlap reduces them in this order; an
+// overlapped step in the order backward finishes them, which may differ
+// (a layer's weight gradient comes before its bias's). It is nil for a
+// single-device trainer.
 func (t *Trainer) GradBuckets() []dist.Bucket {
 	return append([]dist.Bucket(nil), t.buckets...)
 }

@@ -258,8 +258,9 @@ func TestDataParallelOverlapOrder(t *testing.T) {
 }
 
 // BenchmarkDataParallelOverlap times a training step (Adam, batch 256)
-// of a 5-1024-1024-3 MLP (4.2 MB of f32 gradients, in 1 MB buckets: five
-// groups) on 2 and 4 logical CPU devices, with the gradient reduction
+// of a 5-1024-1024-3 MLP (4.2 MB of f32 gradients in buckets of at most
+// 1 MB of whole parameters: three groups, the 4 MB hidden weight first)
+// on 2 and 4 logical CPU devices, with the gradient reduction
 // overlapped with backward and without (NoOverlap), side by side.
 // Logical devices share this machine's cores with the host reduction,
 // so the figures show what overlap saves when cores are scarce, not a

@@ -70,7 +70,8 @@ type TrainOptions struct {
 // Trainer trains a model on one device (NewTrainer) or data-parallel on
 // several (NewDataParallel). A training step — forward,
 // backward and the optimizer update — is planned once per input shape
-// into one arena and recorded into one stream, then replayed: one submit
+// into one arena and recorded into one stream (a data-parallel trainer:
+// in segments, see NewDataParallel), then replayed: one submit
 // and one wait per step. Parameters, their gradients and the optimizer
 // state each live in one flat device buffer. A Trainer is safe for
 // concurrent use; steps are serialised.

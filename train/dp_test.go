@@ -45,8 +45,9 @@ func dpNet(t *testing.T, dt rt.DType) *train.Net {
 
 // TestRunDataParallel trains the same run on one device and on N
 // logical CPU devices (93 samples in batches of 10: a last batch of 3),
-// and compares every step's loss, the epoch metrics and the weights;
-// then a data-parallel run stopped by a checkpoint resumes exactly.
+// and compares every step's loss, the epoch metrics and the weights, and
+// the data-parallel run with NoOverlap; then a data-parallel run stopped
+// by a checkpoint resumes exactly.
 func TestRunDataParallel(t *testing.T) {
 	d := dpData(t, 93)
 	for _, tc := range []struct {
@@ -80,6 +81,20 @@ func TestRunDataParallel(t *testing.T) {
 			}
 			if len(many.Losses) != len(one.Losses) || len(one.Losses) != 20 {
 				t.Fatalf("%d and %d losses, want 20", len(many.Losses), len(one.Losses))
+			}
+			// The gradient reduction overlapped with backward (the
+			// default, several buckets) and not: the same run, bit for
+			// bit.
+			sc := cfg(devs, 2)
+			sc.NoOverlap = true
+			serial, err := train.Run(context.Background(), sc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range many.Losses {
+				if serial.Losses[k] != many.Losses[k] {
+					t.Fatalf("step %d: loss %.17g overlapped, %.17g with NoOverlap", k+1, many.Losses[k], serial.Losses[k])
+				}
 			}
 			for k := range one.Losses {
 				if e := math.Abs(many.Losses[k]-one.Losses[k]) / math.Abs(one.Losses[k]); e > tc.tol {

@@ -45,6 +45,10 @@ type Config struct {
 	// device is a CUDA GPU of its own and libnccl loads, else the host),
 	// "host" or "nccl" (engine.TrainOptions.Collective).
 	Collective string
+	// NoOverlap reduces the data-parallel gradients after the whole
+	// backward pass instead of bucket by bucket while backward still runs
+	// (engine.TrainOptions.NoOverlap).
+	NoOverlap bool
 	// Optimizer is the update rule; zero hyperparameters take
 	// torch.optim's defaults. LR must be set.
 	Optimizer engine.Optimizer
@@ -416,6 +420,7 @@ func (r *run) setup() error {
 	opts.Shapes = map[string][]int{r.net.Input: append([]int{b}, sample...), r.net.Target: append([]int{b}, r.tShape...)}
 	opts.BucketBytes = c.BucketBytes
 	opts.Collective = c.Collective
+	opts.NoOverlap = c.NoOverlap
 	if r.tr, err = engine.NewDataParallel(r.net.Model, r.devices(), opts); err != nil {
 		r.loader.Close()
 		return fmt.Errorf("train: %w", err)

@@ -59,6 +59,7 @@ type trainFlags struct {
 	verbose            bool
 	collective         string
 	bucketMB           float64
+	overlap            bool
 }
 
 func newTrainFlags() *trainFlags {
@@ -92,6 +93,7 @@ func newTrainFlags() *trainFlags {
 	fs.BoolVar(&f.verbose, "v", false, "verbose output")
 	fs.StringVar(&f.collective, "collective", "", "data-parallel gradient all-reduce: nccl (CUDA devices, one per GPU), host, or empty for nccl where it works and host otherwise")
 	fs.Float64Var(&f.bucketMB, "bucket-mb", 0, "data-parallel gradient bucket size in `MB` (default 25)")
+	fs.BoolVar(&f.overlap, "overlap", true, "reduce each data-parallel gradient bucket while the rest of backward runs (false: after the whole backward pass)")
 	return f
 }
 
@@ -577,7 +579,7 @@ func (f *trainFlags) run(ctx context.Context, arg string, opt engine.Optimizer, 
 		}
 	}()
 	cfg := train.Config{
-		Net: net, Device: dev, Devices: devs, Optimizer: opt, Collective: f.collective, BucketBytes: int64(f.bucketMB * (1 << 20)),
+		Net: net, Device: dev, Devices: devs, Optimizer: opt, Collective: f.collective, BucketBytes: int64(f.bucketMB * (1 << 20)), NoOverlap: !f.overlap,
 		Train: d.train, Val: d.val, BatchSize: f.batch, Epochs: f.epochs, Shuffle: f.shuffle, Seed: f.seed,
 		Mean: d.mean, Std: d.std,
 		CheckpointDir: ckptDir, EpochCheckpoints: epochCkpt, CheckpointEvery: f.ckptEvery,
