@@ -1,10 +1,15 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#ifdef SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 // normalize: per row of [outer, n]: (x - mean) / sqrt(var + eps) * scale + bias,
 // one workgroup per row, two passes (mean, then centered variance). With
 // flags bit 2 a row of at most WG*CACHE elements is held in registers, so
-// X is read once.
+// X is read once. The SUBGROUP variants reduce across the workgroup with
+// subgroup arithmetic (two barriers, against 2 log2 WG).
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -21,6 +26,19 @@ layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
 
 shared CT sv[WG];
 
+#ifdef SUBGROUP
+// Workgroup reductions of the SUBGROUP variants: subgroupAdd/Max, then
+// every invocation folds the per-subgroup results in subgroup order.
+CT wgsum(CT v, uint t) {
+	v = subgroupAdd(v);
+	if (subgroupElect()) sv[gl_SubgroupID] = v;
+	barrier();
+	CT r = sv[0];
+	for (uint i = 1u; i < gl_NumSubgroups; i++) r += sv[i];
+	barrier();
+	return r;
+}
+#else
 CT wgsum(CT v, uint t) {
 	sv[t] = v;
 	barrier();
@@ -32,6 +50,7 @@ CT wgsum(CT v, uint t) {
 	barrier();
 	return r;
 }
+#endif
 
 #define CACHE 32u
 

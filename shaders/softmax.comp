@@ -1,10 +1,16 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#ifdef SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 // softmax: stable (log-)softmax over the middle axis of [outer, n, inner].
 // Mode 0: one workgroup per (outer, inner) row; mode 1: one invocation per row;
 // mode 2: one workgroup per contiguous row (inner == 1) of at most
-// WG*CACHE elements, held in registers, so X is read once.
+// WG*CACHE elements, held in registers, so X is read once (and exp
+// computed once per element). The SUBGROUP variants reduce across the
+// workgroup with subgroup arithmetic (two barriers, against 2 log2 WG).
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -30,6 +36,29 @@ void put(uint o, uint k, uint i, CT v, CT m, CT s) {
 	y[pc.offY + at(o, k, i)] = Y_ST(r);
 }
 
+#ifdef SUBGROUP
+// Workgroup reductions of the SUBGROUP variants: subgroupAdd/Max, then
+// every invocation folds the per-subgroup results in subgroup order.
+CT wgmax(CT v, uint t) {
+	v = subgroupMax(v);
+	if (subgroupElect()) sv[gl_SubgroupID] = v;
+	barrier();
+	CT r = sv[0];
+	for (uint i = 1u; i < gl_NumSubgroups; i++) r = max(r, sv[i]);
+	barrier();
+	return r;
+}
+
+CT wgsum(CT v, uint t) {
+	v = subgroupAdd(v);
+	if (subgroupElect()) sv[gl_SubgroupID] = v;
+	barrier();
+	CT r = sv[0];
+	for (uint i = 1u; i < gl_NumSubgroups; i++) r += sv[i];
+	barrier();
+	return r;
+}
+#else
 CT wgmax(CT v, uint t) {
 	sv[t] = v;
 	barrier();
@@ -53,6 +82,7 @@ CT wgsum(CT v, uint t) {
 	barrier();
 	return r;
 }
+#endif
 
 #define CACHE 32u
 
@@ -70,16 +100,20 @@ void cached() {
 			m = max(m, v[j]);
 		}
 		m = wgmax(m, t);
+		// softmax keeps exp(v - m) in v; log-softmax keeps v - m
+		bool lg = pc.logsm != 0u;
 		CT acc = CT(0);
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
 			v[j] -= m;
-			if (t + j * WG < n) acc += M_EXP(v[j]);
+			CT e = M_EXP(v[j]);
+			if (t + j * WG < n) acc += e;
+			if (!lg) v[j] = e;
 		}
 		CT s = wgsum(acc, t);
-		CT ls = pc.logsm != 0u ? M_LOG(s) : CT(0);
+		CT ls = lg ? M_LOG(s) : CT(0), inv = CT(1) / s;
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
 			uint k = t + j * WG;
-			if (k < n) y[by + k] = Y_ST(pc.logsm != 0u ? v[j] - ls : M_EXP(v[j]) / s);
+			if (k < n) y[by + k] = Y_ST(lg ? v[j] - ls : v[j] * inv);
 		}
 	}
 }

@@ -183,8 +183,9 @@ func gpuCopy(d *device, dst, src rt.Buffer, n int64) (time.Duration, error) {
 // the device copy (copy-buffer: vkCmdCopyBuffer between timestamps, and
 // rt.CopyBuffer's wall clock, which adds a submit and a fence wait;
 // copy-kernel: Unary Copy, copy.comp), Add, Relu, Softmax, Normalize
-// (layer norm; both also with the row-in-registers path off, -nocache)
-// and Reduce Sum over the rows, and MaxPool 3×3/2 pad 1 on 32×64×112×112
+// (layer norm; both also with the row-in-registers path off, -nocache,
+// and with shared-memory instead of subgroup reductions, -nosg) and
+// Reduce Sum over the rows, and MaxPool 3×3/2 pad 1 on 32×64×112×112
 // (input plus output). Before the cases it times vkCmdCopyBuffer of the
 // same bytes (best of 10): every case also reports x-copy, its gpu-GB/s
 // over that copy's, the figure of issue 15's goal (≥ 0.9), measured in
@@ -247,6 +248,10 @@ func BenchmarkBandwidth(b *testing.B) {
 		noRowCache = true
 		return func() { noRowCache = false }
 	}
+	nosg := func() func() {
+		noSubgroupRows = true
+		return func() { noSubgroupRows = false }
+	}
 
 	b.Run("copy-buffer", func(b *testing.B) {
 		var gpu time.Duration
@@ -280,9 +285,11 @@ func BenchmarkBandwidth(b *testing.B) {
 	softmax := func() rt.Op { return &rt.Softmax{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Inner: 1} }
 	run("softmax-rows", softmax, 2*nb, nil)
 	run("softmax-rows-nocache", softmax, 2*nb, nocache)
+	run("softmax-rows-nosg", softmax, 2*nb, nosg)
 	layernorm := func() rt.Op { return &rt.Normalize{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Eps: 1e-5} }
 	run("layernorm-rows", layernorm, 2*nb, nil)
 	run("layernorm-rows-nocache", layernorm, 2*nb, nocache)
+	run("layernorm-rows-nosg", layernorm, 2*nb, nosg)
 	run("sum-rows", func() rt.Op {
 		return &rt.Reduce{Fn: rt.Sum, X: mat(xa), Y: y.ref([]int{rows}, nil), Outer: rows, N: cols, Inner: 1}
 	}, nb, nil)

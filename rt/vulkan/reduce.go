@@ -28,6 +28,21 @@ const rowCache = 32
 // noRowCache (tests, benchmarks) turns the register-held rows off.
 var noRowCache bool
 
+// noSubgroupRows (tests, benchmarks) keeps softmax.comp and
+// normalize.comp on their shared-memory reductions where the device has
+// subgroup arithmetic.
+var noSubgroupRows bool
+
+// rowShader returns the softmax.comp or normalize.comp variant for dt:
+// the SUBGROUP one (subgroup reductions) for f32 and f16 where the device
+// has subgroup arithmetic.
+func (l *lowering) rowShader(name string, dt rt.DType) string {
+	if dt != rt.F64 && !noSubgroupRows && l.d.hasSubgroupArith() {
+		return name + "sg_" + dt.String()
+	}
+	return name + "_" + dt.String()
+}
+
 // cachedRow reports whether a contiguous row of n elements is held in
 // registers by softmax.comp and normalize.comp.
 func cachedRow(n int) bool { return !noRowCache && n <= wgSize*rowCache }
@@ -122,7 +137,7 @@ func (l *lowering) Softmax(o *rt.Softmax) {
 	if o.Log {
 		lg = 1
 	}
-	l.add(dispatch{shader: "softmax_" + dt.String(), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, groups: groups,
+	l.add(dispatch{shader: l.rowShader("softmax", dt), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, groups: groups,
 		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), lg, offs[0], offs[1], mode, 0}})
 }
 
@@ -167,7 +182,7 @@ func (l *lowering) Normalize(o *rt.Normalize) {
 		flags |= 4
 	}
 	e := realBits(dt, o.Eps)
-	l.add(dispatch{shader: "normalize_" + dt.String(), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
+	l.add(dispatch{shader: l.rowShader("normalize", dt), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
 		groups: groups2D(l.d, int64(o.Outer)),
 		push:   []uint32{uint32(o.Outer), uint32(o.N), flags, 0, offs[0], offs[1], offs[2], offs[3], e[0], e[1]}})
 }

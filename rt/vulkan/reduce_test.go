@@ -141,14 +141,19 @@ func TestReduce(t *testing.T) {
 
 // TestSoftmax covers rows held in registers (inner 1, up to 8192
 // elements: 65, 1000, 8192) and the others (8193, strided rows), and the
-// register-free path for all shapes (noRowCache).
+// register-free path for all shapes (noRowCache), each with subgroup and
+// shared-memory reductions (noSubgroupRows).
 func TestSoftmax(t *testing.T) {
-	for _, nc := range []bool{false, true} {
-		noRowCache = nc
+	defer func() { noRowCache, noSubgroupRows = false, false }()
+	for _, mode := range rowModes {
+		noRowCache, noSubgroupRows = mode[0], mode[1]
 		testSoftmax(t)
 	}
-	noRowCache = false
 }
+
+// rowModes are the softmax.comp and normalize.comp paths TestSoftmax and
+// TestNormalize run: {noRowCache, noSubgroupRows}.
+var rowModes = [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}}
 
 func testSoftmax(t *testing.T) {
 	d := testDevice(t)
@@ -194,13 +199,14 @@ func testSoftmax(t *testing.T) {
 }
 
 // TestNormalize covers rows held in registers (up to 8192 elements) and
-// longer ones (8193), and the register-free path for all (noRowCache).
+// longer ones (8193), and the register-free path for all (noRowCache),
+// each with subgroup and shared-memory reductions (noSubgroupRows).
 func TestNormalize(t *testing.T) {
-	for _, nc := range []bool{false, true} {
-		noRowCache = nc
+	defer func() { noRowCache, noSubgroupRows = false, false }()
+	for _, mode := range rowModes {
+		noRowCache, noSubgroupRows = mode[0], mode[1]
 		testNormalize(t)
 	}
-	noRowCache = false
 }
 
 func testNormalize(t *testing.T) {

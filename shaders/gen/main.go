@@ -157,6 +157,10 @@ func variants() []variant {
 		add("argreduce_"+n, "reduce.comp", append(base, []string{"ARG=1"})...)
 		add("softmax_"+n, "softmax.comp", base...)
 		add("normalize_"+n, "normalize.comp", base...)
+		if n != "f64" {
+			add("softmaxsg_"+n, "softmax.comp", append(base, []string{"SUBGROUP=1"})...)
+			add("normalizesg_"+n, "normalize.comp", append(base, []string{"SUBGROUP=1"})...)
+		}
 		add("gemv_"+n, "gemv.comp", base...)
 		add("gemvsg_"+n, "gemv.comp", append(base, []string{"SUBGROUP=1"})...)
 		for _, t := range gemmTiles {
