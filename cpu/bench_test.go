@@ -338,12 +338,12 @@ func BenchmarkConvShapes(b *testing.B) {
 		{"pw/320-1280/7", 1, 320, 7, 1280, 1, 1, 0, 7, 1},
 	} {
 		// 3×3 stride-1 convolutions run every path: the heuristic's
-		// choice (auto), Winograd F(4,3), the wide direct kernels and
+		// choice (auto), Winograd F(4,3) and F(2,3), the wide direct kernels and
 		// im2col + GEMM; GFLOP/s counts the direct convolution's flops
 		// for all of them.
 		paths := []string{""}
 		if c.kk == 3 && c.s == 1 && c.g == 1 {
-			paths = []string{"/auto", "/wino", "/direct", "/im2col"}
+			paths = []string{"/auto", "/wino", "/wino2", "/direct", "/im2col"}
 		}
 		for _, path := range paths {
 			b.Run(c.name+path, func(b *testing.B) {
@@ -352,6 +352,8 @@ func BenchmarkConvShapes(b *testing.B) {
 				switch path {
 				case "/wino":
 					winoMode = 1
+				case "/wino2":
+					winoMode = 2
 				case "/direct":
 					winoMode = -1
 				case "/im2col":

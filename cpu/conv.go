@@ -45,12 +45,13 @@ func convT[T floatT](o *rt.Conv) {
 		w32, _ := asF32(w)
 		b32, _ := asF32(bias)
 		y32, _ := asF32(y)
+		wk := useWino(o)
 		switch {
 		case dw3Applies(o):
 			dw3Conv(o, x32, w32, b32, y32)
 			return
-		case useWino(o):
-			winoConv(o, x32, w32, b32, y32)
+		case wk != nil:
+			winoConv(o, wk, x32, w32, b32, y32)
 			return
 		case useDirectConv(o):
 			directConv(o, x32, w32, b32, y32)

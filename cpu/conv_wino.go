@@ -9,9 +9,10 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// Winograd F(4,3) convolution (f32, 3×3, stride 1, no dilation, one
-// group, any padding): each 4×4 block of outputs (a tile) of output
-// channel k is
+// Winograd F(4,3) and F(2,3) convolution (f32, 3×3, stride 1, no
+// dilation, one group, any padding), described here for F(4,3) (F(2,3)
+// is the same with 2×2 tiles of 4×4 patches, 4 phases and 16 GEMMs):
+// each 4×4 block of outputs (a tile) of output channel k is
 //
 //	Y = A^T [ sum over c of (G w[k][c] G^T) ⊙ (B^T d[c] B) ] A + bias[k]
 //
@@ -45,68 +46,83 @@ import (
 // F(4,3) multiplies the rounding errors of f32 by the transforms'
 // coefficients: TestWino states the tolerance.
 
-// winoMode forces the Winograd path on (1, wherever it applies) or off
-// (-1); 0 lets winoWins choose (tests and benchmarks, VRUN_CPU_WINO).
+// winoMode forces Winograd F(4,3) (1) or F(2,3) (2) wherever it
+// applies, or neither (-1); 0 lets winoPick choose (tests and benchmarks,
+// VRUN_CPU_WINO).
 var winoMode = 0
 
-// winoBT, winoG and winoAT are F(4,3)'s transforms.
+// winoKind is one Winograd algorithm F(m, 3): m×m output tiles from
+// α×α input patches, α = m+2, with its transforms in f32, row-major: bt
+// (B^T, α × α), at (A^T, m × α) and gg (G ⊗ G, α² × 9: row ξ = α·a+b,
+// column tap 3i+j).
+type winoKind struct {
+	m, a       int
+	bt, at, gg []float32
+}
+
+// winoF4 is F(4,3) (Lavin and Gray, points 0, ±1, ±2, ∞); winoF2 is
+// F(2,3) (points 0, ±1, ∞): 2.25× fewer multiplications than a direct
+// convolution instead of 4×, but 16 GEMMs and 16/9 of the weights
+// instead of 36 and 4×, and more tiles per plane.
 var (
-	winoBT = [6][6]float64{
+	winoF4 = newWinoKind(4, [][]float64{
 		{4, 0, -5, 0, 1, 0},
 		{0, -4, -4, 1, 1, 0},
 		{0, 4, -4, -1, 1, 0},
 		{0, -2, -1, 2, 1, 0},
 		{0, 2, -1, -2, 1, 0},
 		{0, 4, 0, -5, 0, 1},
-	}
-	winoG = [6][3]float64{
+	}, [][]float64{
 		{1.0 / 4, 0, 0},
 		{-1.0 / 6, -1.0 / 6, -1.0 / 6},
 		{-1.0 / 6, 1.0 / 6, -1.0 / 6},
 		{1.0 / 24, 1.0 / 12, 1.0 / 6},
 		{1.0 / 24, -1.0 / 12, 1.0 / 6},
 		{0, 0, 1},
-	}
-	winoAT = [4][6]float64{
+	}, [][]float64{
 		{1, 1, 1, 1, 1, 0},
 		{0, 1, -1, 2, -2, 0},
 		{0, 1, 1, 4, 4, 0},
 		{0, 1, -1, 8, -8, 1},
-	}
+	})
+	winoF2 = newWinoKind(2, [][]float64{
+		{1, 0, -1, 0},
+		{0, 1, 1, 0},
+		{0, -1, 1, 0},
+		{0, 1, 0, -1},
+	}, [][]float64{
+		{1, 0, 0},
+		{0.5, 0.5, 0.5},
+		{0.5, -0.5, 0.5},
+		{0, 0, 1},
+	}, [][]float64{
+		{1, 1, 1, 0},
+		{0, 1, -1, -1},
+	})
 )
 
-// winoBTf and winoATf are B^T and A^T in f32, row-major.
-var winoBTf, winoATf = winoF32()
-
-func winoF32() (bt, at []float32) {
-	for _, r := range winoBT {
+func newWinoKind(m int, bt, g, at [][]float64) *winoKind {
+	k := &winoKind{m: m, a: m + 2}
+	for _, r := range bt {
 		for _, v := range r {
-			bt = append(bt, float32(v))
+			k.bt = append(k.bt, float32(v))
 		}
 	}
-	for _, r := range winoAT {
+	for _, r := range at {
 		for _, v := range r {
-			at = append(at, float32(v))
+			k.at = append(k.at, float32(v))
 		}
 	}
-	return bt, at
-}
-
-// winoGG (36 × 9: row ξ = 6a+b, column tap 3i+j) is G ⊗ G in f32.
-var winoGG = winoMatGG()
-
-func winoMatGG() []float32 {
-	gg := make([]float32, 36*9)
-	for a := 0; a < 6; a++ {
-		for b := 0; b < 6; b++ {
+	for a := range g {
+		for b := range g {
 			for i := 0; i < 3; i++ {
 				for j := 0; j < 3; j++ {
-					gg[(a*6+b)*9+i*3+j] = float32(winoG[a][i] * winoG[b][j])
+					k.gg = append(k.gg, float32(g[a][i]*g[b][j]))
 				}
 			}
 		}
 	}
-	return gg
+	return k
 }
 
 // winoApplies reports whether o's shape is one winoConv runs.
@@ -116,55 +132,74 @@ func winoApplies(o *rt.Conv) bool {
 		o.H > 0 && o.Width > 0
 }
 
-// useWino reports whether o runs through winoConv.
-func useWino(o *rt.Conv) bool {
+// useWino returns the Winograd algorithm o runs with, or nil.
+func useWino(o *rt.Conv) *winoKind {
 	switch {
 	case winoMode < 0 || !winoApplies(o):
-		return false
+		return nil
+	case winoMode == 2:
+		return winoF2
 	case winoMode > 0:
-		return true
+		return winoF4
 	}
-	return dcwMaxKB(4) >= 6 && winoWins(o)
+	if dcwMaxKB(4) < 6 {
+		return nil
+	}
+	return winoPick(o)
 }
 
-// winoWins is the shape heuristic: Winograd where its estimated CPU
-// time is below the wide direct kernels'. The direct kernels run at about
-// winoDirectRate; Winograd costs its 36 GEMMs (K × C × tiles, at
-// winoGemmRate: short reductions over C), reading the transformed weights
-// (36·K·C floats per image, from memory once they outgrow the caches)
-// and comparing the weights with the cached copy, and its transforms (a
-// fixed time per input phase-plane element and per output tile
-// element). Fitted to BenchmarkConvShapes (CPU µs per op, load 15-17,
-// wino / direct, two runs each): ResNet 64 on 56×56 907-1288 /
-// 1416-1440, 128 on 28×28 863-1049 / 1346-1379, 256 on 14×14 1424-1731
-// / 1364-1380, 512 on 7×7 4884-5088 / 1690-1831; squeezenet 64→256 on
-// 13×13 534-547 / 375-395, 32→128 on 27×27 384-400 / 334-343, 48→192 on
-// 13×13 325-326 / 211-214. It picks Winograd for ResNet's 64 and 128
-// layers only: on small planes the GEMMs are narrow (tiles, plus the
-// junk column, in 32-wide panels) and the transformed weights, 4× the
-// weights, come from memory.
-func winoWins(o *rt.Conv) bool {
-	p := newWinoPlan(o)
+// winoPick is the shape heuristic: the Winograd algorithm whose estimated
+// CPU time is below the wide direct kernels' (and the other's), or nil.
+// The direct kernels run at about winoDirectRate; Winograd F(m,3) costs
+// its α² GEMMs (K × C × tiles, at winoGemmRate, less for C below 64:
+// short reductions over C),
+// reading the transformed weights (α²·K·C floats per image, from memory
+// once they outgrow the caches) and comparing the weights with the
+// cached copy, and its transforms (a fixed time per input phase-plane
+// element and per output tile element: per input and output element
+// about the same for both). Fitted to BenchmarkConvShapes (CPU µs per
+// op, load 16, two runs each, F(4,3) / F(2,3) / direct): ResNet 64 on
+// 56×56 918-1059 / 1090-1110 / 1313-1433, 128 on 28×28 822-889 /
+// 943-969 / 1293-1299, 256 on 14×14 1625-1719 / 1079-1083 / 1415-1476,
+// 512 on 7×7 5104-5165 / 2682-2934 / 1703; squeezenet 64→256 on 13×13
+// 511-516 / 338-404 / 367-390, 32→128 on 27×27 423-614 / 369-396 /
+// 355-368, 48→192 on 13×13 379-400 / 258-269 / 232-250, 16→64 on 55×55
+// (F(4,3)) 424-657 / - / 367-371. The model puts these within about 15 %
+// and picks F(4,3) for ResNet's 64 and 128 layers, F(2,3) for its 256
+// layers and the direct kernels for the rest: on small planes F(4,3)'s
+// GEMMs are narrow (tiles, plus the junk column, in 32-wide panels) and
+// its transformed weights, 4× the weights, come from memory; F(2,3) has
+// four times the tiles and 16/9 of the weights.
+func winoPick(o *rt.Conv) *winoKind {
 	C, K, N := float64(o.C), float64(o.K), float64(o.N)
-	direct := N * 2 * 9 * C * K * float64(o.OH*o.OW) / winoDirectRate
-	gemm := 2 * 36 * C * K * float64(p.l) / winoGemmRate
-	weights := 36 * 4 * C * K / winoMemRate
-	trans := (C*float64(p.pl) + K*float64(p.l)) * winoTransCost
-	compare := 2 * 9 * 4 * C * K / winoMemRate
-	return N*(gemm+weights+trans)+compare < direct
+	best := N * 2 * 9 * C * K * float64(o.OH*o.OW) / winoDirectRate
+	var pick *winoKind
+	for _, wk := range []*winoKind{winoF4, winoF2} {
+		p := newWinoPlan(o, wk)
+		a2 := float64(wk.a * wk.a)
+		gemm := 2 * a2 * C * K * float64(p.l) / (winoGemmRate * min(1, C/64))
+		weights := a2 * 4 * C * K / winoMemRate
+		trans := (C*float64(p.pl) + K*float64(p.l)) * float64(wk.m*wk.m) / 16 * winoTransCost
+		compare := 2 * 9 * 4 * C * K / winoMemRate
+		if t := N*(gemm+weights+trans) + compare; t < best {
+			best, pick = t, wk
+		}
+	}
+	return pick
 }
 
 // The rates and costs of winoWins: flops per second, bytes per second,
 // seconds per element.
 const (
 	winoDirectRate = 170e9
-	winoGemmRate   = 110e9
-	winoMemRate    = 12e9
+	winoGemmRate   = 150e9
+	winoMemRate    = 25e9
 	winoTransCost  = 15e-9
 )
 
 // winoPlan is the tile layout of a Winograd convolution.
 type winoPlan struct {
+	wk     *winoKind
 	th, tw int // tiles per column and row
 	hq, wq int // a phase plane's rows and columns
 	pl     int // a phase plane's elements (a channel's stride in V)
@@ -177,9 +212,11 @@ type winoPlan struct {
 // long rows on small planes and the block's buffers stay in L2.
 const winoBlock = 1024
 
-func newWinoPlan(o *rt.Conv) winoPlan {
-	var p winoPlan
-	p.th, p.tw = (o.OH+3)/4, (o.OW+3)/4
+func newWinoPlan(o *rt.Conv, wk *winoKind) winoPlan {
+	p := winoPlan{wk: wk}
+	m := wk.m
+	p.th, p.tw = (o.OH+m-1)/m, (o.OW+m-1)/m
+	// Patch rows reach phase row th + (α-1)/m = th + 1 (m = 2 or 4).
 	p.hq, p.wq = p.th+1, p.tw+1
 	p.pl = p.hq * p.wq
 	p.l = p.th * p.wq
@@ -189,25 +226,26 @@ func newWinoPlan(o *rt.Conv) winoPlan {
 }
 
 // fill writes the zero-padded phase planes of cb input planes xs (H × W
-// each, HW apart) into dst: phase (a, m) of channel c at ((4a+m)·cb +
-// c)·pl holds padded element (4u+a, 4v+m) at u·wq + v.
+// each, HW apart) into dst: phase (a, b) (row and column mod m) of
+// channel c at ((m·a+b)·cb + c)·pl holds padded element (m·u+a, m·v+b)
+// at u·wq + v.
 func (p *winoPlan) fill(o *rt.Conv, xs, dst []float32, cb int) {
-	H, W := o.H, o.Width
+	H, W, m := o.H, o.Width, p.wk.m
 	if p.fillRows(o, xs, dst, cb) {
 		return
 	}
 	for c := 0; c < cb; c++ {
 		xc := xs[c*H*W : (c+1)*H*W]
-		for a := 0; a < 4; a++ {
-			for m := 0; m < 4; m++ {
-				ph := dst[((a*4+m)*cb+c)*p.pl : ((a*4+m)*cb+c+1)*p.pl]
-				// Columns v read input column 4v + m - PadL.
-				lo := min(max(0, ceilDiv(o.PadL-m, 4)), p.wq)
-				hi := max(lo, min(p.wq, ceilDiv(W+o.PadL-m, 4)))
-				iw0 := 4*lo + m - o.PadL
+		for a := 0; a < m; a++ {
+			for b := 0; b < m; b++ {
+				ph := dst[((a*m+b)*cb+c)*p.pl : ((a*m+b)*cb+c+1)*p.pl]
+				// Columns v read input column m·v + b - PadL.
+				lo := min(max(0, ceilDiv(o.PadL-b, m)), p.wq)
+				hi := max(lo, min(p.wq, ceilDiv(W+o.PadL-b, m)))
+				iw0 := m*lo + b - o.PadL
 				for u := 0; u < p.hq; u++ {
 					row := ph[u*p.wq : (u+1)*p.wq]
-					ih := 4*u + a - o.PadT
+					ih := m*u + a - o.PadT
 					if ih < 0 || ih >= H || hi == lo {
 						clear(row)
 						continue
@@ -216,9 +254,9 @@ func (p *winoPlan) fill(o *rt.Conv, xs, dst []float32, cb int) {
 					clear(row[hi:])
 					xr := xc[ih*W+iw0:]
 					d := row[lo:hi]
-					_ = xr[4*(len(d)-1)]
+					_ = xr[m*(len(d)-1)]
 					for v := range d {
-						d[v] = xr[4*v]
+						d[v] = xr[m*v]
 					}
 				}
 			}
@@ -228,38 +266,43 @@ func (p *winoPlan) fill(o *rt.Conv, xs, dst []float32, cb int) {
 
 // fillRows is fill with the deinterleave kernels: each input row is
 // copied, zero-padded, into a scratch row whose elements are then split
-// by 2 and by 2 again into the four column phases. It reports false
-// where the kernel is missing.
+// by 2 (and, for m = 4, by 2 again) into the m column phases. It reports
+// false where the kernel is missing.
 func (p *winoPlan) fillRows(o *rt.Conv, xs, dst []float32, cb int) bool {
 	if dcwMaxKB(4) == 0 {
 		return false
 	}
-	H, W, wq := o.H, o.Width, p.wq
+	H, W, wq, m := o.H, o.Width, p.wq, p.wk.m
 	ts := getScratch[float32](8 * wq)
 	defer putScratch(ts)
-	prow, e, od := (*ts)[:4*wq], (*ts)[4*wq:6*wq], (*ts)[6*wq:8*wq]
+	prow, e, od := (*ts)[:m*wq], (*ts)[4*wq:6*wq], (*ts)[6*wq:8*wq]
 	// prow[s] = x[ih][s-PadL] for s in [lo, hi), else 0.
-	lo := min(o.PadL, 4*wq)
-	hi := max(lo, min(4*wq, o.PadL+W))
+	lo := min(o.PadL, m*wq)
+	hi := max(lo, min(m*wq, o.PadL+W))
 	clear(prow[:lo])
 	clear(prow[hi:])
+	step := cb * p.pl // from phase (a, b) to (a, b+1)
 	for c := 0; c < cb; c++ {
 		xc := xs[c*H*W : (c+1)*H*W]
-		for r := 0; r < 4*p.hq; r++ {
-			a, u := r%4, r/4
-			base := (a*4*cb+c)*p.pl + u*wq
-			step := cb * p.pl // from phase (a, m) to (a, m+1)
-			d0, d1 := dst[base:base+wq], dst[base+step:base+step+wq]
-			d2, d3 := dst[base+2*step:base+2*step+wq], dst[base+3*step:base+3*step+wq]
+		for r := 0; r < m*p.hq; r++ {
+			a, u := r%m, r/m
+			base := (a*m*cb+c)*p.pl + u*wq
 			ih := r - o.PadT
 			if ih < 0 || ih >= H || hi == lo {
-				clear(d0)
-				clear(d1)
-				clear(d2)
-				clear(d3)
+				for b := 0; b < m; b++ {
+					clear(dst[base+b*step : base+b*step+wq])
+				}
 				continue
 			}
 			copy(prow[lo:hi], xc[ih*W+lo-o.PadL:])
+			d0, d1 := dst[base:base+wq], dst[base+step:base+step+wq]
+			if m == 2 {
+				if !deinterleave2(d0, d1, prow) {
+					return false
+				}
+				continue
+			}
+			d2, d3 := dst[base+2*step:base+2*step+wq], dst[base+3*step:base+3*step+wq]
 			if !deinterleave2(e, od, prow) || !deinterleave2(d0, d2, e) || !deinterleave2(d1, d3, od) {
 				return false
 			}
@@ -313,14 +356,17 @@ func winoMix(kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y [
 // winoZeros is a bias of zeros for the transforms.
 var winoZeros [6]float32
 
-// winoConv runs o (winoApplies) on x, w, bias (nil: none) and y.
-func winoConv(o *rt.Conv, x, w, bias, y []float32) {
-	p := newWinoPlan(o)
+// winoConv runs o (winoApplies) with algorithm wk on x, w, bias (nil:
+// none) and y.
+func winoConv(o *rt.Conv, wk *winoKind, x, w, bias, y []float32) {
+	p := newWinoPlan(o, wk)
+	m, al := wk.m, wk.a
+	a2 := al * al
 	N, C, K := o.N, o.C, o.K
 	HW, P, L, pl := o.H*o.Width, o.OH*o.OW, p.l, p.pl
-	U, release := winoWeightsFor(w, K, C)
+	U, release := winoWeightsFor(wk, w, K, C)
 	defer release()
-	vs, ms := getScratch[float32](36*C*pl), getScratch[float32](36*K*L)
+	vs, ms := getScratch[float32](a2*C*pl), getScratch[float32](a2*K*L)
 	V, M := *vs, *ms
 	lo, hi, clamp := clampAct(o.Act)
 	if !clamp {
@@ -328,13 +374,17 @@ func winoConv(o *rt.Conv, x, w, bias, y []float32) {
 	}
 	ncb, nkb := (C+p.cb-1)/p.cb, (K+p.kb-1)/p.kb
 	for n := 0; n < N; n++ {
-		// Input transform, a block of cb channels at a time: V[6a+b][c]
+		// Input transform, a block of cb channels at a time: V[α·a+b][c]
 		// (channel stride pl) = sum over i, j of BT[a][i] BT[b][j] d[i][j],
-		// as tmp[6i+b] = sum over j of BT[b][j] d[i][j], then V[6a+b] =
-		// sum over i of BT[a][i] tmp[6i+b].
+		// as tmp[α·i+b] = sum over j of BT[b][j] d[i][j], then V[α·a+b] =
+		// sum over i of BT[a][i] tmp[α·i+b].
 		parallelFor(ncb, 1, func(b0, b1 int) {
-			bs, ts := getScratch[float32](16*p.cb*pl), getScratch[float32](36*p.cb*pl)
+			// The junk column of the last tile row reads wq+1 past the
+			// last phase (m = 2): zeros.
+			nb := m * m * p.cb * pl
+			bs, ts := getScratch[float32](nb+p.wq+1), getScratch[float32](a2*p.cb*pl)
 			buf, tmp := *bs, *ts
+			clear(buf[nb:])
 			var offs [6]int
 			for blk := b0; blk < b1; blk++ {
 				c0 := blk * p.cb
@@ -342,57 +392,57 @@ func winoConv(o *rt.Conv, x, w, bias, y []float32) {
 				S := cb * pl // a phase's (and a tmp row's) stride
 				nq := (cb-1)*pl + L
 				p.fill(o, x[(n*C+c0)*HW:(n*C+c0+cb)*HW], buf, cb)
-				for i := 0; i < 6; i++ {
-					for j := range offs {
-						offs[j] = ((i%4)*4+j%4)*S + i/4*p.wq + j/4
+				for i := 0; i < al; i++ {
+					for j := 0; j < al; j++ {
+						offs[j] = ((i%m)*m+j%m)*S + i/m*p.wq + j/m
 					}
-					winoMix(6, nq, buf, offs[:], winoBTf, 6, winoZeros[:], tmp[6*i*S:], S, false, 0, 0)
+					winoMix(al, nq, buf, offs[:al], wk.bt, al, winoZeros[:], tmp[al*i*S:], S, false, 0, 0)
 				}
-				for b := 0; b < 6; b++ {
-					for i := range offs {
-						offs[i] = (6*i + b) * S
+				for b := 0; b < al; b++ {
+					for i := 0; i < al; i++ {
+						offs[i] = (al*i + b) * S
 					}
-					winoMix(6, nq, tmp, offs[:], winoBTf, 6, winoZeros[:], V[(b*C+c0)*pl:], 6*C*pl, false, 0, 0)
+					winoMix(al, nq, tmp, offs[:al], wk.bt, al, winoZeros[:], V[(b*C+c0)*pl:], al*C*pl, false, 0, 0)
 				}
 			}
 			putScratch(bs)
 			putScratch(ts)
 		})
 		// M[ξ] (K × tiles) = U[ξ] (K × C) · V[ξ] (C × tiles).
-		parallelFor(36, 1, func(x0, x1 int) {
+		parallelFor(a2, 1, func(x0, x1 int) {
 			for xi := x0; xi < x1; xi++ {
 				g := gemm[float32]{m: K, n: L, k: C, a: U[xi*K*C:], lda: C, b: V[xi*C*pl:], ldb: pl,
 					c: M[xi*K*L:], ldc: L, alpha: 1, threads: 1}
-				if xi == 7 && bias != nil {
+				if xi == al+1 && bias != nil {
 					// Column 1 of A^T is all ones: the bias added to
-					// M[(1,1)] adds it to all 16 outputs of the tile.
+					// M[(1,1)] adds it to all the outputs of the tile.
 					g.bias, g.brs, g.beta = bias, 1, 1
 				}
 				g.run()
 			}
 		})
-		// Output transform, a block of kb channels at a time: tmp[4a+j]
-		// = sum over b of AT[j][b] M[6a+b], then out[4i+j] = sum over a
-		// of AT[i][a] tmp[4a+j] + bias, interleaved into Y.
+		// Output transform, a block of kb channels at a time: tmp[m·a+j]
+		// = sum over b of AT[j][b] M[α·a+b], then out[m·i+j] = sum over
+		// a of AT[i][a] tmp[m·a+j], interleaved into Y.
 		parallelFor(nkb, 1, func(b0, b1 int) {
-			os, ts, is := getScratch[float32](16*p.kb*L), getScratch[float32](24*p.kb*L), getScratch[float32](8*p.tw)
+			os, ts, is := getScratch[float32](m*m*p.kb*L), getScratch[float32](al*m*p.kb*L), getScratch[float32](8*p.tw)
 			out, tmp := *os, *ts
 			var offs [6]int
 			for blk := b0; blk < b1; blk++ {
 				k0 := blk * p.kb
 				kb := min(p.kb, K-k0)
 				S := kb * L
-				for a := 0; a < 6; a++ {
-					for b := range offs {
-						offs[b] = (6*a + b) * K * L
+				for a := 0; a < al; a++ {
+					for b := 0; b < al; b++ {
+						offs[b] = (al*a + b) * K * L
 					}
-					winoMix(4, S, M[k0*L:], offs[:], winoATf, 6, winoZeros[:], tmp[4*a*S:], S, false, 0, 0)
+					winoMix(m, S, M[k0*L:], offs[:al], wk.at, al, winoZeros[:], tmp[m*a*S:], S, false, 0, 0)
 				}
-				for j := 0; j < 4; j++ {
-					for a := range offs {
-						offs[a] = (4*a + j) * S
+				for j := 0; j < m; j++ {
+					for a := 0; a < al; a++ {
+						offs[a] = (m*a + j) * S
 					}
-					winoMix(4, S, tmp, offs[:], winoATf, 6, winoZeros[:], out[j*S:], 4*S, clamp, lo, hi)
+					winoMix(m, S, tmp, offs[:al], wk.at, al, winoZeros[:], out[j*S:], m*S, clamp, lo, hi)
 				}
 				for k := k0; k < k0+kb; k++ {
 					yk := y[(n*K+k)*P : (n*K+k+1)*P]
@@ -411,27 +461,33 @@ func winoConv(o *rt.Conv, x, w, bias, y []float32) {
 	putScratch(ms)
 }
 
-// interleave copies the 16 output phase planes out (phase (i, j) at
-// (4i+j)·ld, tile (th, tw) at th·wq + tw) into the output plane yk.
+// interleave copies the m² output phase planes out (phase (i, j) at
+// (m·i+j)·ld, tile (th, tw) at th·wq + tw) into the output plane yk.
 func (p *winoPlan) interleave(o *rt.Conv, out []float32, ld int, yk []float32, scratch []float32) {
-	OH, OW := o.OH, o.OW
+	OH, OW, m := o.OH, o.OW, p.wk.m
 	if tw := p.tw; len(scratch) >= 8*tw && dcwMaxKB(4) > 0 {
-		// Rows of 4·tw: even = (phase 0, phase 2), odd = (1, 3), then
-		// (even, odd).
-		e, od, row := scratch[:2*tw], scratch[2*tw:4*tw], scratch[4*tw:8*tw]
+		// Rows of m·tw: for m = 4, even = (phase 0, phase 2), odd = (1,
+		// 3), then (even, odd); for m = 2, (phase 0, phase 1).
+		e, od, row := scratch[:2*tw], scratch[2*tw:4*tw], scratch[4*tw:4*tw+m*tw]
 		for th := 0; th < p.th; th++ {
-			for i := 0; i < 4 && 4*th+i < OH; i++ {
-				oh := 4*th + i
-				src := func(j int) []float32 { return out[(4*i+j)*ld+th*p.wq : (4*i+j)*ld+th*p.wq+tw] }
+			for i := 0; i < m && m*th+i < OH; i++ {
+				oh := m*th + i
+				src := func(j int) []float32 { return out[(m*i+j)*ld+th*p.wq : (m*i+j)*ld+th*p.wq+tw] }
 				yr := yk[oh*OW : (oh+1)*OW]
 				dst := row
-				if OW == 4*tw {
+				if OW == m*tw {
 					dst = yr
 				}
-				if !interleave2(e, src(0), src(2)) || !interleave2(od, src(1), src(3)) || !interleave2(dst, e, od) {
+				ok := true
+				if m == 2 {
+					ok = interleave2(dst, src(0), src(1))
+				} else {
+					ok = interleave2(e, src(0), src(2)) && interleave2(od, src(1), src(3)) && interleave2(dst, e, od)
+				}
+				if !ok {
 					panic("cpu: Winograd: no interleave kernel")
 				}
-				if OW != 4*tw {
+				if OW != m*tw {
 					copy(yr, row)
 				}
 			}
@@ -439,18 +495,18 @@ func (p *winoPlan) interleave(o *rt.Conv, out []float32, ld int, yk []float32, s
 		return
 	}
 	for th := 0; th < p.th; th++ {
-		for i := 0; i < 4; i++ {
-			oh := 4*th + i
+		for i := 0; i < m; i++ {
+			oh := m*th + i
 			if oh >= OH {
 				break
 			}
 			yr := yk[oh*OW : (oh+1)*OW]
-			for j := 0; j < 4; j++ {
-				src := out[(4*i+j)*ld+th*p.wq : (4*i+j)*ld+th*p.wq+p.tw]
-				nv := (OW - j + 3) / 4 // columns 4tw+j < OW
+			for j := 0; j < m; j++ {
+				src := out[(m*i+j)*ld+th*p.wq : (m*i+j)*ld+th*p.wq+p.tw]
+				nv := (OW - j + m - 1) / m // columns m·tw+j < OW
 				src = src[:nv]
 				for tw, v := range src {
-					yr[4*tw+j] = v
+					yr[m*tw+j] = v
 				}
 			}
 		}
@@ -460,6 +516,7 @@ func (p *winoPlan) interleave(o *rt.Conv, out []float32, ld int, yk []float32, s
 // winoCached is a transformed weight tensor: u = (G ⊗ G) · src, kept
 // with a copy of the weights it was made from.
 type winoCached struct {
+	wk     *winoKind
 	key    *float32 // the weights' address
 	src, u []float32
 	misses int // times the weights at key were found changed
@@ -482,13 +539,13 @@ const winoCacheBytes = 256 << 20
 // winoWeightsFor returns U[ξ][k][c] = sum over taps of GG[ξ][tap]
 // w[k][c][tap] for the K × C kernels w, and a function to call when done
 // with it.
-func winoWeightsFor(w []float32, K, C int) ([]float32, func()) {
+func winoWeightsFor(wk *winoKind, w []float32, K, C int) ([]float32, func()) {
 	w = w[:K*C*9]
 	key := &w[0]
 	winoCache.Lock()
 	var e *winoCached
 	for _, c := range winoCache.entries {
-		if c.key == key && len(c.src) == len(w) {
+		if c.key == key && c.wk == wk && len(c.src) == len(w) {
 			e = c
 			break
 		}
@@ -499,15 +556,15 @@ func winoWeightsFor(w []float32, K, C int) ([]float32, func()) {
 	}
 	if e != nil && e.misses >= 1 {
 		e.misses++
-		us := getScratch[float32](36 * K * C)
-		winoTransformWeights(w, *us, K, C)
+		us := getScratch[float32](wk.a * wk.a * K * C)
+		winoTransformWeights(wk, w, *us, K, C)
 		return *us, func() { putScratch(us) }
 	}
-	ne := &winoCached{key: key, src: slices.Clone(w), u: make([]float32, 36*K*C)}
+	ne := &winoCached{wk: wk, key: key, src: slices.Clone(w), u: make([]float32, wk.a*wk.a*K*C)}
 	if e != nil {
 		ne.misses = e.misses + 1
 	}
-	winoTransformWeights(w, ne.u, K, C)
+	winoTransformWeights(wk, w, ne.u, K, C)
 	size := 4 * (len(ne.src) + len(ne.u))
 	winoCache.Lock()
 	if e != nil {
@@ -531,7 +588,7 @@ func winoWeightsFor(w []float32, K, C int) ([]float32, func()) {
 
 // winoTransformWeights sets u[ξ][k][c] = sum over taps of GG[ξ][tap]
 // w[k][c][tap] (one GEMM).
-func winoTransformWeights(w, u []float32, K, C int) {
-	g := gemm[float32]{m: 36, n: K * C, k: 9, a: winoGG, lda: 9, b: w, ldb: 9, tb: true, c: u, ldc: K * C, alpha: 1}
+func winoTransformWeights(wk *winoKind, w, u []float32, K, C int) {
+	g := gemm[float32]{m: wk.a * wk.a, n: K * C, k: 9, a: wk.gg, lda: 9, b: w, ldb: 9, tb: true, c: u, ldc: K * C, alpha: 1}
 	g.run()
 }

@@ -16,14 +16,15 @@ import (
 // A^T), and each output sums 36 products of the 6×6 patch (not only its
 // own 3×3 window), so its rounding error is a few hundred f32 epsilons
 // of that scale, where a direct sum of C·9 products stays within a few
-// tens. TestWino measures at most 1.5e-6 on these cases, with the
-// AVX-512 kernels and in pure Go (the largest is logged, `-v`); 2e-5
+// tens. TestWino measures at most 1.8e-6 on these cases with F(4,3)
+// and 2.3e-7 with F(2,3) (whose coefficients are 0, ±1 and ±1/2), with
+// the AVX-512 kernels and in pure Go (the largest is logged, `-v`); 2e-5
 // leaves a margin of ten for other inputs while any wrong transform
 // coefficient, tap or tile gives errors of order 1e-2 to 1.
 const winoTol = 2e-5
 
-// TestWino runs 3×3 stride-1 convolutions through the Winograd path
-// (forced) against a float64 reference: odd planes, padding 0, 1 and
+// TestWino runs 3×3 stride-1 convolutions through both Winograd
+// algorithms (forced) against a float64 reference: odd planes, padding 0, 1 and
 // uneven, batch 1 and 3, channel counts off multiples of 16, planes
 // smaller than a tile, with bias and fused or unfused activations.
 func TestWino(t *testing.T) {
@@ -49,7 +50,14 @@ func TestWino(t *testing.T) {
 	}
 	save := winoMode
 	defer func() { winoMode = save }()
-	winoMode = 1
+	for _, mode := range []int{1, 2} {
+		winoMode = mode
+		worst := runWinoCases(t, e, rng, cases)
+		t.Logf("F(%d,3): largest error %.3g of sum |x||w| (tolerance %g)", useWinoM(), worst, winoTol)
+	}
+}
+
+func runWinoCases(t *testing.T, e *env, rng *rand.Rand, cases []convCase) float64 {
 	worst := 0.0
 	for ci, c := range cases {
 		oh, ow := c.out()
@@ -62,7 +70,7 @@ func TestWino(t *testing.T) {
 		if c.bias {
 			op.Bias = e.region(rt.F32, c.k, bv).ref(c.k)
 		}
-		if !useWino(op) {
+		if useWino(op) == nil {
 			t.Fatalf("case %d: not a Winograd case", ci)
 		}
 		e.run(op)
@@ -82,7 +90,15 @@ func TestWino(t *testing.T) {
 			worst = max(worst, checkWino(t, fmt.Sprintf("case %d, new weights %d", ci, round), c, xv, w, bv, e.values(yr)))
 		}
 	}
-	t.Logf("largest error: %.3g of sum |x||w| (tolerance %g)", worst, winoTol)
+	return worst
+}
+
+// useWinoM is the tile size winoMode forces.
+func useWinoM() int {
+	if winoMode == 2 {
+		return 2
+	}
+	return 4
 }
 
 // checkWino compares a 3×3 stride-1 convolution's output got with a
@@ -169,6 +185,27 @@ func TestInterleave2(t *testing.T) {
 			if e[i] != a[i] || o[i] != b[i] {
 				t.Fatalf("n=%d: deinterleave2 [%d] = %v %v", n, i, e[i], o[i])
 			}
+		}
+	}
+}
+
+// TestWinoPick pins the shape heuristic's choices on the ResNet-18 and
+// squeezenet 3×3 stride-1 layers to those BenchmarkConvShapes measured
+// best (see winoPick): F(4,3) for 64 on 56×56 and 128 on 28×28, F(2,3)
+// for 256 on 14×14, the direct kernels elsewhere.
+func TestWinoPick(t *testing.T) {
+	for _, c := range []struct{ c, h, k, m int }{
+		{64, 56, 64, 4}, {128, 28, 128, 4}, {256, 14, 256, 2}, {512, 7, 512, 0},
+		{16, 55, 64, 0}, {32, 27, 128, 0}, {48, 13, 192, 0}, {64, 13, 256, 0},
+	} {
+		o := &rt.Conv{X: rt.Ref{DType: rt.F32}, N: 1, C: c.c, H: c.h, Width: c.h, K: c.k, OH: c.h, OW: c.h, KH: 3, KW: 3,
+			StrideH: 1, StrideW: 1, PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1}
+		m := 0
+		if wk := winoPick(o); wk != nil {
+			m = wk.m
+		}
+		if m != c.m {
+			t.Errorf("%d→%d on %d×%d: F(%d,3) picked, want F(%d,3) (0: direct)", c.c, c.k, c.h, c.h, m, c.m)
 		}
 	}
 }
