@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -400,33 +401,46 @@ func TestDataParallelErrors(t *testing.T) {
 }
 
 // TestDataParallelProfile checks that a data-parallel step profiles
-// device 0's forward, backward and optimizer.
+// device 0's forward, backward and optimizer: with one stream, and in
+// segments (small buckets: the reduction overlapped with backward), the
+// same ops.
 func TestDataParallelProfile(t *testing.T) {
 	m, err := dpModel(rt.F32, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := engine.NewDataParallel(m, dpDevices(t, "cpu,cpu"), engine.TrainOptions{Loss: "loss", Profile: true,
-		Optimizer: &engine.Optimizer{Kind: engine.Adam, LR: 0.01}, Shapes: map[string][]int{"x": {5, 5}, "onehot": {5, 3}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	if _, err := tr.Step(context.Background(), dpBatch(rt.F32, 5, 1)); err != nil {
-		t.Fatal(err)
-	}
-	var ops []string
-	for _, o := range tr.Profile() {
-		ops = append(ops, o.Node)
-	}
-	for _, want := range []string{"optimizer", "logits"} {
-		found := false
-		for _, o := range ops {
-			found = found || o == want
+	var lists [][]string
+	for _, bucket := range []int64{0, 48} {
+		tr, err := engine.NewDataParallel(m, dpDevices(t, "cpu,cpu"), engine.TrainOptions{Loss: "loss", Profile: true, BucketBytes: bucket,
+			Optimizer: &engine.Optimizer{Kind: engine.Adam, LR: 0.01}, Shapes: map[string][]int{"x": {5, 5}, "onehot": {5, 3}}})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !found {
-			t.Errorf("profile %v lacks %q", ops, want)
+		defer tr.Close()
+		if _, err := tr.Step(context.Background(), dpBatch(rt.F32, 5, 1)); err != nil {
+			t.Fatal(err)
 		}
+		if g := engine.OverlapGroups(tr); (bucket > 0) != (len(g) > 1) {
+			t.Errorf("buckets of %d bytes: %d groups overlap", bucket, len(g))
+		}
+		var ops []string
+		for _, o := range tr.Profile() {
+			ops = append(ops, o.Node)
+		}
+		for _, want := range []string{"optimizer", "logits"} {
+			found := false
+			for _, o := range ops {
+				found = found || o == want
+			}
+			if !found {
+				t.Errorf("buckets of %d bytes: profile %v lacks %q", bucket, ops, want)
+			}
+		}
+		slices.Sort(ops) // the profile lists the slowest first
+		lists = append(lists, ops)
+	}
+	if fmt.Sprint(lists[0]) != fmt.Sprint(lists[1]) {
+		t.Errorf("profile in segments %v, in one stream %v", lists[1], lists[0])
 	}
 }
 

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -260,22 +261,32 @@ func TestDataParallelOverlapOrder(t *testing.T) {
 // BenchmarkDataParallelOverlap times a training step (Adam, batch 256)
 // of a 5-1024-1024-3 MLP (4.2 MB of f32 gradients in buckets of at most
 // 1 MB of whole parameters: three groups, the 4 MB hidden weight first)
-// on 2 and 4 logical CPU devices, with the gradient reduction
-// overlapped with backward and without (NoOverlap), side by side.
-// Logical devices share this machine's cores with the host reduction,
-// so the figures show what overlap saves when cores are scarce, not a
-// multi-device speed-up.
+// with the gradient reduction overlapped with backward and without
+// (NoOverlap), side by side: on 2 and 4 logical CPU devices, whose cores
+// this machine's host reduction shares, so the figures show what overlap
+// saves when cores are scarce, not a multi-device speed-up; on two
+// logical devices of one CUDA GPU (the host path); and on one GPU through
+// a one-rank NCCL communicator, where the all-reduce is a no-op and the
+// figures show the cost of the segments (a graph launch and an event per
+// segment). The GPU cases skip without CUDA (or NCCL).
 func BenchmarkDataParallelOverlap(b *testing.B) {
-	for _, n := range []int{2, 4} {
+	for _, dc := range []struct{ name, devs, collective string }{
+		{"cpu*2", "cpu,cpu", ""},
+		{"cpu*4", "cpu,cpu,cpu,cpu", ""},
+		{"cuda*2-host", "cuda:0,cuda:0", "host"},
+		{"cuda-nccl1", "cuda:0", "nccl"},
+	} {
 		for _, mode := range []string{"serial", "overlap"} {
-			b.Run(fmt.Sprintf("cpu*%d/%s", n, mode), func(b *testing.B) {
+			b.Run(dc.name+"/"+mode, func(b *testing.B) {
 				m, err := dpModelSized(rt.F32, false, false, 1024, 1024)
 				if err != nil {
 					b.Fatal(err)
 				}
-				devs := dpDevices(b, strings.TrimSuffix(strings.Repeat("cpu,", n), ","))
-				tr, err := engine.NewDataParallel(m, devs, engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: engine.Adam, LR: 0.01},
-					BucketBytes: 1 << 20, NoOverlap: mode == "serial", Shapes: overlapShapes(256)})
+				tr, err := engine.NewDataParallel(m, dpDevices(b, dc.devs), engine.TrainOptions{Loss: "loss", Optimizer: &engine.Optimizer{Kind: engine.Adam, LR: 0.01},
+					BucketBytes: 1 << 20, NoOverlap: mode == "serial", Collective: dc.collective, Shapes: overlapShapes(256)})
+				if errors.Is(err, rt.ErrUnavailable) {
+					b.Skip(err)
+				}
 				if err != nil {
 					b.Fatal(err)
 				}
