@@ -141,6 +141,41 @@ func overlapGroups(last []int) [][]int {
 	return groups
 }
 
+// maxOverlapGroups bounds the segments of an overlapped step: each
+// segment is a stream of its own (on CUDA a graph, a cuBLAS handle and
+// its workspace), so many small buckets are merged into fewer groups.
+const maxOverlapGroups = 8
+
+// mergeGroups merges consecutive groups (in order) into at most n,
+// each of about an n-th of the bytes of all (size gives a bucket's).
+func mergeGroups(groups [][]int, size func(i int) int64, n int) [][]int {
+	if len(groups) <= n {
+		return groups
+	}
+	bytes := make([]int64, len(groups))
+	var total int64
+	for j, g := range groups {
+		for _, i := range g {
+			bytes[j] += size(i)
+		}
+		total += bytes[j]
+	}
+	var out [][]int
+	var acc int64 // bytes of the groups merged so far
+	for j, g := range groups {
+		left := len(groups) - j // groups not yet placed, this one included
+		// Start a new group when this one would take the merged groups
+		// past their share of the bytes, or when every remaining group
+		// needs one of its own.
+		if len(out) == 0 || left <= n-len(out) || (len(out) < n && (acc+bytes[j])*int64(n) > total*int64(len(out))) {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], g...)
+		acc += bytes[j]
+	}
+	return out
+}
+
 // segmentCuts returns, for a plan whose buckets are last touched at
 // last, the launch index at which each segment after the first starts:
 // segment j (j < len(groups)) ends once every bucket of groups[0..j] is
@@ -173,7 +208,7 @@ func (t *Trainer) overlapPlan(pss []*planState) [][]int {
 		p0 := pss[0].p
 		if g := p0.paramsG; g != nil && bucketsBytes(t.buckets) == g.bytes() {
 			last, _ := p0.gradTouch(t.buckets)
-			t.groups = overlapGroups(last)
+			t.groups = mergeGroups(overlapGroups(last), func(i int) int64 { return t.buckets[i].Len }, maxOverlapGroups)
 		}
 	}
 	if t.groups == nil {
