@@ -8,10 +8,7 @@
 __kernel void cast(long total, int rank, int8 shape,
                    __global const XT* x, long xo, int8 xs,
                    __global YT* y, long yo, int8 ys) {
-	long gid = get_global_id(0);
-	if (gid >= total) return;
-	long z0 = 0, z1 = 0;
-	ew_offsets(gid, rank, shape, xs, ys, (int8)(0), (int8)(0), &xo, &yo, &z0, &z1);
+	if (!ew_item(total, rank, shape, xs, ys, (int8)(0), (int8)(0), &xo, &yo, 0, 0)) return;
 #if XH
 	float v = vload_half((size_t)xo, x);
 #elif XF

@@ -81,6 +81,19 @@ inline void ew_offsets(long gid, int rank, int8 shape, int8 s0, int8 s1, int8 s2
 	*o3 += r3;
 }
 
+// ew_item is the prologue of the element-wise kernels: it returns false
+// past the last of total elements, and otherwise advances the offsets of
+// up to four strided operands (o1, o2 and o3 may be 0 where there are
+// fewer) to this work-item's element.
+inline bool ew_item(long total, int rank, int8 shape, int8 s0, int8 s1, int8 s2, int8 s3,
+                    long* o0, long* o1, long* o2, long* o3) {
+	long gid = get_global_id(0);
+	if (gid >= total) return false;
+	long z1 = 0, z2 = 0, z3 = 0;
+	ew_offsets(gid, rank, shape, s0, s1, s2, s3, o0, o1 ? o1 : &z1, o2 ? o2 : &z2, o3 ? o3 : &z3);
+	return true;
+}
+
 #if IS_FLOAT
 inline ACC sigm(ACC x) {
 	if (x >= 0) return K(1.0) / (K(1.0) + exp(-x));

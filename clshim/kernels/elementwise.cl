@@ -82,10 +82,7 @@ __kernel void unary(long total, int rank, int8 shape,
                     __global const T* x, long xo, int8 xs,
                     __global T* y, long yo, int8 ys,
                     int fn, ACC a, ACC b) {
-	long gid = get_global_id(0);
-	if (gid >= total) return;
-	long z0 = 0, z1 = 0;
-	ew_offsets(gid, rank, shape, xs, ys, (int8)(0), (int8)(0), &xo, &yo, &z0, &z1);
+	if (!ew_item(total, rank, shape, xs, ys, (int8)(0), (int8)(0), &xo, &yo, 0, 0)) return;
 	ST(y, yo, unop(fn, LD(x, xo), a, b));
 }
 
@@ -93,10 +90,7 @@ __kernel void binary(long total, int rank, int8 shape,
                      __global const T* A, long ao, int8 as,
                      __global const T* B, long bo, int8 bs,
                      __global T* y, long yo, int8 ys, int fn) {
-	long gid = get_global_id(0);
-	if (gid >= total) return;
-	long z = 0;
-	ew_offsets(gid, rank, shape, as, bs, ys, (int8)(0), &ao, &bo, &yo, &z);
+	if (!ew_item(total, rank, shape, as, bs, ys, (int8)(0), &ao, &bo, &yo, 0)) return;
 	ST(y, yo, binop(fn, LD(A, ao), LD(B, bo)));
 }
 
@@ -104,10 +98,7 @@ __kernel void compare(long total, int rank, int8 shape,
                       __global const T* A, long ao, int8 as,
                       __global const T* B, long bo, int8 bs,
                       __global uchar* y, long yo, int8 ys, int fn) {
-	long gid = get_global_id(0);
-	if (gid >= total) return;
-	long z = 0;
-	ew_offsets(gid, rank, shape, as, bs, ys, (int8)(0), &ao, &bo, &yo, &z);
+	if (!ew_item(total, rank, shape, as, bs, ys, (int8)(0), &ao, &bo, &yo, 0)) return;
 	ACC a = LD(A, ao), b = LD(B, bo);
 	int r = 0;
 	switch (fn) {

@@ -4,18 +4,12 @@
 __kernel void copy(long total, int rank, int8 shape,
                    __global const R* x, long xo, int8 xs,
                    __global R* y, long yo, int8 ys) {
-	long gid = get_global_id(0);
-	if (gid >= total) return;
-	long z0 = 0, z1 = 0;
-	ew_offsets(gid, rank, shape, xs, ys, (int8)(0), (int8)(0), &xo, &yo, &z0, &z1);
+	if (!ew_item(total, rank, shape, xs, ys, (int8)(0), (int8)(0), &xo, &yo, 0, 0)) return;
 	y[yo] = x[xo];
 }
 
 __kernel void fill(long total, int rank, int8 shape, __global R* y, long yo, int8 ys, R v) {
-	long gid = get_global_id(0);
-	if (gid >= total) return;
-	long z0 = 0, z1 = 0, z2 = 0;
-	ew_offsets(gid, rank, shape, ys, (int8)(0), (int8)(0), (int8)(0), &yo, &z0, &z1, &z2);
+	if (!ew_item(total, rank, shape, ys, (int8)(0), (int8)(0), (int8)(0), &yo, 0, 0, 0)) return;
 	y[yo] = v;
 }
 
@@ -24,9 +18,7 @@ __kernel void where_(long total, int rank, int8 shape,
                      __global const R* A, long ao, int8 as,
                      __global const R* B, long bo, int8 bs,
                      __global R* y, long yo, int8 ys) {
-	long gid = get_global_id(0);
-	if (gid >= total) return;
-	ew_offsets(gid, rank, shape, cs, as, bs, ys, &co, &ao, &bo, &yo);
+	if (!ew_item(total, rank, shape, cs, as, bs, ys, &co, &ao, &bo, &yo)) return;
 	y[yo] = c[co] ? A[ao] : B[bo];
 }
 
