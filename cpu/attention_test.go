@@ -12,3 +12,9 @@ import (
 func TestAttention(t *testing.T) {
 	attntest.Run(t, newEnv(t).dev)
 }
+
+// TestAttentionModels runs the transformer models fused and unfused
+// (internal/attntest.Models).
+func TestAttentionModels(t *testing.T) {
+	attntest.Models(t, newEnv(t).dev, true)
+}

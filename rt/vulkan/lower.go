@@ -236,7 +236,9 @@ func (d *device) lowerOp(op rt.Op, probe bool) ([]dispatch, error) {
 		return nil, err
 	}
 	l := &lowering{d: d, op: op, probe: probe}
-	if !rt.LowerOp(op, l) {
+	if o, ok := op.(*rt.Attention); ok { // optional: not in rt.OpLowerer
+		l.attention(o)
+	} else if !rt.LowerOp(op, l) {
 		return nil, &rt.UnsupportedError{Backend: backendName, Op: op.OpName(), DType: rt.OpDType(op), Reason: fmt.Sprintf("unknown op type %T", op)}
 	}
 	if l.err != nil {

@@ -183,6 +183,13 @@ func variants() []variant {
 		add("convt_"+n, "convt.comp", base...)
 		add("pool_"+n, "pool.comp", base...)
 	}
+	for _, n := range []string{"f32", "f16"} { // rt.Attention: f32 compute
+		x := dt(n)
+		for _, dmax := range []int{64, 128} {
+			add(fmt.Sprintf("attention_%s_d%d", n, dmax), "attention.comp", slot("X", x), slot("Y", x), needs(x), floatCT(x),
+				[]string{fmt.Sprintf("DMAX=%du", dmax)})
+		}
+	}
 	for _, n := range []string{"f32", "f64"} { // rt.OptimStep: no f16
 		x := dt(n)
 		add("optim_"+n, "optim.comp", slot("X", x), slot("Y", x), needs(x), floatCT(x))

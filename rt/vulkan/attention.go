@@ -1,0 +1,96 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// attnWG is the workgroup size of attention.comp: attnRows query rows of
+// 8 lanes.
+const (
+	attnWG   = 128
+	attnRows = attnWG / 8
+)
+
+// attention lowers rt.Attention to one dispatch of attention.comp (a
+// flash-attention kernel: no score tensor), for f32 and f16 with head
+// sizes up to 128 and Y's head dim contiguous. Other cases are
+// unsupported, and the engine then lowers attention to MatMul and Softmax.
+func (l *lowering) attention(o *rt.Attention) {
+	dt := o.Y.DType
+	if dt != rt.F32 && dt != rt.F16 {
+		l.err = l.unsupported(dt, "only f32 and f16 are implemented")
+		return
+	}
+	if err := l.needDType(dt); err != nil {
+		l.err = err
+		return
+	}
+	dmax := 64
+	if max(o.D, o.Dv) > 64 {
+		dmax = 128
+	}
+	if max(o.D, o.Dv) > 128 {
+		l.err = l.unsupported(dt, "head sizes %d and %d (at most 128)", o.D, o.Dv)
+		return
+	}
+	yst := o.Y.StridesOrContiguous()
+	if o.Dv > 1 && yst[3] != 1 {
+		l.err = l.unsupported(dt, "Y's head dim is strided")
+		return
+	}
+	if o.B*o.H == 0 || o.Lq == 0 || o.Dv == 0 {
+		return
+	}
+	strides := []rt.Ref{o.Q, o.K, o.V, o.Mask, o.Y}
+	var st [5][]int
+	for i, r := range strides {
+		if r.Buf == nil {
+			st[i] = []int{0, 0, 0, 0}
+			continue
+		}
+		st[i] = r.StridesOrContiguous()
+		for _, s := range st[i] {
+			if s < 0 {
+				l.err = l.unsupported(dt, "negative strides")
+				return
+			}
+		}
+	}
+	mask := o.Mask
+	flags := uint32(0)
+	if o.Causal {
+		flags |= 1
+	}
+	if mask.Buf != nil {
+		flags |= 2
+	} else {
+		mask = o.Q // bound, never read
+	}
+	binds, offs, reads, writes, ok := l.bindsOf([]string{"Q", "K", "V", "Mask", "Y"},
+		[]rt.Ref{o.Q, o.K, o.V, mask, o.Y}, []int64{-1, -1, -1, -1, -1}, 4)
+	if !ok {
+		return
+	}
+	nqb := (o.Lq + attnRows - 1) / attnRows
+	groups := int64(o.B) * int64(o.H) * int64(nqb)
+	if !fits32(groups) {
+		l.err = fmt.Errorf("Attention: %d workgroups", groups)
+		return
+	}
+	push := []uint32{uint32(o.Lq), uint32(o.Lk), uint32(o.D), uint32(o.Dv),
+		uint32(o.H), uint32(nqb), flags, math.Float32bits(float32(o.Scale)),
+		offs[0], offs[1], offs[2], offs[3], offs[4]}
+	for i := 0; i < 4; i++ {
+		for _, s := range st[i] {
+			push = append(push, uint32(s))
+		}
+	}
+	push = append(push, uint32(st[4][0]), uint32(st[4][1]), uint32(st[4][2]))
+	l.add(dispatch{shader: fmt.Sprintf("attention_%s_d%d", dt, dmax), spec: []uint32{attnWG}, binds: binds,
+		reads: reads, writes: writes, groups: groups2D(l.d, groups), push: push})
+}
