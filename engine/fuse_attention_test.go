@@ -265,3 +265,86 @@ func TestFuseAttentionTransformer(t *testing.T) {
 		}
 	}
 }
+
+// TestONNXAttentionFused checks that ONNX Attention nodes that need
+// nothing beyond rt.Attention (3-D and 4-D heads, an additive mask,
+// causal with as many queries as keys) lower to one rt.Attention op on a
+// device that has it, that those that do (a bool mask, a softcap) keep
+// the decomposition, and that fused and NoFusion runs agree within 1e-5
+// (f32; the conformance table checks the values against NumPy).
+func TestONNXAttentionFused(t *testing.T) {
+	const lq, lk = 29, 37
+	cases := []struct {
+		name  string
+		r3    bool
+		mask  rt.DType // 0: none
+		attrs model.Attrs
+		fused bool
+	}{
+		{"4d", false, 0, nil, true},
+		{"4d_mask", false, rt.F32, nil, true},
+		{"3d_mask", true, rt.F32, model.Attrs{"q_num_heads": int64(3), "kv_num_heads": int64(3)}, true},
+		{"4d_causal", false, 0, model.Attrs{"is_causal": int64(1)}, false}, // lq != lk: ONNX's offset differs
+		{"4d_bool_mask", false, rt.Bool, nil, false},
+		{"4d_softcap", false, 0, model.Attrs{"softcap": 2.0}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			shape := func(l, d int) []int64 {
+				if c.r3 {
+					return []int64{2, int64(l), int64(3 * d)}
+				}
+				return []int64{2, 3, int64(l), int64(d)}
+			}
+			b := model.NewBuilder()
+			ins := []string{b.Input("q", rt.F32, shape(lq, 24)...), b.Input("k", rt.F32, shape(lk, 24)...), b.Input("v", rt.F32, shape(lk, 20)...)}
+			feeds := map[string]*rt.Tensor{"q": randT(shape(lq, 24)), "k": randT(shape(lk, 24)), "v": randT(shape(lk, 20))}
+			switch c.mask {
+			case rt.F32:
+				ins = append(ins, b.Input("m", rt.F32, lq, lk))
+				feeds["m"] = randT([]int64{lq, lk})
+			case rt.Bool:
+				ins = append(ins, b.Input("m", rt.Bool, lq, lk))
+				mt, _ := rt.NewTensor(rt.Bool, lq, lk)
+				for i := range mt.Data {
+					mt.Data[i] = byte(i % 3 % 2)
+				}
+				feeds["m"] = mt
+			}
+			y := b.Op("Attention", ins, c.attrs)
+			b.Output(y)
+			m, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got [2][]float64
+			for i, noFusion := range []bool{false, true} {
+				s := session(t, m, engine.Options{NoFusion: noFusion})
+				if n := s.Info().OpCounts["Attention"]; (n == 1) != (c.fused && !noFusion) {
+					t.Fatalf("NoFusion %v: ops %v", noFusion, s.Info().OpCounts)
+				}
+				out, err := s.Run(context.Background(), feeds)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[i] = out[y].Float64s()
+			}
+			for j := range got[0] {
+				if math.Abs(got[0][j]-got[1][j]) > 1e-5*math.Max(math.Abs(got[1][j]), 1) {
+					t.Fatalf("y[%d]: fused %v, unfused %v", j, got[0][j], got[1][j])
+				}
+			}
+		})
+	}
+}
+
+// randT is a random f32 tensor of the given shape with values in
+// ±[0.1, 1.5).
+func randT(shape []int64) *rt.Tensor {
+	rng := rand.New(rand.NewPCG(uint64(len(shape)), uint64(rt.NumElements(toInt(shape)))))
+	v := make([]float32, rt.NumElements(toInt(shape)))
+	for i := range v {
+		v[i] = float32((0.1 + 1.4*rng.Float64()) * float64(1-2*rng.IntN(2)))
+	}
+	return rt.FromFloat32(v, toInt(shape)...)
+}

@@ -21,6 +21,9 @@ func lowerAttention(c *nodeCtx) error {
 	if err != nil {
 		return err
 	}
+	if done, err := a.fused(c); done || err != nil {
+		return err
+	}
 	q, k, v, err := a.headsAndCache(c)
 	if err != nil {
 		return err
@@ -31,6 +34,57 @@ func lowerAttention(c *nodeCtx) error {
 	}
 	a.addMasks(c, s)
 	return a.output(c, s, v, qkOut)
+}
+
+// fused lowers the node to one rt.Attention op, reading Q, K and V where
+// they are (3-D inputs as strided head views), when the device supports
+// it and the node needs nothing the op lacks: no KV cache inputs or
+// outputs, no grouped-query heads, no softcap, no sliding window or
+// nonpad_kv_seqlen, no qk_matmul_output, an additive mask (if any) of
+// Q's dtype covering every key, and causality only with as many queries
+// as keys (no past, so ONNX's offset is 0). It reports whether it did.
+func (a *attention) fused(c *nodeCtx) (bool, error) {
+	if c.has(4) || c.has(5) || c.has(6) || a.qh != a.kvh || a.left >= 0 || (a.right >= 0 && !a.causal) ||
+		(a.causal && a.sq != a.t) || c.attrFloat("softcap", 0) > 0 {
+		return false, nil
+	}
+	for _, o := range c.out[1:] {
+		if o != nil {
+			return false, nil
+		}
+	}
+	if a.mask != nil && (a.mask.dtype != a.dt || a.mask.shape[len(a.mask.shape)-1] != a.t) {
+		return false, nil
+	}
+	heads := func(t *tensor, s, d int) rt.Ref {
+		if a.r == 4 {
+			return c.ref(t)
+		}
+		return c.view(t, []int{a.b, a.qh, s, d}, []int{s * a.qh * d, d, a.qh * d, 1}, 0)
+	}
+	op := &rt.Attention{Q: heads(c.in[0], a.sq, a.d), K: heads(c.in[1], a.t, a.d), V: heads(c.in[2], a.t, a.dv),
+		B: a.b, H: a.qh, Lq: a.sq, Lk: a.t, D: a.d, Dv: a.dv,
+		Scale: c.attrFloat("scale", 1/math.Sqrt(float64(a.d))), Causal: a.causal}
+	if a.mask != nil {
+		op.Mask = c.bcast(a.mask, a.sshape)
+	}
+	yshape := []int{a.b, a.qh, a.sq, a.dv}
+	if a.r == 3 {
+		yshape = []int{a.b, a.sq, a.qh * a.dv}
+	}
+	// Ask with a placeholder output: the real one is defined only when
+	// the op is emitted.
+	op.Y = heads(c.temp(a.dt, yshape), a.sq, a.dv)
+	if rt.CheckOp(op) != nil || !c.p.optional(op) {
+		return false, nil
+	}
+	y, err := c.define(0, a.dt, yshape)
+	if err != nil {
+		return false, err
+	}
+	op.Y = heads(y, a.sq, a.dv)
+	c.emit(op)
+	return true, nil
 }
 
 // attention is one Attention node, parsed and checked.

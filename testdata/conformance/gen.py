@@ -593,6 +593,58 @@ def softmax_cases():
     case(nm, "Softmax", "f64", "reduce", [("x", "input", r.nz((3, 7), "f64"))], lambda a: [softmax(a, -1)])
 
 
+def attention(q, k, v, mask, scale, causal, heads=None):
+    """ONNX Attention (opset 23) without a KV cache: softmax(scale * Q K^T +
+    mask, causal masking j > i) V over [B, H, S, D] heads; 3-D [B, S, H*D]
+    inputs are split into `heads` heads and the output merged back."""
+    r3 = q.ndim == 3
+    if r3:
+        def split(x):
+            b, s, hd = x.shape
+            return x.reshape(b, s, heads, hd // heads).transpose(0, 2, 1, 3)
+        q, k, v = split(q), split(k), split(v)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    s = scale * np.matmul(q, np.swapaxes(k, -1, -2))
+    if mask is not None:
+        s = s + mask
+    if causal:
+        s = np.where(np.triu(np.ones(s.shape[-2:], dtype=bool), 1), -np.inf, s)
+    y = np.matmul(softmax(s, -1), v)
+    if r3:
+        b, h, sq, dv = y.shape
+        y = y.transpose(0, 2, 1, 3).reshape(b, sq, h * dv)
+    return y
+
+
+def attention_cases():
+    # (name, dtype, Q shape, K shape, V shape, mask shape or None, attrs)
+    specs = [
+        ("attention_4d_f32", "f32", (2, 3, 37, 24), (2, 3, 37, 24), (2, 3, 37, 24), None, {}),
+        ("attention_4d_mask_heads_bcast_f32", "f32", (2, 3, 29, 64), (2, 3, 37, 64), (2, 3, 37, 40), (2, 1, 29, 37), {}),
+        ("attention_4d_causal_f32", "f32", (1, 2, 37, 24), (1, 2, 37, 24), (1, 2, 37, 24), None, {"is_causal": 1}),
+        ("attention_4d_causal_mask_f32", "f32", (2, 2, 37, 64), (2, 2, 37, 64), (2, 2, 37, 64), (2, 2, 37, 37),
+         {"is_causal": 1}),
+        ("attention_3d_mask2d_scale_f32", "f32", (2, 37, 72), (2, 37, 72), (2, 37, 72), (37, 37),
+         {"q_num_heads": 3, "kv_num_heads": 3, "scale": f32attr(0.3)}),
+        ("attention_3d_f32", "f32", (2, 29, 48), (2, 37, 48), (2, 37, 80), None,
+         {"q_num_heads": 2, "kv_num_heads": 2}),
+        ("attention_4d_mask_f16", "f16", (1, 2, 37, 64), (1, 2, 37, 64), (1, 2, 37, 64), (1, 2, 37, 37), {}),
+        ("attention_4d_causal_f64", "f64", (1, 2, 19, 24), (1, 2, 19, 24), (1, 2, 19, 20), (19, 19), {"is_causal": 1}),
+    ]
+    for nm, dt, qs, ks, vs, ms, at in specs:
+        r = R(rng_for(nm))
+        q, k, v = r.nz(qs, dt, 0.1, 1.5), r.nz(ks, dt, 0.1, 1.5), r.nz(vs, dt, 0.1, 1.0)
+        ins = [("Q", "input", q), ("K", "input", k), ("V", "input", v)]
+        if ms is not None:
+            ins.append(("attn_mask", "input", r.nz(ms, dt, 0.05, 3.0)))
+        attrs = [attr(a, "float" if a == "scale" else "int", val) for a, val in sorted(at.items())]
+        scale, causal, heads = at.get("scale"), bool(at.get("is_causal", 0)), at.get("q_num_heads")
+        case(nm, "Attention", dt, "matmul", ins,
+             lambda q, k, v, m=None, scale=scale, causal=causal, heads=heads: [attention(q, k, v, m, scale, causal, heads)],
+             attrs, note="ONNX Attention (opset 23) without a KV cache; vrun fuses it into rt.Attention where the device has it")
+
+
 def norm_cases():
     eps = f32attr(1e-5)
     nm = "layernorm_axism1_f32"
@@ -1066,6 +1118,7 @@ def main():
     gemm_cases()
     matmul_cases()
     softmax_cases()
+    attention_cases()
     norm_cases()
     conv_cases()
     conv3d_cases()
