@@ -65,6 +65,9 @@ func (p *plan) fuseAttention() {
 		}
 		end := k + m.n - 1
 		gone := p.absorbOperands(at, k, end, att, reads)
+		if j, ok := p.absorbOutput(at, end, len(seq), att, reads, seq[end].s+1); ok {
+			gone = append(gone, j)
+		}
 		last := seq[end]
 		for j := k; j < end; j++ {
 			p.steps[seq[j].s].ops[seq[j].i] = nil
@@ -522,6 +525,125 @@ func composeView(r, y, x rt.Ref) (rt.Ref, bool) {
 	}
 	v := x
 	v.Shape = append([]int(nil), r.Shape...)
+	v.Strides = out
+	return v, true
+}
+
+// absorbOutput lets the Attention op att, at seq index end (in plan step
+// step), write its result where the op after it that reads it, a
+// transposing copy, would put it: when the copy is the only reader of
+// att.Y's root, reads all of it through a permutation of its layout, and
+// nothing between them touches the copy's destination. It returns the
+// copy's seq index.
+func (p *plan) absorbOutput(at func(int) rt.Op, end, n int, att *rt.Attention, reads map[*tensor]int, step int) (int, bool) {
+	t := rootOfRef(att.Y)
+	if t == nil || reads[t] != 1 || t.input || t.where != inArena {
+		return 0, false
+	}
+	for _, a := range append([]*tensor{t}, t.aliases...) {
+		if a.output {
+			return 0, false
+		}
+	}
+	touches := func(op rt.Op, root *tensor) bool {
+		for _, o := range rt.Operands(op) {
+			if o.Ref.Buf != nil && rootOfRef(*o.Ref) == root {
+				return true
+			}
+		}
+		return false
+	}
+	for j := end + 1; j < n; j++ {
+		op := at(j)
+		if op == nil || !touches(op, t) {
+			continue
+		}
+		c, ok := op.(*rt.Unary)
+		if !ok || c.Fn != rt.Copy || c.X.DType != c.Y.DType || rootOfRef(c.X) != t || c.X.Off != 0 ||
+			c.X.Len() != rt.NumElements(t.shape) || !permutedDense(c.X) {
+			return 0, false
+		}
+		dt := rootOfRef(c.Y)
+		if dt == nil || dt == t {
+			return 0, false
+		}
+		for i := end + 1; i < j; i++ {
+			if at(i) != nil && touches(at(i), dt) {
+				return 0, false
+			}
+		}
+		y, ok := composeStrided(att.Y, c.X, c.Y)
+		if !ok {
+			return 0, false
+		}
+		old := att.Y
+		att.Y = y
+		if rt.CheckOp(att) != nil || !p.optional(att) {
+			att.Y = old
+			return 0, false
+		}
+		dt.first = min(dt.first, step)
+		return j, true
+	}
+	return 0, false
+}
+
+// permutedDense reports whether the view r reaches each element of a
+// dense block exactly once: its strides, sorted, are those of a
+// contiguous layout of its dims in some order.
+func permutedDense(r rt.Ref) bool {
+	st := r.StridesOrContiguous()
+	idx := make([]int, 0, len(st))
+	for i := range st {
+		if r.Shape[i] > 1 {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortFunc(idx, func(a, b int) int { return st[a] - st[b] })
+	want := 1
+	for _, i := range idx {
+		if st[i] != want {
+			return false
+		}
+		want *= r.Shape[i]
+	}
+	return true
+}
+
+// composeStrided returns the view y (over the root that the copy reads
+// through x) as the same elements of dst, where the copy wrote element
+// x[i] to dst[i]: each dim of y must step along one dim of x without
+// carrying into another.
+func composeStrided(y, x, dst rt.Ref) (rt.Ref, bool) {
+	xs, ds, ys := x.StridesOrContiguous(), dst.StridesOrContiguous(), y.StridesOrContiguous()
+	out := make([]int, len(y.Shape))
+	reach := make([]int, len(x.Shape))
+	for k, size := range y.Shape {
+		if size == 1 {
+			continue
+		}
+		s, best := ys[k], -1
+		for i := range x.Shape {
+			if x.Shape[i] > 1 && xs[i] > 0 && xs[i] <= s && s%xs[i] == 0 && s/xs[i] < x.Shape[i] && (best < 0 || xs[i] > xs[best]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return y, false
+		}
+		step := s / xs[best]
+		reach[best] += step * (size - 1)
+		if reach[best] >= x.Shape[best] {
+			return y, false
+		}
+		out[k] = step * ds[best]
+	}
+	// y's first element must be x's (offset 0 of the root).
+	if y.Off != x.Off {
+		return y, false
+	}
+	v := dst
+	v.Shape = append([]int(nil), y.Shape...)
 	v.Strides = out
 	return v, true
 }
