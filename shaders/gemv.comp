@@ -54,7 +54,7 @@ layout(constant_id = 1) const uint R = 2;
 layout(constant_id = 2) const uint CL = 64;
 layout(constant_id = 3) const uint LG = 32;
 layout(constant_id = 4) const uint U = 4;
-#define RMAX 8u
+#define RMAX 4u
 #define UMAX 8u
 
 layout(push_constant) uniform PC {

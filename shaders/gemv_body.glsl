@@ -34,19 +34,17 @@ void ROWS() {
 				}
 				uint KC = K / CHUNK, vc = bv / CHUNK;
 				uint k = lane;
+				// After specialization a step is straight-line code
+				// whose loads do not depend on its FMAs: the compiler
+				// issues all R*U + U of them first.
 				for (; k + (U - 1u) * nl < KC; k += U * nl) {
-					CH_T xs[UMAX], ws[RMAX * UMAX];
+					CH_T xs[UMAX];
 					[[unroll]] for (uint u = 0u; u < UMAX; u++) {
 						if (u < U) xs[u] = LDVC(vc + k + u * nl);
 					}
 					[[unroll]] for (uint i = 0u; i < RMAX; i++) {
 						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
-							if (i < R && u < U) ws[i * UMAX + u] = LDWC(wr[i] + k + u * nl);
-						}
-					}
-					[[unroll]] for (uint i = 0u; i < RMAX; i++) {
-						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
-							if (i < R && u < U) s[i] = chdot(s[i], ws[i * UMAX + u], xs[u]);
+							if (i < R && u < U) s[i] = chdot(s[i], LDWC(wr[i] + k + u * nl), xs[u]);
 						}
 					}
 				}
@@ -67,16 +65,24 @@ void ROWS() {
 					}
 				}
 			}
+			CT sum[RMAX];
 			[[unroll]] for (uint i = 0u; i < RMAX; i++) {
-				if (i < R) {
-					CT v = lgsum(acc[i], lane);
-					if (lane == 0u && rb + i < total) {
+				if (i < R) sum[i] = lgsum(acc[i], lane);
+			}
+			// lane i finishes row i: one inlined epilogue (the
+			// activations are long), the rows' stores side by side
+			for (uint i0 = 0u; i0 < R; i0 += nl) {
+				uint i = i0 + lane;
+				CT v = CT(0);
+				[[unroll]] for (uint j = 0u; j < RMAX; j++) {
+					if (j == i) v = sum[j];
+				}
+				if (i < R && rb + i < total) {
 #if WISA
-						epilogue(bt, rb + i, 0u, v);
+					epilogue(bt, rb + i, 0u, v);
 #else
-						epilogue(bt, 0u, rb + i, v);
+					epilogue(bt, 0u, rb + i, v);
 #endif
-					}
 				}
 			}
 		}

@@ -19,7 +19,7 @@ type gemvConfig struct {
 	// and capped at the device's limit).
 	WG int
 	// Rows is the number of rows of W each lane group (a subgroup, or LG
-	// invocations without subgroup arithmetic) owns in row mode, 1..8.
+	// invocations without subgroup arithmetic) owns in row mode, 1..4.
 	Rows int
 	// Lanes is the number of invocations across outputs in column mode;
 	// WG/Lanes rows of K run side by side in a workgroup.
@@ -94,7 +94,7 @@ func gemvUnroll(cfg gemvConfig, column bool, dt rt.DType, rows int64) int64 {
 
 const (
 	gemvLG        = 32      // lanes per row group without subgroup arithmetic
-	gemvMaxRows   = 8       // gemv.comp's RMAX
+	gemvMaxRows   = 4       // gemv.comp's RMAX
 	gemvMaxUnroll = 8       // gemv.comp's UMAX
 	gemvSplitK    = 64      // least K rows of one column-mode slice
 	gemvTarget    = 132 * 8 // column-mode workgroups wanted on a GPU (H200: 132 SMs)

@@ -14,7 +14,8 @@ import (
 
 // gemvConfigs are the geometries TestGEMVConfigs forces: the two
 // defaults, scalar loads, shared-memory reduction, 1/3/8 rows per lane
-// group, 1, 2, 3, 5 and 8 loads per step (8 rows cap row mode's at 2),
+// group (8 is clamped to gemvMaxRows), 1, 2, 3, 5 and 8 loads per step
+// (4 rows cap row mode's at 4),
 // narrow and wide column lanes, one-subgroup, small and large
 // workgroups, and forced column-mode K splits (S = 2, 3, 7 and one per
 // 64 rows).
