@@ -146,6 +146,15 @@ func lowerMatMul(c *nodeCtx) error {
 		c.emit(&rt.Unary{Fn: rt.Copy, X: c.bcast(viewAs(b, bs), t.shape), Y: c.ref(t)})
 		br, sb = c.ref(t), k*n
 	}
+	if sb == 0 && sa == m*k && nb > 1 {
+		// B is shared by every batch (a Linear layer on [batch, seq, d]):
+		// one GEMM with the batches stacked as rows. Y is contiguous
+		// [batch..., m, n], so it is that GEMM's [nb*m, n] result. A batch
+		// of small M is much slower on every backend (BERT's input
+		// projection ran as 128 GEMMs of 8 rows).
+		m, nb = nb*m, 1
+		sa = m * k
+	}
 	op := &rt.MatMul{A: ar, B: br, Y: c.ref(y), Batch: nb, M: m, N: n, K: k,
 		StrideA: sa, StrideB: sb, StrideY: m * n, Alpha: 1}
 	c.emit(op)
