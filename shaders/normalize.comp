@@ -53,6 +53,7 @@ CT wgsum(CT v, uint t) {
 #endif
 
 #define CACHE 32u
+#define UNR 4u
 
 void cached() {
 	uint t = gl_LocalInvocationID.x, n = pc.n;
@@ -94,23 +95,41 @@ void main() {
 	uint t = gl_LocalInvocationID.x;
 	uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
 	CT eps = pc_real(pc.eps);
+	// each pass keeps UNR loads of X in flight per invocation
+	uint n = pc.n, kend = n >= (UNR - 1u) * WG ? n - (UNR - 1u) * WG : 0u;
 	for (uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; r < pc.outer; r += nwg) {
-		uint base = pc.offX + r * pc.n;
-		CT acc = CT(0);
-		for (uint k = t; k < pc.n; k += WG) acc += CT(X_LD(x[base + k]));
-		CT mean = wgsum(acc, t) / CT(pc.n);
-		acc = CT(0);
-		for (uint k = t; k < pc.n; k += WG) {
-			CT d = CT(X_LD(x[base + k])) - mean;
-			acc += d * d;
+		uint base = pc.offX + r * n;
+		CT a[UNR], b[UNR];
+		[[unroll]] for (uint j = 0u; j < UNR; j++) b[j] = CT(0);
+		uint k = t;
+		for (; k < kend; k += UNR * WG) {
+			[[unroll]] for (uint j = 0u; j < UNR; j++) a[j] = CT(X_LD(x[base + k + j * WG]));
+			[[unroll]] for (uint j = 0u; j < UNR; j++) b[j] += a[j];
 		}
-		CT var = wgsum(acc, t) / CT(pc.n);
+		for (; k < n; k += WG) b[0] += CT(X_LD(x[base + k]));
+		CT mean = wgsum((b[0] + b[1]) + (b[2] + b[3]), t) / CT(n);
+		[[unroll]] for (uint j = 0u; j < UNR; j++) b[j] = CT(0);
+		for (k = t; k < kend; k += UNR * WG) {
+			[[unroll]] for (uint j = 0u; j < UNR; j++) a[j] = CT(X_LD(x[base + k + j * WG])) - mean;
+			[[unroll]] for (uint j = 0u; j < UNR; j++) b[j] += a[j] * a[j];
+		}
+		for (; k < n; k += WG) {
+			CT d = CT(X_LD(x[base + k])) - mean;
+			b[0] += d * d;
+		}
+		CT var = wgsum((b[0] + b[1]) + (b[2] + b[3]), t) / CT(n);
 		CT inv = CT(1) / sqrt(var + eps);
-		for (uint k = t; k < pc.n; k += WG) {
-			CT v = (CT(X_LD(x[base + k])) - mean) * inv;
-			if ((pc.flags & 1u) != 0u) v *= CT(X_LD(sc[pc.offS + k]));
-			if ((pc.flags & 2u) != 0u) v += CT(X_LD(bi[pc.offB + k]));
-			y[pc.offY + r * pc.n + k] = Y_ST(v);
+		for (k = t; k < n; k += UNR * WG) {
+			[[unroll]] for (uint j = 0u; j < UNR; j++) a[j] = k + j * WG < n ? CT(X_LD(x[base + k + j * WG])) : CT(0);
+			[[unroll]] for (uint j = 0u; j < UNR; j++) {
+				uint kj = k + j * WG;
+				if (kj < n) {
+					CT v = (a[j] - mean) * inv;
+					if ((pc.flags & 1u) != 0u) v *= CT(X_LD(sc[pc.offS + kj]));
+					if ((pc.flags & 2u) != 0u) v += CT(X_LD(bi[pc.offB + kj]));
+					y[pc.offY + r * n + kj] = Y_ST(v);
+				}
+			}
 		}
 	}
 }

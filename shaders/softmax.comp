@@ -6,7 +6,8 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
 // softmax: stable (log-)softmax over the middle axis of [outer, n, inner].
-// Mode 0: one workgroup per (outer, inner) row; mode 1: one invocation per row;
+// Mode 0: one workgroup per (outer, inner) row (UNR loads in flight per
+// invocation in each of its three passes); mode 1: one invocation per row;
 // mode 2: one workgroup per contiguous row (inner == 1) of at most
 // WG*CACHE elements, held in registers, so X is read once (and exp
 // computed once per element). The SUBGROUP variants reduce across the
@@ -85,6 +86,7 @@ CT wgsum(CT v, uint t) {
 #endif
 
 #define CACHE 32u
+#define UNR 4u
 
 void cached() {
 	uint t = gl_LocalInvocationID.x, n = pc.n;
@@ -138,14 +140,33 @@ void main() {
 	}
 	uint t = gl_LocalInvocationID.x;
 	uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
+	// each pass keeps UNR loads in flight per invocation
+	uint n = pc.n, kend = n >= (UNR - 1u) * WG ? n - (UNR - 1u) * WG : 0u;
 	for (uint r = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; r < total; r += nwg) {
 		uint o = r / pc.inner, i = r % pc.inner;
-		CT m = low;
-		for (uint k = t; k < pc.n; k += WG) m = max(m, load(o, k, i));
+		CT a[UNR], b[UNR];
+		[[unroll]] for (uint j = 0u; j < UNR; j++) b[j] = low;
+		uint k = t;
+		for (; k < kend; k += UNR * WG) {
+			[[unroll]] for (uint j = 0u; j < UNR; j++) a[j] = load(o, k + j * WG, i);
+			[[unroll]] for (uint j = 0u; j < UNR; j++) b[j] = max(b[j], a[j]);
+		}
+		for (; k < n; k += WG) b[0] = max(b[0], load(o, k, i));
+		CT m = b[0];
+		[[unroll]] for (uint j = 1u; j < UNR; j++) m = max(m, b[j]);
 		m = wgmax(m, t);
-		CT acc = CT(0);
-		for (uint k = t; k < pc.n; k += WG) acc += M_EXP(load(o, k, i) - m);
+		[[unroll]] for (uint j = 0u; j < UNR; j++) b[j] = CT(0);
+		for (k = t; k < kend; k += UNR * WG) {
+			[[unroll]] for (uint j = 0u; j < UNR; j++) a[j] = load(o, k + j * WG, i);
+			[[unroll]] for (uint j = 0u; j < UNR; j++) b[j] += M_EXP(a[j] - m);
+		}
+		for (; k < n; k += WG) b[0] += M_EXP(load(o, k, i) - m);
+		CT acc = (b[0] + b[1]) + (b[2] + b[3]);
 		CT sum = wgsum(acc, t);
-		for (uint k = t; k < pc.n; k += WG) put(o, k, i, load(o, k, i), m, sum);
+		for (k = t; k < kend; k += UNR * WG) {
+			[[unroll]] for (uint j = 0u; j < UNR; j++) a[j] = load(o, k + j * WG, i);
+			[[unroll]] for (uint j = 0u; j < UNR; j++) put(o, k + j * WG, i, a[j], m, sum);
+		}
+		for (; k < n; k += WG) put(o, k, i, load(o, k, i), m, sum);
 	}
 }
