@@ -94,8 +94,9 @@ func gemvEnvConfig(column bool) (gemvConfig, bool) {
 // BenchmarkGEMVVariants runs every gemvSweep geometry on the 4096×14336
 // GEMV of BenchmarkGEMV in both layouts, f32 and f16: xW is x·W with W
 // k×n (column mode), Wx is W·x with W n×k (MatMul M = 1 with TransB, row
-// mode, the Linear layout; 1024×4096 on a CPU device). It reports the GB/s of reading W (gpu-GB/s
-// from GPU timestamps, the split-K reduction pass included).
+// mode, the Linear layout; 1024×4096 on a CPU device). It reports the
+// GB/s of reading W (gpu-GB/s from GPU timestamps, the split-K reduction
+// pass included) and checks 64 outputs of each geometry.
 func BenchmarkGEMVVariants(b *testing.B) {
 	d := testDevice(b)
 	if isCPU(d) && testing.Short() {
@@ -114,6 +115,10 @@ func BenchmarkGEMVVariants(b *testing.B) {
 		x := newBuf(b, d, dt, k, w[:k])
 		wb := newBuf(b, d, dt, k*n, w)
 		y := newBuf(b, d, dt, n, nil)
+		wr := w
+		if dt != rt.F32 {
+			wr = decode(dt, encode(dt, w))
+		}
 		for _, layout := range []string{"xW", "Wx"} {
 			for _, cfg := range gemvSweep(layout == "xW") {
 				cfg := cfg
@@ -122,8 +127,34 @@ func BenchmarkGEMVVariants(b *testing.B) {
 					op := &rt.MatMul{A: x.ref([]int{k}, nil), B: wb.ref([]int{k * n}, nil), Y: y.ref([]int{n}, nil),
 						Batch: 1, M: 1, N: n, K: k, Alpha: 1, TransB: layout == "Wx"}
 					benchOp(b, d, op, 0, float64(k*n*dt.Size()))
+					checkGEMVSample(b, d, y, wr, k, n, layout == "Wx")
 				})
 			}
+		}
+	}
+}
+
+// checkGEMVSample checks 64 outputs of a BenchmarkGEMVVariants GEMV
+// (x = the first k elements of w) against float64 sums, with
+// TestGEMVConfigs' tolerance (relative to sum |x w| + 1), so that a sweep
+// cannot pick a fast wrong geometry.
+func checkGEMVSample(b *testing.B, d rt.Device, y *tbuf, w []float64, k, n int, wx bool) {
+	b.Helper()
+	got := y.read(b, d)
+	tol := tolFor(y.dt)
+	for s := 0; s < 64; s++ {
+		j := s * (n - 1) / 63
+		sum, mag := 0.0, 0.0
+		for i := 0; i < k; i++ {
+			wv := w[i*n+j]
+			if wx {
+				wv = w[j*k+i]
+			}
+			sum += w[i] * wv
+			mag += math.Abs(w[i] * wv)
+		}
+		if math.Abs(got[j]-sum) > tol*(mag+1) {
+			b.Fatalf("y[%d] = %g, want %g (tolerance %g)", j, got[j], sum, tol*(mag+1))
 		}
 	}
 }
