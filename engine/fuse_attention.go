@@ -357,14 +357,6 @@ func attnMaskView(r rt.Ref, b, h, lq, lk int) (rt.Ref, bool) {
 // and scalings that produced them (see absorb), and returns the seq
 // indices of the ops that became redundant.
 func (p *plan) absorbOperands(at func(int) rt.Op, k, end int, att *rt.Attention, reads map[*tensor]int) []int {
-	roots := map[*tensor]bool{}
-	for _, r := range []rt.Ref{att.Q, att.K, att.V, att.Mask} {
-		t := rootOfRef(r)
-		if r.Buf != nil && (t == nil || roots[t]) {
-			return nil // shared or bound operands: leave them
-		}
-		roots[t] = true
-	}
 	var gone []int
 	patternReads := func(t *tensor) int {
 		n := 0
@@ -383,26 +375,91 @@ func (p *plan) absorbOperands(at func(int) rt.Op, k, end int, att *rt.Attention,
 		}
 		return n
 	}
-	for _, x := range []struct {
-		r     *rt.Ref
-		scale bool
-	}{{&att.Q, true}, {&att.K, true}, {&att.V, false}} {
-		// Follow a chain of copies (a transpose of a transpose) back.
-		for range 4 {
-			r, f, g := p.absorb(at, k, end, *x.r, x.scale, reads, patternReads(rootOfRef(*x.r)), gone)
-			if len(g) == 0 {
-				break
+	refs := []*rt.Ref{&att.Q, &att.K, &att.V}
+	scale := []bool{true, true, false}
+	done := make([]bool, len(refs))
+	// Follow chains of copies (a transpose of a transpose) back, a level
+	// at a time for all three operands: operands that share a root (Q, K
+	// and V split from one projection) are absorbed together or not at
+	// all, and then without scalings (they would scale each).
+	for range 6 {
+		progress := false
+		seen := make([]bool, len(refs))
+		for i := range refs {
+			if done[i] || seen[i] {
+				continue
 			}
-			old, oldScale := *x.r, att.Scale
-			*x.r, att.Scale = r, att.Scale*f
+			t := rootOfRef(*refs[i])
+			group := []int{i}
+			for j := i + 1; j < len(refs); j++ {
+				if !done[j] && rootOfRef(*refs[j]) == t {
+					group = append(group, j)
+				}
+			}
+			for _, g := range group {
+				seen[g] = true
+			}
+			stop := func() {
+				for _, g := range group {
+					done[g] = true
+				}
+			}
+			if t == nil || (att.Mask.Buf != nil && rootOfRef(att.Mask) == t) {
+				stop()
+				continue
+			}
+			// Another operand still reads t: its chain may join this one a
+			// level later (K has one more transpose than Q and V).
+			shared := false
+			for j := range refs {
+				if !slices.Contains(group, j) && rootOfRef(*refs[j]) == t {
+					shared = true
+				}
+			}
+			if shared {
+				continue
+			}
+			pr := patternReads(t)
+			var rs []rt.Ref
+			var fs []float64
+			var gs [][]int
+			ok := true
+			for _, g := range group {
+				r, f, gg := p.absorb(at, k, end, *refs[g], scale[g] && len(group) == 1, reads, pr, gone)
+				if len(gg) == 0 || (len(gs) > 0 && !slices.Equal(gg, gs[0])) {
+					ok = false
+					break
+				}
+				rs, fs, gs = append(rs, r), append(fs, f), append(gs, gg)
+			}
+			if !ok {
+				continue // perhaps at a later level, when the other readers of t have joined
+			}
+			old := make([]rt.Ref, len(group))
+			oldScale := att.Scale
+			for n, g := range group {
+				old[n] = *refs[g]
+				*refs[g] = rs[n]
+				att.Scale *= fs[n]
+			}
 			if rt.CheckOp(att) != nil || !p.optional(att) {
-				*x.r, att.Scale = old, oldScale
-				break
+				for n, g := range group {
+					*refs[g] = old[n]
+				}
+				att.Scale = oldScale
+				stop()
+				continue
 			}
-			gone = append(gone, g...)
-			if sameRef(r, old) {
-				break // scalings only: no copy to follow
+			gone = append(gone, gs[0]...)
+			progress = true
+			for n, g := range group {
+				if sameRef(rs[n], old[n]) {
+					done[g] = true // scalings only: no copy to follow
+				}
 			}
+		}
+		if !progress {
+			break
 		}
 	}
 	return gone
@@ -458,10 +515,33 @@ func (p *plan) absorb(at func(int) rt.Op, k, end int, r rt.Ref, scale bool, read
 			gone = append(gone, j)
 			continue
 		case *rt.Unary:
-			if o.Fn != rt.Copy || o.X.DType != o.Y.DType || !covers(o.Y) || reads[t] != patternReads+len(gone) {
+			if o.Fn != rt.Copy || o.X.DType != o.Y.DType || !inside(r, o.Y) || reads[t] != patternReads+len(gone) {
 				break
 			}
 			src, ok := composeView(r, o.Y, o.X)
+			if !ok || !p.unwritten(at, j+1, end, src, append(gone, skip...)) {
+				break
+			}
+			return src, f, append(gone, j)
+		case *rt.Gather:
+			// One constant index: a strided copy of a slice of X.
+			it := rootOfRef(o.Idx)
+			if it == nil || it.value == nil || it.value.Len() != 1 || o.Idx.Off != 0 || !inside(r, o.Y) ||
+				reads[t] != patternReads+len(gone) || o.Outer*o.Inner == 0 {
+				break
+			}
+			ix := int(it.value.Float64s()[0])
+			if ix < 0 {
+				ix += o.Axis
+			}
+			if ix < 0 || ix >= o.Axis {
+				break
+			}
+			y, x := o.Y, o.X
+			y.Shape, y.Strides = []int{o.Outer, o.Inner}, nil
+			x.Shape, x.Strides = []int{o.Outer, o.Inner}, []int{o.Axis * o.Inner, 1}
+			x.Off += int64(ix*o.Inner) * int64(x.DType.Size())
+			src, ok := composeView(r, y, x)
 			if !ok || !p.unwritten(at, j+1, end, src, append(gone, skip...)) {
 				break
 			}
@@ -501,6 +581,20 @@ func composeView(r, y, x rt.Ref) (rt.Ref, bool) {
 	rs := r.StridesOrContiguous()
 	out := make([]int, len(r.Shape))
 	reach := make([]int, len(y.Shape)) // highest index reached along each y dim
+	// r starts rel elements into y: at that multi-index of y, and of x.
+	es := int64(r.DType.Size())
+	rel := (r.Off - y.Off) / es
+	if rel < 0 || (r.Off-y.Off)%es != 0 {
+		return r, false
+	}
+	off := x.Off
+	for i, c := range cs {
+		if y.Shape[i] > 0 {
+			reach[i] = int(rel / int64(c))
+			rel %= int64(c)
+			off += int64(reach[i]) * int64(xs[i]) * es
+		}
+	}
 	for k, size := range r.Shape {
 		if size == 1 {
 			continue
@@ -524,9 +618,21 @@ func composeView(r, y, x rt.Ref) (rt.Ref, bool) {
 		}
 	}
 	v := x
+	v.Off = off
 	v.Shape = append([]int(nil), r.Shape...)
 	v.Strides = out
 	return v, true
+}
+
+// inside reports whether the view r lies within the contiguous view y
+// (of the same root and dtype).
+func inside(r, y rt.Ref) bool {
+	if y.Buf != r.Buf || y.DType != r.DType || !y.Contiguous() {
+		return false
+	}
+	lo, hi := r.Span()
+	ylo, yhi := y.Span()
+	return ylo <= lo && hi <= yhi
 }
 
 // absorbOutput lets the Attention op att, at seq index end (in plan step
