@@ -9,7 +9,9 @@
 // one workgroup per row, two passes (mean, then centered variance). With
 // flags bit 2 a row of at most WG*CACHE elements is held in registers, so
 // X is read once. The SUBGROUP variants reduce across the workgroup with
-// subgroup arithmetic (two barriers, against 2 log2 WG).
+// subgroup arithmetic (two barriers, against 2 log2 WG), and with flags
+// bit 3 give each row of at most CACHE*gl_SubgroupSize elements to one
+// subgroup (sgrows).
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -87,7 +89,51 @@ void cached() {
 	}
 }
 
+#ifdef SUBGROUP
+// sgrows (flags bit 3): one subgroup per row of at most
+// CACHE*gl_SubgroupSize elements, held in registers, reduced with
+// subgroup arithmetic alone.
+void sgrows() {
+	uint lane = gl_SubgroupInvocationID, ns = gl_SubgroupSize, n = pc.n;
+	uint sg = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * gl_NumSubgroups + gl_SubgroupID;
+	uint nsg = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
+	CT eps = pc_real(pc.eps);
+	for (uint r = sg; r < pc.outer; r += nsg) {
+		uint base = pc.offX + r * n;
+		CT v[CACHE];
+		CT acc = CT(0);
+		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
+			uint k = lane + j * ns;
+			v[j] = k < n ? CT(X_LD(x[base + k])) : CT(0);
+			acc += v[j];
+		}
+		CT mean = subgroupAdd(acc) / CT(n);
+		acc = CT(0);
+		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
+			v[j] -= mean;
+			if (lane + j * ns < n) acc += v[j] * v[j];
+		}
+		CT inv = CT(1) / sqrt(subgroupAdd(acc) / CT(n) + eps);
+		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
+			uint k = lane + j * ns;
+			if (k < n) {
+				CT w = v[j] * inv;
+				if ((pc.flags & 1u) != 0u) w *= CT(X_LD(sc[pc.offS + k]));
+				if ((pc.flags & 2u) != 0u) w += CT(X_LD(bi[pc.offB + k]));
+				y[pc.offY + r * n + k] = Y_ST(w);
+			}
+		}
+	}
+}
+#endif
+
 void main() {
+#ifdef SUBGROUP
+	if ((pc.flags & 8u) != 0u) {
+		sgrows();
+		return;
+	}
+#endif
 	if ((pc.flags & 4u) != 0u) {
 		cached();
 		return;

@@ -11,7 +11,9 @@
 // mode 2: one workgroup per contiguous row (inner == 1) of at most
 // WG*CACHE elements, held in registers, so X is read once (and exp
 // computed once per element). The SUBGROUP variants reduce across the
-// workgroup with subgroup arithmetic (two barriers, against 2 log2 WG).
+// workgroup with subgroup arithmetic (two barriers, against 2 log2 WG),
+// and have mode 3: one subgroup per contiguous row of at most
+// CACHE*gl_SubgroupSize elements (sgrows).
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -120,6 +122,44 @@ void cached() {
 	}
 }
 
+#ifdef SUBGROUP
+// sgrows (mode 3): one subgroup per contiguous row of at most
+// CACHE*gl_SubgroupSize elements, held in registers, reduced with
+// subgroup arithmetic alone (no barriers; rows shorter than a workgroup
+// no longer leave most of it idle).
+void sgrows() {
+	uint lane = gl_SubgroupInvocationID, ns = gl_SubgroupSize, n = pc.n;
+	uint sg = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * gl_NumSubgroups + gl_SubgroupID;
+	uint nsg = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumSubgroups;
+	CT low = -CT(M_INF);
+	bool lg = pc.logsm != 0u;
+	for (uint r = sg; r < pc.outer; r += nsg) {
+		uint bx = pc.offX + r * n, by = pc.offY + r * n;
+		CT v[CACHE];
+		CT m = low;
+		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
+			uint k = lane + j * ns;
+			v[j] = k < n ? CT(X_LD(x[bx + k])) : low;
+			m = max(m, v[j]);
+		}
+		m = subgroupMax(m);
+		CT acc = CT(0);
+		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
+			v[j] -= m;
+			CT e = M_EXP(v[j]);
+			if (lane + j * ns < n) acc += e;
+			if (!lg) v[j] = e;
+		}
+		CT s = subgroupAdd(acc);
+		CT ls = lg ? M_LOG(s) : CT(0), inv = CT(1) / s;
+		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
+			uint k = lane + j * ns;
+			if (k < n) y[by + k] = Y_ST(lg ? v[j] - ls : v[j] * inv);
+		}
+	}
+}
+#endif
+
 void main() {
 	uint total = pc.outer * pc.inner;
 	CT low = -CT(M_INF);
@@ -127,6 +167,12 @@ void main() {
 		cached();
 		return;
 	}
+#ifdef SUBGROUP
+	if (pc.mode == 3u) {
+		sgrows();
+		return;
+	}
+#endif
 	if (pc.mode == 1u) {
 		GRID_LOOP(r, total) {
 			uint o = r / pc.inner, i = r % pc.inner;

@@ -35,12 +35,22 @@ var noSubgroupRows bool
 
 // rowShader returns the softmax.comp or normalize.comp variant for dt:
 // the SUBGROUP one (subgroup reductions) for f32 and f16 where the device
-// has subgroup arithmetic.
-func (l *lowering) rowShader(name string, dt rt.DType) string {
+// has subgroup arithmetic. sgRows reports whether it gives each
+// contiguous row of n elements to one subgroup (at most rowCache
+// elements per lane; workgroup-wide rows where a row fills most of a
+// workgroup anyway, n > wgSize*rowCache/4).
+func (l *lowering) rowShader(name string, dt rt.DType, n int) (shader string, sgRows bool) {
 	if dt != rt.F64 && !noSubgroupRows && l.d.hasSubgroupArith() {
-		return name + "sg_" + dt.String()
+		sgs := int(l.d.phys.caps.subgroupSize)
+		return name + "sg_" + dt.String(), !noRowCache && n <= sgs*rowCache && n <= wgSize*rowCache/4
 	}
-	return name + "_" + dt.String()
+	return name + "_" + dt.String(), false
+}
+
+// sgRowGroups is the workgroup grid of rows rows, one per subgroup.
+func (l *lowering) sgRowGroups(rows int64) [3]uint32 {
+	per := max(int64(wgSize)/max(int64(l.d.phys.caps.subgroupSize), 1), 1)
+	return groups2D(l.d, (rows+per-1)/per)
 }
 
 // cachedRow reports whether a contiguous row of n elements is held in
@@ -133,11 +143,15 @@ func (l *lowering) Softmax(o *rt.Softmax) {
 	if o.Inner == 1 && cachedRow(o.N) {
 		mode = 2
 	}
+	shader, sgRows := l.rowShader("softmax", dt, o.N)
+	if o.Inner == 1 && sgRows {
+		mode, groups = 3, l.sgRowGroups(total)
+	}
 	lg := uint32(0)
 	if o.Log {
 		lg = 1
 	}
-	l.add(dispatch{shader: l.rowShader("softmax", dt), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, groups: groups,
+	l.add(dispatch{shader: shader, spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, groups: groups,
 		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), lg, offs[0], offs[1], mode, 0}})
 }
 
@@ -181,8 +195,14 @@ func (l *lowering) Normalize(o *rt.Normalize) {
 	if cachedRow(o.N) {
 		flags |= 4
 	}
+	groups := groups2D(l.d, int64(o.Outer))
+	shader, sgRows := l.rowShader("normalize", dt, o.N)
+	if sgRows {
+		flags |= 8
+		groups = l.sgRowGroups(int64(o.Outer))
+	}
 	e := realBits(dt, o.Eps)
-	l.add(dispatch{shader: l.rowShader("normalize", dt), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
-		groups: groups2D(l.d, int64(o.Outer)),
+	l.add(dispatch{shader: shader, spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
+		groups: groups,
 		push:   []uint32{uint32(o.Outer), uint32(o.N), flags, 0, offs[0], offs[1], offs[2], offs[3], e[0], e[1]}})
 }

@@ -140,7 +140,8 @@ func TestReduce(t *testing.T) {
 }
 
 // TestSoftmax covers rows held in registers (inner 1, up to 8192
-// elements: 65, 1000, 8192) and the others (8193, strided rows), and the
+// elements: 65, 200, 1000, 8192; the short ones one per subgroup where
+// the device has subgroup arithmetic) and the others (8193, strided rows), and the
 // register-free path for all shapes (noRowCache), each with subgroup and
 // shared-memory reductions (noSubgroupRows).
 func TestSoftmax(t *testing.T) {
@@ -159,7 +160,7 @@ func testSoftmax(t *testing.T) {
 	d := testDevice(t)
 	r := rand.New(rand.NewSource(6))
 	for _, dt := range floatDTypes {
-		for _, sh := range [][3]int{{3, 65, 1}, {2, 7, 33}, {1, 1000, 1}, {4, 33, 400}, {2, 8192, 1}, {2, 8193, 1}} {
+		for _, sh := range [][3]int{{3, 65, 1}, {37, 200, 1}, {2, 7, 33}, {1, 1000, 1}, {4, 33, 400}, {2, 8192, 1}, {2, 8193, 1}} {
 			for _, lg := range []bool{false, true} {
 				outer, n, inner := sh[0], sh[1], sh[2]
 				xs := randVals(r, dt, outer*n*inner, -4, 4)
@@ -198,7 +199,8 @@ func testSoftmax(t *testing.T) {
 	}
 }
 
-// TestNormalize covers rows held in registers (up to 8192 elements) and
+// TestNormalize covers rows held in registers (up to 8192 elements; up
+// to 2048, and rowCache subgroup widths, one per subgroup) and
 // longer ones (8193), and the register-free path for all (noRowCache),
 // each with subgroup and shared-memory reductions (noSubgroupRows).
 func TestNormalize(t *testing.T) {
@@ -213,7 +215,7 @@ func testNormalize(t *testing.T) {
 	d := testDevice(t)
 	r := rand.New(rand.NewSource(7))
 	for _, dt := range floatDTypes {
-		for _, sh := range [][2]int{{3, 65}, {7, 1}, {1, 1000}, {33, 127}, {2, 8192}, {2, 8193}} {
+		for _, sh := range [][2]int{{3, 65}, {7, 1}, {37, 200}, {1, 1000}, {33, 127}, {2, 8192}, {2, 8193}} {
 			for _, affine := range []bool{false, true} {
 				outer, n := sh[0], sh[1]
 				xs := randVals(r, dt, outer*n, -3, 3)
