@@ -215,8 +215,8 @@ func gpuCopy(d *device, dst, src rt.Buffer, n int64) (time.Duration, error) {
 // rt.CopyBuffer's wall clock, which adds a submit and a fence wait;
 // copy-kernel: Unary Copy, copy.comp), Add, Relu, Softmax, Normalize
 // (layer norm; both also with the row-in-registers path off, -nocache,
-// and with shared-memory instead of subgroup reductions, -nosg) and
-// Reduce Sum over the rows, and MaxPool 3×3/2 pad 1 on 32×64×112×112
+// and with shared-memory instead of subgroup reductions, -nosg; and on
+// rows of 128 and 768, one per subgroup) and Reduce Sum over the rows, and MaxPool 3×3/2 pad 1 on 32×64×112×112
 // (input plus output). Before the cases it times vkCmdCopyBuffer of the
 // same bytes (best of 10): every case also reports x-copy, its gpu-GB/s
 // over that copy's, the figure of issue 15's goal (≥ 0.9), measured in
@@ -321,6 +321,22 @@ func BenchmarkBandwidth(b *testing.B) {
 	run("layernorm-rows", layernorm, 2*nb, nil)
 	run("layernorm-rows-nocache", layernorm, 2*nb, nocache)
 	run("layernorm-rows-nosg", layernorm, 2*nb, nosg)
+	// short rows (attention scores, BERT's hidden size): one per subgroup
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"softmax-rows128", 128}, {"layernorm-rows768", 768}} {
+		r, n := ne/c.n, c.n
+		op := func() rt.Op {
+			x, yy := xa.ref([]int{r, n}, nil), y.ref([]int{r, n}, nil)
+			if c.n == 128 {
+				return &rt.Softmax{X: x, Y: yy, Outer: r, N: n, Inner: 1}
+			}
+			return &rt.Normalize{X: x, Y: yy, Outer: r, N: n, Eps: 1e-5}
+		}
+		run(c.name, op, float64(2*r*n*4), nil)
+		run(c.name+"-nosg", op, float64(2*r*n*4), nosg)
+	}
 	run("sum-rows", func() rt.Op {
 		return &rt.Reduce{Fn: rt.Sum, X: mat(xa), Y: y.ref([]int{rows}, nil), Outer: rows, N: cols, Inner: 1}
 	}, nb, nil)
