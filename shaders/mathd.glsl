@@ -4,6 +4,17 @@
 double d_inf() { return double(uintBitsToFloat(0x7f800000u)); }
 double d_nan() { return double(uintBitsToFloat(0x7fc00000u)); }
 
+// dinv[n] is 1/n. The series below are Horner's rule in nested form,
+// 1 + x/1 (1 + x/2 (1 + x/3 (...))), so their coefficients (1/n!,
+// 1/(2n+1)) come from this table instead of being written out; the loops
+// unroll and the products fold to constants.
+const double dinv[24] = double[](
+	0.0LF, 1.0LF, 1.0LF / 2.0LF, 1.0LF / 3.0LF, 1.0LF / 4.0LF, 1.0LF / 5.0LF,
+	1.0LF / 6.0LF, 1.0LF / 7.0LF, 1.0LF / 8.0LF, 1.0LF / 9.0LF, 1.0LF / 10.0LF,
+	1.0LF / 11.0LF, 1.0LF / 12.0LF, 1.0LF / 13.0LF, 1.0LF / 14.0LF, 1.0LF / 15.0LF,
+	1.0LF / 16.0LF, 1.0LF / 17.0LF, 1.0LF / 18.0LF, 1.0LF / 19.0LF, 1.0LF / 20.0LF,
+	1.0LF / 21.0LF, 1.0LF / 22.0LF, 1.0LF / 23.0LF);
+
 double dexp(double x) {
 	if (isnan(x)) return x;
 	if (x > 709.78LF) return d_inf();
@@ -12,20 +23,8 @@ double dexp(double x) {
 	double r = x - k * 0.693147180369123816490LF;
 	r = r - k * 1.90821492927058770002e-10LF;
 	// Taylor to degree 13 on |r| <= 0.35.
-	double p = 1.0LF / 6227020800.0LF;
-	p = p * r + 1.0LF / 479001600.0LF;
-	p = p * r + 1.0LF / 39916800.0LF;
-	p = p * r + 1.0LF / 3628800.0LF;
-	p = p * r + 1.0LF / 362880.0LF;
-	p = p * r + 1.0LF / 40320.0LF;
-	p = p * r + 1.0LF / 5040.0LF;
-	p = p * r + 1.0LF / 720.0LF;
-	p = p * r + 1.0LF / 120.0LF;
-	p = p * r + 1.0LF / 24.0LF;
-	p = p * r + 1.0LF / 6.0LF;
-	p = p * r + 0.5LF;
-	p = p * r + 1.0LF;
-	p = p * r + 1.0LF;
+	double p = 1.0LF;
+	[[unroll]] for (int n = 13; n >= 1; n--) p = 1.0LF + r * p * dinv[n];
 	int ki = int(k);
 	if (ki > 1000) return ldexp(ldexp(p, ki - 1000), 1000);
 	if (ki < -1000) return ldexp(ldexp(p, ki + 1000), -1000);
@@ -34,25 +33,9 @@ double dexp(double x) {
 
 double dexpm1(double x) {
 	if (abs(x) < 0.5LF) {
-		double p = 1.0LF / 121645100408832000.0LF; // 1/19!
-		p = p * x + 1.0LF / 6402373705728000.0LF;
-		p = p * x + 1.0LF / 355687428096000.0LF;
-		p = p * x + 1.0LF / 20922789888000.0LF;
-		p = p * x + 1.0LF / 1307674368000.0LF;
-		p = p * x + 1.0LF / 87178291200.0LF;
-		p = p * x + 1.0LF / 6227020800.0LF;
-		p = p * x + 1.0LF / 479001600.0LF;
-		p = p * x + 1.0LF / 39916800.0LF;
-		p = p * x + 1.0LF / 3628800.0LF;
-		p = p * x + 1.0LF / 362880.0LF;
-		p = p * x + 1.0LF / 40320.0LF;
-		p = p * x + 1.0LF / 5040.0LF;
-		p = p * x + 1.0LF / 720.0LF;
-		p = p * x + 1.0LF / 120.0LF;
-		p = p * x + 1.0LF / 24.0LF;
-		p = p * x + 1.0LF / 6.0LF;
-		p = p * x + 0.5LF;
-		p = p * x + 1.0LF;
+		// x (1 + x/2! + ... + x^18/19!).
+		double p = 1.0LF;
+		[[unroll]] for (int n = 19; n >= 2; n--) p = 1.0LF + x * p * dinv[n];
 		return p * x;
 	}
 	return dexp(x) - 1.0LF;
@@ -70,18 +53,8 @@ double dlog(double x) {
 	}
 	double f = (m - 1.0LF) / (m + 1.0LF);
 	double f2 = f * f;
-	double s = 1.0LF / 23.0LF;
-	s = s * f2 + 1.0LF / 21.0LF;
-	s = s * f2 + 1.0LF / 19.0LF;
-	s = s * f2 + 1.0LF / 17.0LF;
-	s = s * f2 + 1.0LF / 15.0LF;
-	s = s * f2 + 1.0LF / 13.0LF;
-	s = s * f2 + 1.0LF / 11.0LF;
-	s = s * f2 + 1.0LF / 9.0LF;
-	s = s * f2 + 1.0LF / 7.0LF;
-	s = s * f2 + 1.0LF / 5.0LF;
-	s = s * f2 + 1.0LF / 3.0LF;
-	s = s * f2 + 1.0LF;
+	double s = 0.0LF; // the sum of f2^k / (2k+1) for k <= 11
+	[[unroll]] for (int k = 11; k >= 0; k--) s = s * f2 + dinv[2 * k + 1];
 	double de = double(e);
 	return 2.0LF * f * s + de * 0.693147180369123816490LF + de * 1.90821492927058770002e-10LF;
 }
@@ -95,28 +68,14 @@ double dlog1p(double x) {
 // sin and cos of |r| <= pi/4.
 double dsin_k(double r) {
 	double r2 = r * r;
-	double p = -1.0LF / 1307674368000.0LF;   // -1/15!
-	p = p * r2 + 1.0LF / 6227020800.0LF;      // 1/13!
-	p = p * r2 - 1.0LF / 39916800.0LF;        // 1/11!
-	p = p * r2 + 1.0LF / 362880.0LF;
-	p = p * r2 - 1.0LF / 5040.0LF;
-	p = p * r2 + 1.0LF / 120.0LF;
-	p = p * r2 - 1.0LF / 6.0LF;
-	p = p * r2 + 1.0LF;
+	double p = 1.0LF; // r (1 - r2/3! + ... - r2^7/15!)
+	[[unroll]] for (int n = 7; n >= 1; n--) p = 1.0LF - r2 * p * (dinv[2 * n] * dinv[2 * n + 1]);
 	return p * r;
 }
 double dcos_k(double r) {
 	double r2 = r * r;
-	double p = -1.0LF / 6402373705728000.0LF; // -1/18!
-	p = p * r2 + 1.0LF / 20922789888000.0LF;  // 1/16!
-	p = p * r2 - 1.0LF / 87178291200.0LF;     // 1/14!
-	p = p * r2 + 1.0LF / 479001600.0LF;
-	p = p * r2 - 1.0LF / 3628800.0LF;
-	p = p * r2 + 1.0LF / 40320.0LF;
-	p = p * r2 - 1.0LF / 720.0LF;
-	p = p * r2 + 1.0LF / 24.0LF;
-	p = p * r2 - 0.5LF;
-	p = p * r2 + 1.0LF;
+	double p = 1.0LF; // 1 - r2/2! + ... + r2^9/18!
+	[[unroll]] for (int n = 9; n >= 1; n--) p = 1.0LF - r2 * p * (dinv[2 * n - 1] * dinv[2 * n]);
 	return p;
 }
 double dsincos(double x, bool wantCos) {
