@@ -35,6 +35,12 @@ func gemvSweep(column bool) []gemvConfig {
 				}
 			}
 		}
+		// 16 lanes: four times the workgroups of 64 without a split
+		for _, split := range []int{0, 1} {
+			for _, u := range []int{4, 8} {
+				cs = append(cs, gemvConfig{WG: 256, Rows: 2, Lanes: 16, Split: split, Unroll: u})
+			}
+		}
 		cs = append(cs, gemvConfig{WG: 256, Rows: 2, Lanes: 128, Unroll: 4},
 			gemvConfig{WG: 256, Rows: 2, Lanes: 32, Scalar: true})
 	} else {
