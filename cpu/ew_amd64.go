@@ -55,9 +55,17 @@ func binaryF32(fn rt.BinaryFn, form int, y, a, b []float32) bool {
 	if lv < levelAVX2 || int(fn) >= rt.NumBinaryFns || ewBinaryAsm[lv][fn][form] == nil {
 		return false
 	}
+	runBinaryKernel(ewBinaryAsm[lv][fn][form], form, y, a, b)
+	return true
+}
+
+// runBinaryKernel runs an assembly binary kernel on y = a fn b in the
+// given form: the vector operands are checked against len(y), the scalar
+// one is read at index 0, and there is nothing to do when y is empty.
+func runBinaryKernel[T float32 | float64](k func(dst, a, b *T, n int), form int, y, a, b []T) {
 	n := len(y)
 	if n == 0 {
-		return true
+		return
 	}
 	if form != formSV {
 		a = a[:n]
@@ -65,8 +73,7 @@ func binaryF32(fn rt.BinaryFn, form int, y, a, b []float32) bool {
 	if form != formVS {
 		b = b[:n]
 	}
-	ewBinaryAsm[lv][fn][form](&y[0], &a[0], &b[0], n)
-	return true
+	k(&y[0], &a[0], &b[0], n)
 }
 
 // binaryVecF64 computes y = a fn b in the given form with a vectorised
@@ -77,17 +84,7 @@ func binaryVecF64(fn rt.BinaryFn, form int, y, a, b []float64) bool {
 	if kernelLevel() < levelAVX512 || int(fn) >= rt.NumBinaryFns || ewBinaryAsmD[fn][form] == nil {
 		return false
 	}
-	n := len(y)
-	if n == 0 {
-		return true
-	}
-	if form != formSV {
-		a = a[:n]
-	}
-	if form != formVS {
-		b = b[:n]
-	}
-	ewBinaryAsmD[fn][form](&y[0], &a[0], &b[0], n)
+	runBinaryKernel(ewBinaryAsmD[fn][form], form, y, a, b)
 	return true
 }
 
