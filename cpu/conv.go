@@ -17,6 +17,28 @@ func ceilDiv(a, b int) int {
 	return -((-a) / b)
 }
 
+// phaseSpan gives the columns [lo, hi) of a stride-s phase plane row (wq
+// columns; column v reads input column v·s + b - padL) that read one of
+// the W real input columns, and the input column iw0 that column lo reads.
+func phaseSpan(W, wq, padL, b, s int) (lo, hi, iw0 int) {
+	lo = min(max(0, ceilDiv(padL-b, s)), wq)
+	hi = max(lo, min(wq, ceilDiv(W+padL-b, s)))
+	return lo, hi, lo*s + b - padL
+}
+
+// phaseRow zeroes the padding of a phase plane row that reads input row
+// ih (of H) in columns [lo, hi) and returns row[lo:hi] for the caller to
+// fill, or nil when the whole row is padding.
+func phaseRow[T any](row []T, ih, H, lo, hi int) []T {
+	if ih < 0 || ih >= H || hi == lo {
+		clear(row)
+		return nil
+	}
+	clear(row[:lo])
+	clear(row[hi:])
+	return row[lo:hi]
+}
+
 // validRange returns the o in [0, n) with 0 <= o*s + off < lim.
 func validRange(off, s, lim, n int) (int, int) {
 	lo := max(0, ceilDiv(-off, s))

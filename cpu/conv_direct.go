@@ -299,19 +299,13 @@ func (p *dconvPlan) fillRange(x, buf []float32, n, g, c0, c1 int) {
 				}
 				ph := buf[c*p.ps+(a*sw+b)*hq*wq : c*p.ps+(a*sw+b+1)*hq*wq]
 				// Columns cc of the phase read input column cc·sw + b - PadL.
-				lo := min(max(0, ceilDiv(o.PadL-b, sw)), wq)
-				hi := max(lo, min(wq, ceilDiv(W+o.PadL-b, sw)))
-				iw0 := lo*sw + b - o.PadL
+				lo, hi, iw0 := phaseSpan(W, wq, o.PadL, b, sw)
 				for r := 0; r < hq; r++ {
-					row := ph[r*wq : (r+1)*wq]
 					ih := r*sh + a - o.PadT
-					if ih < 0 || ih >= H || hi == lo {
-						clear(row)
+					d := phaseRow(ph[r*wq:(r+1)*wq], ih, H, lo, hi)
+					if d == nil {
 						continue
 					}
-					clear(row[:lo])
-					clear(row[hi:])
-					d := row[lo:hi]
 					xr := xc[ih*W+iw0:]
 					switch {
 					case sw == 1:

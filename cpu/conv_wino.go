@@ -240,20 +240,14 @@ func (p *winoPlan) fill(o *rt.Conv, xs, dst []float32, cb int) {
 			for b := 0; b < m; b++ {
 				ph := dst[((a*m+b)*cb+c)*p.pl : ((a*m+b)*cb+c+1)*p.pl]
 				// Columns v read input column m·v + b - PadL.
-				lo := min(max(0, ceilDiv(o.PadL-b, m)), p.wq)
-				hi := max(lo, min(p.wq, ceilDiv(W+o.PadL-b, m)))
-				iw0 := m*lo + b - o.PadL
+				lo, hi, iw0 := phaseSpan(W, p.wq, o.PadL, b, m)
 				for u := 0; u < p.hq; u++ {
-					row := ph[u*p.wq : (u+1)*p.wq]
 					ih := m*u + a - o.PadT
-					if ih < 0 || ih >= H || hi == lo {
-						clear(row)
+					d := phaseRow(ph[u*p.wq:(u+1)*p.wq], ih, H, lo, hi)
+					if d == nil {
 						continue
 					}
-					clear(row[:lo])
-					clear(row[hi:])
 					xr := xc[ih*W+iw0:]
-					d := row[lo:hi]
 					_ = xr[m*(len(d)-1)]
 					for v := range d {
 						d[v] = xr[m*v]
