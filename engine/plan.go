@@ -264,6 +264,7 @@ func newPlan(m *model.Model, shapes map[string][]int, mode planMode, foldDev rt.
 		}
 	}
 	p.fuseAttention()
+	p.fuseBias()
 	p.fuseElementwise()
 	if err := p.layout(end); err != nil {
 		return nil, err
