@@ -51,7 +51,8 @@
 //     reduction otherwise) when both operands run along K, coalesced
 //     columns with K split across workgroups (splitk.comp sums the
 //     partials in order) when W runs along the outputs, 128-bit loads
-//     where K, offsets and strides are multiples of 4 (see gemv.go). f16
+//     (four f32, or eight f16 in row mode) where K, offsets and strides
+//     are multiples of them, several per lane in flight (see gemv.go). f16
 //     MatMul runs mmcm.comp on NV cooperative matrices (f32 accumulate;
 //     128x256 or 128x128 blocks, 4x4 or 4x2 16x16 fragments per subgroup,
 //     uvec4 global loads where aligned, fragments stored straight to Y

@@ -52,7 +52,8 @@ func (c gemvConfig) String() string {
 
 // gemvRowDefault is row mode's geometry (W·x, the Linear layout): four
 // subgroups per workgroup, two rows each, four 128-bit loads per row and
-// lane in flight, as in ggml's mul_mat_vec.
+// lane in flight (eight per lane). Not yet measured on a GPU: set it from
+// BenchmarkGEMVVariants' Wx sweep.
 var gemvRowDefault = gemvConfig{WG: 128, Rows: 2, Lanes: 32, Unroll: 4}
 
 // gemvColumnDefault is column mode's geometry (x·W): the best of the
