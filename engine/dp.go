@@ -354,13 +354,11 @@ func (t *Trainer) stepDP(ctx context.Context, inputs map[string]*rt.Tensor) (Ste
 	parallel := func(f func(k int) error) error {
 		var wg sync.WaitGroup
 		for k := range R {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				if err := f(k); err != nil {
 					errs[k] = t.devErr(k, err)
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		return errors.Join(errs...)
@@ -647,9 +645,7 @@ func (t *Trainer) syncReplicas() error {
 	errs := make([]error, len(t.reps))
 	var wg sync.WaitGroup
 	for j, r := range t.reps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rs := r.s
 			rs.mu.Lock()
 			defer rs.mu.Unlock()
@@ -664,7 +660,7 @@ func (t *Trainer) syncReplicas() error {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)

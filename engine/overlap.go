@@ -289,9 +289,7 @@ func (t *Trainer) stepHostOverlap(pss []*planState, cs []*execCtx, grads *dist.A
 	errs := make([]error, R)
 	var wg sync.WaitGroup
 	for k := range R {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			s := t.replica(k).s
 			for j := range G + 1 {
 				t.note("start", k, j)
@@ -308,7 +306,7 @@ func (t *Trainer) stepHostOverlap(pss []*planState, cs []*execCtx, grads *dist.A
 					ready[j][k] <- nil
 				}
 			}
-		}()
+		})
 	}
 	es := grads.DType.Size()
 	limit := int64(dist.DefaultBucketBytes)
@@ -381,9 +379,7 @@ loop:
 	errs := make([]error, R)
 	var wg sync.WaitGroup
 	for k := range R {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for j, st := range fbs[k][:submitted[k]] {
 				if e := st.Wait(); e != nil && errs[k] == nil {
 					e = cs[k].segErr(j, e)
@@ -391,7 +387,7 @@ loop:
 					errs[k] = t.devErr(k, fmt.Errorf("engine: run: %w", e))
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errors.Join(append(errs, err)...)
