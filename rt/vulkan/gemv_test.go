@@ -98,8 +98,8 @@ func TestGEMVLowering(t *testing.T) {
 		{gemmCase{1, 1, 300, 128, false, true, -1, -1, [2]int{}, false, 0}, 1, 0, false, false, false, 0},
 		{gemmCase{2, 1, 300, 128, false, true, -1, 130, [2]int{}, false, 0}, 0, 0, false, false, false, 0},
 		{gemmCase{2, 7, 1, 128, false, false, -1, -1, [2]int{}, false, 0}, 0, 0, false, true, true, 0},
-		{gemmCase{1, 1, 300, 128, false, false, -1, -1, [2]int{}, false, 0}, 0, 0, true, true, false, 0},
-		{gemmCase{1, 1, 301, 128, false, false, -1, -1, [2]int{}, false, 0}, 0, 0, true, false, false, 0},
+		{gemmCase{1, 1, 300, 128, false, false, -1, -1, [2]int{}, false, 0}, 0, 1, true, true, false, 0},
+		{gemmCase{1, 1, 301, 128, false, false, -1, -1, [2]int{}, false, 0}, 0, 1, true, false, false, 0},
 		{gemmCase{1, 1, 300, 128, false, false, -1, -1, [2]int{}, false, 0}, 0, 3, true, true, false, 1},
 		{gemmCase{1, 300, 1, 128, true, false, -1, -1, [2]int{}, false, 0}, 0, 2, true, true, true, 1},
 	}
