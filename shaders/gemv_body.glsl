@@ -89,6 +89,30 @@ void ROWS() {
 	}
 }
 
+// COL_DOT(AT, LDWX, wb, ld, j) declares AT sum, this invocation's part of
+// column j (of ld) of the weight at wb (loaded by LDWX as AT) dotted with
+// the vector over rows k0 + s, k0 + s + ns, ... below k1, in U
+// accumulators (the vector and scalar column modes differ only in AT).
+#ifndef COL_DOT
+#define COL_DOT(AT, LDWX, wb, ld, j) \
+	AT a[UMAX]; \
+	[[unroll]] for (uint u = 0u; u < UMAX; u++) a[u] = AT(0); \
+	if (j < ld) { \
+		uint k = k0 + s; \
+		for (; k + (U - 1u) * ns < k1; k += U * ns) { \
+			AT w[UMAX]; \
+			[[unroll]] for (uint u = 0u; u < UMAX; u++) { \
+				if (u < U) w[u] = LDWX(wb + (k + u * ns) * ld + j); \
+			} \
+			[[unroll]] for (uint u = 0u; u < UMAX; u++) { \
+				if (u < U) a[u] = fma(w[u], AT(LDV(bv + k + u * ns)), a[u]); \
+			} \
+		} \
+		for (; k < k1; k += ns) a[0] = fma(LDWX(wb + k * ld + j), AT(LDV(bv + k)), a[0]); \
+	} \
+	AT sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+#endif
+
 void COLS() {
 	uint t = gl_LocalInvocationID.x;
 	uint c = t % CL, s = t / CL, ns = WG / CL;
@@ -113,22 +137,7 @@ void COLS() {
 #ifdef VEC
 			if (vec) {
 				uint L4 = L >> 2, w4 = bw >> 2, j4 = g * CL + c;
-				vec4 a[UMAX];
-				[[unroll]] for (uint u = 0u; u < UMAX; u++) a[u] = vec4(0);
-				if (j4 < L4) {
-					uint k = k0 + s;
-					for (; k + (U - 1u) * ns < k1; k += U * ns) {
-						vec4 w[UMAX];
-						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
-							if (u < U) w[u] = LDW4(w4 + (k + u * ns) * L4 + j4);
-						}
-						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
-							if (u < U) a[u] = fma(w[u], vec4(LDV(bv + k + u * ns)), a[u]);
-						}
-					}
-					for (; k < k1; k += ns) a[0] = fma(LDW4(w4 + k * L4 + j4), vec4(LDV(bv + k)), a[0]);
-				}
-				vec4 sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+				COL_DOT(vec4, LDW4, w4, L4, j4)
 				sv[t * 4u] = CT(sum.x);
 				sv[t * 4u + 1u] = CT(sum.y);
 				sv[t * 4u + 2u] = CT(sum.z);
@@ -137,22 +146,8 @@ void COLS() {
 #endif
 			{
 				uint j = g * CL + c;
-				CT a[UMAX];
-				[[unroll]] for (uint u = 0u; u < UMAX; u++) a[u] = CT(0);
-				if (j < L) {
-					uint k = k0 + s;
-					for (; k + (U - 1u) * ns < k1; k += U * ns) {
-						CT w[UMAX];
-						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
-							if (u < U) w[u] = LDW(bw + (k + u * ns) * L + j);
-						}
-						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
-							if (u < U) a[u] = fma(LDV(bv + k + u * ns), w[u], a[u]);
-						}
-					}
-					for (; k < k1; k += ns) a[0] = fma(LDV(bv + k), LDW(bw + k * L + j), a[0]);
-				}
-				sv[t * 4u] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+				COL_DOT(CT, LDW, bw, L, j)
+				sv[t * 4u] = sum;
 			}
 			barrier();
 			if (s == 0u) {
