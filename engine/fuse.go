@@ -28,7 +28,7 @@ var fuseMinElements int64 = 1 << 18
 
 // fuseElementwise merges adjacent elementwise ops into rt.Fused ops.
 func (p *plan) fuseElementwise() {
-	if p.mode.supports == nil || p.mode.train || p.mode.grad != nil {
+	if !p.mayFuse() {
 		return
 	}
 	reads := p.rootReads() // op operands that read each root
@@ -192,4 +192,24 @@ func mergeFused(a, b *rt.Fused, link rt.Ref) *rt.Fused {
 func sameRef(a, b rt.Ref) bool {
 	return a.Buf == b.Buf && a.Off == b.Off && a.DType == b.DType && slices.Equal(a.Shape, b.Shape) &&
 		slices.Equal(a.StridesOrContiguous(), b.StridesOrContiguous())
+}
+
+// mayFuse reports whether the plan's ops may be fused: an inference plan
+// (no training, no gradients) with a device that says what it supports.
+func (p *plan) mayFuse() bool {
+	return p.mode.supports != nil && !p.mode.train && p.mode.grad == nil
+}
+
+// opPos is an op's place in a plan: step s, index i.
+type opPos struct{ s, i int }
+
+// opSeq lists the places of the plan's ops in order, across steps.
+func (p *plan) opSeq() []opPos {
+	var seq []opPos
+	for s := range p.steps {
+		for i := range p.steps[s].ops {
+			seq = append(seq, opPos{s, i})
+		}
+	}
+	return seq
 }

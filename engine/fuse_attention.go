@@ -36,17 +36,11 @@ type attnMatch struct {
 
 // fuseAttention replaces attention patterns with rt.Attention ops.
 func (p *plan) fuseAttention() {
-	if p.mode.supports == nil || p.mode.train || p.mode.grad != nil {
+	if !p.mayFuse() {
 		return
 	}
 	reads := p.rootReads()
-	type pos struct{ s, i int }
-	var seq []pos
-	for s := range p.steps {
-		for i := range p.steps[s].ops {
-			seq = append(seq, pos{s, i})
-		}
-	}
+	seq := p.opSeq()
 	at := func(k int) rt.Op { return p.steps[seq[k].s].ops[seq[k].i] }
 	changed := false
 	for k := 0; k < len(seq); k++ {

@@ -10,17 +10,11 @@ import "github.com/vrun-go/vrun/rt"
 // (the bias joins the GEMM's epilogue). Like the other fusions it runs
 // only for inference plans that may fuse (not with Options.NoFusion).
 func (p *plan) fuseBias() {
-	if p.mode.supports == nil || p.mode.train || p.mode.grad != nil {
+	if !p.mayFuse() {
 		return
 	}
 	reads := p.rootReads()
-	type pos struct{ s, i int }
-	var seq []pos
-	for s := range p.steps {
-		for i := range p.steps[s].ops {
-			seq = append(seq, pos{s, i})
-		}
-	}
+	seq := p.opSeq()
 	changed := false
 	for k := 0; k+1 < len(seq); k++ {
 		mm, ok := p.steps[seq[k].s].ops[seq[k].i].(*rt.MatMul)
