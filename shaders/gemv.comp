@@ -161,6 +161,8 @@ CT lgsum(CT v, uint lane) {
 #define LDW4 ld_b4
 #define LDVC ld_ac
 #define LDWC ld_bc
+#define VOFF(bt) (pc.offA + (bt) * pc.sA)
+#define WOFF(bt) (pc.offB + (bt) * pc.sB)
 #include "gemv_body.glsl"
 #undef WISA
 #undef ROWS
@@ -171,6 +173,8 @@ CT lgsum(CT v, uint lane) {
 #undef LDW4
 #undef LDVC
 #undef LDWC
+#undef VOFF
+#undef WOFF
 
 // V = B, W = A
 #define WISA 1
@@ -182,6 +186,8 @@ CT lgsum(CT v, uint lane) {
 #define LDW4 ld_a4
 #define LDVC ld_bc
 #define LDWC ld_ac
+#define VOFF(bt) (pc.offB + (bt) * pc.sB)
+#define WOFF(bt) (pc.offA + (bt) * pc.sA)
 #include "gemv_body.glsl"
 
 void main() {

@@ -1,7 +1,7 @@
 // gemv_body.glsl: gemv.comp's row and column modes for one operand order,
 // included twice. The includer defines WISA (W is A), ROWS and COLS (the
-// function names), LDV and LDW (scalar loads of V and W, compute type),
-// and, where VEC is defined, LDV4 and LDW4 (loads of four elements as a
+// function names), VOFF(bt) and WOFF(bt) (V's and W's offsets in batch
+// bt), LDV and LDW (scalar loads of V and W, compute type), and, where VEC is defined, LDV4 and LDW4 (loads of four elements as a
 // vec4, indexed in units of four) and LDVC and LDWC (loads of one chunk,
 // indexed in chunks; see gemv.comp).
 
@@ -13,11 +13,7 @@ void ROWS() {
 	uint wid = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
 	uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
 	for (uint bt = gl_WorkGroupID.z; bt < pc.batch; bt += gl_NumWorkGroups.z) {
-#if WISA
-		uint bv = pc.offB + bt * pc.sB, bw = pc.offA + bt * pc.sA;
-#else
-		uint bv = pc.offA + bt * pc.sA, bw = pc.offB + bt * pc.sB;
-#endif
+		uint bv = VOFF(bt), bw = WOFF(bt);
 		for (uint r0 = wid * per; r0 < total; r0 += nwg * per) {
 			uint rb = r0 + gid * R;
 			CT acc[RMAX];
@@ -128,11 +124,7 @@ void COLS() {
 	uint z = gl_WorkGroupID.y;
 	uint k0 = z * pc.ks, k1 = min(K, k0 + pc.ks);
 	for (uint bt = gl_WorkGroupID.z; bt < pc.batch; bt += gl_NumWorkGroups.z) {
-#if WISA
-		uint bv = pc.offB + bt * pc.sB, bw = pc.offA + bt * pc.sA;
-#else
-		uint bv = pc.offA + bt * pc.sA, bw = pc.offB + bt * pc.sB;
-#endif
+		uint bv = VOFF(bt), bw = WOFF(bt);
 		for (uint g = gl_WorkGroupID.x; g < ngroups; g += gl_NumWorkGroups.x) {
 #ifdef VEC
 			if (vec) {
