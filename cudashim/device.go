@@ -258,6 +258,10 @@ const (
 	kPoolF
 	kPoolD
 	kGather
+	kAttentionH64
+	kAttentionF64
+	kAttentionH128
+	kAttentionF128
 	numKernels
 )
 

@@ -42,7 +42,12 @@ func unsupported(op rt.Op, dt rt.DType, reason string) error {
 
 // supports applies the reference (CPU) dtype rules, which this backend
 // implements in full.
-func supports(op rt.Op) error { return rt.ReferenceSupport(BackendName, op) }
+func supports(op rt.Op) error {
+	if o, ok := op.(*rt.Attention); ok {
+		return attentionSupported(o)
+	}
+	return rt.ReferenceSupport(BackendName, op)
+}
 
 // validate is what Launch checks before lowering: dtype support,
 // rt.CheckOp (which checks every operand against the table of
@@ -136,7 +141,9 @@ const rowsMin = 32
 // indexed.go, optim.go).
 func (d *Device) lower(op rt.Op) ([]launch, []*Buffer, error) {
 	l := &lowering{d: d}
-	if !rt.LowerOp(op, l) {
+	if o, ok := op.(*rt.Attention); ok { // optional: not in rt.OpLowerer
+		l.attention(o)
+	} else if !rt.LowerOp(op, l) {
 		return nil, nil, unsupported(op, rt.OpDType(op), "unknown op")
 	}
 	if l.err != nil {

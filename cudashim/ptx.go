@@ -168,6 +168,7 @@ var kernelEntryNames = []string{
 	"normalize_h", "normalize_f", "normalize_d",
 	"gemm_h", "gemm_f", "gemm_d", "conv_h", "conv_f", "conv_d", "convt_h", "convt_f", "convt_d",
 	"pool_h", "pool_f", "pool_d", "gather",
+	"attention_h64", "attention_f64", "attention_h128", "attention_f128",
 }
 
 // indexedEntryNames are the entry points of indexed.ptx.

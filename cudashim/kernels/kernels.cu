@@ -4,3 +4,4 @@
 #include "ew.cu"
 #include "reduce.cu"
 #include "nn.cu"
+#include "attention.cu"
