@@ -2,6 +2,8 @@ package cudashim
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -13,8 +15,13 @@ const attnRows = nt / 16
 // attentionSupported accepts the rt.Attention ops that kernels/attention.cu
 // runs: f32 and f16, head sizes up to 128, non-negative strides. Others
 // are unsupported, and the engine lowers attention to MatMul and Softmax.
+// VRUN_CUDA_ATTENTION=0 turns the fused kernels off (the engine then
+// lowers attention to MatMul and Softmax), to compare the two.
 func attentionSupported(o *rt.Attention) error {
 	dt := o.Y.DType
+	if strings.TrimSpace(os.Getenv("VRUN_CUDA_ATTENTION")) == "0" {
+		return unsupported(o, dt, "turned off by VRUN_CUDA_ATTENTION=0")
+	}
 	if dt != rt.F32 && dt != rt.F16 {
 		return unsupported(o, dt, "only f32 and f16 are implemented")
 	}

@@ -5,6 +5,8 @@ package vulkan
 import (
 	"fmt"
 	"math"
+	"os"
+	"strings"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -16,12 +18,21 @@ const (
 	attnRows = attnWG / 8
 )
 
+// attentionOff reports whether VRUN_VK_ATTENTION=0 turns the fused
+// kernel off (the engine then lowers attention to MatMul and Softmax), to
+// compare the two.
+func attentionOff() bool { return strings.TrimSpace(os.Getenv("VRUN_VK_ATTENTION")) == "0" }
+
 // attention lowers rt.Attention to one dispatch of attention.comp (a
 // flash-attention kernel: no score tensor), for f32 and f16 with head
 // sizes up to 128 and Y's head dim contiguous. Other cases are
 // unsupported, and the engine then lowers attention to MatMul and Softmax.
 func (l *lowering) attention(o *rt.Attention) {
 	dt := o.Y.DType
+	if attentionOff() {
+		l.err = l.unsupported(dt, "turned off by VRUN_VK_ATTENTION=0")
+		return
+	}
 	if dt != rt.F32 && dt != rt.F16 {
 		l.err = l.unsupported(dt, "only f32 and f16 are implemented")
 		return
