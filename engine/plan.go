@@ -265,6 +265,8 @@ func newPlan(m *model.Model, shapes map[string][]int, mode planMode, foldDev rt.
 	}
 	p.fuseAttention()
 	p.fuseBias()
+	p.fuseGelu()
+	p.fuseActivation()
 	p.fuseElementwise()
 	if err := p.layout(end); err != nil {
 		return nil, err
