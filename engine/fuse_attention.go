@@ -229,13 +229,8 @@ func (m *attnMatch) match(ops []rt.Op, reads map[*tensor]int) *rt.Attention {
 func (m *attnMatch) build(reads map[*tensor]int) *rt.Attention {
 	m1, m3 := m.m1, m.m3
 	for t, n := range m.roots {
-		if reads[t] != n || t.input || t.where != inArena {
+		if reads[t] != n || t.input || t.where != inArena || t.isOutput() {
 			return nil
-		}
-		for _, a := range append([]*tensor{t}, t.aliases...) {
-			if a.output {
-				return nil
-			}
 		}
 	}
 	for _, r := range []rt.Ref{m1.A, m1.B, m3.B, m.mask} {
@@ -469,13 +464,8 @@ func (p *plan) absorbOperands(at func(int) rt.Op, k, end int, att *rt.Attention,
 // already absorbed) read r's root; ops at the seq indices in skip are gone.
 func (p *plan) absorb(at func(int) rt.Op, k, end int, r rt.Ref, scale bool, reads map[*tensor]int, patternReads int, skip []int) (rt.Ref, float64, []int) {
 	t := rootOfRef(r)
-	if t == nil || t.input || t.where != inArena || reads[t] < patternReads {
+	if t == nil || t.input || t.where != inArena || reads[t] < patternReads || t.isOutput() {
 		return r, 1, nil
-	}
-	for _, a := range append([]*tensor{t}, t.aliases...) {
-		if a.output {
-			return r, 1, nil
-		}
 	}
 	f := 1.0
 	var gone []int
@@ -637,13 +627,8 @@ func inside(r, y rt.Ref) bool {
 // copy's seq index.
 func (p *plan) absorbOutput(at func(int) rt.Op, end, n int, att *rt.Attention, reads map[*tensor]int, step int) (int, bool) {
 	t := rootOfRef(att.Y)
-	if t == nil || reads[t] != 1 || t.input || t.where != inArena {
+	if t == nil || reads[t] != 1 || t.input || t.where != inArena || t.isOutput() {
 		return 0, false
-	}
-	for _, a := range append([]*tensor{t}, t.aliases...) {
-		if a.output {
-			return 0, false
-		}
 	}
 	touches := func(op rt.Op, root *tensor) bool {
 		for _, o := range rt.Operands(op) {

@@ -10,6 +10,20 @@ import "github.com/vrun-go/vrun/rt"
 // (the bias joins the GEMM's epilogue). Like the other fusions it runs
 // only for inference plans that may fuse (not with Options.NoFusion).
 func (p *plan) fuseBias() {
+	p.foldIntoMatMul(func(mm *rt.MatMul, next rt.Op, reads map[*tensor]int) *rt.MatMul {
+		add, ok := next.(*rt.Binary)
+		if !ok || add.Fn != rt.Add {
+			return nil
+		}
+		return foldBias(mm, add, reads)
+	})
+}
+
+// foldIntoMatMul runs fold over every MatMul and the op right after it;
+// where fold returns a MatMul that the device runs, that MatMul replaces
+// the pair (in the second op's place, so everything it reads is still
+// live there). fuseBias and fuseActivation are its two folds.
+func (p *plan) foldIntoMatMul(fold func(mm *rt.MatMul, next rt.Op, reads map[*tensor]int) *rt.MatMul) {
 	if !p.mayFuse() {
 		return
 	}
@@ -21,31 +35,34 @@ func (p *plan) fuseBias() {
 		if !ok {
 			continue
 		}
-		add, ok := p.steps[seq[k+1].s].ops[seq[k+1].i].(*rt.Binary)
-		if !ok || add.Fn != rt.Add {
+		f := fold(mm, p.steps[seq[k+1].s].ops[seq[k+1].i], reads)
+		if f == nil || !p.canRun(f) {
 			continue
 		}
-		if f := foldBias(mm, add, reads); f != nil && p.canRun(f) {
-			p.steps[seq[k].s].ops[seq[k].i] = nil
-			p.steps[seq[k+1].s].ops[seq[k+1].i] = f
-			if t := rootOfRef(f.Bias); t != nil {
+		p.steps[seq[k].s].ops[seq[k].i] = nil
+		p.steps[seq[k+1].s].ops[seq[k+1].i] = f
+		for _, r := range []rt.Ref{f.A, f.B, f.Bias} {
+			if t := rootOfRef(r); t != nil {
 				t.lastUse = max(t.lastUse, seq[k+1].s+1)
 			}
-			for _, r := range []rt.Ref{f.A, f.B} {
-				if t := rootOfRef(r); t != nil {
-					t.lastUse = max(t.lastUse, seq[k+1].s+1)
-				}
-			}
-			if t := rootOfRef(f.Y); t != nil {
-				t.first = min(t.first, seq[k+1].s+1)
-			}
-			changed = true
-			k++
 		}
+		if t := rootOfRef(f.Y); t != nil {
+			t.first = min(t.first, seq[k+1].s+1)
+		}
+		changed = true
+		k++
 	}
 	if changed {
 		p.compactOps()
 	}
+}
+
+// resultDropped reports whether the result t of a MatMul may vanish when a
+// fold makes the MatMul write elsewhere: nothing but the folded op reads
+// it and it is no graph output. (Written in place, later readers read the
+// folded result, as before, and this check is not needed.)
+func resultDropped(t *tensor, reads map[*tensor]int) bool {
+	return reads[t] == 1 && !t.isOutput()
 }
 
 // canRun reports whether the plan's device (and fold device) runs op.
@@ -70,17 +87,8 @@ func foldBias(mm *rt.MatMul, add *rt.Binary, reads map[*tensor]int) *rt.MatMul {
 	is := func(r rt.Ref) bool {
 		return r.Buf == mm.Y.Buf && r.Off == mm.Y.Off && r.DType == mm.Y.DType && r.Contiguous() && r.Len() == n
 	}
-	if !is(add.Y) {
-		// The MatMul's own result vanishes: nothing else may read it. (In
-		// place, later readers read the sum, as before.)
-		if reads[t] != 1 {
-			return nil
-		}
-		for _, a := range append([]*tensor{t}, t.aliases...) {
-			if a.output {
-				return nil
-			}
-		}
+	if !is(add.Y) && !resultDropped(t, reads) {
+		return nil
 	}
 	bias := add.A
 	if !is(add.B) {

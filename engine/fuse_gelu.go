@@ -129,13 +129,8 @@ func matchGelu(ops [5]rt.Op, reads map[*tensor]int) *rt.Unary {
 		if t == nil || t.input || t.where != inArena {
 			return nil
 		}
-		if reads[t] != patternReads[t] {
+		if reads[t] != patternReads[t] || t.isOutput() {
 			return nil
-		}
-		for _, a := range append([]*tensor{t}, t.aliases...) {
-			if a.output {
-				return nil
-			}
 		}
 	}
 	return &rt.Unary{Fn: rt.Gelu, X: x, Y: y}
@@ -148,62 +143,29 @@ func matchGelu(ops [5]rt.Op, reads map[*tensor]int) *rt.Unary {
 // The lowering does the same for ONNX activation nodes; this catches the
 // ones that other fusions make (fuseGelu) or that follow a folded bias.
 func (p *plan) fuseActivation() {
-	if !p.mayFuse() {
-		return
+	p.foldIntoMatMul(foldActivation)
+}
+
+// foldActivation returns mm with next's function as its epilogue, writing
+// next's result, or nil when next is no such Unary of mm's whole result.
+func foldActivation(mm *rt.MatMul, next rt.Op, reads map[*tensor]int) *rt.MatMul {
+	u, ok := next.(*rt.Unary)
+	if !ok || u.Fn == rt.Copy || u.X.DType != u.Y.DType || mm.Act != (rt.Activation{}) ||
+		(mm.Batch > 1 && mm.StrideY != mm.M*mm.N) {
+		return nil
 	}
-	reads := p.rootReads()
-	seq := p.opSeq()
-	changed := false
-	for k := 0; k+1 < len(seq); k++ {
-		mm, ok := p.steps[seq[k].s].ops[seq[k].i].(*rt.MatMul)
-		if !ok {
-			continue
-		}
-		u, ok := p.steps[seq[k+1].s].ops[seq[k+1].i].(*rt.Unary)
-		if !ok || u.Fn == rt.Copy || u.X.DType != u.Y.DType || mm.Act != (rt.Activation{}) {
-			continue
-		}
-		n := int64(mm.Batch) * int64(mm.M) * int64(mm.N)
-		if mm.Batch > 1 && mm.StrideY != mm.M*mm.N {
-			continue
-		}
-		t := rootOfRef(mm.Y)
-		x, y := u.X, u.Y
-		if t == nil || t.input || t.where != inArena || x.Buf != mm.Y.Buf || x.Off != mm.Y.Off || x.DType != mm.Y.DType ||
-			!x.Contiguous() || x.Len() != n || !y.Contiguous() || y.Len() != n || rootOfRef(y) == nil {
-			continue
-		}
-		// In place (y is x), later readers read y either way; else the
-		// MatMul's own result vanishes, so nothing else may read it.
-		if y.Buf != x.Buf || y.Off != x.Off {
-			out := reads[t] != 1
-			for _, a := range append([]*tensor{t}, t.aliases...) {
-				out = out || a.output
-			}
-			if out {
-				continue
-			}
-		}
-		f := *mm
-		f.Act = rt.Activation{Fn: u.Fn, Alpha: u.Alpha, Beta: u.Beta}
-		f.Y = y
-		if !p.canRun(&f) {
-			continue
-		}
-		p.steps[seq[k].s].ops[seq[k].i] = nil
-		p.steps[seq[k+1].s].ops[seq[k+1].i] = &f
-		for _, r := range []rt.Ref{f.A, f.B, f.Bias} {
-			if t := rootOfRef(r); t != nil {
-				t.lastUse = max(t.lastUse, seq[k+1].s+1)
-			}
-		}
-		if t := rootOfRef(f.Y); t != nil {
-			t.first = min(t.first, seq[k+1].s+1)
-		}
-		changed = true
-		k++
+	n := int64(mm.Batch) * int64(mm.M) * int64(mm.N)
+	t := rootOfRef(mm.Y)
+	x, y := u.X, u.Y
+	if t == nil || t.input || t.where != inArena || x.Buf != mm.Y.Buf || x.Off != mm.Y.Off || x.DType != mm.Y.DType ||
+		!x.Contiguous() || x.Len() != n || !y.Contiguous() || y.Len() != n || rootOfRef(y) == nil {
+		return nil
 	}
-	if changed {
-		p.compactOps()
+	if (y.Buf != x.Buf || y.Off != x.Off) && !resultDropped(t, reads) {
+		return nil
 	}
+	f := *mm
+	f.Act = rt.Activation{Fn: u.Fn, Alpha: u.Alpha, Beta: u.Beta}
+	f.Y = y
+	return &f
 }

@@ -62,6 +62,17 @@ type tensor struct {
 	convW, convB *tensor
 }
 
+// isOutput reports whether root t is a graph output, itself or through
+// an alias.
+func (t *tensor) isOutput() bool {
+	for _, a := range append([]*tensor{t}, t.aliases...) {
+		if a.output {
+			return true
+		}
+	}
+	return false
+}
+
 func (t *tensor) bytes() int64 { return rt.NumElements(t.shape) * int64(t.dtype.Size()) }
 
 func (t *tensor) String() string { return fmt.Sprintf("%q %s%v", t.name, t.dtype, t.shape) }
