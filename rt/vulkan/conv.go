@@ -17,7 +17,7 @@ import (
 //     the epilogue. 1x1 convolutions with unit stride and no padding read
 //     X directly (flag 2). The tile (convTiles) is picked like MatMul's by
 //     pickTile over the Kg x N*OH*OW output and G groups. Where the tiles
-//     give too few workgroups, the GEMM depth is split (pickSplitK): a
+//     give too few workgroups, the GEMM depth is split (pickConvSplit): a
 //     convgemmk_* partial pass into the stream's scratch buffer, then
 //     splitk.comp applies the bias and activation.
 //   - dwconv.comp for depthwise convolutions (C/G == 1), one invocation
@@ -33,7 +33,23 @@ var convTiles = []gemmTile{
 	{"m", 128, 64, 16, 8, 4, false},
 	{"s", 64, 64, 16, 8, 4, false},
 	{"t", 32, 32, 16, 4, 4, false},
+	{"n", 128, 32, 16, 4, 4, false},
+	{"u", 64, 32, 16, 4, 4, false},
 }
+
+// narrowConvTile reports whether t is one of the narrow tiles ("n", "u")
+// that pickConvTile keeps for convolutions with too few output tiles.
+func narrowConvTile(t gemmTile) bool { return t.bn == 32 && t.bm >= 64 }
+
+// convSplitMinK and convSplitMax bound the split-K slices of a
+// convolution on a narrow tile: the batch-1 sweep on an H200
+// (BenchmarkConvSweep, docs/benchmarks.md) ran fastest with slices of
+// 32-300, far shallower than MatMul's splitMinK, and measured up to 16
+// slices.
+const (
+	convSplitMinK = 32
+	convSplitMax  = 16
+)
 
 // forceConvPath, when set (tests), selects "gemm", "dw" or "direct"
 // wherever that kernel can run the op.
@@ -60,11 +76,55 @@ func convPath(cg, kg, khw int) string {
 	return "gemm"
 }
 
-// pickConvTile chooses the convgemm.comp tile: pickTile's rule over
-// convTiles (largest tile not more than twice the output in either
-// dimension that still yields gemmTarget workgroups, else the smallest).
+// pickConvTile chooses the convgemm.comp tile. On a GPU it is the largest
+// of "l", "w", "m", "s" not more than twice the output in either dimension
+// that still yields gemmTarget workgroups; a convolution with fewer output
+// tiles than that (batch 1 from 56x56 down) runs on a narrow tile, "n"
+// (128 x 32) for at least 128 output channels per group and "u" (64 x 32)
+// below, and splits K (pickConvSplit). On an H200 this halved the batch-1
+// layers of resnet18/50, squeezenet and mobilenet_v2 against the former
+// fallback to "t" with MatMul's split rule (BenchmarkConvSweep). A CPU
+// device (lavapipe) keeps pickTile's rule over every tile.
 func pickConvTile(dt rt.DType, kg, cols, groups int, sharedLim, maxInv uint32, cpu bool) (gemmTile, bool) {
+	if cpu || forceGemmTile != "" {
+		return pickFrom(convTiles, dt, kg, cols, groups, sharedLim, maxInv, cpu)
+	}
+	fits := func(t gemmTile) bool {
+		return !(dt == rt.F64 && t.bm*t.bn > 64*64) && t.shared(dt) <= int(sharedLim) && t.threads() <= int(maxInv)
+	}
+	for _, t := range convTiles {
+		if narrowConvTile(t) || t.name == "t" || !fits(t) || t.bm >= 2*kg || t.bn >= 2*cols {
+			continue
+		}
+		if t.grid(kg, cols, groups) >= gemmTarget(false) {
+			return t, true
+		}
+	}
+	want := "u"
+	if kg >= 128 {
+		want = "n"
+	}
+	for _, t := range convTiles {
+		if t.name == want && fits(t) {
+			return t, true
+		}
+	}
 	return pickFrom(convTiles, dt, kg, cols, groups, sharedLim, maxInv, cpu)
+}
+
+// pickConvSplit is pickSplitK for a convolution: on a narrow tile the K
+// slices may be as shallow as convSplitMinK, in at most convSplitMax
+// slices.
+func (l *lowering) pickConvSplit(t gemmTile, dt rt.DType, kg, cols, kd, groups int) splitPlan {
+	return splitFor(t, dt, kg, cols, kd, groups, l.d.phys.info.Kind == rt.KindCPU, l.d.maxRange, convMinK(t, kd))
+}
+
+// convMinK is the least slice depth of a convolution's split-K.
+func convMinK(t gemmTile, kd int) int {
+	if !narrowConvTile(t) {
+		return splitMinK
+	}
+	return max(convSplitMinK, (kd+convSplitMax-1)/convSplitMax)
 }
 
 func (l *lowering) Conv(o *rt.Conv) {
@@ -154,7 +214,7 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, nw int64) {
 		offs[0], offs[1], offs[2], offs[3],
 		uint32(o.Act.Fn), 0, aa[0], aa[1], ab[0], ab[1]}
 	kd := cg * o.KH * o.KW
-	if sk := l.pickSplitK(t, dt, kg, int(cols), kd, o.Groups); sk.s > 1 {
+	if sk := l.pickConvSplit(t, dt, kg, int(cols), kd, o.Groups); sk.s > 1 {
 		// partial pass: X, W -> scratch; reduction: scratch, Bias -> Y
 		pp := append(push, uint32(sk.s), uint32(sk.ks))
 		sb, ss := sk.scratch()

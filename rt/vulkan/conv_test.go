@@ -110,11 +110,13 @@ func TestConvPick(t *testing.T) {
 		cpu         bool
 		want        string
 	}{
-		{64, 56 * 56, 1, false, "t"},   // resnet layer1 at batch 1: parallelism first
+		{64, 56 * 56, 1, false, "u"},   // resnet layer1 at batch 1: narrow tile, split K
 		{64, 224 * 224, 1, false, "w"}, // few channels, many pixels
 		{256, 32 * 3136, 1, false, "l"},
-		{2048, 49, 1, false, "t"},
-		{512, 8 * 49, 1, false, "t"}, // 56 "s" workgroups: still too few
+		{2048, 49, 1, false, "n"},
+		{512, 8 * 49, 1, false, "n"}, // 56 "s" workgroups: still too few
+		{128, 64 * 784, 1, false, "l"},
+		{96, 196, 1, false, "u"},
 		{64, 56 * 56, 1, true, "w"},
 		{2048, 49, 1, true, "m"},
 	} {

@@ -292,12 +292,12 @@ func (p splitPlan) scratch() (bind, span) {
 // no split on CPU devices or where K is short), each a multiple of t.bk.
 // S = 1 means no split.
 func (l *lowering) pickSplitK(t gemmTile, dt rt.DType, m, n, k, batch int) splitPlan {
-	return splitFor(t, dt, m, n, k, batch, l.d.phys.info.Kind == rt.KindCPU, l.d.maxRange)
+	return splitFor(t, dt, m, n, k, batch, l.d.phys.info.Kind == rt.KindCPU, l.d.maxRange, splitMinK)
 }
 
-// splitFor is pickSplitK for a device kind and maxStorageBufferRange (the
-// scratch binding must fit it).
-func splitFor(t gemmTile, dt rt.DType, m, n, k, batch int, cpu bool, maxRange int64) splitPlan {
+// splitFor is pickSplitK for a device kind, maxStorageBufferRange (the
+// scratch binding must fit it) and least slice depth minK.
+func splitFor(t gemmTile, dt rt.DType, m, n, k, batch int, cpu bool, maxRange int64, minK int) splitPlan {
 	if k <= t.bk {
 		return splitPlan{s: 1, ks: k}
 	}
@@ -307,7 +307,7 @@ func splitFor(t gemmTile, dt rt.DType, m, n, k, batch int, cpu bool, maxRange in
 	case forceSplitK > 0:
 		s = forceSplitK
 	case !cpu && grid < gemmTarget(cpu):
-		s = int(min((gemmTarget(cpu)+grid-1)/grid, int64(k/splitMinK)))
+		s = int(min((gemmTarget(cpu)+grid-1)/grid, int64(k/minK)))
 	}
 	es := int64(4)
 	if dt == rt.F64 {

@@ -174,14 +174,37 @@ func TestSplitFor(t *testing.T) {
 		{64, 64, 16, 1, false, 5, 1, 16},   // one BK slice: no split
 	} {
 		forceSplitK = c.force
-		p := splitFor(tt, rt.F32, c.m, c.n, c.k, c.b, c.cpu, 1<<31)
+		p := splitFor(tt, rt.F32, c.m, c.n, c.k, c.b, c.cpu, 1<<31, splitMinK)
 		forceSplitK = 0
 		if p.s != c.s || p.ks != c.ks || (p.s > 1) != (p.bytes > 0) {
 			t.Errorf("splitFor(%d, %d, %d, %d, cpu %v, force %d) = %+v, want s %d ks %d", c.m, c.n, c.k, c.b, c.cpu, c.force, p, c.s, c.ks)
 		}
 	}
+	// convolutions on the narrow tiles: shallow slices, at most convSplitMax
+	for _, c := range []struct {
+		tile    string
+		m, n, k int
+		s, ks   int
+	}{
+		{"n", 512, 49, 4608, 16, 288}, // resnet layer4 3x3: 8 tiles
+		{"u", 64, 3136, 576, 3, 192},  // resnet layer1 3x3: 98 tiles
+		{"n", 256, 169, 576, 12, 48},  // squeezenet expand3x3 at 13x13: 12 tiles, 16 slices of 36 rounded to BK
+		{"u", 160, 49, 960, 15, 64},   // mobilenet_v2 1x1 projection at 7x7: 6 tiles
+		{"s", 512, 49, 4608, 18, 256}, // a wide tile keeps splitMinK
+	} {
+		var tl gemmTile
+		for _, t := range convTiles {
+			if t.name == c.tile {
+				tl = t
+			}
+		}
+		p := splitFor(tl, rt.F32, c.m, c.n, c.k, 1, false, 1<<31, convMinK(tl, c.k))
+		if p.s != c.s || p.ks != c.ks {
+			t.Errorf("conv split on %s of %dx%dx%d = %+v, want s %d ks %d", c.tile, c.m, c.n, c.k, p, c.s, c.ks)
+		}
+	}
 	// the scratch must fit maxStorageBufferRange
-	if p := splitFor(tt, rt.F32, 512, 49, 4608, 1, false, 512*49*4*3); p.s != 3 {
+	if p := splitFor(tt, rt.F32, 512, 49, 4608, 1, false, 512*49*4*3, splitMinK); p.s != 3 {
 		t.Errorf("splitFor under a small maxStorageBufferRange: %+v, want s 3", p)
 	}
 }

@@ -112,6 +112,10 @@ var convTiles = []tile{
 	{"m", 128, 64, 16, 8, 4},
 	{"s", 64, 64, 16, 8, 4},
 	{"t", 32, 32, 16, 4, 4},
+	// Narrow tiles for few output pixels (batch-1 layers at 7x7 to
+	// 14x14): 256 and 128 invocations of 4x4 over 32 columns.
+	{"n", 128, 32, 16, 4, 4},
+	{"u", 64, 32, 16, 4, 4},
 }
 
 func variants() []variant {

@@ -1,0 +1,98 @@
+//go:build cgo
+
+package vulkan
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// convSweepShapes are batch-1 convolutions of resnet18/50, squeezenet1_1
+// and mobilenet_v2 that run on convgemm.comp.
+var convSweepShapes = []struct {
+	name                     string
+	C, H, K, KH, stride, pad int
+}{
+	{"r18conv1", 3, 224, 64, 7, 2, 3},
+	{"r18l1", 64, 56, 64, 3, 1, 1},
+	{"r18l2a", 64, 56, 128, 3, 2, 1},
+	{"r18l2", 128, 28, 128, 3, 1, 1},
+	{"r18l2ds", 64, 56, 128, 1, 2, 0},
+	{"r18l3a", 128, 28, 256, 3, 2, 1},
+	{"r18l3", 256, 14, 256, 3, 1, 1},
+	{"r18l4a", 256, 14, 512, 3, 2, 1},
+	{"r18l4", 512, 7, 512, 3, 1, 1},
+	{"r50l4a", 2048, 7, 512, 1, 1, 0},
+	{"r50l4b", 512, 7, 2048, 1, 1, 0},
+	{"r50l3a", 1024, 14, 256, 1, 1, 0},
+	{"r50l3b", 256, 14, 1024, 1, 1, 0},
+	{"sqexp3", 64, 13, 256, 3, 1, 1},
+	{"sqexp1", 64, 13, 256, 1, 1, 0},
+	{"sqsq13", 512, 13, 64, 1, 1, 0},
+	{"sqcls", 512, 13, 1000, 1, 1, 0},
+	{"sqexp3b", 32, 27, 128, 3, 1, 1},
+	{"mbpw7a", 160, 7, 960, 1, 1, 0},
+	{"mbpw7b", 960, 7, 160, 1, 1, 0},
+	{"mbpw14a", 96, 14, 576, 1, 1, 0},
+	{"mbpw14b", 576, 14, 96, 1, 1, 0},
+	{"mbpw28", 192, 28, 32, 1, 1, 0},
+}
+
+// BenchmarkConvSweep times each convSweepShapes layer (f32, batch 1, bias
+// and ReLU) for every convgemm tile, narrow alternatives included, and K
+// split, against the default choice ("auto"). Each op is recorded 16
+// times into one stream so that the GPU stays busy as it does inside a
+// model; gpu-us/op is the GPU time of one: go test -run XXX -bench
+// ConvSweep ./rt/vulkan.
+func BenchmarkConvSweep(b *testing.B) {
+	d := testDevice(b)
+	if isCPU(d) {
+		b.Skip("a GPU sweep")
+	}
+	defer func() { forceGemmTile, forceSplitK = "", 0 }()
+	const reps = 16
+	for _, c := range convSweepShapes {
+		oh := (c.H+2*c.pad-c.KH)/c.stride + 1
+		nx, nw, ny := c.C*c.H*c.H, c.K*c.C*c.KH*c.KH, c.K*oh*oh
+		vals := func(n int) []float64 {
+			v := make([]float64, n)
+			for i := range v {
+				v[i] = math.Sin(float64(i))
+			}
+			return v
+		}
+		dt := rt.F32
+		op := &rt.Conv{X: newBuf(b, d, dt, nx, vals(nx)).ref([]int{nx}, nil), W: newBuf(b, d, dt, nw, vals(nw)).ref([]int{nw}, nil),
+			Bias: newBuf(b, d, dt, c.K, vals(c.K)).ref([]int{c.K}, nil), Y: newBuf(b, d, dt, ny, nil).ref([]int{ny}, nil),
+			N: 1, C: c.C, H: c.H, Width: c.H, K: c.K, OH: oh, OW: oh, KH: c.KH, KW: c.KH, StrideH: c.stride, StrideW: c.stride,
+			PadT: c.pad, PadL: c.pad, DilH: 1, DilW: 1, Groups: 1, Act: rt.Activation{Fn: rt.Relu}}
+		flop := 2 * float64(ny) * float64(c.C*c.KH*c.KH)
+		ops := make([]rt.Op, reps)
+		for i := range ops {
+			ops[i] = op
+		}
+		type cfg struct {
+			tile string
+			s    int
+		}
+		cfgs := []cfg{{"", 0}}
+		for _, t := range convTiles {
+			for _, s := range []int{1, 2, 4, 8, 16} {
+				cfgs = append(cfgs, cfg{t.name, s})
+			}
+		}
+		for _, k := range cfgs {
+			name := c.name + "/auto"
+			if k.tile != "" {
+				name = fmt.Sprintf("%s/%s/s%d", c.name, k.tile, k.s)
+			}
+			b.Run(name, func(b *testing.B) {
+				forceGemmTile, forceSplitK = k.tile, k.s
+				benchOps(b, d, flop*reps, ops...)
+			})
+		}
+	}
+}
