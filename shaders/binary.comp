@@ -15,9 +15,16 @@
 #endif
 #endif
 
+#ifdef VEC
+#include "vec.glsl"
+#endif
+
 layout(push_constant) uniform PC {
 	uint n;
 	uint fn;
+#ifdef VEC
+	uint ntot, mask;
+#endif
 	uint shape[RANK - 1];
 	uint off[NOPS];
 	int st[NOPS * RANK];
@@ -25,6 +32,11 @@ layout(push_constant) uniform PC {
 layout(std430, binding = 0) readonly buffer BA { X_T a[]; };
 layout(std430, binding = 1) readonly buffer BB { X_T b[]; };
 layout(std430, binding = 2) writeonly buffer BY { Y_T y[]; };
+#ifdef VEC
+layout(std430, binding = 0) readonly buffer BA4 { X_VT a4[]; };
+layout(std430, binding = 1) readonly buffer BB4 { X_VT b4[]; };
+layout(std430, binding = 2) writeonly buffer BY4 { Y_VT y4[]; };
+#endif
 
 X_CT ipow(X_CT a, X_CT b) {
 #if X_ISFLOAT
@@ -89,6 +101,32 @@ Y_CT apply(uint fn, X_CT a, X_CT b) {
 }
 
 void main() {
+#ifdef VEC
+	EW_LOOP(base, pc.n) {
+		X_VCT va[EW_U], vb[EW_U];
+		uint oy[EW_U];
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			uint i = EW_ITEM(base, u);
+			if (i < pc.n) {
+				uint o[NOPS];
+				ew_index(i, pc.shape, pc.st, pc.off, o);
+				if (VEC_SPLAT(0)) va[u] = X_VCT(X_LD(a[o[0]]));
+				else va[u] = X_VLD(a4[o[0] >> 2]);
+				if (VEC_SPLAT(1)) vb[u] = X_VCT(X_LD(b[o[1]]));
+				else vb[u] = X_VLD(b4[o[1] >> 2]);
+				oy[u] = o[2] >> 2;
+			}
+		}
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			if (EW_ITEM(base, u) < pc.n) {
+				Y_VCT r;
+				[[unroll]] for (int c = 0; c < 4; c++) r[c] = apply(pc.fn, va[u][c], vb[u][c]);
+				y4[oy[u]] = Y_VST(r);
+			}
+		}
+	}
+	VEC_TAIL(i) y[VEC_TAIL_AT(2, i)] = Y_ST(apply(pc.fn, X_LD(a[VEC_TAIL_AT(0, i)]), X_LD(b[VEC_TAIL_AT(1, i)])));
+#else
 	EW_LOOP(base, pc.n) {
 		X_CT va[EW_U], vb[EW_U];
 		uint oy[EW_U];
@@ -106,4 +144,5 @@ void main() {
 			if (EW_ITEM(base, u) < pc.n) y[oy[u]] = Y_ST(apply(pc.fn, va[u], vb[u]));
 		}
 	}
+#endif
 }

@@ -24,6 +24,9 @@ var names = []string{
 	"binary_i64",               // binary.comp X_DT=5 Y_DT=5 NEED_I64=1
 	"binary_i8",                // binary.comp X_DT=8 Y_DT=8 NEED_8BIT=1
 	"binary_u8",                // binary.comp X_DT=6 Y_DT=6 NEED_8BIT=1
+	"binaryv_f16",              // binary.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VEC=1
+	"binaryv_f32",              // binary.comp X_DT=1 Y_DT=1 VEC=1
+	"binaryv_i32",              // binary.comp X_DT=4 Y_DT=4 VEC=1
 	"cast_bool_f16",            // cast.comp X_DT=7 Y_DT=2 NEED_8BIT=1 NEED_16BIT=1
 	"cast_bool_f32",            // cast.comp X_DT=7 Y_DT=1 NEED_8BIT=1
 	"cast_bool_f64",            // cast.comp X_DT=7 Y_DT=3 NEED_8BIT=1
@@ -80,6 +83,12 @@ var names = []string{
 	"cast_u8_i32",              // cast.comp X_DT=6 Y_DT=4 NEED_8BIT=1
 	"cast_u8_i64",              // cast.comp X_DT=6 Y_DT=5 NEED_8BIT=1 NEED_I64=1
 	"cast_u8_i8",               // cast.comp X_DT=6 Y_DT=8 NEED_8BIT=1
+	"castv_f16_f32",            // cast.comp X_DT=2 Y_DT=1 NEED_16BIT=1 VEC=1
+	"castv_f16_i32",            // cast.comp X_DT=2 Y_DT=4 NEED_16BIT=1 VEC=1
+	"castv_f32_f16",            // cast.comp X_DT=1 Y_DT=2 NEED_16BIT=1 VEC=1
+	"castv_f32_i32",            // cast.comp X_DT=1 Y_DT=4 VEC=1
+	"castv_i32_f16",            // cast.comp X_DT=4 Y_DT=2 NEED_16BIT=1 VEC=1
+	"castv_i32_f32",            // cast.comp X_DT=4 Y_DT=1 VEC=1
 	"cmp_bool",                 // binary.comp X_DT=7 Y_DT=7 NEED_8BIT=1 CMP=1
 	"cmp_f16",                  // binary.comp X_DT=2 Y_DT=7 NEED_16BIT=1 NEED_8BIT=1 CMP=1
 	"cmp_f32",                  // binary.comp X_DT=1 Y_DT=7 NEED_8BIT=1 CMP=1
@@ -134,6 +143,9 @@ var names = []string{
 	"copy_b2",                  // copy.comp ESIZE=2 NEED_16BIT=1
 	"copy_b4",                  // copy.comp ESIZE=4
 	"copy_b8",                  // copy.comp ESIZE=8
+	"copyv_b1",                 // copy.comp ESIZE=1 NEED_8BIT=1 VEC=1
+	"copyv_b2",                 // copy.comp ESIZE=2 NEED_16BIT=1 VEC=1
+	"copyv_b4",                 // copy.comp ESIZE=4 VEC=1
 	"dwconv_f16",               // dwconv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"dwconv_f32",               // dwconv.comp X_DT=1 Y_DT=1
 	"dwconv_f64",               // dwconv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
@@ -229,6 +241,9 @@ var names = []string{
 	"unary_i64",                // unary.comp X_DT=5 Y_DT=5 NEED_I64=1
 	"unary_i8",                 // unary.comp X_DT=8 Y_DT=8 NEED_8BIT=1
 	"unary_u8",                 // unary.comp X_DT=6 Y_DT=6 NEED_8BIT=1
+	"unaryv_f16",               // unary.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VEC=1
+	"unaryv_f32",               // unary.comp X_DT=1 Y_DT=1 VEC=1
+	"unaryv_i32",               // unary.comp X_DT=4 Y_DT=4 VEC=1
 	"where_b1",                 // where.comp ESIZE=1 NEED_8BIT=1
 	"where_b2",                 // where.comp ESIZE=2 NEED_16BIT=1
 	"where_b4",                 // where.comp ESIZE=4

@@ -14,9 +14,17 @@
 #endif
 #endif
 
+#ifdef VEC
+#include "vec.glsl"
+#endif
+
 layout(push_constant) uniform PC {
 	uint n;
+#ifdef VEC
+	uint fn, ntot, mask;
+#else
 	uint fn, pad0, pad1;
+#endif
 	uint shape[RANK - 1];
 	uint off[NOPS];
 	int st[NOPS * RANK];
@@ -24,6 +32,10 @@ layout(push_constant) uniform PC {
 } pc;
 layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
 layout(std430, binding = 1) writeonly buffer BY { Y_T y[]; };
+#ifdef VEC
+layout(std430, binding = 0) readonly buffer BX4 { X_VT x4[]; };
+layout(std430, binding = 1) writeonly buffer BY4 { Y_VT y4[]; };
+#endif
 
 #if !X_ISFLOAT
 // Integer and bool functions (the engine only lowers these to ints).
@@ -41,6 +53,12 @@ X_CT int_apply(uint fn, X_CT v, X_CT a, X_CT b) {
 }
 #endif
 
+#if X_ISFLOAT
+#define APPLY(v) act_apply(pc.fn, v, a, b)
+#else
+#define APPLY(v) int_apply(pc.fn, v, a, b)
+#endif
+
 void main() {
 #if X_ISFLOAT
 	CT a = pc_real(pc.alpha), b = pc_real(pc.beta);
@@ -52,6 +70,30 @@ void main() {
 	X_CT a = X_CT(int(pc.alpha.x)), b = X_CT(int(pc.beta.x));
 #endif
 #endif
+#ifdef VEC
+	EW_LOOP(base, pc.n) {
+		X_VCT v[EW_U];
+		uint oy[EW_U];
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			uint i = EW_ITEM(base, u);
+			if (i < pc.n) {
+				uint o[NOPS];
+				ew_index(i, pc.shape, pc.st, pc.off, o);
+				if (VEC_SPLAT(0)) v[u] = X_VCT(X_LD(x[o[0]]));
+				else v[u] = X_VLD(x4[o[0] >> 2]);
+				oy[u] = o[1] >> 2;
+			}
+		}
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
+			if (EW_ITEM(base, u) < pc.n) {
+				X_VCT r;
+				[[unroll]] for (int c = 0; c < 4; c++) r[c] = APPLY(v[u][c]);
+				y4[oy[u]] = Y_VST(r);
+			}
+		}
+	}
+	VEC_TAIL(i) y[VEC_TAIL_AT(1, i)] = Y_ST(APPLY(X_LD(x[VEC_TAIL_AT(0, i)])));
+#else
 	EW_LOOP(base, pc.n) {
 		X_CT v[EW_U];
 		uint oy[EW_U];
@@ -65,13 +107,8 @@ void main() {
 			}
 		}
 		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
-			if (EW_ITEM(base, u) < pc.n) {
-#if X_ISFLOAT
-				y[oy[u]] = Y_ST(act_apply(pc.fn, v[u], a, b));
-#else
-				y[oy[u]] = Y_ST(int_apply(pc.fn, v[u], a, b));
-#endif
-			}
+			if (EW_ITEM(base, u) < pc.n) y[oy[u]] = Y_ST(APPLY(v[u]));
 		}
 	}
+#endif
 }

@@ -219,7 +219,9 @@ func gpuCopy(d *device, dst, src rt.Buffer, n int64) (time.Duration, error) {
 // does (its PyTorch twin), on 8192×8192 f32 (512×1024 on a CPU device):
 // the device copy (copy-buffer: vkCmdCopyBuffer between timestamps, and
 // rt.CopyBuffer's wall clock, which adds a submit and a fence wait;
-// copy-kernel: Unary Copy, copy.comp), Add, Relu, Softmax, Normalize
+// copy-kernel: Unary Copy, copy.comp), Add, Relu, Add of a bias row and a
+// cast to f16 (each also with the 4-item vector variants off, -novec),
+// Softmax, Normalize
 // (layer norm; both also with the row-in-registers path off, -nocache,
 // and with shared-memory instead of subgroup reductions, -nosg; and on
 // rows of 128 and 768, one per subgroup) and Reduce Sum over the rows, and MaxPool 3×3/2 pad 1 on 32×64×112×112
@@ -316,9 +318,32 @@ func BenchmarkBandwidth(b *testing.B) {
 		}
 		b.ReportMetric(2*nb*float64(b.N)/time.Since(start).Seconds()/1e9, "GB/s")
 	})
-	run("copy-kernel", func() rt.Op { return &rt.Unary{Fn: rt.Copy, X: flat(xa), Y: flat(y)} }, 2*nb, nil)
-	run("add", func() rt.Op { return &rt.Binary{Fn: rt.Add, A: flat(xa), B: flat(xb), Y: flat(y)} }, 3*nb, nil)
-	run("relu", func() rt.Op { return &rt.Unary{Fn: rt.Relu, X: flat(xa), Y: flat(y)} }, 2*nb, nil)
+	novec := func() func() {
+		noVecEW = true
+		return func() { noVecEW = false }
+	}
+	for _, c := range []struct {
+		name  string
+		op    func() rt.Op
+		bytes float64
+	}{
+		{"copy-kernel", func() rt.Op { return &rt.Unary{Fn: rt.Copy, X: flat(xa), Y: flat(y)} }, 2 * nb},
+		{"add", func() rt.Op { return &rt.Binary{Fn: rt.Add, A: flat(xa), B: flat(xb), Y: flat(y)} }, 3 * nb},
+		{"relu", func() rt.Op { return &rt.Unary{Fn: rt.Relu, X: flat(xa), Y: flat(y)} }, 2 * nb},
+		// a bias row broadcast over the rows (vector loads of both)
+		{"add-bias", func() rt.Op {
+			return &rt.Binary{Fn: rt.Add, A: mat(xa), B: xb.ref([]int{rows, cols}, []int{0, 1}), Y: mat(y)}
+		}, 2*nb + float64(cols*4)},
+		// f32 -> f16 into the first half of y's bytes
+		{"cast-f16", func() rt.Op {
+			yr := flat(y)
+			yr.DType = rt.F16
+			return &rt.Unary{Fn: rt.Copy, X: flat(xa), Y: yr}
+		}, nb * 3 / 2},
+	} {
+		run(c.name, c.op, c.bytes, nil)
+		run(c.name+"-novec", c.op, c.bytes, novec)
+	}
 	softmax := func() rt.Op { return &rt.Softmax{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Inner: 1} }
 	run("softmax-rows", softmax, 2*nb, nil)
 	run("softmax-rows-nocache", softmax, 2*nb, nocache)

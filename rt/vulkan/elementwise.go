@@ -13,11 +13,29 @@ import (
 // kernels (common.glsl's EW_U).
 const ewUnroll = 4
 
+// noVecEW turns the 4-item vector variants of the elementwise kernels off
+// (tests and benchmarks compare both paths).
+var noVecEW bool
+
+// vecDTypes are the dtypes of the vector variants unaryv_, binaryv_ and
+// castv_ (shaders/gen: vec.glsl's X_VT).
+var vecDTypes = map[rt.DType]bool{rt.F32: true, rt.F16: true, rt.I32: true}
+
+// vecCopy is copyv_'s element sizes (four elements as one 32-bit word, two
+// or four words).
+func vecCopy(size int) bool { return size == 1 || size == 2 || size == 4 }
+
 // ew lowers an elementwise op over refs (all of one shape): push words are
 // header (whose word 0 ew sets to the element count), dims 1..rank-1,
 // element offsets, strides, then trailer (8-byte aligned). The last ref is
 // the output.
-func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, header, trailer []uint32) {
+//
+// vec, when not "", names the shader's 4-item vector variant (vec.glsl),
+// which ew takes when vecLayout allows; its header is header's first two
+// words, then the item count and the broadcast mask (header's words 2
+// and 3, when present, must be padding). splat says whether the variant
+// may read an input broadcast along the innermost dim.
+func (l *lowering) ew(shader, vec string, splat bool, names []string, refs []rt.Ref, rank int, header, trailer []uint32) {
 	if l.err != nil {
 		return
 	}
@@ -38,6 +56,27 @@ func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, he
 		l.err = fmt.Errorf("%s: strided view of shape %v has rank %d after merging contiguous dims; the Vulkan kernel handles at most %d (make an operand contiguous first)", l.op.OpName(), refs[0].Shape, len(sh), rank)
 		return
 	}
+	items := n // what the kernel walks: elements, or 4-item vectors
+	var mask uint32
+	if vec != "" && !noVecEW && !l.probe {
+		if m, ok := vecLayout(l.d, sh, st, refs, splat); ok {
+			shader, mask = vec, m
+			last := len(sh) - 1
+			sh = append([]int{}, sh...)
+			sh[last] /= 4 // rank 1 leaves a scalar tail
+			items = n / 4
+			for k := range st {
+				st[k] = append([]int{}, st[k]...)
+				st[k][last] *= 4
+			}
+			h := append([]uint32{}, header...)
+			for len(h) < 4 {
+				h = append(h, 0)
+			}
+			h[2], h[3] = uint32(n), mask
+			header = h
+		}
+	}
 	// The merged dims lead and size-1 dims pad the end, which the kernels
 	// skip (common.glsl's ew_index): a contiguous view indexes with no
 	// division at all.
@@ -48,9 +87,13 @@ func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, he
 			full[i] = sh[i]
 		}
 	}
-	dsp := dispatch{shader: shader, spec: []uint32{wgSize}, groups: groups1D(l.d, n, wgSize*ewUnroll)}
+	groups := groups1D(l.d, items, wgSize*ewUnroll)
+	if items == 0 {
+		groups = groups1D(l.d, n, wgSize) // only the tail
+	}
+	dsp := dispatch{shader: shader, spec: []uint32{wgSize}, groups: groups}
 	push := append([]uint32{}, header...)
-	push[0] = uint32(n)
+	push[0] = uint32(items)
 	for _, v := range full[1:] {
 		push = append(push, uint32(v))
 	}
@@ -67,6 +110,17 @@ func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, he
 			dsp.writes = append(dsp.writes, sp)
 		} else {
 			dsp.reads = append(dsp.reads, sp)
+		}
+	}
+	if shader == vec {
+		// vecLayout checked the view offsets; the binding offsets are
+		// multiples of minAlign (>= 16 bytes), so the element offsets
+		// within the bindings keep that alignment
+		for k, off := range offs {
+			if mask&(1<<k) == 0 && off%4 != 0 {
+				l.err = fmt.Errorf("%s: internal error: operand %s at element %d of its binding is not 4-aligned", l.op.OpName(), names[k], off)
+				return
+			}
 		}
 	}
 	push = append(push, offs...)
@@ -91,6 +145,49 @@ func (l *lowering) ew(shader string, names []string, refs []rt.Ref, rank int, he
 	}
 	dsp.push = push
 	l.outs = append(l.outs, dsp)
+}
+
+// vecLayout reports whether the coalesced space sh with strides st (one
+// list per ref, the output last) can run 4 items per vector, and returns
+// the mask of inputs broadcast along the innermost dim (stride 0, read as
+// one scalar per vector; only when splat). Every other operand must be
+// contiguous along the innermost dim, start at a multiple of 4 elements
+// from its buffer's start (the binding offsets are multiples of 16 bytes)
+// and have outer strides that are multiples of 4. The innermost dim must
+// be a multiple of 4, except at rank 1, where the kernel finishes a
+// scalar tail.
+func vecLayout(d *device, sh []int, st [][]int, refs []rt.Ref, splat bool) (uint32, bool) {
+	if len(sh) == 0 {
+		return 0, false
+	}
+	last := len(sh) - 1
+	if sh[last] < 4 || (last > 0 && sh[last]%4 != 0) {
+		return 0, false
+	}
+	var mask uint32
+	for k, r := range refs {
+		es := int64(r.DType.Size())
+		switch st[k][last] {
+		case 0:
+			if k == len(refs)-1 || !splat {
+				return 0, false
+			}
+			mask |= 1 << k
+			continue
+		case 1:
+		default:
+			return 0, false
+		}
+		if r.Off%(4*es) != 0 || d.minAlign%(4*es) != 0 {
+			return 0, false
+		}
+		for _, s := range st[k][:last] {
+			if s%4 != 0 {
+				return 0, false
+			}
+		}
+	}
+	return mask, true
 }
 
 func clampInt(v float64, dt rt.DType) int64 {
@@ -126,9 +223,17 @@ func (l *lowering) Unary(o *rt.Unary) {
 	names, refs := []string{"X", "Y"}, []rt.Ref{o.X, o.Y}
 	if o.Fn == rt.Copy {
 		if x == y {
-			l.ew("copy_"+sizeName(x.Size()), names, refs, 6, []uint32{0, 0, 0, 0}, nil)
+			vec := ""
+			if vecCopy(x.Size()) {
+				vec = "copyv_" + sizeName(x.Size())
+			}
+			l.ew("copy_"+sizeName(x.Size()), vec, false, names, refs, 6, []uint32{0, 0, 0, 0}, nil)
 		} else {
-			l.ew("cast_"+x.String()+"_"+y.String(), names, refs, 6, []uint32{0, 0, 0, 0}, nil)
+			vec := ""
+			if vecDTypes[x] && vecDTypes[y] {
+				vec = "castv_" + x.String() + "_" + y.String()
+			}
+			l.ew("cast_"+x.String()+"_"+y.String(), vec, true, names, refs, 6, []uint32{0, 0, 0, 0}, nil)
 		}
 		return
 	}
@@ -159,7 +264,11 @@ func (l *lowering) Unary(o *rt.Unary) {
 		a, b := clampInt(o.Alpha, x), clampInt(o.Beta, x)
 		tr = []uint32{uint32(a), uint32(uint64(a) >> 32), uint32(b), uint32(uint64(b) >> 32)}
 	}
-	l.ew("unary_"+x.String(), names, refs, 6, []uint32{0, uint32(o.Fn), 0, 0}, tr)
+	vec := ""
+	if vecDTypes[x] {
+		vec = "unaryv_" + x.String()
+	}
+	l.ew("unary_"+x.String(), vec, true, names, refs, 6, []uint32{0, uint32(o.Fn), 0, 0}, tr)
 }
 
 func (l *lowering) Binary(o *rt.Binary) {
@@ -196,11 +305,14 @@ func (l *lowering) Binary(o *rt.Binary) {
 		l.err = err
 		return
 	}
-	shader := "binary_" + dt.String()
-	if o.Fn.IsCompare() {
-		shader = "cmp_" + dt.String()
+	shader, vec := "binary_"+dt.String(), ""
+	if vecDTypes[dt] {
+		vec = "binaryv_" + dt.String()
 	}
-	l.ew(shader, []string{"A", "B", "Y"}, []rt.Ref{o.A, o.B, o.Y}, 6, []uint32{0, uint32(o.Fn)}, nil)
+	if o.Fn.IsCompare() {
+		shader, vec = "cmp_"+dt.String(), ""
+	}
+	l.ew(shader, vec, true, []string{"A", "B", "Y"}, []rt.Ref{o.A, o.B, o.Y}, 6, []uint32{0, uint32(o.Fn)}, nil)
 }
 
 func (l *lowering) Where(o *rt.Where) {
@@ -220,7 +332,7 @@ func (l *lowering) Where(o *rt.Where) {
 		l.err = err
 		return
 	}
-	l.ew("where_"+sizeName(o.Y.DType.Size()), []string{"Cond", "A", "B", "Y"}, []rt.Ref{o.Cond, o.A, o.B, o.Y}, 5, []uint32{0}, nil)
+	l.ew("where_"+sizeName(o.Y.DType.Size()), "", false, []string{"Cond", "A", "B", "Y"}, []rt.Ref{o.Cond, o.A, o.B, o.Y}, 5, []uint32{0}, nil)
 	if l.err == nil && len(l.outs) > 0 {
 		// pad to the shader's 32-word block
 		last := &l.outs[len(l.outs)-1]
@@ -237,5 +349,5 @@ func (l *lowering) Fill(o *rt.Fill) {
 	}
 	bits := rt.FillBits(o.Y.DType, o.Value)
 	lo, hi := uint32(bits), uint32(bits>>32)
-	l.ew("fill_"+sizeName(o.Y.DType.Size()), []string{"Y"}, []rt.Ref{o.Y}, 6, []uint32{0, lo, hi, 0}, nil)
+	l.ew("fill_"+sizeName(o.Y.DType.Size()), "", false, []string{"Y"}, []rt.Ref{o.Y}, 6, []uint32{0, lo, hi, 0}, nil)
 }

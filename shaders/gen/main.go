@@ -138,6 +138,9 @@ func variants() []variant {
 		}
 		add("fill_"+sizes[sz], "fill.comp", def)
 		add("copy_"+sizes[sz], "copy.comp", def)
+		if sz <= 4 { // rt/vulkan's vecCopy
+			add("copyv_"+sizes[sz], "copy.comp", def, []string{"VEC=1"})
+		}
 		add("where_"+sizes[sz], "where.comp", def)
 		add("gather_"+sizes[sz], "gather.comp", def)
 		add("gatherel_"+sizes[sz], "gatherel.comp", def)
@@ -146,6 +149,19 @@ func variants() []variant {
 		for _, y := range dtypes {
 			if x.name != y.name {
 				add("cast_"+x.name+"_"+y.name, "cast.comp", slot("X", x), slot("Y", y), needs(x, y))
+			}
+		}
+	}
+	// 4-item vector variants of the contiguous elementwise kernels
+	// (vec.glsl; rt/vulkan's vecDTypes)
+	for _, xn := range []string{"f32", "f16", "i32"} {
+		x := dt(xn)
+		add("unaryv_"+xn, "unary.comp", slot("X", x), slot("Y", x), needs(x), []string{"VEC=1"})
+		add("binaryv_"+xn, "binary.comp", slot("X", x), slot("Y", x), needs(x), []string{"VEC=1"})
+		for _, yn := range []string{"f32", "f16", "i32"} {
+			if yn != xn {
+				y := dt(yn)
+				add("castv_"+xn+"_"+yn, "cast.comp", slot("X", x), slot("Y", y), needs(x, y), []string{"VEC=1"})
 			}
 		}
 	}

@@ -408,6 +408,14 @@ def unary_cases():
     nm = "relu_f16"
     r = R(rng_for(nm))
     case(nm, "Relu", "f16", "exact", [("x", "input", r.nz((3, 5, 7), "f16"))], lambda x: [np.maximum(x, 0)])
+    # Lengths past 4 items that are not multiples of 4: vector kernels
+    # (GPU backends) with a scalar tail.
+    for op, cls, fn, dt in [("Relu", "exact", lambda x: np.maximum(x, 0), "f32"), ("Sigmoid", "elem", sigmoid, "f32"),
+                            ("Neg", "exact", lambda x: -x, "f16")]:
+        nm = "%s_tail1027_%s" % (op.lower(), dt)
+        r = R(rng_for(nm))
+        case(nm, op, dt, cls, [("x", "input", r.nz((1027,), dt))], lambda a, fn=fn: [fn(a)],
+             note="1027 items: 4-item vectors and a tail of 3")
 
 
 def clip_cases():
@@ -487,6 +495,19 @@ def binary_cases():
     r = R(rng_for(nm))
     case(nm, "Add", "f32", "elem", [("x", "input", r.nz((2, 6, 5, 3), "f32")), ("bias", "weight", r.nz((6, 1, 1), "f32"))],
          lambda x, y: [x + y], note="bias addition after a conv: [C,1,1] broadcast")
+    # Vector kernels (GPU backends): odd lengths with a scalar tail, a bias
+    # row broadcast along the inner dim of 12, a column broadcast across
+    # it, a scalar, and rows of 10 (no vectors).
+    for tag, sa, sb, dt in [("tail1027", (1027,), (1027,), "f32"), ("bias12", (5, 12), (12,), "f32"),
+                            ("col12", (5, 12), (5, 1), "f32"), ("scalar1027", (1027,), (), "f32"),
+                            ("bias10", (3, 10), (10,), "f32"), ("bias12", (2, 3, 12), (12,), "f16")]:
+        for op, fn in [("Add", np.add), ("Mul", np.multiply)]:
+            nm = "%s_vec_%s_%s" % (op.lower(), tag, dt)
+            if len(sa) == 3:
+                nm += "_3d"
+            r = R(rng_for(nm))
+            case(nm, op, dt, "elem", [("a", "input", r.nz(sa, dt)), ("b", "input", r.nz(sb, dt))],
+                 lambda x, y, fn=fn: [fn(x, y)], note="vector kernels: tails and broadcasts")
     # f64 and f16.
     for dt in ("f64", "f16"):
         for tag, sa, sb in [("same", (3, 4, 5), (3, 4, 5)), ("bcast", (3, 1, 5), (4, 1))]:
