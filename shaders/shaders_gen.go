@@ -170,27 +170,49 @@ var names = []string{
 	"matmul_f16_l",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
 	"matmul_f16_l8",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8
 	"matmul_f16_m",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"matmul_f16_n",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4
 	"matmul_f16_s",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
 	"matmul_f16_t",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"matmul_f16_u",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"matmul_f16_v",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4
+	"matmul_f16_w",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
 	"matmul_f32_l",             // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8
 	"matmul_f32_l8",            // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=8 TM=8 TN=8
 	"matmul_f32_m",             // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"matmul_f32_n",             // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=32 TM=4 TN=4
 	"matmul_f32_s",             // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4
 	"matmul_f32_t",             // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"matmul_f32_u",             // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"matmul_f32_v",             // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=128 BK=32 TM=4 TN=4
+	"matmul_f32_w",             // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4
+	"matmul_f64_n",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=32 TM=4 TN=4
 	"matmul_f64_s",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4
 	"matmul_f64_t",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"matmul_f64_u",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"matmul_f64_v",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=128 BK=32 TM=4 TN=4
 	"matmulk_f16_l",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
 	"matmulk_f16_l8",           // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
 	"matmulk_f16_m",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f16_n",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
 	"matmulk_f16_s",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f16_t",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f16_u",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f16_v",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
+	"matmulk_f16_w",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f32_l",            // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
 	"matmulk_f32_l8",           // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
 	"matmulk_f32_m",            // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f32_n",            // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
 	"matmulk_f32_s",            // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f32_t",            // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f32_u",            // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f32_v",            // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
+	"matmulk_f32_w",            // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f64_n",            // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
 	"matmulk_f64_s",            // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f64_t",            // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f64_u",            // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f64_v",            // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
 	"mmcm_f16_16x16x16_128",    // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 BN=128 BKN=32
 	"mmcm_f16_16x16x16_128k64", // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 BN=128 BKN=64
 	"mmcm_f16_16x16x16_256",    // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 BN=256 BKN=32

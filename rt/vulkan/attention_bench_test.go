@@ -98,9 +98,11 @@ func BenchmarkAttention(b *testing.B) {
 // BenchmarkGEMMSmallM sweeps the f32 GEMMs of a BERT-base layer (M = 128
 // tokens at batch 1, 1024 at batch 8; N x K = 2304 x 768 in-projection,
 // 768 x 768 out-projection, 3072 x 768 and 768 x 3072 feed-forward) over
-// the default choice ("auto"), and every tile forced with split-K forced
-// to 1 (none), 2, 3 and 4 slices, to tune pickTile and splitFor where the
-// tiles are fewer than the GPU's compute units:
+// the default choice ("auto"), and every tile (alternatives included)
+// forced with split-K forced to 1 (none), 2, 4 and 8 slices, to tune
+// pickTile and splitFor where the tiles are fewer than the GPU's compute
+// units. Each GEMM is recorded 16 times into one stream (one alone left
+// the GPU idle enough to read 0.3-1.5 TFLOP/s):
 // go test -run XXX -bench GEMMSmallM -benchtime 200x ./rt/vulkan.
 func BenchmarkGEMMSmallM(b *testing.B) {
 	d := testDevice(b)
@@ -120,16 +122,18 @@ func BenchmarkGEMMSmallM(b *testing.B) {
 				Batch: 1, M: m, N: n, K: k, Alpha: 1}
 			flop := 2 * float64(m) * float64(n) * float64(k)
 			name := fmt.Sprintf("M%d_N%d_K%d", m, n, k)
-			b.Run(name+"/auto", func(b *testing.B) { benchOps(b, d, flop, op) })
+			const reps = 16 // keep the GPU busy, as inside a model
+			ops := make([]rt.Op, reps)
+			for i := range ops {
+				ops[i] = op
+			}
+			b.Run(name+"/auto", func(b *testing.B) { benchOps(b, d, flop*reps, ops...) })
 			for _, t := range gemmTiles {
-				if t.alt {
-					continue
-				}
-				for _, s := range []int{1, 2, 3, 4} {
+				for _, s := range []int{1, 2, 4, 8} {
 					b.Run(fmt.Sprintf("%s/%s/k%d", name, t.name, s), func(b *testing.B) {
 						forceGemmTile, forceSplitK = t.name, s
 						defer func() { forceGemmTile, forceSplitK = "", 0 }()
-						benchOps(b, d, flop, op)
+						benchOps(b, d, flop*reps, ops...)
 					})
 				}
 			}

@@ -30,6 +30,10 @@ var gemmTiles = []gemmTile{
 	{"s", 64, 64, 16, 8, 4, false},
 	{"t", 32, 32, 16, 4, 4, false},
 	{"l8", 128, 128, 8, 8, 8, true},
+	{"w", 64, 128, 16, 8, 4, true},
+	{"n", 128, 32, 32, 4, 4, true},
+	{"u", 64, 32, 16, 4, 4, true},
+	{"v", 32, 128, 32, 4, 4, true},
 }
 
 func (t gemmTile) threads() int { return (t.bm / t.tm) * (t.bn / t.tn) }

@@ -101,6 +101,10 @@ var gemmTiles = []tile{
 	// Alternatives that only run when forced (the tile sweep of
 	// BenchmarkGEMMTiles; f32 and f16 only).
 	{"l8", 128, 128, 8, 8, 8}, // 256
+	{"w", 64, 128, 16, 8, 4},  // 256
+	{"n", 128, 32, 32, 4, 4},  // 256
+	{"u", 64, 32, 16, 4, 4},   // 128
+	{"v", 32, 128, 32, 4, 4},  // 256
 }
 
 // convTiles are the convgemm.comp configurations (rt/vulkan's convTiles):
