@@ -27,6 +27,13 @@ layout(std430, binding = 2) readonly buffer BB { X_T bi[]; };
 layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
 
 shared CT sv[WG];
+#ifdef VROWS
+#include "vrows.glsl"
+layout(std430, binding = 0) readonly buffer BX4 { X_VT x4[]; };
+layout(std430, binding = 1) readonly buffer BS4 { X_VT sc4[]; };
+layout(std430, binding = 2) readonly buffer BB4 { X_VT bi4[]; };
+layout(std430, binding = 3) writeonly buffer BY4 { Y_VT y4[]; };
+#endif
 
 #ifdef SUBGROUP
 // Workgroup reductions of the SUBGROUP variants: subgroupAdd/Max, then
@@ -127,7 +134,56 @@ void sgrows() {
 }
 #endif
 
+#ifdef VROWS
+// vrows (the VROWS variants, rows of a multiple of 4 items at offsets
+// that are multiples of 4): vrows.glsl's teams of pc.pad lanes.
+void vrows() {
+	uint L = pc.pad, n = pc.n, n4 = n >> 2, t = gl_LocalInvocationID.x;
+	uint team, lane, nteams;
+	vrows_team(L, team, lane, nteams);
+	CT eps = pc_real(pc.eps);
+	for (uint r = team; r < pc.outer; r += nteams) {
+		uint bx = (pc.offX >> 2) + r * n4, by = (pc.offY >> 2) + r * n4;
+		vec4 v[VC];
+		CT acc = CT(0);
+		[[unroll]] for (uint j = 0u; j < VC; j++) {
+			if (j * L < n4) { // uniform
+				uint k = lane + j * L;
+				v[j] = k < n4 ? vec4(X_VLD(x4[bx + k])) : vec4(0);
+				acc += vrows_hsum(v[j]);
+			}
+		}
+		if (L >= WG) acc = wgsum(acc, t);
+		else VROWS_REDUCE(acc, L, vrows_add);
+		CT mean = acc / CT(n);
+		acc = CT(0);
+		[[unroll]] for (uint j = 0u; j < VC; j++) {
+			if (j * L < n4) {
+				v[j] -= vec4(mean);
+				if (lane + j * L < n4) acc += vrows_hsum(v[j] * v[j]);
+			}
+		}
+		if (L >= WG) acc = wgsum(acc, t);
+		else VROWS_REDUCE(acc, L, vrows_add);
+		CT inv = CT(1) / sqrt(acc / CT(n) + eps);
+		[[unroll]] for (uint j = 0u; j < VC; j++) {
+			uint k = lane + j * L;
+			if (j * L < n4 && k < n4) {
+				vec4 w = v[j] * inv;
+				if ((pc.flags & 1u) != 0u) w *= vec4(X_VLD(sc4[(pc.offS >> 2) + k]));
+				if ((pc.flags & 2u) != 0u) w += vec4(X_VLD(bi4[(pc.offB >> 2) + k]));
+				y4[by + k] = Y_VST(w);
+			}
+		}
+	}
+}
+#endif
+
 void main() {
+#ifdef VROWS
+	vrows();
+	return;
+#endif
 #ifdef SUBGROUP
 	if ((pc.flags & 8u) != 0u) {
 		sgrows();

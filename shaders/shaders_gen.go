@@ -224,6 +224,8 @@ var names = []string{
 	"normalize_f64",            // normalize.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"normalizesg_f16",          // normalize.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1
 	"normalizesg_f32",          // normalize.comp X_DT=1 Y_DT=1 SUBGROUP=1
+	"normalizev_f16",           // normalize.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1 VROWS=1
+	"normalizev_f32",           // normalize.comp X_DT=1 Y_DT=1 SUBGROUP=1 VROWS=1
 	"optim_f32",                // optim.comp X_DT=1 Y_DT=1
 	"optim_f64",                // optim.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"pool_f16",                 // pool.comp X_DT=2 Y_DT=2 NEED_16BIT=1
@@ -247,6 +249,8 @@ var names = []string{
 	"softmax_f64",              // softmax.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"softmaxsg_f16",            // softmax.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1
 	"softmaxsg_f32",            // softmax.comp X_DT=1 Y_DT=1 SUBGROUP=1
+	"softmaxv_f16",             // softmax.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1 VROWS=1
+	"softmaxv_f32",             // softmax.comp X_DT=1 Y_DT=1 SUBGROUP=1 VROWS=1
 	"splitk_f16",               // splitk.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"splitk_f32",               // splitk.comp X_DT=1 Y_DT=1
 	"splitk_f64",               // splitk.comp X_DT=3 Y_DT=3 CT_DOUBLE=1

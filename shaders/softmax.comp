@@ -31,6 +31,11 @@ layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
 layout(std430, binding = 1) writeonly buffer BY { Y_T y[]; };
 
 shared CT sv[WG];
+#ifdef VROWS
+#include "vrows.glsl"
+layout(std430, binding = 0) readonly buffer BX4 { X_VT x4[]; };
+layout(std430, binding = 1) writeonly buffer BY4 { Y_VT y4[]; };
+#endif
 
 uint at(uint o, uint k, uint i) { return (o * pc.n + k) * pc.inner + i; }
 CT load(uint o, uint k, uint i) { return CT(X_LD(x[pc.offX + at(o, k, i)])); }
@@ -160,7 +165,54 @@ void sgrows() {
 }
 #endif
 
+#ifdef VROWS
+// vrows (the VROWS variants, contiguous rows of a multiple of 4 items at
+// offsets that are multiples of 4): vrows.glsl's teams of pc.pad lanes.
+void vrows() {
+	uint L = pc.pad, n4 = pc.n >> 2, t = gl_LocalInvocationID.x;
+	uint team, lane, nteams;
+	vrows_team(L, team, lane, nteams);
+	CT low = -CT(M_INF);
+	bool lg = pc.logsm != 0u;
+	for (uint r = team; r < pc.outer; r += nteams) {
+		uint bx = (pc.offX >> 2) + r * n4, by = (pc.offY >> 2) + r * n4;
+		vec4 v[VC];
+		CT m = low;
+		[[unroll]] for (uint j = 0u; j < VC; j++) {
+			if (j * L < n4) { // uniform
+				uint k = lane + j * L;
+				v[j] = k < n4 ? vec4(X_VLD(x4[bx + k])) : vec4(low);
+				m = max(m, vrows_hmax(v[j]));
+			}
+		}
+		if (L >= WG) m = wgmax(m, t);
+		else VROWS_REDUCE(m, L, max);
+		// softmax keeps exp(v - m) in v; log-softmax keeps v - m
+		CT acc = CT(0);
+		[[unroll]] for (uint j = 0u; j < VC; j++) {
+			if (j * L < n4) {
+				v[j] -= vec4(m);
+				vec4 e = exp(v[j]);
+				if (lane + j * L < n4) acc += vrows_hsum(e);
+				if (!lg) v[j] = e;
+			}
+		}
+		CT s = acc;
+		if (L >= WG) s = wgsum(acc, t);
+		else VROWS_REDUCE(s, L, vrows_add);
+		CT ls = lg ? M_LOG(s) : CT(0), inv = CT(1) / s;
+		[[unroll]] for (uint j = 0u; j < VC; j++) {
+			uint k = lane + j * L;
+			if (j * L < n4 && k < n4) y4[by + k] = Y_VST(lg ? v[j] - vec4(ls) : v[j] * inv);
+		}
+	}
+}
+#endif
+
 void main() {
+#ifdef VROWS
+	vrows();
+#else
 	uint total = pc.outer * pc.inner;
 	CT low = -CT(M_INF);
 	if (pc.mode == 2u) {
@@ -215,4 +267,5 @@ void main() {
 		}
 		for (; k < n; k += WG) put(o, k, i, load(o, k, i), m, sum);
 	}
+#endif
 }

@@ -222,10 +222,13 @@ func gpuCopy(d *device, dst, src rt.Buffer, n int64) (time.Duration, error) {
 // copy-kernel: Unary Copy, copy.comp), Add, Relu, Add of a bias row and a
 // cast to f16 (each also with the 4-item vector variants off, -novec),
 // Softmax, Normalize
-// (layer norm; both also with the row-in-registers path off, -nocache,
-// and with shared-memory instead of subgroup reductions, -nosg; and on
-// rows of 128 and 768, one per subgroup) and Reduce Sum over the rows, and MaxPool 3×3/2 pad 1 on 32×64×112×112
-// (input plus output). Before the cases it times vkCmdCopyBuffer of the
+// (layer norm; both also with the 4-item vector rows off, -novec, the
+// row-in-registers path off, -nocache, and shared-memory instead of
+// subgroup reductions, -nosg; and on rows of 128 and 768, with the
+// vector rows' lanes per row forced, -l<lanes>, which fall back to the
+// older kernels where the device's subgroups are narrower) and Reduce
+// Sum over the rows, and MaxPool 3×3/2 pad 1 on 32×64×112×112 (input
+// plus output). Before the cases it times vkCmdCopyBuffer of the
 // same bytes (best of 10): every case also reports x-copy, its gpu-GB/s
 // over that copy's, the figure of issue 15's goal (≥ 0.9), measured in
 // the same run whatever -bench selects. No case reads device memory from
@@ -344,29 +347,50 @@ func BenchmarkBandwidth(b *testing.B) {
 		run(c.name, c.op, c.bytes, nil)
 		run(c.name+"-novec", c.op, c.bytes, novec)
 	}
+	novecRows := func() func() {
+		noVecRows = true
+		return func() { noVecRows = false }
+	}
+	lanes := func(l int) func() func() {
+		return func() func() {
+			vrowForceLanes = l
+			return func() { vrowForceLanes = 0 }
+		}
+	}
 	softmax := func() rt.Op { return &rt.Softmax{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Inner: 1} }
 	run("softmax-rows", softmax, 2*nb, nil)
+	run("softmax-rows-novec", softmax, 2*nb, novecRows)
 	run("softmax-rows-nocache", softmax, 2*nb, nocache)
 	run("softmax-rows-nosg", softmax, 2*nb, nosg)
 	layernorm := func() rt.Op { return &rt.Normalize{X: mat(xa), Y: mat(y), Outer: rows, N: cols, Eps: 1e-5} }
 	run("layernorm-rows", layernorm, 2*nb, nil)
+	run("layernorm-rows-novec", layernorm, 2*nb, novecRows)
 	run("layernorm-rows-nocache", layernorm, 2*nb, nocache)
 	run("layernorm-rows-nosg", layernorm, 2*nb, nosg)
-	// short rows (attention scores, BERT's hidden size): one per subgroup
+	// short rows (attention scores, BERT's hidden size): several rows per
+	// subgroup (vrows.glsl's teams) or one (-novec: sgrows), and the teams'
+	// lanes per row forced (-l<lanes>)
 	for _, c := range []struct {
 		name string
 		n    int
-	}{{"softmax-rows128", 128}, {"layernorm-rows768", 768}} {
+	}{{"softmax-rows128", 128}, {"softmax-rows768", 768}, {"layernorm-rows128", 128}, {"layernorm-rows768", 768}} {
 		r, n := ne/c.n, c.n
 		op := func() rt.Op {
 			x, yy := xa.ref([]int{r, n}, nil), y.ref([]int{r, n}, nil)
-			if c.n == 128 {
+			if strings.HasPrefix(c.name, "softmax") {
 				return &rt.Softmax{X: x, Y: yy, Outer: r, N: n, Inner: 1}
 			}
 			return &rt.Normalize{X: x, Y: yy, Outer: r, N: n, Eps: 1e-5}
 		}
-		run(c.name, op, float64(2*r*n*4), nil)
-		run(c.name+"-nosg", op, float64(2*r*n*4), nosg)
+		bytes := float64(2 * r * n * 4)
+		run(c.name, op, bytes, nil)
+		run(c.name+"-novec", op, bytes, novecRows)
+		run(c.name+"-nosg", op, bytes, nosg)
+		for _, l := range []int{4, 8, 16, 32, wgSize} {
+			if l*vrowVectors*4 >= n {
+				run(fmt.Sprintf("%s-l%d", c.name, l), op, bytes, lanes(l))
+			}
+		}
 	}
 	run("sum-rows", func() rt.Op {
 		return &rt.Reduce{Fn: rt.Sum, X: mat(xa), Y: y.ref([]int{rows}, nil), Outer: rows, N: cols, Inner: 1}

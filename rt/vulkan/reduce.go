@@ -47,6 +47,67 @@ func (l *lowering) rowShader(name string, dt rt.DType, n int) (shader string, sg
 	return name + "_" + dt.String(), false
 }
 
+// sgShuffle is VK_SUBGROUP_FEATURE_SHUFFLE_BIT (subgroupShuffleXor).
+const sgShuffle = 0x10
+
+// vrowVectors is the 4-item vectors a lane of softmax.comp and
+// normalize.comp's VROWS variants holds (vrows.glsl's VC), and
+// vrowTarget the vectors per lane vrowLanes aims at.
+const (
+	vrowVectors = 8
+	vrowTarget  = 4
+)
+
+// noVecRows (tests, benchmarks) turns the VROWS variants off;
+// vrowForceLanes, when > 0, sets their lanes per row (a power of two up
+// to the subgroup size, or wgSize).
+var (
+	noVecRows      bool
+	vrowForceLanes int
+)
+
+// vrowLanes picks the VROWS variant's lanes per contiguous row of n
+// elements at element offsets offs within their bindings: 0 when it
+// cannot run them (f64, no subgroup shuffles, n not a multiple of 4, an
+// offset not a multiple of 4, a row past wgSize*vrowVectors*4 elements).
+// Otherwise the least power of two that gives each lane at most
+// vrowTarget vectors, up to the subgroup size; rows that need more lanes
+// than a subgroup go to a whole workgroup (wgSize).
+func (l *lowering) vrowLanes(dt rt.DType, n int, offs ...uint32) int {
+	c := l.d.phys.caps
+	ns := int(c.subgroupSize)
+	if noVecRows || noRowCache || noSubgroupRows || dt == rt.F64 || !l.d.hasSubgroupArith() || c.subgroupOps&sgShuffle == 0 ||
+		ns < 1 || wgSize%ns != 0 || n%4 != 0 || n == 0 || n > wgSize*vrowVectors*4 {
+		return 0
+	}
+	for _, o := range offs {
+		if o%4 != 0 {
+			return 0
+		}
+	}
+	n4 := n / 4
+	if f := vrowForceLanes; f > 0 {
+		if f == wgSize || (f <= ns && f&(f-1) == 0 && n4 <= f*vrowVectors) {
+			return f
+		}
+		return 0
+	}
+	lanes := 1
+	for lanes*vrowTarget < n4 && lanes < ns {
+		lanes *= 2
+	}
+	if n4 > lanes*vrowVectors {
+		return wgSize
+	}
+	return lanes
+}
+
+// vrowGroups is the workgroup grid of rows rows for lanes per row.
+func (l *lowering) vrowGroups(rows int64, lanes int) [3]uint32 {
+	per := int64(max(wgSize/lanes, 1))
+	return groups2D(l.d, (rows+per-1)/per)
+}
+
 // sgRowGroups is the workgroup grid of rows rows, one per subgroup.
 func (l *lowering) sgRowGroups(rows int64) [3]uint32 {
 	per := max(int64(wgSize)/max(int64(l.d.phys.caps.subgroupSize), 1), 1)
@@ -147,12 +208,19 @@ func (l *lowering) Softmax(o *rt.Softmax) {
 	if o.Inner == 1 && sgRows {
 		mode, groups = 3, l.sgRowGroups(total)
 	}
+	lanes := 0
+	if o.Inner == 1 {
+		lanes = l.vrowLanes(dt, o.N, offs...)
+	}
+	if lanes > 0 {
+		shader, mode, groups = "softmaxv_"+dt.String(), 4, l.vrowGroups(total, lanes)
+	}
 	lg := uint32(0)
 	if o.Log {
 		lg = 1
 	}
 	l.add(dispatch{shader: shader, spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, groups: groups,
-		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), lg, offs[0], offs[1], mode, 0}})
+		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), lg, offs[0], offs[1], mode, uint32(lanes)}})
 }
 
 func (l *lowering) Normalize(o *rt.Normalize) {
@@ -201,8 +269,12 @@ func (l *lowering) Normalize(o *rt.Normalize) {
 		flags |= 8
 		groups = l.sgRowGroups(int64(o.Outer))
 	}
+	lanes := l.vrowLanes(dt, o.N, offs...)
+	if lanes > 0 {
+		shader, groups = "normalizev_"+dt.String(), l.vrowGroups(int64(o.Outer), lanes)
+	}
 	e := realBits(dt, o.Eps)
 	l.add(dispatch{shader: shader, spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
 		groups: groups,
-		push:   []uint32{uint32(o.Outer), uint32(o.N), flags, 0, offs[0], offs[1], offs[2], offs[3], e[0], e[1]}})
+		push:   []uint32{uint32(o.Outer), uint32(o.N), flags, uint32(lanes), offs[0], offs[1], offs[2], offs[3], e[0], e[1]}})
 }

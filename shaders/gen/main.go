@@ -184,6 +184,9 @@ func variants() []variant {
 		if n != "f64" {
 			add("softmaxsg_"+n, "softmax.comp", append(base, []string{"SUBGROUP=1"})...)
 			add("normalizesg_"+n, "normalize.comp", append(base, []string{"SUBGROUP=1"})...)
+			// vector rows (vrows.glsl; rt/vulkan's vrowLanes)
+			add("softmaxv_"+n, "softmax.comp", append(base, []string{"SUBGROUP=1", "VROWS=1"})...)
+			add("normalizev_"+n, "normalize.comp", append(base, []string{"SUBGROUP=1", "VROWS=1"})...)
 		}
 		add("gemv_"+n, "gemv.comp", base...)
 		add("gemvsg_"+n, "gemv.comp", append(base, []string{"SUBGROUP=1"})...)
