@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -36,8 +37,16 @@ type device struct {
 	bufs    map[*buffer]struct{}
 	hosts   map[*hostBuf]struct{}
 	streams map[*stream]struct{}
-	progs   map[string]clProgram
-	progErr map[string]error
+	progs   map[string]*progEntry // by file|options; failures stay
+	// building counts programs being built outside mu, which Close
+	// waits for.
+	building sync.WaitGroup
+	// probes are the ops that Prepare lowers to learn their programs:
+	// kernel records the program of such an op and stops its lowering
+	// with errProbe.
+	probes map[rt.Op]*[]progKey
+	// noPrepare (tests) makes Prepare do nothing.
+	noPrepare bool
 
 	cacheDir string
 	// srcHook, when set (tests), may rewrite a program's source before
@@ -46,6 +55,16 @@ type device struct {
 	// builds counts programs built from source, hits those loaded from
 	// the binary cache (tests).
 	builds, hits int
+}
+
+// progKey names a program: a kernels file built with options.
+type progKey struct{ file, defines string }
+
+// progEntry is a program built, being built or failed.
+type progEntry struct {
+	ready chan struct{} // closed once p or err is set
+	p     clProgram
+	err   error
 }
 
 // tuning holds the work sizes of the kernels on one device.
@@ -82,7 +101,7 @@ func openDevice(e devEntry) (*device, error) {
 	}
 	d := &device{ent: e, ctx: ctx, queue: q, cfg: tuningFor(e.caps),
 		bufs: map[*buffer]struct{}{}, hosts: map[*hostBuf]struct{}{}, streams: map[*stream]struct{}{},
-		progs: map[string]clProgram{}, progErr: map[string]error{}, cacheDir: cacheDir()}
+		progs: map[string]*progEntry{}, probes: map[rt.Op]*[]progKey{}, cacheDir: cacheDir()}
 	d.opts = fmt.Sprintf("-DEWL=%d -DRWG=%d", d.cfg.ewLocal, d.cfg.redWG)
 	return d, nil
 }
@@ -248,8 +267,11 @@ func (d *device) Close() error {
 		s.Close()
 	}
 	d.mu.Lock()
+	d.closed = true // no program build starts from here on
+	d.mu.Unlock()
+	d.building.Wait()
+	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.closed = true
 	finish(d.queue)
 	for b := range d.bufs {
 		if b.mem != nil {
@@ -263,8 +285,10 @@ func (d *device) Close() error {
 		h.mem = nil
 	}
 	d.hosts = map[*hostBuf]struct{}{}
-	for k, p := range d.progs {
-		releaseProgram(p)
+	for k, e := range d.progs {
+		if e.p != nil {
+			releaseProgram(e.p)
+		}
 		delete(d.progs, k)
 	}
 	releaseQueue(d.queue)
@@ -322,21 +346,35 @@ func kernelSource(file string) string {
 
 // program returns the built program of kernels/file with the given
 // defines, building it (or loading it from the binary cache) on first use.
-// A build failure is remembered.
+// Programs of different keys build concurrently, outside d.mu; callers
+// asking for one being built wait for it. A build failure is remembered.
 func (d *device) program(file, defines string) (clProgram, error) {
 	opts := strings.TrimSpace(defines + " " + d.opts)
 	key := file + "|" + opts
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if err := d.check(); err != nil {
+		d.mu.Unlock()
 		return nil, err
 	}
-	if p, ok := d.progs[key]; ok {
-		return p, nil
+	e, ok := d.progs[key]
+	if !ok {
+		e = &progEntry{ready: make(chan struct{})}
+		d.progs[key] = e
+		d.building.Add(1)
 	}
-	if err, ok := d.progErr[key]; ok {
-		return nil, err
+	d.mu.Unlock()
+	if !ok {
+		e.p, e.err = d.build(file, opts)
+		close(e.ready)
+		d.building.Done()
 	}
+	<-e.ready
+	return e.p, e.err
+}
+
+// build builds kernels/file with opts: from the binary cache when it
+// holds the program, else from source (then cached).
+func (d *device) build(file, opts string) (clProgram, error) {
 	src := kernelSource(file)
 	if d.srcHook != nil {
 		src = d.srcHook(file, src)
@@ -345,19 +383,80 @@ func (d *device) program(file, defines string) (clProgram, error) {
 	ck := cacheKey(info.Name, info.Driver, src, opts)
 	if bin := readCache(d.cacheDir, ck); bin != nil {
 		if p, err := buildBinary(d.ctx, d.ent.dev, bin, opts); err == nil {
+			d.mu.Lock()
 			d.hits++
-			d.progs[key] = p
+			d.mu.Unlock()
 			return p, nil
 		}
 	}
 	p, err := buildSource(d.ctx, d.ent.dev, src, opts)
 	if err != nil {
-		err = fmt.Errorf("building kernels/%s (%s) for %s: %w", file, opts, info.Name, err)
-		d.progErr[key] = err
-		return nil, err
+		return nil, fmt.Errorf("building kernels/%s (%s) for %s: %w", file, opts, info.Name, err)
 	}
+	d.mu.Lock()
 	d.builds++
+	d.mu.Unlock()
 	writeCache(d.cacheDir, ck, programBinary(p))
-	d.progs[key] = p
 	return p, nil
+}
+
+// errProbe stops the lowering of an op that Prepare probes, once kernel
+// has recorded its program.
+var errProbe = errors.New("opencl: probing")
+
+// Prepare builds the programs of ops ahead of their launch (rt.Preparer),
+// concurrently: each op is lowered up to its kernel lookup, which records
+// the program instead of creating the kernel, and every distinct program
+// is then built (or loaded from the binary cache) on its own goroutine.
+// Ops the device cannot run are skipped (Stream.Launch reports them). It
+// returns the build errors.
+func (d *device) Prepare(ops []rt.Op) error {
+	if d.noPrepare {
+		return nil
+	}
+	var keys []progKey
+	seen := map[progKey]bool{}
+	for _, op := range ops {
+		if op == nil || d.supports(op) != nil || rt.CheckOp(op) != nil {
+			continue
+		}
+		var got []progKey
+		c := rt.CloneOp(op)
+		d.mu.Lock()
+		d.probes[c] = &got
+		d.mu.Unlock()
+		d.lowerOp(c, true)
+		d.mu.Lock()
+		delete(d.probes, c)
+		d.mu.Unlock()
+		for _, k := range got {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	errs := make([]error, len(keys))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			_, errs[i] = d.program(k.file, k.defines)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// ProgramsBuilt is the number of programs the device has built from
+// source or loaded from the binary cache (tests: a run after Prepare
+// builds none).
+func (d *device) ProgramsBuilt() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.builds + d.hits
 }

@@ -173,6 +173,15 @@ func roundUp(n int64, m int) int {
 
 // kernel creates a kernel of program file/defines.
 func (d *device) kernel(op rt.Op, file, defines, name string) (*args, error) {
+	d.mu.Lock()
+	probe := d.probes[op]
+	if probe != nil {
+		*probe = append(*probe, progKey{file, defines})
+	}
+	d.mu.Unlock()
+	if probe != nil {
+		return nil, errProbe
+	}
 	p, err := d.program(file, defines)
 	if err != nil {
 		return nil, fmt.Errorf("opencl: %s: %w", op.OpName(), err)
@@ -204,9 +213,15 @@ func (d *device) finishND(a *args, gws, lws [3]int) (*launchSpec, error) {
 // lower validates op and turns it into its kernel with its arguments set:
 // it hands the op to its family's file (elementwise.go, reduce.go,
 // matmul.go, conv.go, pool.go, indexed.go, optim.go).
-func (d *device) lower(op rt.Op) (*launchSpec, error) {
-	if err := d.validate(op); err != nil {
-		return nil, err
+func (d *device) lower(op rt.Op) (*launchSpec, error) { return d.lowerOp(op, false) }
+
+// lowerOp is lower; with probe (Prepare), the operands' buffers may be
+// anyone's and the op's lowering stops at its kernel lookup.
+func (d *device) lowerOp(op rt.Op, probe bool) (*launchSpec, error) {
+	if !probe {
+		if err := d.validate(op); err != nil {
+			return nil, err
+		}
 	}
 	switch o := op.(type) {
 	case *rt.Unary:

@@ -431,7 +431,20 @@ func (s *Session) planModel(m func() *model.Model, shapes map[string][]int, mode
 			}
 		}
 	}
-	if err := s.uploadWeights(p); err != nil {
+	// The device builds the plan's kernels while the weights upload.
+	// Errors are left to Launch, which names the node.
+	var ops []rt.Op
+	for _, st := range p.steps {
+		ops = append(ops, st.ops...)
+	}
+	prepared := make(chan struct{})
+	go func() {
+		defer close(prepared)
+		rt.Prepare(s.dev, ops)
+	}()
+	err = s.uploadWeights(p)
+	<-prepared
+	if err != nil {
 		return nil, err
 	}
 	ps := &planState{p: p, key: key, pool: make(chan *execCtx, s.opts.Parallel)}

@@ -191,3 +191,6 @@ func (l *lowering) coopMatMul(o *rt.MatMul, dt rt.DType, binds []bind, reads, wr
 		groups: [3]uint32{uint32(gx), uint32(gy), bz}})
 	return true
 }
+
+// isCoopVariant reports whether a shader variant is one of mmcm.comp's.
+func isCoopVariant(name string) bool { return strings.HasPrefix(name, "mmcm_") }

@@ -213,6 +213,10 @@ type device struct {
 	layouts map[int]*layout
 	pcache  uint64 // VkPipelineCache
 
+	building  sync.WaitGroup // pipelines being created (getPipeline)
+	pipesMade atomic.Int64   // pipelines created
+	noPrepare bool           // tests: Prepare does nothing
+
 	// synchronous copies for non-host-visible buffers
 	xmu     sync.Mutex
 	xpool   uint64         // VkCommandPool
@@ -350,6 +354,11 @@ func (d *device) Close() error {
 	if d.vd.p != nil {
 		d.destroyTransfer()
 		d.mu.Lock()
+		pipes := d.pipes
+		d.pipes = nil // no pipeline is claimed from here on
+		d.mu.Unlock()
+		d.building.Wait()
+		d.mu.Lock()
 		for b := range d.buffers {
 			b.release()
 		}
@@ -359,10 +368,11 @@ func (d *device) Close() error {
 		}
 		d.hosts = nil
 		d.savePipelineCache()
-		for _, p := range d.pipes {
-			d.vd.destroyPipeline(p.pl)
+		for _, p := range pipes {
+			if p.pl != 0 {
+				d.vd.destroyPipeline(p.pl)
+			}
 		}
-		d.pipes = nil
 		for _, l := range d.layouts {
 			d.vd.destroyLayouts(l.dsl, l.pl)
 		}

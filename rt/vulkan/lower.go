@@ -111,11 +111,16 @@ func (l *lowering) bindRange(name string, r rt.Ref, lo, hi int64) (bind, uint32,
 		hi = lo + int64(r.DType.Size())
 	}
 	if l.probe {
-		// Supports: only the device's limits matter, not whose buffer it is.
-		if hi-(lo&^(l.d.minAlign-1)) > l.d.maxRange {
+		// Supports and Prepare: only the device's limits matter, not whose
+		// buffer it is. The element offset is the one a real binding gets
+		// when the buffer places r.Off at a multiple of minAlign (as the
+		// engine's arena and weights do), so that offset-dependent
+		// variant choices (vec4 loads) match the launch.
+		base := lo &^ (l.d.minAlign - 1)
+		if hi-base > l.d.maxRange {
 			return bind{}, 0, fmt.Errorf("%s: operand %s spans %d bytes, more than maxStorageBufferRange (%d) of %s", l.op.OpName(), name, hi-lo, l.d.maxRange, l.d.phys.info.Name)
 		}
-		return bind{}, 0, nil
+		return bind{}, uint32((r.Off - base) / int64(r.DType.Size())), nil
 	}
 	b, err := l.d.own(r.Buf)
 	if err != nil {

@@ -6,14 +6,18 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	vk "github.com/goki/vulkan"
+	"github.com/vrun-go/vrun/rt"
 	"github.com/vrun-go/vrun/shaders"
 )
 
@@ -30,8 +34,12 @@ type layout struct {
 
 type pipeline struct {
 	name string
-	pl   uint64 // VkPipeline
+	key  string
+	pl   uint64 // VkPipeline, once ready is closed and err is nil
 	lay  *layout
+	// ready is closed once the pipeline is created or has failed (err).
+	ready chan struct{}
+	err   error
 }
 
 // getLayout returns the layout for n bindings; d.mu is held.
@@ -64,38 +72,135 @@ func spirv(name string) ([]uint32, error) {
 	return w, nil
 }
 
-// getPipeline returns the compute pipeline of a shader variant with
-// specialization constants spec (constant_id i = spec[i]), creating it on
-// first use.
-func (d *device) getPipeline(name string, nbind int, spec []uint32) (*pipeline, error) {
+// pipeKey names a shader variant with its specialization constants.
+func pipeKey(name string, spec []uint32) string {
 	key := name
 	for _, s := range spec {
 		key += "/" + strconv.FormatUint(uint64(s), 10)
 	}
+	return key
+}
+
+// getPipeline returns the compute pipeline of a shader variant with
+// specialization constants spec (constant_id i = spec[i]), creating it on
+// first use. Pipelines of different keys are created concurrently (the
+// VkPipelineCache is internally synchronized); callers asking for one
+// being created wait for it. A failed creation is not remembered: the
+// next call tries again.
+func (d *device) getPipeline(name string, nbind int, spec []uint32) (*pipeline, error) {
+	p, owner, err := d.claimPipeline(name, nbind, spec)
+	if err != nil {
+		return nil, err
+	}
+	if owner {
+		d.buildPipeline(p, spec)
+	}
+	<-p.ready
+	if p.err != nil {
+		return nil, p.err
+	}
+	return p, nil
+}
+
+// claimPipeline returns the entry of the variant, adding it when absent;
+// owner tells the caller that it must build the new entry.
+func (d *device) claimPipeline(name string, nbind int, spec []uint32) (p *pipeline, owner bool, err error) {
+	key := pipeKey(name, spec)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.pipes == nil {
-		return nil, fmt.Errorf("vulkan: device closed")
+		return nil, false, fmt.Errorf("vulkan: device closed")
 	}
 	if p := d.pipes[key]; p != nil {
-		return p, nil
-	}
-	code, err := spirv(name)
-	if err != nil {
-		return nil, err
+		return p, false, nil
 	}
 	lay, err := d.getLayout(nbind)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	h, r := d.vd.createPipeline(d.pcache, code, lay.pl, spec)
-	if r != vk.Success {
-		return nil, fmt.Errorf("vulkan: shader variant %q: vkCreateComputePipelines: %v", name, vkErr(r))
-	}
-	p := &pipeline{name: name, pl: h, lay: lay}
+	p = &pipeline{name: name, key: key, lay: lay, ready: make(chan struct{})}
 	d.pipes[key] = p
-	return p, nil
+	d.building.Add(1)
+	return p, true, nil
 }
+
+// buildPipeline creates p's VkPipeline without holding d.mu, then marks
+// it ready; a failed entry leaves the map.
+func (d *device) buildPipeline(p *pipeline, spec []uint32) {
+	defer d.building.Done()
+	defer close(p.ready)
+	code, err := spirv(p.name)
+	if err == nil {
+		h, r := d.vd.createPipeline(d.pcache, code, p.lay.pl, spec)
+		if r != vk.Success {
+			err = fmt.Errorf("vulkan: shader variant %q: vkCreateComputePipelines: %v", p.name, vkErr(r))
+		}
+		p.pl = h
+	}
+	if err != nil {
+		p.err = err
+		d.mu.Lock()
+		if d.pipes != nil && d.pipes[p.key] == p {
+			delete(d.pipes, p.key)
+		}
+		d.mu.Unlock()
+		return
+	}
+	d.pipesMade.Add(1)
+}
+
+// Prepare creates the compute pipelines of ops ahead of their launch
+// (rt.Preparer), concurrently: every variant the ops lower to, and only
+// those. Ops the device cannot run are skipped (Stream.Launch reports
+// them). It returns the pipeline creation errors.
+func (d *device) Prepare(ops []rt.Op) error {
+	if d.noPrepare {
+		return nil
+	}
+	type want struct {
+		name  string
+		nbind int
+		spec  []uint32
+	}
+	var wants []want
+	seen := map[string]bool{}
+	for _, op := range ops {
+		ds, err := d.lowerOp(op, true)
+		if err != nil {
+			continue
+		}
+		for _, x := range ds {
+			k := pipeKey(x.shader, x.spec)
+			if !seen[k] {
+				seen[k] = true
+				wants = append(wants, want{x.shader, len(x.binds), x.spec})
+			}
+		}
+	}
+	errs := make([]error, len(wants))
+	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, w := range wants {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			_, errs[i] = d.getPipeline(w.name, w.nbind, w.spec)
+			if errs[i] != nil && isCoopVariant(w.name) {
+				// As in coopMatMul: a listed shape that does not build
+				// falls back to matmul.comp.
+				d.coopFailed.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// PipelinesCreated is the number of compute pipelines the device has
+// created (tests: a run after Prepare creates none).
+func (d *device) PipelinesCreated() int64 { return d.pipesMade.Load() }
 
 // ---- pipeline cache persistence ----
 
@@ -149,10 +254,10 @@ func (d *device) loadPipelineCache() {
 }
 
 // savePipelineCache writes the cache atomically; errors are ignored (the
-// cache is an optimisation). d.mu is held.
+// cache is an optimisation). No pipeline is being created.
 func (d *device) savePipelineCache() {
 	path := d.cachePath()
-	if d.pcache == 0 || path == "" || len(d.pipes) == 0 {
+	if d.pcache == 0 || path == "" || d.pipesMade.Load() == 0 {
 		return
 	}
 	buf, r := d.vd.pipelineCacheData(d.pcache)
