@@ -116,15 +116,15 @@ func pickConvTile(dt rt.DType, kg, cols, groups int, sharedLim, maxInv uint32, c
 // slices may be as shallow as convSplitMinK, in at most convSplitMax
 // slices.
 func (l *lowering) pickConvSplit(t gemmTile, dt rt.DType, kg, cols, kd, groups int) splitPlan {
-	return splitFor(t, dt, kg, cols, kd, groups, l.d.phys.info.Kind == rt.KindCPU, l.d.maxRange, convMinK(t, kd))
+	return l.pickSplitK(t, dt, kg, cols, kd, groups, convSplit(t))
 }
 
-// convMinK is the least slice depth of a convolution's split-K.
-func convMinK(t gemmTile, kd int) int {
+// convSplit is the split-K rule of a convolution on tile t.
+func convSplit(t gemmTile) splitRule {
 	if !narrowConvTile(t) {
-		return splitMinK
+		return wideSplit
 	}
-	return max(convSplitMinK, (kd+convSplitMax-1)/convSplitMax)
+	return splitRule{gemmTarget(false), convSplitMinK, convSplitMax}
 }
 
 func (l *lowering) Conv(o *rt.Conv) {

@@ -15,8 +15,9 @@ import (
 type gemmTile struct {
 	name               string
 	bm, bn, bk, tm, tn int
-	// alt tiles run only when forced (forceGemmTile: the tile sweep of
-	// BenchmarkGEMMTiles).
+	// alt tiles are left out of pickFrom's rule: they run when forced
+	// (forceGemmTile: the tile sweeps) or when named (pickTile's
+	// smallTiles).
 	alt bool
 }
 
@@ -90,12 +91,54 @@ func gemmTarget(cpu bool) int64 {
 	return 256
 }
 
-// pickTile chooses the matmul.comp tile for an m x n (x batch) output:
-// the largest tile that fits the device (shared memory, invocations),
-// is not more than twice the output in either dimension, and gives at
-// least gemmTarget workgroups; failing that, the smallest that fits.
-func pickTile(dt rt.DType, m, n, batch int, sharedLim, maxInv uint32, cpu bool) (gemmTile, bool) {
-	return pickFrom(gemmTiles, dt, m, n, batch, sharedLim, maxInv, cpu)
+// pickTile chooses the matmul.comp tile for an m x n (x batch) output and
+// the rule of its K split. A GEMM whose "l" tiles fill the GPU (at least
+// gemmTarget workgroups), and any GEMM on a CPU device, takes pickFrom's
+// rule: the largest tile that fits the device (shared memory,
+// invocations), is not more than twice the output in either dimension,
+// and gives at least gemmTarget workgroups; failing that, the smallest
+// that fits, with wideSplit. A smaller GEMM on a GPU (BERT's at batch 1
+// and 8) takes the first of smallTiles ("w" 64x128, "s" 64x64, "u"
+// 64x32) whose tiles, times at most smallSplit.maxS K slices, reach
+// smallSplit.target workgroups, else "u"; on an H200 this took the eight
+// GEMMs of a BERT-base layer at batch 1 and 8 from 780 to 638 us in sum
+// (BenchmarkGEMMSmallM; the best of 36 forced choices per GEMM gave 633).
+func pickTile(dt rt.DType, m, n, batch int, sharedLim, maxInv uint32, cpu bool) (gemmTile, splitRule, bool) {
+	t, ok := pickFrom(gemmTiles, dt, m, n, batch, sharedLim, maxInv, cpu)
+	if !ok || cpu || forceGemmTile != "" || t.name == "l" {
+		return t, wideSplit, ok
+	}
+	var last gemmTile
+	for _, name := range smallTiles {
+		c, found := tileNamed(gemmTiles, name)
+		if !found || (dt == rt.F64 && c.bm*c.bn > 64*64) || c.shared(dt) > int(sharedLim) || c.threads() > int(maxInv) {
+			continue
+		}
+		last = c
+		if c.bm >= 2*m || c.bn >= 2*n {
+			continue
+		}
+		if c.grid(m, n, batch)*int64(smallSplit.maxS) >= smallSplit.target {
+			return c, smallSplit, true
+		}
+	}
+	if last.name == "" || last.bm >= 2*m || last.bn >= 2*n {
+		return t, wideSplit, true
+	}
+	return last, smallSplit, true
+}
+
+// smallTiles are pickTile's candidates for GEMMs too small for "l".
+var smallTiles = []string{"w", "s", "u"}
+
+// tileNamed returns the tile of ts called name.
+func tileNamed(ts []gemmTile, name string) (gemmTile, bool) {
+	for _, t := range ts {
+		if t.name == name {
+			return t, true
+		}
+	}
+	return gemmTile{}, false
 }
 
 // pickFrom is pickTile over a tile table (largest first).
@@ -223,7 +266,7 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 		return
 	}
 	lim := l.d.phys.limits
-	t, ok := pickTile(dt, o.M, o.N, o.Batch, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
+	t, rule, ok := pickTile(dt, o.M, o.N, o.Batch, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
 	if !ok {
 		l.err = l.unsupported(dt, "no GEMM tile fits maxComputeSharedMemorySize %d", lim.MaxComputeSharedMemorySize)
 		return
@@ -237,7 +280,7 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 		l.err = fmt.Errorf("MatMul: %dx%d output needs more workgroups than the device allows", M, N)
 		return
 	}
-	if sk := l.pickSplitK(t, dt, o.M, o.N, o.K, o.Batch); sk.s > 1 {
+	if sk := l.pickSplitK(t, dt, o.M, o.N, o.K, o.Batch, rule); sk.s > 1 {
 		// partial pass: A, B -> scratch; reduction: scratch, Bias -> Y
 		pp := append(append([]uint32(nil), push...), uint32(sk.s), uint32(sk.ks))
 		sb, ss := sk.scratch()
@@ -271,8 +314,24 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 // activation. The scratch buffer is bound through the scratchBuf sentinel,
 // which the stream replaces with the buffer it owns (see stream.Launch).
 
-// splitMinK is the least K depth of one split-K slice.
+// splitMinK is the least K depth of one split-K slice by default.
 const splitMinK = 256
+
+// splitRule bounds a split-K: S slices so that tiles*S reaches target
+// workgroups, each slice at least minK deep, and at most maxS slices
+// (0: no bound).
+type splitRule struct {
+	target     int64
+	minK, maxS int
+}
+
+var (
+	// wideSplit is the default rule.
+	wideSplit = splitRule{gemmTarget(false), splitMinK, 0}
+	// smallSplit is the rule of pickTile's small-GEMM tiles (measured
+	// with BenchmarkGEMMSmallM on an H200).
+	smallSplit = splitRule{384, 128, 8}
+)
 
 // forceSplitK, when > 0 (tests), splits every tiled GEMM (MatMul and
 // Conv) into that many K slices, fewer where K has fewer BK slices, on
@@ -292,16 +351,16 @@ func (p splitPlan) scratch() (bind, span) {
 }
 
 // pickSplitK chooses the K split of a batch x m x n x k GEMM run with tile
-// t: S slices so that tiles*S reaches gemmTarget (at most k/splitMinK, so
-// no split on CPU devices or where K is short), each a multiple of t.bk.
-// S = 1 means no split.
-func (l *lowering) pickSplitK(t gemmTile, dt rt.DType, m, n, k, batch int) splitPlan {
-	return splitFor(t, dt, m, n, k, batch, l.d.phys.info.Kind == rt.KindCPU, l.d.maxRange, splitMinK)
+// t under rule r: S slices so that tiles*S reaches r.target (at most
+// k/r.minK and r.maxS; no split on CPU devices or where K is short), each
+// a multiple of t.bk. S = 1 means no split.
+func (l *lowering) pickSplitK(t gemmTile, dt rt.DType, m, n, k, batch int, r splitRule) splitPlan {
+	return splitFor(t, dt, m, n, k, batch, l.d.phys.info.Kind == rt.KindCPU, l.d.maxRange, r)
 }
 
-// splitFor is pickSplitK for a device kind, maxStorageBufferRange (the
-// scratch binding must fit it) and least slice depth minK.
-func splitFor(t gemmTile, dt rt.DType, m, n, k, batch int, cpu bool, maxRange int64, minK int) splitPlan {
+// splitFor is pickSplitK for a device kind and maxStorageBufferRange (the
+// scratch binding must fit it).
+func splitFor(t gemmTile, dt rt.DType, m, n, k, batch int, cpu bool, maxRange int64, r splitRule) splitPlan {
 	if k <= t.bk {
 		return splitPlan{s: 1, ks: k}
 	}
@@ -310,8 +369,11 @@ func splitFor(t gemmTile, dt rt.DType, m, n, k, batch int, cpu bool, maxRange in
 	switch {
 	case forceSplitK > 0:
 		s = forceSplitK
-	case !cpu && grid < gemmTarget(cpu):
-		s = int(min((gemmTarget(cpu)+grid-1)/grid, int64(k/minK)))
+	case !cpu && grid < r.target:
+		s = int(min((r.target+grid-1)/grid, int64(k/r.minK)))
+		if r.maxS > 0 {
+			s = min(s, r.maxS)
+		}
 	}
 	es := int64(4)
 	if dt == rt.F64 {

@@ -204,8 +204,12 @@ func TestPickTile(t *testing.T) {
 	}{
 		{rt.F32, 4096, 4096, 1, 49152, 1024, false, "l", true},
 		{rt.F16, 2048, 2048, 1, 49152, 1024, false, "l", true},
-		{rt.F32, 1024, 1024, 1, 49152, 1024, false, "s", true}, // l: 64 groups, m: 128
-		{rt.F32, 1536, 1536, 1, 49152, 1024, false, "m", true},
+		{rt.F32, 1024, 1024, 1, 49152, 1024, false, "w", true}, // l: 64 groups: small-GEMM rule
+		{rt.F32, 1536, 1536, 1, 49152, 1024, false, "w", true},
+		{rt.F32, 128, 768, 1, 49152, 1024, false, "u", true},   // BERT batch 1
+		{rt.F32, 128, 2304, 1, 49152, 1024, false, "s", true},
+		{rt.F32, 1024, 3072, 1, 49152, 1024, false, "w", true}, // batch 8
+		{rt.F32, 2048, 2048, 1, 49152, 1024, false, "l", true},
 		{rt.F32, 1024, 1024, 4, 49152, 1024, false, "l", true}, // batch fills the GPU
 		{rt.F32, 4096, 4096, 1, 16384, 1024, false, "s", true}, // l and m exceed 16 KiB
 		{rt.F32, 8, 4096, 1, 49152, 1024, false, "t", true},    // skinny
@@ -215,7 +219,7 @@ func TestPickTile(t *testing.T) {
 		{rt.F32, 4096, 4096, 1, 4096, 1024, false, "", false},
 		{rt.F32, 4096, 4096, 1, 49152, 128, false, "s", true},
 	} {
-		got, ok := pickTile(c.dt, c.m, c.n, c.b, c.shared, c.inv, c.cpu)
+		got, _, ok := pickTile(c.dt, c.m, c.n, c.b, c.shared, c.inv, c.cpu)
 		if ok != c.wantFound || got.name != c.want {
 			t.Errorf("pickTile(%v, %d, %d, %d, %d, %d, %v) = %q, %v; want %q", c.dt, c.m, c.n, c.b, c.shared, c.inv, c.cpu, got.name, ok, c.want)
 		}

@@ -174,7 +174,7 @@ func TestSplitFor(t *testing.T) {
 		{64, 64, 16, 1, false, 5, 1, 16},   // one BK slice: no split
 	} {
 		forceSplitK = c.force
-		p := splitFor(tt, rt.F32, c.m, c.n, c.k, c.b, c.cpu, 1<<31, splitMinK)
+		p := splitFor(tt, rt.F32, c.m, c.n, c.k, c.b, c.cpu, 1<<31, wideSplit)
 		forceSplitK = 0
 		if p.s != c.s || p.ks != c.ks || (p.s > 1) != (p.bytes > 0) {
 			t.Errorf("splitFor(%d, %d, %d, %d, cpu %v, force %d) = %+v, want s %d ks %d", c.m, c.n, c.k, c.b, c.cpu, c.force, p, c.s, c.ks)
@@ -198,13 +198,13 @@ func TestSplitFor(t *testing.T) {
 				tl = t
 			}
 		}
-		p := splitFor(tl, rt.F32, c.m, c.n, c.k, 1, false, 1<<31, convMinK(tl, c.k))
+		p := splitFor(tl, rt.F32, c.m, c.n, c.k, 1, false, 1<<31, convSplit(tl))
 		if p.s != c.s || p.ks != c.ks {
 			t.Errorf("conv split on %s of %dx%dx%d = %+v, want s %d ks %d", c.tile, c.m, c.n, c.k, p, c.s, c.ks)
 		}
 	}
 	// the scratch must fit maxStorageBufferRange
-	if p := splitFor(tt, rt.F32, 512, 49, 4608, 1, false, 512*49*4*3, splitMinK); p.s != 3 {
+	if p := splitFor(tt, rt.F32, 512, 49, 4608, 1, false, 512*49*4*3, wideSplit); p.s != 3 {
 		t.Errorf("splitFor under a small maxStorageBufferRange: %+v, want s 3", p)
 	}
 }
