@@ -206,7 +206,7 @@ func TestPickTile(t *testing.T) {
 		{rt.F16, 2048, 2048, 1, 49152, 1024, false, "l", true},
 		{rt.F32, 1024, 1024, 1, 49152, 1024, false, "w", true}, // l: 64 groups: small-GEMM rule
 		{rt.F32, 1536, 1536, 1, 49152, 1024, false, "w", true},
-		{rt.F32, 128, 768, 1, 49152, 1024, false, "u", true},   // BERT batch 1
+		{rt.F32, 128, 768, 1, 49152, 1024, false, "u", true}, // BERT batch 1
 		{rt.F32, 128, 2304, 1, 49152, 1024, false, "s", true},
 		{rt.F32, 1024, 3072, 1, 49152, 1024, false, "w", true}, // batch 8
 		{rt.F32, 2048, 2048, 1, 49152, 1024, false, "l", true},
