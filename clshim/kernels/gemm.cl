@@ -18,6 +18,17 @@
 #define CAT(a, b) CAT_(a, b)
 #define ACC4 CAT(ACC, 4)
 
+// EPI_ACT applies the epilogue's activation: ACT_FN (rt.UnaryFn) when the
+// host fixes it at build time, so that the compiler keeps one case of
+// act's switch in the unrolled epilogue instead of all of them (a
+// smaller program that NVIDIA's compiler builds several times faster),
+// else the kernel's actFn argument.
+#ifdef ACT_FN
+#define EPI_ACT(fn, x, a, b) act(ACT_FN, (x), (a), (b))
+#else
+#define EPI_ACT(fn, x, a, b) act((fn), (x), (a), (b))
+#endif
+
 #if (TM * TK) % NT != 0 || (TN * TK) % NT != 0 || WM % 4 != 0 || WN % 4 != 0
 #error "gemm.cl: unsupported tile shape"
 #endif
@@ -81,6 +92,9 @@ inline ACC gemm_ld(__global const T* X, long xo, int r, int k, int R, int Kd, in
 		bs[k * PN + n] = rb[e]; \
 	}
 
+// A program holds both kernels, or only the one that KERNEL_gemm or
+// KERNEL_conv_gemm names (the host builds each kernel on its own).
+#ifndef KERNEL_conv_gemm
 __kernel __attribute__((reqd_work_group_size(RN, RM, 1)))
 void gemm(__global const T* A, long ao, __global const T* B, long bo,
           __global const T* bias, long bio, int bs0, int bs1,
@@ -123,11 +137,14 @@ void gemm(__global const T* A, long ao, __global const T* B, long bo,
 			if (gn >= N) continue;
 			ACC v = alpha * acc[i][j];
 			if (hasBias) v += beta * LD(bias, bio + (long)gm * bs0 + (long)gn * bs1);
-			ST(Y, yo + (long)gm * N + gn, act(actFn, v, actA, actB));
+			ST(Y, yo + (long)gm * N + gn, EPI_ACT(actFn, v, actA, actB));
 		}
 	}
 }
 
+#endif
+
+#ifndef KERNEL_gemm
 // conv_gemm: for image n and group g (z = n*G + g), Y[k, p] =
 // W_g[k, r] @ col[r, p] with r = (c, kh, kw), p = (oh, ow); bias and
 // activation in the epilogue.
@@ -217,7 +234,8 @@ void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
 		for (int j = 0; j < WN; j++) {
 			int p = n0 + COL(j);
 			if (p >= P) continue;
-			ST(Y, yb + (long)gm * P + p, act(actFn, acc[i][j] + b0, actA, actB));
+			ST(Y, yb + (long)gm * P + p, EPI_ACT(actFn, acc[i][j] + b0, actA, actB));
 		}
 	}
 }
+#endif
