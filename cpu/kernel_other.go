@@ -39,3 +39,5 @@ func interleave2(_, _, _ []float32) bool { return false }
 func gemvAxpyAsm[T floatT](_, _ []T, _ int, _ []T, _, _ int) bool { return false }
 
 func gemvAxpyFast() bool { return false }
+
+func maxPool33Rows(_, _ []float32, _, _, _, _ int) bool { return false }

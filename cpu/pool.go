@@ -35,7 +35,7 @@ func maxPoolF32(o *rt.Pool) bool {
 	NC, H, W, OH, OW := o.NC, o.H, o.W, o.OH, o.OW
 	x := lin[float32](o.X, NC*H*W)
 	y := lin[float32](o.Y, NC*OH*OW)
-	if maxPool22(o, x, y) {
+	if maxPool22(o, x, y) || maxPool33(o, x, y) {
 		return true
 	}
 	if maxPoolTiled(o, x, y) {

@@ -1,0 +1,69 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// TestMaxPool33 runs 3×3 stride-2 MaxPools without top and left padding
+// (maxPool33; squeezenet's, ceil mode and floor mode) against a float64
+// loop, bit for bit: widths and heights around the 16-output steps and
+// their masked last step, odd and even (ceil mode's windows past the
+// right and bottom edges, with one or two input rows left), NaN and -Inf
+// inputs, and enough planes to split between the workers.
+func TestMaxPool33(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(73, 74))
+	for _, c := range []struct{ nc, h, w int }{
+		{1, 3, 3}, {2, 4, 4}, {3, 5, 33}, {2, 7, 34}, {1, 6, 35}, {2, 9, 36}, {1, 8, 65}, {3, 11, 66}, {1, 3, 97},
+		{64, 111, 111}, {16, 55, 55}, {40, 27, 27}, {5, 14, 31}, {2, 33, 32},
+	} {
+		for _, ceil := range []bool{false, true} {
+			OH, OW := (c.h-3)/2+1, (c.w-3)/2+1
+			if ceil {
+				OH, OW = (c.h-3+1)/2+1, (c.w-3+1)/2+1
+			}
+			xv := randVals(rng, c.nc*c.h*c.w, -3, 3)
+			for i := 0; i < 1+len(xv)/2000; i++ {
+				xv[rng.IntN(len(xv))] = math.NaN()
+				xv[rng.IntN(len(xv))] = math.Inf(-1)
+			}
+			xs := stored(rt.F32, xv)
+			op := &rt.Pool{Fn: rt.MaxPool, NC: c.nc, H: c.h, W: c.w, OH: OH, OW: OW,
+				KH: 3, KW: 3, StrideH: 2, StrideW: 2, PadB: max(0, 2*(OH-1)+3-c.h), PadR: max(0, 2*(OW-1)+3-c.w), DilH: 1, DilW: 1}
+			if maxPool33Rows(nil, nil, 0, 0, 0, 0) {
+				if !maxPool33(op, make([]float32, len(xv)), make([]float32, c.nc*OH*OW)) {
+					t.Fatalf("%+v: not a maxPool33 case", op)
+				}
+			}
+			xr, yr := e.region(rt.F32, len(xv), xs), e.region(rt.F32, c.nc*OH*OW, nil)
+			op.X, op.Y = xr.ref(len(xv)), yr.ref(c.nc*OH*OW)
+			e.run(op)
+			got := e.values(yr)
+			for p := 0; p < c.nc; p++ {
+				for oh := 0; oh < OH; oh++ {
+					for ow := 0; ow < OW; ow++ {
+						m := math.Inf(-1)
+						for i := 2 * oh; i < min(c.h, 2*oh+3); i++ {
+							for j := 2 * ow; j < min(c.w, 2*ow+3); j++ {
+								if v := xs[(p*c.h+i)*c.w+j]; v > m || v != v {
+									if m != m {
+										continue
+									}
+									m = v
+								}
+							}
+						}
+						g := got[(p*OH+oh)*OW+ow]
+						if g != m && !(g != g && m != m) {
+							t.Fatalf("%d×%d×%d ceil %v: y[%d,%d,%d] = %v, want %v", c.nc, c.h, c.w, ceil, p, oh, ow, g, m)
+						}
+					}
+				}
+			}
+		}
+	}
+}
