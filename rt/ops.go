@@ -245,6 +245,9 @@ type Softmax struct {
 // M×N at b*StrideY. Bias is optional (Buf nil): a 2-D [M, N] ref whose
 // strides broadcast (e.g. [0, 1] for a per-column bias), shared by all
 // batches. Refs' shapes are informational; the fields here rule.
+//
+// B may be F16 while A, Bias and Y are F32: a weight stored in half
+// precision, with the products accumulated in f32 (see [HalfWeights]).
 type MatMul struct {
 	A, B, Bias, Y             Ref
 	Batch, M, N, K            int
@@ -262,7 +265,7 @@ type MatMul struct {
 // group of output channel k. X is contiguous [N, C, H, Width], W (the
 // weight) is contiguous [K, C/Groups, KH, KW], Bias is optional [K], Y is
 // contiguous [N, K, OH, OW]. Bottom and right padding are implied by OH
-// and OW.
+// and OW. W may be F16 while X, Bias and Y are F32 (see [HalfWeights]).
 type Conv struct {
 	X, W, Bias, Y    Ref
 	N, C, H, Width   int
@@ -458,6 +461,23 @@ func (*Fill) isOp()            {}
 func (*GatherElements) isOp()  {}
 func (*ScatterElements) isOp() {}
 func (*TopK) isOp()            {}
+
+// HalfWeights reports whether op is a MatMul whose B, or a Conv whose W,
+// is F16 while its other operands (A or X, Bias, Y) are F32: a weight
+// stored in half precision, widened to f32 as it is loaded, with the
+// products accumulated in f32 (engine.Options.Precision, `vrun -precision
+// f16`). It is an optional form: a backend runs it only where its
+// Supports accepts it, and the reference rules ([ReferenceSupport])
+// reject it with an *UnsupportedError.
+func HalfWeights(op Op) bool {
+	switch o := op.(type) {
+	case *MatMul:
+		return o.A.DType == F32 && o.B.DType == F16 && o.Y.DType == F32 && (o.Bias.Buf == nil || o.Bias.DType == F32)
+	case *Conv:
+		return o.X.DType == F32 && o.W.DType == F16 && o.Y.DType == F32 && (o.Bias.Buf == nil || o.Bias.DType == F32)
+	}
+	return false
+}
 
 // OpDType returns the dtype that selects an op's kernel: the dtype of its
 // main input (X, A, Y for Fill, P for OptimStep).

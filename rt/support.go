@@ -48,6 +48,9 @@ func ReferenceSupport(backend string, op Op) error {
 		}
 		return c.same([]string{"Values"}, o.Values)
 	case *Softmax, *MatMul, *Conv, *ConvTranspose, *Pool, *Normalize:
+		if HalfWeights(op) {
+			return c.unsupported(F16, HalfWeightsUnsupported)
+		}
 		return c.floatOp()
 	case *OptimStep:
 		return c.optim(o)
@@ -57,6 +60,10 @@ func ReferenceSupport(backend string, op Op) error {
 	}
 	return c.unsupported(c.dt, fmt.Sprintf("unknown op type %T", op))
 }
+
+// HalfWeightsUnsupported is the Reason of the *UnsupportedError that
+// ReferenceSupport returns for a [HalfWeights] op.
+const HalfWeightsUnsupported = "f16 weights with f32 activations (precision f16) are not implemented by this backend"
 
 // supportCheck is one ReferenceSupport call: the backend named in errors,
 // the op and the dtype that selects its kernel.

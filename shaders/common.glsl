@@ -12,6 +12,15 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "gen_types.glsl"
 
+// The weight slot W (B of matmul and gemv, W of the convolutions) has X's
+// dtype, unless a variant sets W_DT: f16 weights with f32 activations
+// (rt.HalfWeights, the *_f32w16 variants).
+#ifndef W_DT
+#define W_DT X_DT
+#define W_T X_T
+#define W_LD(e) X_LD(e)
+#endif
+
 // CT is the compute type of float kernels.
 #ifdef CT_DOUBLE
 #define CT double

@@ -23,7 +23,7 @@ layout(push_constant) uniform PC {
 	uvec2 actA, actB;
 } pc;
 layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
-layout(std430, binding = 1) readonly buffer BW { X_T w[]; };
+layout(std430, binding = 1) readonly buffer BW { W_T w[]; };
 layout(std430, binding = 2) readonly buffer BB { X_T bias[]; };
 layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
 
@@ -49,7 +49,7 @@ void main() {
 				for (uint kw = 0u; kw < pc.KW; kw++) {
 					int iw = iw0 + int(kw * pc.dw);
 					if (iw < 0 || iw >= int(pc.W)) continue;
-					acc = fma(CT(X_LD(x[xb + uint(ih) * pc.W + uint(iw)])), CT(X_LD(w[wb + kh * pc.KW + kw])), acc);
+					acc = fma(CT(X_LD(x[xb + uint(ih) * pc.W + uint(iw)])), CT(W_LD(w[wb + kh * pc.KW + kw])), acc);
 				}
 			}
 		}

@@ -56,7 +56,7 @@ layout(push_constant) uniform PC {
 #endif
 } pc;
 layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
-layout(std430, binding = 1) readonly buffer BW { X_T w[]; };
+layout(std430, binding = 1) readonly buffer BW { W_T w[]; };
 layout(std430, binding = 2) readonly buffer BB { X_T bias[]; };
 #ifdef SPLITK
 // Split-K partial pass (see matmul.comp): z index zz = g*S + s sums depth
@@ -109,7 +109,7 @@ void fetch(uint tid, uint k0, uint KE, uint wbase, uint m0, bool ok, uint xb, in
 	uint KD = pc.KD;
 	[[unroll]] for (uint r = 0u; r < LA; r++) {
 		uint gm = m0 + AM0 + r * AMS, gk = k0 + AK0;
-		ra[r] = (gm < pc.Kg && gk < KE) ? CT(X_LD(w[wbase + gm * KD + gk])) : CT(0);
+		ra[r] = (gm < pc.Kg && gk < KE) ? CT(W_LD(w[wbase + gm * KD + gk])) : CT(0);
 	}
 	uint khw = pc.KH * pc.KW;
 	bool pw = (pc.flags & 2u) != 0u;

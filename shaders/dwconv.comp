@@ -27,7 +27,7 @@ layout(push_constant) uniform PC {
 	uvec2 actA, actB;
 } pc;
 layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
-layout(std430, binding = 1) readonly buffer BW { X_T w[]; };
+layout(std430, binding = 1) readonly buffer BW { W_T w[]; };
 layout(std430, binding = 2) readonly buffer BB { X_T bias[]; };
 layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
 
@@ -50,7 +50,7 @@ void main() {
 		CT acc = CT(0);
 		if (k3) {
 			CT wv[9];
-			[[unroll]] for (uint i = 0u; i < 9u; i++) wv[i] = CT(X_LD(w[wb + i]));
+			[[unroll]] for (uint i = 0u; i < 9u; i++) wv[i] = CT(W_LD(w[wb + i]));
 			if (ih0 >= 0 && ih0 + 2 * dh < H && iw0 >= 0 && iw0 + 2 * dw < W) {
 				uint b = xb + uint(ih0) * pc.W + uint(iw0);
 				[[unroll]] for (uint i = 0u; i < 3u; i++)
@@ -72,7 +72,7 @@ void main() {
 				if (ih < 0 || ih >= H) continue;
 				for (uint kw = 0u; kw < pc.KW; kw++) {
 					int iw = iw0 + int(kw) * dw;
-					if (iw >= 0 && iw < W) acc = fma(CT(X_LD(x[xb + uint(ih * W + iw)])), CT(X_LD(w[wb + kh * pc.KW + kw])), acc);
+					if (iw >= 0 && iw < W) acc = fma(CT(X_LD(x[xb + uint(ih * W + iw)])), CT(W_LD(w[wb + kh * pc.KW + kw])), acc);
 				}
 			}
 		}

@@ -67,18 +67,37 @@ layout(push_constant) uniform PC {
 	uint S, ks;
 } pc;
 layout(std430, binding = 0) readonly buffer BA { X_T a[]; };
-layout(std430, binding = 1) readonly buffer BB { X_T b[]; };
+layout(std430, binding = 1) readonly buffer BB { W_T b[]; };
 layout(std430, binding = 2) readonly buffer BC { X_T bias[]; };
 layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
 layout(std430, binding = 3) writeonly buffer BP { CT part[]; };
 
 // ld_a4, ld_b4: four elements as a vec4 (index in units of four);
-// ld_ac, ld_bc: one chunk of CHUNK elements (index in chunks), which
-// chdot multiplies into a vec4 accumulator.
-#if X_DT == 1
+// ld_ac, ld_bc: one chunk of CHUNK elements (index in chunks, of type
+// ACH_T and BCH_T), which chdot multiplies into a vec4 accumulator.
+#if X_DT == 1 && W_DT == 2
+// f32 A with f16 weights B: a chunk is eight elements, two vec4s of A
+// (an F8) against one uvec4 of B (eight halves, one 128-bit load).
+#define VEC 1
+#define CHUNK 8u
+#define ACH_T F8
+#define BCH_T uvec4
+struct F8 { vec4 lo, hi; };
+layout(std430, binding = 0) readonly buffer BA4 { vec4 a4[]; };
+layout(std430, binding = 1) readonly buffer BB4 { uvec2 b4[]; };
+layout(std430, binding = 1) readonly buffer BB8 { uvec4 b8[]; };
+vec4 h4(uvec2 u) { return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
+vec4 ld_a4(uint i) { return a4[i]; }
+vec4 ld_b4(uint i) { return h4(b4[i]); }
+F8 ld_ac(uint i) { return F8(a4[2u * i], a4[2u * i + 1u]); }
+uvec4 ld_bc(uint i) { return b8[i]; }
+vec4 chdot(vec4 s, uvec4 w, F8 x) { return fma(h4(w.zw), x.hi, fma(h4(w.xy), x.lo, s)); }
+vec4 chdot(vec4 s, F8 w, uvec4 x) { return fma(w.hi, h4(x.zw), fma(w.lo, h4(x.xy), s)); }
+#elif X_DT == 1
 #define VEC 1
 #define CHUNK 4u
-#define CH_T vec4
+#define ACH_T vec4
+#define BCH_T vec4
 layout(std430, binding = 0) readonly buffer BA4 { vec4 a4[]; };
 layout(std430, binding = 1) readonly buffer BB4 { vec4 b4[]; };
 vec4 ld_a4(uint i) { return a4[i]; }
@@ -89,7 +108,8 @@ vec4 chdot(vec4 s, vec4 w, vec4 x) { return fma(w, x, s); }
 #elif X_DT == 2
 #define VEC 1
 #define CHUNK 8u
-#define CH_T uvec4
+#define ACH_T uvec4
+#define BCH_T uvec4
 layout(std430, binding = 0) readonly buffer BA4 { uvec2 a4[]; };
 layout(std430, binding = 1) readonly buffer BB4 { uvec2 b4[]; };
 layout(std430, binding = 0) readonly buffer BA8 { uvec4 a8[]; };
@@ -103,7 +123,7 @@ vec4 chdot(vec4 s, uvec4 w, uvec4 x) { return fma(h4(w.zw), h4(x.zw), fma(h4(w.x
 #endif
 
 CT ld_a(uint i) { return CT(X_LD(a[i])); }
-CT ld_b(uint i) { return CT(X_LD(b[i])); }
+CT ld_b(uint i) { return CT(W_LD(b[i])); }
 
 // column mode: 4 partial sums per invocation
 shared CT sv[WG * 4u];
@@ -161,6 +181,7 @@ CT lgsum(CT v, uint lane) {
 #define LDW4 ld_b4
 #define LDVC ld_ac
 #define LDWC ld_bc
+#define VCH_T ACH_T
 #define VOFF(bt) (pc.offA + (bt) * pc.sA)
 #define WOFF(bt) (pc.offB + (bt) * pc.sB)
 #include "gemv_body.glsl"
@@ -173,6 +194,7 @@ CT lgsum(CT v, uint lane) {
 #undef LDW4
 #undef LDVC
 #undef LDWC
+#undef VCH_T
 #undef VOFF
 #undef WOFF
 
@@ -186,6 +208,7 @@ CT lgsum(CT v, uint lane) {
 #define LDW4 ld_a4
 #define LDVC ld_bc
 #define LDWC ld_ac
+#define VCH_T BCH_T
 #define VOFF(bt) (pc.offB + (bt) * pc.sB)
 #define WOFF(bt) (pc.offA + (bt) * pc.sA)
 #include "gemv_body.glsl"

@@ -34,7 +34,7 @@ void ROWS() {
 				// whose loads do not depend on its FMAs: the compiler
 				// issues all R*U + U of them first.
 				for (; k + (U - 1u) * nl < KC; k += U * nl) {
-					CH_T xs[UMAX];
+					VCH_T xs[UMAX];
 					[[unroll]] for (uint u = 0u; u < UMAX; u++) {
 						if (u < U) xs[u] = LDVC(vc + k + u * nl);
 					}
@@ -45,7 +45,7 @@ void ROWS() {
 					}
 				}
 				for (; k < KC; k += nl) {
-					CH_T x0 = LDVC(vc + k);
+					VCH_T x0 = LDVC(vc + k);
 					[[unroll]] for (uint i = 0u; i < RMAX; i++) {
 						if (i < R) s[i] = chdot(s[i], LDWC(wr[i] + k), x0);
 					}

@@ -3,6 +3,7 @@
 // Per-slot dtype macros. A kernel sets <S>_DT to an rt.DType id and gets
 // <S>_T (storage type), <S>_CT (compute type), <S>_LD(e) (storage to
 // compute), <S>_ST(v) (compute to storage), <S>_ISFLOAT, <S>_ISBOOL.
+// Slot W is the weight operand of f16-weight kernels (common.glsl).
 
 #if defined(X_DT) && X_DT == 1 // f32
 #define X_T float
@@ -162,4 +163,84 @@
 #define Y_ISFLOAT 0
 #define Y_ISBOOL 0
 #define Y_SIZE 1
+#endif
+
+#if defined(W_DT) && W_DT == 1 // f32
+#define W_T float
+#define W_CT float
+#define W_LD(e) (e)
+#define W_ST(v) (v)
+#define W_ISFLOAT 1
+#define W_ISBOOL 0
+#define W_SIZE 4
+#endif
+
+#if defined(W_DT) && W_DT == 2 // f16
+#define W_T float16_t
+#define W_CT float
+#define W_LD(e) float(e)
+#define W_ST(v) float16_t(v)
+#define W_ISFLOAT 1
+#define W_ISBOOL 0
+#define W_SIZE 2
+#endif
+
+#if defined(W_DT) && W_DT == 3 // f64
+#define W_T double
+#define W_CT double
+#define W_LD(e) (e)
+#define W_ST(v) (v)
+#define W_ISFLOAT 1
+#define W_ISBOOL 0
+#define W_SIZE 8
+#endif
+
+#if defined(W_DT) && W_DT == 4 // i32
+#define W_T int
+#define W_CT int
+#define W_LD(e) (e)
+#define W_ST(v) (v)
+#define W_ISFLOAT 0
+#define W_ISBOOL 0
+#define W_SIZE 4
+#endif
+
+#if defined(W_DT) && W_DT == 5 // i64
+#define W_T int64_t
+#define W_CT int64_t
+#define W_LD(e) (e)
+#define W_ST(v) (v)
+#define W_ISFLOAT 0
+#define W_ISBOOL 0
+#define W_SIZE 8
+#endif
+
+#if defined(W_DT) && W_DT == 6 // u8
+#define W_T uint8_t
+#define W_CT int
+#define W_LD(e) int(e)
+#define W_ST(v) uint8_t(v)
+#define W_ISFLOAT 0
+#define W_ISBOOL 0
+#define W_SIZE 1
+#endif
+
+#if defined(W_DT) && W_DT == 7 // bool
+#define W_T uint8_t
+#define W_CT int
+#define W_LD(e) int(e)
+#define W_ST(v) uint8_t((v) != 0 ? 1 : 0)
+#define W_ISFLOAT 0
+#define W_ISBOOL 1
+#define W_SIZE 1
+#endif
+
+#if defined(W_DT) && W_DT == 8 // i8
+#define W_T int8_t
+#define W_CT int
+#define W_LD(e) int(e)
+#define W_ST(v) int8_t(v)
+#define W_ISFLOAT 0
+#define W_ISBOOL 0
+#define W_SIZE 1
 #endif

@@ -68,12 +68,19 @@ layout(push_constant) uniform PC {
 #endif
 } pc;
 layout(std430, binding = 0) readonly buffer BA { X_T a[]; };
-layout(std430, binding = 1) readonly buffer BB { X_T b[]; };
+layout(std430, binding = 1) readonly buffer BB { W_T b[]; };
 layout(std430, binding = 2) readonly buffer BC { X_T bias[]; };
 #if X_DT == 1
 #define VEC4LD 1
 layout(std430, binding = 0) readonly buffer BA4 { vec4 a4[]; };
+#if W_DT == 2
+// f16 weights: four halves per 64-bit load
+layout(std430, binding = 1) readonly buffer BB4 { uvec2 b4[]; };
+vec4 ld_b4(uint i) { uvec2 u = b4[i]; return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
+#else
 layout(std430, binding = 1) readonly buffer BB4 { vec4 b4[]; };
+vec4 ld_b4(uint i) { return b4[i]; }
+#endif
 #endif
 #ifdef SPLITK
 // Split-K partial pass: z index zz = bt*S + s sums K range [s*KS,
@@ -129,7 +136,7 @@ void fetch_vec(uint tid, bool ta, bool tb, uint baseA, uint baseB, uint m0, uint
 		uint gn, gk;
 		if (tb) { gn = n0 + c / (BK / 4u); gk = k0 + 4u * (c % (BK / 4u)); }
 		else { gk = k0 + c / BN4; gn = n0 + 4u * (c % BN4); }
-		vec4 v = (gn < pc.N && gk < ke) ? b4[(baseB + (tb ? gn * pc.K + gk : gk * pc.N + gn)) / 4u] : vec4(0);
+		vec4 v = (gn < pc.N && gk < ke) ? ld_b4((baseB + (tb ? gn * pc.K + gk : gk * pc.N + gn)) / 4u) : vec4(0);
 		rb[4u * i] = v.x; rb[4u * i + 1u] = v.y; rb[4u * i + 2u] = v.z; rb[4u * i + 3u] = v.w;
 	}
 }
@@ -251,7 +258,7 @@ void main() {
 			}
 			[[unroll]] for (uint r = 0u; r < LB; r++) {
 				uint gn = n0 + bn0 + r * bnS, gk = kb + bk0 + r * bkS;
-				rb[r] = (gn < N && gk < ke) ? CT(X_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)])) : CT(0);
+				rb[r] = (gn < N && gk < ke) ? CT(W_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)])) : CT(0);
 			}
 			store_stage(0u, ra, rb, am0, amS, ak0, akS, bn0, bnS, bk0, bkS);
 		}
@@ -272,7 +279,7 @@ void main() {
 				}
 				[[unroll]] for (uint r = 0u; r < LB; r++) {
 					uint gn = n0 + bn0 + r * bnS, gk = k0 + bk0 + r * bkS;
-					rb[r] = (gn < N && gk < ke) ? CT(X_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)])) : CT(0);
+					rb[r] = (gn < N && gk < ke) ? CT(W_LD(b[baseB + (tb ? gn * K + gk : gk * N + gn)])) : CT(0);
 				}
 			}
 			uint sa = cur * SA, sb = cur * SB;

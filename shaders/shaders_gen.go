@@ -99,6 +99,7 @@ var names = []string{
 	"cmp_u8",                   // binary.comp X_DT=6 Y_DT=7 NEED_8BIT=1 CMP=1
 	"conv_f16",                 // conv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"conv_f32",                 // conv.comp X_DT=1 Y_DT=1
+	"conv_f32w16",              // conv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1
 	"conv_f64",                 // conv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"convgemm_f16_l",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
 	"convgemm_f16_m",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
@@ -114,6 +115,13 @@ var names = []string{
 	"convgemm_f32_t",           // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4
 	"convgemm_f32_u",           // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4
 	"convgemm_f32_w",           // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4
+	"convgemm_f32w16_l",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"convgemm_f32w16_m",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f32w16_n",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f32w16_s",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f32w16_t",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f32w16_u",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f32w16_w",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
 	"convgemm_f64_n",           // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=16 TM=4 TN=4
 	"convgemm_f64_s",           // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4
 	"convgemm_f64_t",           // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
@@ -132,6 +140,13 @@ var names = []string{
 	"convgemmk_f32_t",          // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
 	"convgemmk_f32_u",          // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
 	"convgemmk_f32_w",          // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f32w16_l",       // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"convgemmk_f32w16_m",       // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f32w16_n",       // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f32w16_s",       // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f32w16_t",       // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f32w16_u",       // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f32w16_w",       // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
 	"convgemmk_f64_n",          // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1
 	"convgemmk_f64_s",          // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"convgemmk_f64_t",          // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
@@ -148,6 +163,7 @@ var names = []string{
 	"copyv_b4",                 // copy.comp ESIZE=4 VEC=1
 	"dwconv_f16",               // dwconv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"dwconv_f32",               // dwconv.comp X_DT=1 Y_DT=1
+	"dwconv_f32w16",            // dwconv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1
 	"dwconv_f64",               // dwconv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"fill_b1",                  // fill.comp ESIZE=1 NEED_8BIT=1
 	"fill_b2",                  // fill.comp ESIZE=2 NEED_16BIT=1
@@ -163,9 +179,11 @@ var names = []string{
 	"gatherel_b8",              // gatherel.comp ESIZE=8
 	"gemv_f16",                 // gemv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"gemv_f32",                 // gemv.comp X_DT=1 Y_DT=1
+	"gemv_f32w16",              // gemv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1
 	"gemv_f64",                 // gemv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"gemvsg_f16",               // gemv.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1
 	"gemvsg_f32",               // gemv.comp X_DT=1 Y_DT=1 SUBGROUP=1
+	"gemvsg_f32w16",            // gemv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 SUBGROUP=1
 	"gemvsg_f64",               // gemv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 SUBGROUP=1
 	"matmul_f16_l",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
 	"matmul_f16_l8",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8
@@ -185,6 +203,15 @@ var names = []string{
 	"matmul_f32_u",             // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4
 	"matmul_f32_v",             // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=128 BK=32 TM=4 TN=4
 	"matmul_f32_w",             // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4
+	"matmul_f32w16_l",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"matmul_f32w16_l8",         // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8
+	"matmul_f32w16_m",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"matmul_f32w16_n",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4
+	"matmul_f32w16_s",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"matmul_f32w16_t",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"matmul_f32w16_u",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"matmul_f32w16_v",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4
+	"matmul_f32w16_w",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
 	"matmul_f64_n",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=32 TM=4 TN=4
 	"matmul_f64_s",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4
 	"matmul_f64_t",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
@@ -208,6 +235,15 @@ var names = []string{
 	"matmulk_f32_u",            // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
 	"matmulk_f32_v",            // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
 	"matmulk_f32_w",            // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f32w16_l",         // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"matmulk_f32w16_l8",        // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
+	"matmulk_f32w16_m",         // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f32w16_n",         // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
+	"matmulk_f32w16_s",         // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f32w16_t",         // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f32w16_u",         // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f32w16_v",         // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
+	"matmulk_f32w16_w",         // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f64_n",            // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
 	"matmulk_f64_s",            // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f64_t",            // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1

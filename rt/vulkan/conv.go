@@ -132,27 +132,32 @@ func (l *lowering) Conv(o *rt.Conv) {
 	if !l.floatOnly(dt) {
 		return
 	}
-	cg, kg := o.C/o.Groups, o.K/o.Groups
-	nw := int64(o.K) * int64(cg) * int64(o.KH) * int64(o.KW)
-	shader := "conv_" + dt.String()
-	switch convPath(cg, kg, o.KH*o.KW) {
-	case "dw":
-		shader = "dwconv_" + dt.String()
-	case "gemm":
-		l.convGEMM(o, dt, nw)
+	half := rt.HalfWeights(o)
+	kdt, ok := l.kernelDType(dt, half)
+	if !ok {
 		return
 	}
-	l.convCommon(shader, dt, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW,
+	cg, kg := o.C/o.Groups, o.K/o.Groups
+	nw := int64(o.K) * int64(cg) * int64(o.KH) * int64(o.KW)
+	shader := "conv_" + kdt
+	switch convPath(cg, kg, o.KH*o.KW) {
+	case "dw":
+		shader = "dwconv_" + kdt
+	case "gemm":
+		l.convGEMM(o, dt, kdt, half, nw)
+		return
+	}
+	l.convCommon(shader, dt, half, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW,
 		o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, nw, &o.Act)
 }
 
 // convGEMM lowers o to convgemm.comp (push constants in the shader's order).
-func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, nw int64) {
+func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, kdt string, half bool, nw int64) {
 	for _, p := range []struct {
 		n string
 		r rt.Ref
 	}{{"W", o.W}, {"Y", o.Y}, {"Bias", o.Bias}} {
-		if p.r.Buf != nil && p.r.DType != dt {
+		if p.r.Buf != nil && p.r.DType != dt && !(half && p.n == "W") {
 			l.err = fmt.Errorf("Conv: %s is %s, want %s", p.n, p.r.DType, dt)
 			return
 		}
@@ -218,7 +223,7 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, nw int64) {
 		// partial pass: X, W -> scratch; reduction: scratch, Bias -> Y
 		pp := append(push, uint32(sk.s), uint32(sk.ks))
 		sb, ss := sk.scratch()
-		l.add(dispatch{shader: "convgemmk_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
+		l.add(dispatch{shader: "convgemmk_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
 			binds: []bind{binds[0], binds[1], binds[2], sb}, reads: reads[:2], writes: []span{ss}, push: pp,
 			groups: [3]uint32{uint32(gx), uint32(gy), uint32(min(int64(o.Groups)*int64(sk.s), int64(l.d.maxGroups[2])))}, scratch: sk.bytes})
 		rreads := []span{ss}
@@ -235,7 +240,7 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, nw int64) {
 		return
 	}
 	gz := uint32(min(int64(o.Groups), int64(l.d.maxGroups[2])))
-	l.add(dispatch{shader: "convgemm_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
+	l.add(dispatch{shader: "convgemm_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
 		binds: binds, reads: reads, writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), gz}})
 }
 
@@ -244,16 +249,18 @@ func (l *lowering) ConvTranspose(o *rt.ConvTranspose) {
 	if !l.floatOnly(dt) {
 		return
 	}
-	l.convCommon("convt_"+dt.String(), dt, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW,
+	l.convCommon("convt_"+dt.String(), dt, false, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW,
 		o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, int64(o.C)*int64(o.K/o.Groups)*int64(o.KH)*int64(o.KW), nil)
 }
 
-func (l *lowering) convCommon(shader string, dt rt.DType, x, w, bias, y rt.Ref, N, C, H, W, K, OH, OW, KH, KW, sh, sw, pt, pl, dh, dw, groups int, nw int64, act *rt.Activation) {
+// convCommon lowers the direct kernels (conv, dwconv, convt); half says
+// that W is f16 while the other operands are dt (the *_f32w16 variants).
+func (l *lowering) convCommon(shader string, dt rt.DType, half bool, x, w, bias, y rt.Ref, N, C, H, W, K, OH, OW, KH, KW, sh, sw, pt, pl, dh, dw, groups int, nw int64, act *rt.Activation) {
 	for _, p := range []struct {
 		n string
 		r rt.Ref
 	}{{"W", w}, {"Y", y}, {"Bias", bias}} {
-		if p.r.Buf != nil && p.r.DType != dt {
+		if p.r.Buf != nil && p.r.DType != dt && !(half && p.n == "W") {
 			l.err = fmt.Errorf("%s: %s is %s, want %s", l.op.OpName(), p.n, p.r.DType, dt)
 			return
 		}

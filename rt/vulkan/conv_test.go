@@ -24,12 +24,19 @@ func (c convCase) out() (int, int) {
 // checkConv runs c and compares it (and the sentinels around Y) with convRef.
 func checkConv(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c convCase, what string) {
 	t.Helper()
+	checkConvW(t, d, r, dt, dt, c, what)
+}
+
+// checkConvW is checkConv with W of dtype wdt: f16 with dt f32 is an
+// rt.HalfWeights op, held to f32's tolerance (W's values are f16's).
+func checkConvW(t *testing.T, d rt.Device, r *rand.Rand, dt, wdt rt.DType, c convCase, what string) {
+	t.Helper()
 	OH, OW := c.out()
 	x := randVals(r, dt, c.N*c.C*c.H*c.W, -1, 1)
-	w := randVals(r, dt, c.K*(c.C/c.G)*c.KH*c.KW, -1, 1)
+	w := randVals(r, wdt, c.K*(c.C/c.G)*c.KH*c.KW, -1, 1)
 	ny := c.N * c.K * OH * OW
 	yb := newBuf(t, d, dt, ny, nil)
-	op := &rt.Conv{X: newBuf(t, d, dt, len(x), x).ref([]int{len(x)}, nil), W: newBuf(t, d, dt, len(w), w).ref([]int{len(w)}, nil),
+	op := &rt.Conv{X: newBuf(t, d, dt, len(x), x).ref([]int{len(x)}, nil), W: newBuf(t, d, wdt, len(w), w).ref([]int{len(w)}, nil),
 		Y: yb.ref([]int{ny}, nil), N: c.N, C: c.C, H: c.H, Width: c.W, K: c.K, OH: OH, OW: OW, KH: c.KH, KW: c.KW,
 		StrideH: c.sh, StrideW: c.sw, PadT: c.pt, PadL: c.pl, DilH: c.dh, DilW: c.dw, Groups: c.G,
 		Act: rt.Activation{Fn: c.act, Alpha: 0.1}}
@@ -47,7 +54,7 @@ func checkConv(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c convCase,
 	for i := range want {
 		v := c.act.Apply(want[i], 0.1, 0)
 		if math.Abs(got[i]-v) > convTol(dt)*(ab[i]+1) {
-			t.Fatalf("%s %s %+v: Y[%d] = %v, want %v", what, dt, c, i, got[i], v)
+			t.Fatalf("%s %s (W %s) %+v: Y[%d] = %v, want %v", what, dt, wdt, c, i, got[i], v)
 		}
 	}
 }

@@ -118,7 +118,7 @@ func (d *device) hasSubgroupArith() bool {
 // followed by splitk.comp where column mode splits K across workgroups.
 // push holds matmul.comp's 24 words; offs the element offsets of A, B,
 // Bias, Y within their bindings.
-func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, binds []bind, reads, writes []span, push []uint32, offs []uint32) {
+func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, kdt string, binds []bind, reads, writes []span, push []uint32, offs []uint32) {
 	M, N, K, B := int64(o.M), int64(o.N), int64(o.K), int64(o.Batch)
 	// Row mode where both operands run along K; column mode otherwise.
 	column := M == 1 && N != 1 && !o.TransB || N == 1 && M != 1 && o.TransA
@@ -126,10 +126,11 @@ func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, binds []bind, reads, writes [
 	lim := l.d.phys.limits
 	cpu := l.d.phys.info.Kind == rt.KindCPU
 	sg := !cfg.NoSubgroup && l.d.hasSubgroupArith()
-	shader := "gemv_" + dt.String()
+	shader := "gemv_" + kdt
+	half := kdt != dt.String() // f16 weights (gemv_f32w16): loaded like f16
 	unit := int64(gemvLG)
 	if sg {
-		shader = "gemvsg_" + dt.String()
+		shader = "gemvsg_" + kdt
 		unit = max(int64(l.d.phys.caps.subgroupSize), 1)
 	}
 	lanes := int64(max(cfg.Lanes, 1))
@@ -139,7 +140,11 @@ func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, binds []bind, reads, writes [
 		wg -= unit
 	}
 	rows := int64(min(max(cfg.Rows, 1), gemvMaxRows))
-	unroll := gemvUnroll(cfg, column, dt, rows)
+	udt := dt
+	if half {
+		udt = rt.F16
+	}
+	unroll := gemvUnroll(cfg, column, udt, rows)
 	spec := []uint32{uint32(wg), uint32(rows), uint32(lanes), gemvLG, uint32(unroll)}
 
 	p := append(append([]uint32(nil), push...), 1, uint32(K))
@@ -163,9 +168,10 @@ func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, binds []bind, reads, writes [
 	bz := uint32(min(B, int64(l.d.maxGroups[2])))
 	if !column {
 		// W rows start at multiples of K; V and W at their offsets. A
-		// chunk (one 128-bit load) is four f32 or eight f16.
+		// chunk (one 128-bit load) is four f32 or eight f16 (f16
+		// weights: eight, two 128-bit loads of the f32 operand).
 		chunk := int64(4)
-		if dt == rt.F16 {
+		if dt == rt.F16 || half {
 			chunk = 8
 		}
 		if vec && aligned(chunk, K, int64(offs[0]), int64(offs[1]), sa, sb) {

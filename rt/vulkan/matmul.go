@@ -176,16 +176,35 @@ func pickFrom(tiles []gemmTile, dt rt.DType, m, n, batch int, sharedLim, maxInv 
 	return fit[len(fit)-1], true
 }
 
+// kernelDType returns the variant suffix of an op's float kernels: its
+// dtype, or "f32w16" for f16 weights with f32 activations (rt.HalfWeights),
+// which needs storageBuffer16BitAccess (16-bit storage).
+func (l *lowering) kernelDType(dt rt.DType, half bool) (string, bool) {
+	if !half {
+		return dt.String(), true
+	}
+	if !l.d.phys.caps.storage16 {
+		l.err = l.unsupported(rt.F16, "f16 weights need storageBuffer16BitAccess, which %s lacks", l.d.phys.info.Name)
+		return "", false
+	}
+	return "f32w16", true
+}
+
 func (l *lowering) MatMul(o *rt.MatMul) {
 	dt := o.A.DType
 	if !l.floatOnly(dt) {
+		return
+	}
+	half := rt.HalfWeights(o)
+	kdt, ok := l.kernelDType(dt, half)
+	if !ok {
 		return
 	}
 	for _, p := range []struct {
 		n string
 		r rt.Ref
 	}{{"B", o.B}, {"Y", o.Y}, {"Bias", o.Bias}} {
-		if p.r.Buf != nil && p.r.DType != dt {
+		if p.r.Buf != nil && p.r.DType != dt && !(half && p.n == "B") {
 			l.err = fmt.Errorf("MatMul: %s is %s, want %s", p.n, p.r.DType, dt)
 			return
 		}
@@ -259,7 +278,7 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 		al[0], al[1], be[0], be[1], aa[0], aa[1], ab[0], ab[1]}
 	bz := uint32(min(B, int64(l.d.maxGroups[2])))
 	if (M == 1 || N == 1) && K >= 128 {
-		l.gemv(o, dt, binds, reads, writes, push, offs)
+		l.gemv(o, dt, kdt, binds, reads, writes, push, offs)
 		return
 	}
 	if l.coopMatMul(o, dt, binds, reads, writes, push, bz) {
@@ -284,7 +303,7 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 		// partial pass: A, B -> scratch; reduction: scratch, Bias -> Y
 		pp := append(append([]uint32(nil), push...), uint32(sk.s), uint32(sk.ks))
 		sb, ss := sk.scratch()
-		l.add(dispatch{shader: "matmulk_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
+		l.add(dispatch{shader: "matmulk_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
 			binds: []bind{binds[0], binds[1], binds[2], sb}, reads: reads[:2], writes: []span{ss}, push: pp,
 			groups: [3]uint32{uint32(gx), uint32(gy), uint32(min(B*int64(sk.s), int64(l.d.maxGroups[2])))}, scratch: sk.bytes})
 		rflags := uint32(0)
@@ -301,7 +320,7 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 			reads: rreads, writes: writes, push: rp, groups: groups1D(l.d, B*M*N, wgSize), scratch: sk.bytes})
 		return
 	}
-	l.add(dispatch{shader: "matmul_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
+	l.add(dispatch{shader: "matmul_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
 		binds: binds, reads: reads, writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), bz}})
 }
 

@@ -35,6 +35,13 @@ func checkGEMM(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c gemmCase)
 // into their buffers (unaligned views).
 func checkGEMMAt(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c gemmCase, offA, offB int) {
 	t.Helper()
+	checkGEMMW(t, d, r, dt, dt, c, offA, offB)
+}
+
+// checkGEMMW is checkGEMMAt with B of dtype wdt: f16 with dt f32 is an
+// rt.HalfWeights op, held to f32's tolerance (B's values are f16's).
+func checkGEMMW(t *testing.T, d rt.Device, r *rand.Rand, dt, wdt rt.DType, c gemmCase, offA, offB int) {
+	t.Helper()
 	sa, sb, sy := c.m*c.k, c.k*c.n, c.m*c.n
 	if c.sa >= 0 {
 		sa = c.sa
@@ -44,11 +51,11 @@ func checkGEMMAt(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c gemmCas
 	}
 	na, nb, ny := (c.b-1)*sa+c.m*c.k, (c.b-1)*sb+c.k*c.n, (c.b-1)*sy+c.m*c.n
 	a := randVals(r, dt, na, -1, 1)
-	bv := randVals(r, dt, nb, -1, 1)
-	ab, bb, yb := newBuf(t, d, dt, offA+na, append(make([]float64, offA), a...)), newBuf(t, d, dt, offB+nb, append(make([]float64, offB), bv...)), newBuf(t, d, dt, ny, nil)
+	bv := randVals(r, wdt, nb, -1, 1)
+	ab, bb, yb := newBuf(t, d, dt, offA+na, append(make([]float64, offA), a...)), newBuf(t, d, wdt, offB+nb, append(make([]float64, offB), bv...)), newBuf(t, d, dt, ny, nil)
 	aref, bref := ab.ref([]int{na}, nil), bb.ref([]int{nb}, nil)
 	aref.Off += int64(offA * dt.Size())
-	bref.Off += int64(offB * dt.Size())
+	bref.Off += int64(offB * wdt.Size())
 	op := &rt.MatMul{A: aref, B: bref, Y: yb.ref([]int{ny}, nil),
 		Batch: c.b, M: c.m, N: c.n, K: c.k, TransA: c.ta, TransB: c.tb, StrideA: sa, StrideB: sb, StrideY: sy,
 		Alpha: 0.75, Beta: 1.5, Act: rt.Activation{Fn: c.act, Alpha: 0.1}}
@@ -100,7 +107,7 @@ func checkGEMMAt(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c gemmCas
 				e := bt*sy + i*c.n + j
 				if math.Abs(got[e]-v) > tol*(sabs+1) {
 					if bad < 3 {
-						t.Errorf("%s %v: Y[%d,%d,%d] = %v, want %v", dt, c, bt, i, j, got[e], v)
+						t.Errorf("%s (B %s) %v: Y[%d,%d,%d] = %v, want %v", dt, wdt, c, bt, i, j, got[e], v)
 					}
 					bad++
 				}
