@@ -53,6 +53,13 @@ type Options struct {
 	Parallel int
 	// Profile records per-node device times (Model.Profile).
 	Profile bool
+	// Precision is the dtype of the constant weights of Conv, Gemm and
+	// MatMul on the device: rt.F32 (or 0, the default) or rt.F16, which
+	// stores them in half precision while activations, biases and
+	// accumulation stay f32; see engine.Options.Precision for where it
+	// applies and its tolerance. A device that takes no weight in f16
+	// fails New with an *rt.UnsupportedError.
+	Precision rt.DType
 }
 
 // Errors of Load, New and Run that callers may match with errors.Is and
@@ -148,7 +155,7 @@ func New(g *model.Model, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	eo := engine.Options{Shapes: opts.Shapes, Dims: opts.Dims, Parallel: opts.Parallel, Profile: opts.Profile}
+	eo := engine.Options{Shapes: opts.Shapes, Dims: opts.Dims, Parallel: opts.Parallel, Profile: opts.Profile, Precision: opts.Precision}
 	if len(opts.Shares) > 0 && len(opts.Shares) != len(devs) {
 		return nil, errors.Join(fmt.Errorf("vrun: %d shares for the %d devices of %q", len(opts.Shares), len(devs), opts.Device), rt.CloseAll(devs))
 	}

@@ -25,6 +25,12 @@ type Info struct {
 	ChunkRows   int
 	Rows        int
 	ChunkReason string
+	// HalfWeightOps is the number of MatMul and Conv ops whose constant
+	// weights are stored in f16 (Options.Precision f16); HalfKeptOps the
+	// ones that kept f32 weights, with PrecisionNotes saying why.
+	HalfWeightOps  int
+	HalfKeptOps    int
+	PrecisionNotes []string
 }
 
 // Info describes the most recently used plan. Before the first Run of a
@@ -45,6 +51,8 @@ func (s *Session) Info() Info {
 	for k, v := range p.opCounts {
 		in.OpCounts[k] = v
 	}
+	in.HalfWeightOps, in.HalfKeptOps = p.half.ops, p.half.kept
+	in.PrecisionNotes = append([]string(nil), p.half.notes...)
 	for _, t := range p.inputs {
 		in.InputShapes[t.name] = t.shape
 	}

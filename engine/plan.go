@@ -60,6 +60,9 @@ type tensor struct {
 	// fold into the Conv's constants.
 	conv         *rt.Conv
 	convW, convB *tensor
+	// halfOf, when set, is the f32 constant whose values this f16 copy
+	// holds (precision f16: halfWeights).
+	halfOf *tensor
 }
 
 // isOutput reports whether root t is a graph output, itself or through
@@ -103,7 +106,8 @@ type plan struct {
 	sum      int64 // sum of all intermediate tensor sizes, without reuse
 	numOps   int
 	opCounts map[string]int
-	fold     *folder // evaluates constant nodes while planning
+	fold     *folder   // evaluates constant nodes while planning
+	half     halfStats // what the precision pass did (precision.go)
 
 	// Training plans only.
 	gradOut  []gradResult // gradients the caller may read after a step
@@ -157,6 +161,10 @@ type planMode struct {
 	// supports, when set, is the device's Supports: optional ops (rt.Fused)
 	// are emitted only where it accepts them.
 	supports func(rt.Op) error
+	// half, when set (Options.Precision f16), is the device's Supports:
+	// constant MatMul and Conv weights are stored in f16 where it accepts
+	// the op so (precision.go).
+	half func(rt.Op) error
 }
 
 // optional reports whether the plan may emit the optional op (rt.Fused):
@@ -279,6 +287,9 @@ func newPlan(m *model.Model, shapes map[string][]int, mode planMode, foldDev rt.
 	p.fuseGelu()
 	p.fuseActivation()
 	p.fuseElementwise()
+	if err := p.halfWeights(); err != nil {
+		return nil, err
+	}
 	if err := p.layout(end); err != nil {
 		return nil, err
 	}

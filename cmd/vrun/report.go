@@ -343,6 +343,17 @@ type runJSON struct {
 	Bench      *benchResult  `json:"bench,omitempty"`
 	Profile    []profileJSON `json:"profile,omitempty"`
 	Memory     *memoryJSON   `json:"memory,omitempty"`
+	// Precision, with -precision f16, says how many weight ops took f16.
+	Precision *precisionJSON `json:"precision,omitempty"`
+}
+
+// precisionJSON reports -precision f16: the Conv and MatMul ops whose
+// weights are stored in f16, those that kept f32 weights, and why.
+type precisionJSON struct {
+	Weights string   `json:"weights"`
+	HalfOps int      `json:"f16_weight_ops"`
+	KeptOps int      `json:"f32_weight_ops"`
+	Notes   []string `json:"notes,omitempty"`
 }
 
 // memoryJSON is the device memory of the model's session (the first
