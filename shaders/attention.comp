@@ -2,24 +2,27 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 // attention: fused scaled dot-product attention (rt.Attention), flash
-// style. One workgroup per (batch*head, block of BQ query rows); LANES
-// invocations per query row. The workgroup walks the keys in blocks of BK:
-// it stages the block's K and V rows in shared memory, each lane scores
-// BK/LANES keys of its row against the row's Q (scaled, in shared
-// memory) into a BQ×BK shared tile, and then every lane of the row folds
-// the tile into the row's running max, sum and output with an online
-// softmax, for its Dv/LANES output dims (lane, lane+LANES, ...). No score
-// tensor reaches memory. Compute is in f32 (CT) for f32 and f16 storage.
+// style. One workgroup per (batch*head, block of WG/LANES query rows); a
+// team of LANES invocations per query row. The workgroup walks the keys in
+// blocks of BK = LANES: it stages the block's K and V rows in shared
+// memory; lane j of a row scores key j against the row's Q (scaled, in
+// shared memory); the row's block maximum and the probabilities
+// p_j = exp(s_j - m) go through a shared BQ x BK tile; then each lane
+// folds the block into the row's running sum and its Dv/LANES output dims
+// (lane, lane+LANES, ...) with an online softmax. Each score and each
+// exponential is computed once. No score tensor reaches memory. Compute is
+// in f32 (CT) for f32 and f16 storage. The workgroup size (a multiple of
+// LANES, at most 256) is specialization constant 0.
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
 #include "mathf.glsl"
 
-#define LANES 8u
-#define BK 32u
+#define LANES 32u
+#define BK LANES
+#define MAXROWS 8u
 // DMAX (64 or 128, per variant) bounds D and Dv.
 #define DL (DMAX / LANES)
-
 layout(push_constant) uniform PC {
 	uint lq, lk, d, dv;
 	uint heads, nqb, flags, scaleBits; // flags: 1 causal, 2 mask
@@ -39,10 +42,10 @@ layout(std430, binding = 3) readonly buffer BM_ { X_T msk[]; };
 layout(std430, binding = 4) writeonly buffer BY_ { Y_T y[]; };
 
 #define BQ (WG / LANES)
-shared float qs[BQ * (DMAX + 1u)];
+shared float qs[MAXROWS * (DMAX + 1u)];
 shared float ks[BK * (DMAX + 1u)];
 shared float vs[BK * DMAX];
-shared float ss[BQ * (BK + 1u)];
+shared float ss[MAXROWS * (BK + 1u)];
 
 void main() {
 	uint t = gl_LocalInvocationID.x;
@@ -73,6 +76,7 @@ void main() {
 	float m = -M_INF, l = 0.0;
 	float acc[DL];
 	[[unroll]] for (uint u = 0u; u < DL; u++) acc[u] = 0.0;
+	uint so = row * (BK + 1u);
 	for (uint j0 = 0u; j0 < LK; j0 += BK) {
 		barrier();
 		for (uint e = t; e < BK * D; e += WG) {
@@ -86,35 +90,36 @@ void main() {
 			vs[r * DMAX + c] = j < LK ? float(X_LD(v[vbase + j * uint(pc.vi) + c * uint(pc.vd)])) : 0.0;
 		}
 		barrier();
-		// Scores of this lane's keys.
-		for (uint kk = lane; kk < BK; kk += LANES) {
-			uint j = j0 + kk;
-			float s = -M_INF;
-			if (j < lastKey && i < pc.lq) {
-				s = 0.0;
-				uint qo = row * (DMAX + 1u), ko = kk * (DMAX + 1u);
-				for (uint c = 0u; c < D; c++) s += qs[qo + c] * ks[ko + c];
-				if (masked) s += float(X_LD(msk[mbase + i * uint(pc.mi) + j * uint(pc.mj)]));
-			}
-			ss[row * (BK + 1u) + kk] = s;
+		// The score of this lane's key.
+		uint j = j0 + lane;
+		float s = -M_INF;
+		if (j < lastKey && i < pc.lq) {
+			s = 0.0;
+			uint qo = row * (DMAX + 1u), ko = lane * (DMAX + 1u);
+			for (uint c = 0u; c < D; c++) s += qs[qo + c] * ks[ko + c];
+			if (masked) s += float(X_LD(msk[mbase + i * uint(pc.mi) + j * uint(pc.mj)]));
 		}
+		ss[so + lane] = s;
 		barrier();
-		// Online softmax over the block, for this lane's output dims.
-		uint so = row * (BK + 1u);
 		float mb = -M_INF;
 		for (uint kk = 0u; kk < BK; kk++) mb = max(mb, ss[so + kk]);
 		float mn = max(m, mb);
-		if (mn == -M_INF) continue; // nothing attended yet
-		float alpha = exp(m - mn);
+		// Nothing attended yet (mn = -inf): p = 0 and the state stays.
+		bool none = mn == -M_INF;
+		float alpha = none ? 1.0 : exp(m - mn);
+		float p = none ? 0.0 : exp(s - mn);
+		barrier();
+		ss[so + lane] = p;
+		barrier();
 		l *= alpha;
 		[[unroll]] for (uint u = 0u; u < DL; u++) acc[u] *= alpha;
 		for (uint kk = 0u; kk < BK; kk++) {
-			float p = exp(ss[so + kk] - mn);
-			l += p;
+			float pk = ss[so + kk];
+			l += pk;
 			uint vo = kk * DMAX + lane;
-			[[unroll]] for (uint u = 0u; u < DL; u++) acc[u] += p * vs[vo + u * LANES];
+			[[unroll]] for (uint u = 0u; u < DL; u++) acc[u] += pk * vs[vo + u * LANES];
 		}
-		m = mn;
+		if (!none) m = mn;
 	}
 	if (i >= pc.lq) return;
 	float inv = l > 0.0 ? 1.0 / l : 0.0;

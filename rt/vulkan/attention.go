@@ -11,12 +11,30 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// attnWG is the workgroup size of attention.comp: attnRows query rows of
-// 8 lanes.
+// attention.comp runs a team of attnLanes invocations per query row, and
+// attnMaxRows rows per workgroup at most.
 const (
-	attnWG   = 128
-	attnRows = attnWG / 8
+	attnLanes   = 32
+	attnMaxRows = 8
 )
+
+// attnShared is attention.comp's shared memory in bytes for head sizes up
+// to dmax: the scaled queries, one block of K and V rows, and the score
+// tile (f32).
+func attnShared(dmax int) int {
+	return 4 * (attnMaxRows*(dmax+1) + attnLanes*(dmax+1) + attnLanes*dmax + attnMaxRows*(attnLanes+1))
+}
+
+// attnRows is the number of query rows per attention.comp workgroup for
+// bh heads of lq queries: 8 where that still gives two workgroups per
+// compute unit of a large GPU (132 on an H200), else 4 (BERT-base at
+// batch 1: 12 heads of 128 queries run as 384 workgroups).
+func attnRows(bh, lq int) int {
+	if int64(bh)*int64((lq+attnMaxRows-1)/attnMaxRows) >= 264 {
+		return attnMaxRows
+	}
+	return attnMaxRows / 2
+}
 
 // attentionOff reports whether VRUN_VK_ATTENTION=0 turns the fused
 // kernel off (the engine then lowers attention to MatMul and Softmax), to
@@ -47,6 +65,10 @@ func (l *lowering) attention(o *rt.Attention) {
 	}
 	if max(o.D, o.Dv) > 128 {
 		l.err = l.unsupported(dt, "head sizes %d and %d (at most 128)", o.D, o.Dv)
+		return
+	}
+	if sh := attnShared(dmax); sh > int(l.d.phys.limits.MaxComputeSharedMemorySize) {
+		l.err = l.unsupported(dt, "head sizes %d and %d need %d bytes of shared memory, the device has %d", o.D, o.Dv, sh, l.d.phys.limits.MaxComputeSharedMemorySize)
 		return
 	}
 	yst := o.Y.StridesOrContiguous()
@@ -87,7 +109,8 @@ func (l *lowering) attention(o *rt.Attention) {
 	if !ok {
 		return
 	}
-	nqb := (o.Lq + attnRows - 1) / attnRows
+	rows := attnRows(o.B*o.H, o.Lq)
+	nqb := (o.Lq + rows - 1) / rows
 	groups := int64(o.B) * int64(o.H) * int64(nqb)
 	if !fits32(groups) {
 		l.err = fmt.Errorf("Attention: %d workgroups", groups)
@@ -102,6 +125,6 @@ func (l *lowering) attention(o *rt.Attention) {
 		}
 	}
 	push = append(push, uint32(st[4][0]), uint32(st[4][1]), uint32(st[4][2]))
-	l.add(dispatch{shader: fmt.Sprintf("attention_%s_d%d", dt, dmax), spec: []uint32{attnWG}, binds: binds,
+	l.add(dispatch{shader: fmt.Sprintf("attention_%s_d%d", dt, dmax), spec: []uint32{uint32(rows * attnLanes)}, binds: binds,
 		reads: reads, writes: writes, groups: groups2D(l.d, groups), push: push})
 }
