@@ -98,7 +98,8 @@ func gemvEnvConfig(column bool) (gemvConfig, bool) {
 }
 
 // BenchmarkGEMVVariants runs every gemvSweep geometry on the 4096×14336
-// GEMV of BenchmarkGEMV in both layouts, f32 and f16: xW is x·W with W
+// GEMV of BenchmarkGEMV in both layouts, f32, f16 and f32w16 (f16 W with
+// f32 x and y, rt.HalfWeights: precision f16): xW is x·W with W
 // k×n (column mode), Wx is W·x with W n×k (MatMul M = 1 with TransB, row
 // mode, the Linear layout; 1024×4096 on a CPU device). It reports the
 // GB/s of reading W (gpu-GB/s from GPU timestamps, the split-K reduction
@@ -113,27 +114,28 @@ func BenchmarkGEMVVariants(b *testing.B) {
 		k, n = 1024, 4096 // lavapipe: within its 128 MiB binding range
 	}
 	defer func() { gemvForce = nil }()
-	for _, dt := range []rt.DType{rt.F32, rt.F16} {
+	for _, v := range []struct {
+		name   string
+		dt, wt rt.DType // x and y, W
+	}{{"f32", rt.F32, rt.F32}, {"f16", rt.F16, rt.F16}, {"f32w16", rt.F32, rt.F16}} {
+		dt, wt := v.dt, v.wt
 		w := make([]float64, k*n)
 		for i := range w {
 			w[i] = math.Sin(float64(i))
 		}
 		x := newBuf(b, d, dt, k, w[:k])
-		wb := newBuf(b, d, dt, k*n, w)
+		wb := newBuf(b, d, wt, k*n, w)
 		y := newBuf(b, d, dt, n, nil)
-		wr := w
-		if dt != rt.F32 {
-			wr = decode(dt, encode(dt, w))
-		}
+		xr, wr := decode(dt, encode(dt, w[:k])), decode(wt, encode(wt, w))
 		for _, layout := range []string{"xW", "Wx"} {
 			for _, cfg := range gemvSweep(layout == "xW") {
 				cfg := cfg
-				b.Run(dt.String()+"/"+layout+"/"+cfg.String(), func(b *testing.B) {
+				b.Run(v.name+"/"+layout+"/"+cfg.String(), func(b *testing.B) {
 					gemvForce = &cfg
 					op := &rt.MatMul{A: x.ref([]int{k}, nil), B: wb.ref([]int{k * n}, nil), Y: y.ref([]int{n}, nil),
 						Batch: 1, M: 1, N: n, K: k, Alpha: 1, TransB: layout == "Wx"}
-					benchOp(b, d, op, 0, float64(k*n*dt.Size()))
-					checkGEMVSample(b, d, y, wr, k, n, layout == "Wx")
+					benchOp(b, d, op, 0, float64(k*n*wt.Size()))
+					checkGEMVSample(b, d, y, xr, wr, k, n, layout == "Wx")
 				})
 			}
 		}
@@ -141,10 +143,10 @@ func BenchmarkGEMVVariants(b *testing.B) {
 }
 
 // checkGEMVSample checks 64 outputs of a BenchmarkGEMVVariants GEMV
-// (x = the first k elements of w) against float64 sums, with
-// TestGEMVConfigs' tolerance (relative to sum |x w| + 1), so that a sweep
+// (x, W's values w) against float64 sums, with TestGEMVConfigs'
+// tolerance for y's dtype (relative to sum |x w| + 1), so that a sweep
 // cannot pick a fast wrong geometry.
-func checkGEMVSample(b *testing.B, d rt.Device, y *tbuf, w []float64, k, n int, wx bool) {
+func checkGEMVSample(b *testing.B, d rt.Device, y *tbuf, x, w []float64, k, n int, wx bool) {
 	b.Helper()
 	got := y.read(b, d)
 	tol := tolFor(y.dt)
@@ -156,8 +158,8 @@ func checkGEMVSample(b *testing.B, d rt.Device, y *tbuf, w []float64, k, n int, 
 			if wx {
 				wv = w[j*k+i]
 			}
-			sum += w[i] * wv
-			mag += math.Abs(w[i] * wv)
+			sum += x[i] * wv
+			mag += math.Abs(x[i] * wv)
 		}
 		if math.Abs(got[j]-sum) > tol*(mag+1) {
 			b.Fatalf("y[%d] = %g, want %g (tolerance %g)", j, got[j], sum, tol*(mag+1))

@@ -228,8 +228,10 @@ func BenchmarkGEMMCoop(b *testing.B) {
 	}
 }
 
-// BenchmarkGEMV measures y = x W for a 4096x14336 f32 W (an LLM MLP
-// projection, M = 1), reporting the GB/s of reading W.
+// BenchmarkGEMV measures y = x W for a 4096x14336 W (an LLM MLP
+// projection, M = 1), reporting the GB/s of reading W: f32, and f32w16,
+// f16 W with f32 x and y (rt.HalfWeights, precision f16), whose time
+// against f32's is the speed-up of -precision f16 on such a layer.
 func BenchmarkGEMV(b *testing.B) {
 	d := testDevice(b)
 	const k, n = 4096, 14336
@@ -242,11 +244,19 @@ func BenchmarkGEMV(b *testing.B) {
 		w[i] = math.Sin(float64(i))
 	}
 	x := newBuf(b, d, dt, k, w[:k])
-	wb := newBuf(b, d, dt, k*n, w)
 	y := newBuf(b, d, dt, n, nil)
-	op := &rt.MatMul{A: x.ref([]int{k}, nil), B: wb.ref([]int{k * n}, nil), Y: y.ref([]int{n}, nil),
-		Batch: 1, M: 1, N: n, K: k, Alpha: 1}
-	benchOp(b, d, op, 0, float64(k*n*dt.Size()))
+	for _, wt := range []rt.DType{rt.F32, rt.F16} {
+		name := "f32"
+		if wt == rt.F16 {
+			name = "f32w16"
+		}
+		wb := newBuf(b, d, wt, k*n, w)
+		b.Run(name, func(b *testing.B) {
+			op := &rt.MatMul{A: x.ref([]int{k}, nil), B: wb.ref([]int{k * n}, nil), Y: y.ref([]int{n}, nil),
+				Batch: 1, M: 1, N: n, K: k, Alpha: 1}
+			benchOp(b, d, op, 0, float64(k*n*wt.Size()))
+		})
+	}
 }
 
 // benchOp replays op; it reports TFLOP/s for flop > 0 and GB/s for
