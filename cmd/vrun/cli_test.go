@@ -113,6 +113,9 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"version"}, 0, []string{"vrun ", "backends: "}},
 		{[]string{"-version"}, 0, []string{"vrun ", "backends: "}},
 		{[]string{"-device", "cpu", "-shape", "x=3x37", mlp}, 0, []string{"output   y"}},
+		{[]string{"-precision", "f64", mlp}, 2, []string{"-precision f64: want f32 or f16"}},
+		{[]string{"-device", "cpu", "-precision", "f16", "-shape", "x=3x37", mlp}, 1, []string{"precision f16", "cpu: op MatMul not supported for f16"}},
+		{[]string{"-device", "cpu", "-precision", "f32", "-shape", "x=3x37", mlp}, 0, []string{"output   y"}},
 	} {
 		out, code := vrunExit(t, tc.args...)
 		if code != tc.code {
@@ -192,6 +195,41 @@ func TestJSON(t *testing.T) {
 	var out, errb bytes.Buffer
 	if err := run([]string{"-json"}, &out, &errb); err == nil {
 		t.Error("-json without a model ran the demo")
+	}
+}
+
+// TestPrecisionF16OnVulkan runs the e2e CNN with -precision f16 on
+// Vulkan (lavapipe in CI): the report says every Conv and MatMul took f16
+// weights, and the outputs stay within 2e-3 of the f32 run's, relative to
+// the largest.
+func TestPrecisionF16OnVulkan(t *testing.T) {
+	if _, err := rt.Open("vulkan", nil); err != nil {
+		t.Skipf("no Vulkan device: %v", err)
+	}
+	cnn := filepath.Join(e2e.Dir(), "cnn.bin")
+	outs := map[string]runJSON{}
+	for _, p := range []string{"f32", "f16"} {
+		var out, errb bytes.Buffer
+		if err := run([]string{"-json", "-device", "vulkan", "-precision", p, "-shape", "x=2x3x15x13", cnn}, &out, &errb); err != nil {
+			t.Fatalf("-precision %s: %v\n%s", p, err, errb.String())
+		}
+		var v runJSON
+		must(t, json.Unmarshal(out.Bytes(), &v))
+		outs[p] = v
+	}
+	p := outs["f16"].Precision
+	if p == nil || p.Weights != "f16" || p.HalfOps != 4 || p.KeptOps != 0 || outs["f32"].Precision != nil {
+		t.Fatalf("precision report %+v (f32 run: %+v), want 4 f16-weight ops (3 Conv, 1 Gemm)", p, outs["f32"].Precision)
+	}
+	a, b := outs["f32"].Outputs[0].First, outs["f16"].Outputs[0].First
+	big := 0.0
+	for _, v := range a {
+		big = max(big, math.Abs(float64(v)))
+	}
+	for i := range a {
+		if d := math.Abs(float64(a[i] - b[i])); d > 2e-3*big {
+			t.Errorf("y[%d]: f16 weights %v, f32 %v (tolerance %g)", i, b[i], a[i], 2e-3*big)
+		}
 	}
 }
 
