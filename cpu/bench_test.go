@@ -342,24 +342,29 @@ func BenchmarkConvShapes(b *testing.B) {
 		// 3×3 stride-1 convolutions run every path: the heuristic's
 		// choice (auto), Winograd F(4,3) and F(2,3), the wide direct kernels and
 		// im2col + GEMM; GFLOP/s counts the direct convolution's flops
-		// for all of them.
+		// for all of them. Other ungrouped ones run the heuristic's
+		// choice, the wide direct kernels and the channels-in-lanes ones.
 		paths := []string{""}
 		if c.kk == 3 && c.s == 1 && c.g == 1 {
-			paths = []string{"/auto", "/wino", "/wino2", "/direct", "/im2col"}
+			paths = []string{"/auto", "/wino", "/wino2", "/direct", "/im2col", "/ocw"}
+		} else if c.g == 1 && c.c > 1 {
+			paths = []string{"", "/direct", "/ocw"}
 		}
 		for _, path := range paths {
 			b.Run(c.name+path, func(b *testing.B) {
-				saveW, saveD := winoMode, dcwOn
-				defer func() { winoMode, dcwOn = saveW, saveD }()
+				saveW, saveD, saveO := winoMode, dcwOn, ocwMode
+				defer func() { winoMode, dcwOn, ocwMode = saveW, saveD, saveO }()
 				switch path {
 				case "/wino":
 					winoMode = 1
 				case "/wino2":
 					winoMode = 2
 				case "/direct":
-					winoMode = -1
+					winoMode, ocwMode = -1, -1
 				case "/im2col":
-					winoMode, dcwOn = -1, false
+					winoMode, dcwOn, ocwMode = -1, false, -1
+				case "/ocw":
+					winoMode, ocwMode = -1, 1
 				}
 				d := NewDevice()
 				defer d.Close()

@@ -75,6 +75,9 @@ func convT[T floatT](o *rt.Conv) {
 		case wk != nil:
 			winoConv(o, wk, x32, w32, b32, y32)
 			return
+		case useOcw(o):
+			ocwConv(o, x32, w32, b32, y32)
+			return
 		case useDirectConv(o):
 			directConv(o, x32, w32, b32, y32)
 			return

@@ -40,4 +40,22 @@ func gemvAxpyAsm[T floatT](_, _ []T, _ int, _ []T, _, _ int) bool { return false
 
 func gemvAxpyFast() bool { return false }
 
+func ocwMaxP(int) int { return 0 }
+
+func ocwRun(_, _, _ int, _ []float32, _ []int, _ int, _, _, _ []float32, _, _ bool, _ []float32, _ int, _ bool, _, _ float32) {
+}
+
 func maxPool33Rows(_, _ []float32, _, _, _, _ int) bool { return false }
+
+// maxOffset returns the largest tap offset of offs. The assembly indexes x
+// with them unchecked, so a negative one is a bug in the caller (who).
+func maxOffset(who string, offs []int) int {
+	hi := 0
+	for _, o := range offs {
+		if o < 0 {
+			panic("cpu: " + who + ": negative offset")
+		}
+		hi = max(hi, o)
+	}
+	return hi
+}

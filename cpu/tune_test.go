@@ -10,6 +10,7 @@ import (
 // direct-convolution kernels' vectors per block (2 or 4), and VRUN_CPU_DCW=0
 // turns them off (convolutions with many channels then run as GEMMs);
 // VRUN_CPU_WINO=1 or -1 forces Winograd F(4,3) on or off where it applies;
+// VRUN_CPU_OCW=1 or -1 forces the channels-in-lanes kernels on or off;
 // VRUN_CPU_MP33=0 turns the 3×3 stride-2 max-pooling kernel off.
 func init() {
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_NPMAXN")); err == nil {
@@ -32,6 +33,9 @@ func init() {
 	}
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_MP33")); err == nil {
 		mp33On = v != 0
+	}
+	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_OCW")); err == nil {
+		ocwMode = v
 	}
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCWPW")); err == nil {
 		dcwPointwise = v != 0

@@ -1,0 +1,248 @@
+package cpu
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+
+	"github.com/vrun-go/vrun/rt"
+)
+
+// Channels-in-lanes direct convolution (f32, AVX-512; ocw_amd64.s): the
+// lanes of a vector are 16 output channels, as in onnxruntime's NCHWc
+// kernels, but the input and output stay NCHW. The input planes are laid
+// out as the direct convolutions lay them out (dconvPlan: padded, split
+// into stride phases, so that tap t of output (oh, ow) reads the buffer
+// at oh·wq + ow + offs[t]); a kernel call computes one tile of up to 6
+// outputs of one output row for 64 output channels (8 for 48, 12 for 32,
+// 16 for 16), broadcasting each input value once for all channels and
+// reading the weights as vectors, packed [tap][64] per block of channels.
+// Taps are summed in chunks of about 96 (24 KiB of packed weights, kept
+// in L1 across the tiles of a task's rows; partial sums in a per-task
+// NHWC scratch between chunks), and the last chunk scatters the tile into
+// the NCHW output with bias and a ReLU/Clip applied.
+//
+// Where the wide direct kernels (dcwRun, outputs in lanes) compute whole
+// blocks of 32 outputs along the phase-plane rows, so that a 13-wide
+// plane uses 169 of 224 lanes, these use every lane whatever the plane's
+// width; but each output is stored by a scatter and the packed weights
+// are a cached copy compared with the weights in full on every run (the
+// backend cannot tell constant weights), so they pay only on short rows
+// with many taps (ocwPick).
+
+// ocwMode forces the channels-in-lanes kernels on (1) or off (-1) for
+// every convolution they can run; 0 lets ocwPick choose (tests and
+// benchmarks, VRUN_CPU_OCW).
+var ocwMode = 0
+
+// ocwCan reports whether the channels-in-lanes kernels can run o.
+func ocwCan(o *rt.Conv) bool {
+	return ocwMaxP(4) > 0 && o.X.DType == rt.F32 && o.Groups == 1 && o.C > 1 && o.K >= 1 && o.OH > 0 && o.OW > 0
+}
+
+// useOcw reports whether o runs on the channels-in-lanes kernels.
+func useOcw(o *rt.Conv) bool {
+	if ocwMode < 0 || !ocwCan(o) {
+		return false
+	}
+	return ocwMode > 0 || ocwPick(o)
+}
+
+// ocwPick is the shape heuristic, from BenchmarkConvShapes (single-thread
+// CPU time against the wide direct kernels, three alternating rounds at
+// load 12-16): the channels-in-lanes kernels win only on windows larger
+// than 1×1 over short rows (at most 16 outputs, where dcwRun's 32-output
+// blocks waste a quarter of their lanes or more) with many taps and
+// output channels in whole blocks of 64: squeezenet's 64→256 3×3 on 13×13
+// 374-419 → 328-356 µs, 48→192 202-211 → 190-217. They lose on wider
+// planes (16→64 3×3 on 55×55 370-383 → 412-474, 32→128 on 27×27 338-354
+// → 355-379) and on 1×1 convolutions (128→16 on 55×55 106-163 → 140-223,
+// 512→1000 on 13×13 1134-1436 → 1624-2047: the scatters of the stores
+// and the weights compared every run outweigh the lanes saved), and the
+// weights are packed into a cached copy compared in full on every run,
+// so large ones (ResNet's 512-channel 3×3, 2.4 M weights) are left to
+// the other paths.
+func ocwPick(o *rt.Conv) bool {
+	taps := o.C * o.KH * o.KW
+	return o.KH*o.KW > 1 && o.StrideH == 1 && o.StrideW == 1 && o.OW <= 16 &&
+		taps >= 432 && o.K >= 128 && o.K%64 == 0 && o.K*taps <= 1<<20
+}
+
+// ocwBlocks returns the output-channel blocks of K channels: block i is
+// channels [16·start[i], 16·start[i+1]) clipped to K, at most 4 vectors.
+func ocwBlocks(K int) (nb int, vecs func(i int) (k0, nv int)) {
+	nvec := (K + 15) / 16
+	nb = (nvec + 3) / 4
+	return nb, func(i int) (int, int) {
+		v0 := 4 * i
+		return 16 * v0, min(4, nvec-v0)
+	}
+}
+
+// ocwPacked is the packed weights and bias of one weight tensor.
+type ocwPacked struct {
+	key     *float32
+	src     []float32 // the weights it was packed from
+	bias    []float32 // the bias it was packed with (nil: none)
+	w, b    []float32
+	taps, k int
+}
+
+// ocwCache keeps the packed weights of recent convolutions, at most
+// ocwCacheBytes, oldest dropped first.
+var ocwCache struct {
+	sync.Mutex
+	entries []*ocwPacked
+	bytes   int
+}
+
+const ocwCacheBytes = 64 << 20
+
+// ocwPack packs w ([K, taps]) and bias (nil: none) into blocks of 16·nv
+// channels, [tap][16·nv] each, zero past K.
+func ocwPack(w, bias []float32, K, taps int, pw, pb []float32) {
+	nb, vecs := ocwBlocks(K)
+	for i := 0; i < nb; i++ {
+		k0, nv := vecs(i)
+		kb := min(16*nv, K-k0)
+		dst := pw[k0*taps : k0*taps+16*nv*taps]
+		for t := 0; t < taps; t++ {
+			d := dst[t*16*nv : (t+1)*16*nv]
+			for k := 0; k < kb; k++ {
+				d[k] = w[(k0+k)*taps+t]
+			}
+			clear(d[kb:])
+		}
+	}
+	clear(pb)
+	copy(pb, bias)
+}
+
+// ocwWeights returns the packed weights and bias of w and bias, from the
+// cache when they are unchanged.
+func ocwWeights(w, bias []float32, K, taps int) (*ocwPacked, func()) {
+	w = w[:K*taps]
+	if bias != nil {
+		bias = bias[:K]
+	}
+	key := &w[0]
+	kp := (K + 15) / 16 * 16
+	ocwCache.Lock()
+	var e *ocwPacked
+	for _, c := range ocwCache.entries {
+		if c.key == key && c.taps == taps && c.k == K {
+			e = c
+			break
+		}
+	}
+	ocwCache.Unlock()
+	if e != nil && bytes.Equal(asBytes(e.src), asBytes(w)) && (bias == nil) == (e.bias == nil) && bytes.Equal(asBytes(e.bias), asBytes(bias)) {
+		return e, func() {}
+	}
+	ne := &ocwPacked{key: key, src: slices.Clone(w), taps: taps, k: K, w: make([]float32, kp*taps), b: make([]float32, kp)}
+	if bias != nil {
+		ne.bias = slices.Clone(bias)
+	}
+	ocwPack(w, bias, K, taps, ne.w, ne.b)
+	size := 4 * (len(ne.src) + len(ne.w))
+	ocwCache.Lock()
+	if e != nil {
+		if i := slices.Index(ocwCache.entries, e); i >= 0 {
+			ocwCache.entries = slices.Delete(ocwCache.entries, i, i+1)
+			ocwCache.bytes -= 4 * (len(e.src) + len(e.w))
+		}
+	}
+	for len(ocwCache.entries) > 0 && ocwCache.bytes+size > ocwCacheBytes {
+		old := ocwCache.entries[0]
+		ocwCache.bytes -= 4 * (len(old.src) + len(old.w))
+		ocwCache.entries = ocwCache.entries[1:]
+	}
+	if size <= ocwCacheBytes {
+		ocwCache.entries = append(ocwCache.entries, ne)
+		ocwCache.bytes += size
+	}
+	ocwCache.Unlock()
+	return ne, func() {}
+}
+
+// ocwTiles splits a row of n outputs into the fewest tiles of at most
+// pm, of sizes differing by at most one; tile i is [start(i), start(i+1)).
+func ocwTiles(n, pm int) (nt int, start func(i int) int) {
+	nt = (n + pm - 1) / pm
+	return nt, func(i int) int { return i * n / nt }
+}
+
+// ocwChunkBytes bounds the packed weights of one chunk of taps, which
+// the tiles of a task's rows all read (so that they stay in L1).
+var ocwChunkBytes = 24 << 10
+
+// ocwConv runs o (useOcw) on x, w, bias (nil: none) and y.
+func ocwConv(o *rt.Conv, x, w, bias, y []float32) {
+	p := newDconvPlan(o, w, bias)
+	defer func() {
+		p.o = nil
+		dconvPlans.Put(p)
+	}()
+	pk, done := ocwWeights(w, bias, o.K, p.taps)
+	defer done()
+	lo, hi, clamp := clampAct(o.Act)
+	nb, vecs := ocwBlocks(o.K)
+	P := o.OH * o.OW
+	bufLen := p.buf
+	if p.inPlace {
+		bufLen = 0
+	}
+	bs := getScratch[float32](bufLen)
+	defer putScratch(bs)
+	hiOff := maxOffset("ocwConv", p.offs)
+	// Tasks: (block, group of rows), block-major so that a worker's
+	// tasks of one block reuse its weights; about 128 outputs a task,
+	// fewer where that leaves the workers under two tasks each.
+	rows := min(o.OH, max(1, (128+o.OW-1)/o.OW))
+	for rows > 1 && nb*((o.OH+rows-1)/rows) < 2*workers() {
+		rows--
+	}
+	ngr := (o.OH + rows - 1) / rows
+	tasks := nb * ngr
+	// Taps in chunks of at most ocwChunkBytes of weights (whole windows).
+	tc := p.taps
+	if lim := max(1, ocwChunkBytes/256); p.taps > lim+lim/4 {
+		nch := (p.taps + lim - 1) / lim
+		tc = (p.taps + nch - 1) / nch
+		if kk := o.KH * o.KW; tc > kk {
+			tc = (tc + kk - 1) / kk * kk
+		}
+	}
+	for n := 0; n < o.N; n++ {
+		in := p.input(x, *bs, n, 0, true)
+		yn := y[n*o.K*P : (n+1)*o.K*P]
+		parallelFor(tasks, 1, func(t0, t1 int) {
+			as := getScratch[float32](rows * o.OW * 64)
+			acc := *as
+			for t := t0; t < t1; t++ {
+				i, gr := t/ngr, t%ngr
+				k0, nv := vecs(i)
+				kb := min(16*nv, o.K-k0)
+				wb := pk.w[k0*p.taps : (k0+16*nv)*p.taps]
+				bb := pk.b[k0 : k0+16*nv]
+				nt, start := ocwTiles(o.OW, ocwMaxP(nv))
+				oh0, oh1 := gr*rows, min(o.OH, (gr+1)*rows)
+				for c0 := 0; c0 < p.taps; c0 += tc {
+					c1 := min(p.taps, c0+tc)
+					offs, wc := p.offs[c0:c1], wb[c0*16*nv:]
+					for oh := oh0; oh < oh1; oh++ {
+						for j := 0; j < nt; j++ {
+							ow0, ow1 := start(j), start(j+1)
+							a := acc[((oh-oh0)*o.OW+ow0)*16*nv:]
+							ocwRun(nv, kb, ow1-ow0, in[oh*p.wq+ow0:], offs, hiOff, wc, bb, a, c0 == 0, c1 == p.taps, yn[k0*P+oh*o.OW+ow0:], P, clamp, lo, hi)
+						}
+					}
+				}
+			}
+			putScratch(as)
+		})
+		if o.Act.Fn != rt.Copy && !clamp {
+			actApply(o.Act.Fn, o.Act.Alpha, o.Act.Beta, yn)
+		}
+	}
+}
