@@ -41,6 +41,11 @@ layout(push_constant) uniform PC {
 	uint selectLast, offX, offY, mode;
 } pc;
 layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
+#ifdef VROWS
+#extension GL_KHR_shader_subgroup_basic : require
+#include "vrows.glsl"
+layout(std430, binding = 0) readonly buffer BX4 { X_VT x4[]; };
+#endif
 #ifdef ARG
 layout(std430, binding = 1) writeonly buffer BY { uint y[]; };
 #else
@@ -105,7 +110,66 @@ void store(uint r, AT s, AT m) {
 }
 #endif
 
+#ifdef VROWS
+vec4 rcomb4(uint fn, vec4 a, vec4 b) {
+	switch (fn) {
+	case 2u: return max(a, b);
+	case 3u: return min(a, b);
+	case 4u: return a * b;
+	}
+	return a + b;
+}
+vec4 rmap4(uint fn, vec4 v) {
+	switch (fn) {
+	case 5u: case 7u: return v * v;
+	case 6u: return abs(v);
+	}
+	return v;
+}
+
+// vrows (the VROWS variants: float functions but LogSumExp, contiguous
+// rows of a multiple of 4 items at offsets that are multiples of 4):
+// vrows.glsl's teams of pc.selectLast lanes; each lane keeps UNR/2 vector
+// loads in flight and as many vector accumulators, the team combines
+// them with subgroupShuffleXor (and, for a workgroup per row, through
+// shared memory).
+void vrows() {
+	uint L = pc.selectLast, n4 = pc.n >> 2, fn = pc.fn;
+	uint team, lane, nteams;
+	vrows_team(L, team, lane, nteams);
+	vec4 init = vec4(rinit(fn));
+	uint w = min(L, gl_SubgroupSize);
+	for (uint r = team; r < pc.outer; r += nteams) {
+		uint bx = (pc.offX >> 2) + r * n4;
+		vec4 a[UNR / 2u];
+		[[unroll]] for (uint j = 0u; j < UNR / 2u; j++) a[j] = init;
+		uint k = lane;
+		for (; k + (UNR / 2u - 1u) * L < n4; k += (UNR / 2u) * L) {
+			vec4 v[UNR / 2u];
+			[[unroll]] for (uint j = 0u; j < UNR / 2u; j++) v[j] = vec4(X_VLD(x4[bx + k + j * L]));
+			[[unroll]] for (uint j = 0u; j < UNR / 2u; j++) a[j] = rcomb4(fn, a[j], rmap4(fn, v[j]));
+		}
+		for (; k < n4; k += L) a[0] = rcomb4(fn, a[0], rmap4(fn, vec4(X_VLD(x4[bx + k]))));
+		[[unroll]] for (uint j = 1u; j < UNR / 2u; j++) a[0] = rcomb4(fn, a[0], a[j]);
+		AT acc = rcomb(fn, rcomb(fn, AT(a[0].x), AT(a[0].y)), rcomb(fn, AT(a[0].z), AT(a[0].w)));
+		for (uint s = w >> 1; s > 0u; s >>= 1) acc = rcomb(fn, acc, subgroupShuffleXor(acc, s));
+		if (L >= WG) {
+			if (gl_SubgroupInvocationID == 0u) sv[gl_SubgroupID] = acc;
+			barrier();
+			acc = sv[0];
+			for (uint i = 1u; i < gl_NumSubgroups; i++) acc = rcomb(fn, acc, sv[i]);
+			barrier();
+		}
+		if (lane == 0u) store(r, acc, AT(0));
+	}
+}
+#endif
+
 void main() {
+#ifdef VROWS
+	vrows();
+	return;
+#endif
 	uint total = pc.outer * pc.inner;
 	uint fn = pc.fn;
 	if (pc.mode == 1u) {

@@ -272,6 +272,8 @@ var names = []string{
 	"reduce_f64",               // reduce.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"reduce_i32",               // reduce.comp X_DT=4 Y_DT=4
 	"reduce_i64",               // reduce.comp X_DT=5 Y_DT=5 NEED_I64=1
+	"reducev_f16",              // reduce.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VROWS=1
+	"reducev_f32",              // reduce.comp X_DT=1 Y_DT=1 VROWS=1
 	"scatter_bool",             // scatter.comp X_DT=7 Y_DT=7 NEED_8BIT=1
 	"scatter_f16",              // scatter.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"scatter_f32",              // scatter.comp X_DT=1 Y_DT=1

@@ -229,7 +229,8 @@ func gpuCopy(d *device, dst, src rt.Buffer, n int64) (time.Duration, error) {
 // subgroup reductions, -nosg; and on rows of 128 and 768, with the
 // vector rows' lanes per row forced, -l<lanes>, which fall back to the
 // older kernels where the device's subgroups are narrower) and Reduce
-// Sum over the rows, and MaxPool 3×3/2 pad 1 on 32×64×112×112 (input
+// Sum over the rows (-novec, and a subgroup, -l32, or a workgroup, -l256,
+// per row), and MaxPool 3×3/2 pad 1 on 32×64×112×112 (input
 // plus output). Before the cases it times vkCmdCopyBuffer of the
 // same bytes (best of 10): every case also reports x-copy, its gpu-GB/s
 // over that copy's, the figure of issue 15's goal (≥ 0.9), measured in
@@ -394,9 +395,13 @@ func BenchmarkBandwidth(b *testing.B) {
 			}
 		}
 	}
-	run("sum-rows", func() rt.Op {
+	sumRows := func() rt.Op {
 		return &rt.Reduce{Fn: rt.Sum, X: mat(xa), Y: y.ref([]int{rows}, nil), Outer: rows, N: cols, Inner: 1}
-	}, nb, nil)
+	}
+	run("sum-rows", sumRows, nb, nil)
+	run("sum-rows-novec", sumRows, nb, novecRows)
+	run("sum-rows-l32", sumRows, nb, lanes(32))
+	run("sum-rows-l256", sumRows, nb, lanes(wgSize))
 	nc, h, w := 32*64, 112, 112
 	if isCPU(d) {
 		nc = 8

@@ -67,17 +67,27 @@ var (
 )
 
 // vrowLanes picks the VROWS variant's lanes per contiguous row of n
-// elements at element offsets offs within their bindings: 0 when it
-// cannot run them (f64, no subgroup shuffles, n not a multiple of 4, an
-// offset not a multiple of 4, a row past wgSize*vrowVectors*4 elements).
-// Otherwise the least power of two that gives each lane at most
-// vrowTarget vectors, up to the subgroup size; rows that need more lanes
-// than a subgroup go to a whole workgroup (wgSize).
+// elements at element offsets offs within their bindings, for softmax
+// and layer norm, which hold at most vrowVectors vectors per lane: 0 when
+// it cannot run them (f64, no subgroup shuffles, n not a multiple of 4,
+// an offset not a multiple of 4, a row past wgSize*vrowVectors*4
+// elements). Otherwise the least power of two that gives each lane at
+// most vrowTarget vectors, up to the subgroup size; rows that need more
+// lanes than a subgroup go to a whole workgroup (wgSize).
 func (l *lowering) vrowLanes(dt rt.DType, n int, offs ...uint32) int {
+	if noRowCache || n > wgSize*vrowVectors*4 {
+		return 0
+	}
+	return l.vecRowLanes(dt, n, vrowTarget, vrowVectors, offs)
+}
+
+// vecRowLanes is vrowLanes for target vectors per lane, and a whole
+// workgroup when a subgroup's lanes would take more than most each.
+func (l *lowering) vecRowLanes(dt rt.DType, n, target, most int, offs []uint32) int {
 	c := l.d.phys.caps
 	ns := int(c.subgroupSize)
-	if noVecRows || noRowCache || noSubgroupRows || dt == rt.F64 || !l.d.hasSubgroupArith() || c.subgroupOps&sgShuffle == 0 ||
-		ns < 1 || wgSize%ns != 0 || n%4 != 0 || n == 0 || n > wgSize*vrowVectors*4 {
+	if noVecRows || noSubgroupRows || dt == rt.F64 || !l.d.hasSubgroupArith() || c.subgroupOps&sgShuffle == 0 ||
+		ns < 1 || wgSize%ns != 0 || n%4 != 0 || n == 0 {
 		return 0
 	}
 	for _, o := range offs {
@@ -87,20 +97,28 @@ func (l *lowering) vrowLanes(dt rt.DType, n int, offs ...uint32) int {
 	}
 	n4 := n / 4
 	if f := vrowForceLanes; f > 0 {
-		if f == wgSize || (f <= ns && f&(f-1) == 0 && n4 <= f*vrowVectors) {
+		if f == wgSize || (f <= ns && f&(f-1) == 0 && n4 <= f*most) {
 			return f
 		}
 		return 0
 	}
 	lanes := 1
-	for lanes*vrowTarget < n4 && lanes < ns {
+	for lanes*target < n4 && lanes < ns {
 		lanes *= 2
 	}
-	if n4 > lanes*vrowVectors {
+	if n4 > lanes*most {
 		return wgSize
 	}
 	return lanes
 }
+
+// reduceTarget and reduceMost are vecRowLanes' vectors per lane for
+// reduce.comp's VROWS variants, which hold none: rows past a subgroup's
+// reduceMost vectors a lane go to a whole workgroup.
+const (
+	reduceTarget = 8
+	reduceMost   = 16
+)
 
 // vrowGroups is the workgroup grid of rows rows for lanes per row.
 func (l *lowering) vrowGroups(rows int64, lanes int) [3]uint32 {
@@ -173,6 +191,12 @@ func (l *lowering) Reduce(o *rt.Reduce) {
 	sel := uint32(0)
 	if o.SelectLast {
 		sel = 1
+	}
+	if o.Inner == 1 && !arg && o.Fn != rt.LogSumExp && isFloat(dt) {
+		if lanes := l.vecRowLanes(dt, o.N, reduceTarget, reduceMost, offs[:1]); lanes > 0 {
+			// word 4 (selectLast) carries the lanes
+			shader, sel, groups = "reducev_"+dt.String(), uint32(lanes), l.vrowGroups(total, lanes)
+		}
 	}
 	l.add(dispatch{shader: shader, spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, groups: groups,
 		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), uint32(o.Fn), sel, offs[0], offs[1], mode}})

@@ -141,3 +141,73 @@ func TestVecRows(t *testing.T) {
 		}
 	}
 }
+
+// TestVecReduce checks reduce.comp's VROWS variants (contiguous rows of
+// a multiple of 4 items as 4-item vectors; every float function but
+// LogSumExp and the Arg ones) against float64 references (reduceRef), on
+// every lane count the device allows, odd row counts, and views at
+// offsets that are not multiples of 4 (the older kernel runs those), and
+// that LogSumExp stays on the older kernel.
+func TestVecReduce(t *testing.T) {
+	d := testDevice(t)
+	dev := d.(*device)
+	defer func() { vrowForceLanes = 0 }()
+	r := rand.New(rand.NewSource(18))
+	ns := int(dev.phys.caps.subgroupSize)
+	vec := dev.hasSubgroupArith() && dev.phys.caps.subgroupOps&sgShuffle != 0
+	lanes := []int{0, wgSize}
+	for l := 1; l <= ns; l *= 2 {
+		lanes = append(lanes, l)
+	}
+	for _, dt := range []rt.DType{rt.F32, rt.F16} {
+		for f := rt.Sum; f <= rt.LogSumExp; f++ {
+			for _, n := range []int{4, 12, 132, 1028, 8192, 20000} {
+				for _, off := range []int{0, 4, 2} {
+					for _, force := range lanes {
+						if force != 0 && (off != 0 || (force != wgSize && n/4 > force*reduceMost)) {
+							continue
+						}
+						vrowForceLanes = force
+						rows := 37
+						if n >= 8192 {
+							rows = 3
+						}
+						lo, hi := -2.0, 2.0
+						if f == rt.Prod {
+							lo, hi = 0.99, 1.01
+						}
+						xs := randVals(r, dt, off+rows*n, lo, hi)
+						xb := newBuf(t, d, dt, len(xs), xs)
+						xr := xb.ref([]int{rows * n}, nil)
+						xr.Off += int64(off * dt.Size())
+						yb := newBuf(t, d, dt, rows, nil)
+						op := &rt.Reduce{Fn: f, X: xr, Y: yb.ref([]int{rows}, nil), Outer: rows, N: n, Inner: 1}
+						what := fmt.Sprintf("%s %s n=%d off=%d lanes=%d", dt, f, n, off, force)
+						ds, err := dev.lower(op)
+						if err != nil {
+							t.Fatal(err)
+						}
+						wantVec := vec && off%4 == 0 && f != rt.LogSumExp
+						if got := strings.HasPrefix(ds[0].shader, "reducev_"); got != wantVec {
+							t.Errorf("%s: shader %s, want VROWS %v", what, ds[0].shader, wantVec)
+						}
+						backendtest.Run(t, d, op)
+						want := make([]float64, rows)
+						for o := range want {
+							want[o] = representable(dt, reduceRef(f, xs[off+o*n:off+(o+1)*n], false))
+						}
+						tol := 2e-5
+						if dt == rt.F16 {
+							tol = 4e-3
+						}
+						if f == rt.Sum || f == rt.Mean {
+							// sums of ±2: relative to the sum of |x|
+							tol *= 4
+						}
+						compare(t, what, yb.read(t, d), want, tol)
+					}
+				}
+			}
+		}
+	}
+}

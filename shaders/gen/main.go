@@ -185,6 +185,7 @@ func variants() []variant {
 			add("softmaxsg_"+n, "softmax.comp", append(base, []string{"SUBGROUP=1"})...)
 			add("normalizesg_"+n, "normalize.comp", append(base, []string{"SUBGROUP=1"})...)
 			// vector rows (vrows.glsl; rt/vulkan's vrowLanes)
+			add("reducev_"+n, "reduce.comp", append(base, []string{"VROWS=1"})...)
 			add("softmaxv_"+n, "softmax.comp", append(base, []string{"SUBGROUP=1", "VROWS=1"})...)
 			add("normalizev_"+n, "normalize.comp", append(base, []string{"SUBGROUP=1", "VROWS=1"})...)
 		}
