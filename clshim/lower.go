@@ -171,8 +171,17 @@ func roundUp(n int64, m int) int {
 	return int((n + int64(m) - 1) / int64(m) * int64(m))
 }
 
+// oneKernel are the kernels files whose kernels are guarded by
+// ONE_KERNEL and KERNEL_<name>: kernel builds a program of such a file
+// with only the kernel it needs, a fraction of the file's code (NVIDIA's
+// OpenCL compiler takes time in proportion).
+var oneKernel = map[string]bool{"gemm.cl": true, "conv.cl": true, "reduce.cl": true, "elementwise.cl": true}
+
 // kernel creates a kernel of program file/defines.
 func (d *device) kernel(op rt.Op, file, defines, name string) (*args, error) {
+	if oneKernel[file] {
+		defines += " -DONE_KERNEL -DKERNEL_" + name
+	}
 	d.mu.Lock()
 	probe := d.probes[op]
 	if probe != nil {

@@ -17,13 +17,12 @@ func (s gemmShape) defs(dt rt.DType) string {
 	return fmt.Sprintf("%s -DTM=%d -DTN=%d -DTK=%d -DWM=%d -DWN=%d", typeDefs(dt), s.tm, s.tn, s.tk, s.wm, s.wn)
 }
 
-// kernelDefs are the defines of a gemm.cl program holding only kernel
-// (gemm or conv_gemm) with its epilogue activation fixed to act: the
-// compiler then keeps one case of act's switch in the unrolled epilogue,
-// and the program is a fraction of the whole file (NVIDIA's compiler
-// takes seconds on the whole of it).
-func (s gemmShape) kernelDefs(dt rt.DType, kernel string, act rt.UnaryFn) string {
-	return fmt.Sprintf("%s -DKERNEL_%s -DACT_FN=%d", s.defs(dt), kernel, int(act))
+// actDefs are the defines of a gemm.cl program whose epilogue
+// activation is fixed to act: the compiler then keeps one case of act's
+// switch in the unrolled epilogue (NVIDIA's compiler takes seconds on all
+// of them).
+func (s gemmShape) actDefs(dt rt.DType, act rt.UnaryFn) string {
+	return fmt.Sprintf("%s -DACT_FN=%d", s.defs(dt), int(act))
 }
 
 // local is the work-group shape (x, y).
@@ -77,7 +76,7 @@ func (d *device) lowerMatMul(o *rt.MatMul) (*launchSpec, error) {
 	}
 	dt := o.A.DType
 	s := d.pickGEMM(dt, o.M, o.N, o.Batch)
-	a, err := d.kernel(o, "gemm.cl", s.kernelDefs(dt, "gemm", o.Act.Fn), "gemm")
+	a, err := d.kernel(o, "gemm.cl", s.actDefs(dt, o.Act.Fn), "gemm")
 	if err != nil {
 		return nil, err
 	}

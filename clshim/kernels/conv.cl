@@ -5,6 +5,7 @@
 // for convolutions with few output channels per group (depthwise): no
 // integer division in the index math, weights of one channel shared by
 // the work-group's rows.
+#if !defined(ONE_KERNEL) || defined(KERNEL_conv_direct)
 __kernel void conv_direct(__global const T* X, long xo, __global const T* W, long wo,
                           __global const T* bias, long bio, __global T* Y, long yo,
                           int C, int H, int Wd, int Kc, int OH, int OW, int KH, int KW,
@@ -33,9 +34,11 @@ __kernel void conv_direct(__global const T* X, long xo, __global const T* W, lon
 	}
 	ST(Y, yo + ((long)z * OH + oh) * OW + ow, act(actFn, s, actA, actB));
 }
+#endif
 
 // convt: Y[n,k,oh,ow] = bias[k] + sum X[n,c,ih,iw] * W[c,k%Kg,kh,kw]
 // over oh = ih*SH - PT + kh*DH, ow likewise, c in k's group.
+#if !defined(ONE_KERNEL) || defined(KERNEL_convt)
 __kernel void convt(long total, __global const T* X, long xo, __global const T* W, long wo,
                     __global const T* bias, long bio, __global T* Y, long yo,
                     int C, int H, int Wd, int Kc, int OH, int OW, int KH, int KW,
@@ -70,6 +73,7 @@ __kernel void convt(long total, __global const T* X, long xo, __global const T* 
 	}
 	ST(Y, yo + gid, s);
 }
+#endif
 
 // pad_count is the number of taps start + t*dil (t < k) inside [lo, hi).
 inline int pad_count(int start, int dil, int k, int lo, int hi) {
@@ -82,6 +86,7 @@ inline int pad_count(int start, int dil, int k, int lo, int hi) {
 }
 
 // pool: fn 0 max, 1 avg, 2 Lp (as rt.PoolFn).
+#if !defined(ONE_KERNEL) || defined(KERNEL_pool)
 __kernel void pool(long total, __global const T* X, long xo, __global T* Y, long yo,
                    int H, int Wd, int OH, int OW, int KH, int KW, int SH, int SW,
                    int PT, int PL, int PB, int PR, int DH, int DW, int fn, int incl, int P) {
@@ -123,3 +128,4 @@ __kernel void pool(long total, __global const T* X, long xo, __global T* Y, long
 	else r = pow(s, (ACC)1 / (ACC)P);
 	ST(Y, yo + gid, r);
 }
+#endif

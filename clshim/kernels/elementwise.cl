@@ -78,6 +78,7 @@ inline long unop(int fn, long x, long a, long b) {
 }
 #endif
 
+#if !defined(ONE_KERNEL) || defined(KERNEL_unary)
 __kernel void unary(long total, int rank, int8 shape,
                     __global const T* x, long xo, int8 xs,
                     __global T* y, long yo, int8 ys,
@@ -85,7 +86,9 @@ __kernel void unary(long total, int rank, int8 shape,
 	if (!ew_item(total, rank, shape, xs, ys, (int8)(0), (int8)(0), &xo, &yo, 0, 0)) return;
 	ST(y, yo, unop(fn, LD(x, xo), a, b));
 }
+#endif
 
+#if !defined(ONE_KERNEL) || defined(KERNEL_binary)
 __kernel void binary(long total, int rank, int8 shape,
                      __global const T* A, long ao, int8 as,
                      __global const T* B, long bo, int8 bs,
@@ -93,7 +96,9 @@ __kernel void binary(long total, int rank, int8 shape,
 	if (!ew_item(total, rank, shape, as, bs, ys, (int8)(0), &ao, &bo, &yo, 0)) return;
 	ST(y, yo, binop(fn, LD(A, ao), LD(B, bo)));
 }
+#endif
 
+#if !defined(ONE_KERNEL) || defined(KERNEL_compare)
 __kernel void compare(long total, int rank, int8 shape,
                       __global const T* A, long ao, int8 as,
                       __global const T* B, long bo, int8 bs,
@@ -110,3 +115,4 @@ __kernel void compare(long total, int rank, int8 shape,
 	}
 	y[yo] = r ? 1 : 0;
 }
+#endif

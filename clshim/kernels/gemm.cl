@@ -92,9 +92,7 @@ inline ACC gemm_ld(__global const T* X, long xo, int r, int k, int R, int Kd, in
 		bs[k * PN + n] = rb[e]; \
 	}
 
-// A program holds both kernels, or only the one that KERNEL_gemm or
-// KERNEL_conv_gemm names (the host builds each kernel on its own).
-#ifndef KERNEL_conv_gemm
+#if !defined(ONE_KERNEL) || defined(KERNEL_gemm)
 __kernel __attribute__((reqd_work_group_size(RN, RM, 1)))
 void gemm(__global const T* A, long ao, __global const T* B, long bo,
           __global const T* bias, long bio, int bs0, int bs1,
@@ -144,10 +142,10 @@ void gemm(__global const T* A, long ao, __global const T* B, long bo,
 
 #endif
 
-#ifndef KERNEL_gemm
 // conv_gemm: for image n and group g (z = n*G + g), Y[k, p] =
 // W_g[k, r] @ col[r, p] with r = (c, kh, kw), p = (oh, ow); bias and
 // activation in the epilogue.
+#if !defined(ONE_KERNEL) || defined(KERNEL_conv_gemm)
 __kernel __attribute__((reqd_work_group_size(RN, RM, 1)))
 void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
                __global const T* bias, long bio, __global T* Y, long yo,

@@ -93,6 +93,7 @@ inline void row_partial(int fn, int last, __global const T* x, long base, long s
 }
 
 // reduce_serial: one work-item per output.
+#if !defined(ONE_KERNEL) || defined(KERNEL_reduce_serial)
 __kernel void reduce_serial(__global const T* x, long xo, __global T* y, __global long* yi, long yo,
                             int outer, int n, int inner, int fn, int last) {
 	long q = get_global_id(0);
@@ -119,6 +120,7 @@ __kernel void reduce_serial(__global const T* x, long xo, __global T* y, __globa
 	row_partial(fn, last, x, base, inner, 0, 1, n, (ACC)0, &r, &ri);
 	ST(y, yo + q, red_final(fn, r, n));
 }
+#endif
 
 // tree combines v over the work-group with fn (sum when fn is R_Sum).
 inline ACC tree(__local ACC* buf, int fn, ACC v) {
@@ -135,6 +137,7 @@ inline ACC tree(__local ACC* buf, int fn, ACC v) {
 }
 
 // reduce_wg: one work-group of RWG work-items per output.
+#if !defined(ONE_KERNEL) || defined(KERNEL_reduce_wg)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1)))
 void reduce_wg(__global const T* x, long xo, __global T* y, __global long* yi, long yo,
                int outer, int n, int inner, int fn, int last) {
@@ -182,9 +185,11 @@ void reduce_wg(__global const T* x, long xo, __global T* y, __global long* yi, l
 	r = tree(buf, fn, r);
 	if (t == 0) ST(y, yo + q, red_final(fn, r, n));
 }
+#endif
 
 #if IS_FLOAT
 // softmax: one work-group per row of N elements with stride Inner.
+#if !defined(ONE_KERNEL) || defined(KERNEL_softmax)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1)))
 void softmax(__global const T* x, long xo, __global T* y, long yo, int n, int inner, int logm) {
 	__local ACC buf[RWG];
@@ -214,8 +219,10 @@ void softmax(__global const T* x, long xo, __global T* y, long yo, int n, int in
 		}
 	}
 }
+#endif
 
 // normalize_rows: one work-group per row; population variance, two passes.
+#if !defined(ONE_KERNEL) || defined(KERNEL_normalize_rows)
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1)))
 void normalize_rows(__global const T* x, long xo, __global T* y, long yo,
                __global const T* scale, long so, __global const T* bias, long bo,
@@ -239,4 +246,5 @@ void normalize_rows(__global const T* x, long xo, __global T* y, long yo,
 		ST(y, yo + base + j, z);
 	}
 }
+#endif
 #endif
