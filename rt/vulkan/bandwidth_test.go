@@ -222,7 +222,8 @@ func gpuCopy(d *device, dst, src rt.Buffer, n int64) (time.Duration, error) {
 // the device copy (copy-buffer: vkCmdCopyBuffer between timestamps, and
 // rt.CopyBuffer's wall clock, which adds a submit and a fence wait;
 // copy-kernel: Unary Copy, copy.comp), Add, Relu, Add of a bias row and a
-// cast to f16 (each also with the 4-item vector variants off, -novec),
+// cast to f16 (each also with the 4-item vector variants off, -novec;
+// the copy also with its workgroups capped, -g<groups>),
 // Softmax, Normalize
 // (layer norm; both also with the 4-item vector rows off, -novec, the
 // row-in-registers path off, -nocache, and shared-memory instead of
@@ -349,6 +350,13 @@ func BenchmarkBandwidth(b *testing.B) {
 	} {
 		run(c.name, c.op, c.bytes, nil)
 		run(c.name+"-novec", c.op, c.bytes, novec)
+	}
+	// fewer, fuller workgroups looping over the grid (H200: 132 SMs)
+	for _, g := range []int{132 * 8, 132 * 32} {
+		run(fmt.Sprintf("copy-kernel-g%d", g), func() rt.Op { return &rt.Unary{Fn: rt.Copy, X: flat(xa), Y: flat(y)} }, 2*nb, func() func() {
+			ewMaxGroups = g
+			return func() { ewMaxGroups = 0 }
+		})
 	}
 	novecRows := func() func() {
 		noVecRows = true

@@ -14,8 +14,13 @@ import (
 const ewUnroll = 4
 
 // noVecEW turns the 4-item vector variants of the elementwise kernels off
-// (tests and benchmarks compare both paths).
-var noVecEW bool
+// (tests and benchmarks compare both paths); ewMaxGroups, when > 0, caps
+// their workgroups (the kernels loop over the grid: fewer, fuller
+// workgroups).
+var (
+	noVecEW     bool
+	ewMaxGroups int
+)
 
 // vecDTypes are the dtypes of the vector variants unaryv_, binaryv_ and
 // castv_ (shaders/gen: vec.glsl's X_VT).
@@ -90,6 +95,9 @@ func (l *lowering) ew(shader, vec string, splat bool, names []string, refs []rt.
 	groups := groups1D(l.d, items, wgSize*ewUnroll)
 	if items == 0 {
 		groups = groups1D(l.d, n, wgSize) // only the tail
+	}
+	if ewMaxGroups > 0 && groups[0] > uint32(ewMaxGroups) {
+		groups[0] = uint32(ewMaxGroups)
 	}
 	dsp := dispatch{shader: shader, spec: []uint32{wgSize}, groups: groups}
 	push := append([]uint32{}, header...)
