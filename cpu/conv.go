@@ -7,7 +7,13 @@ import (
 // colLimit bounds the col2im scratch matrix of ConvTranspose, in elements.
 const colLimit = 1 << 22
 
-func convOp(o *rt.Conv) { byFloat(o.X.DType, o, convT[float64], convT[float32]) }
+func convOp(o *rt.Conv) {
+	if o.Res.Buf != nil {
+		convOpRes(o)
+		return
+	}
+	byFloat(o.X.DType, o, convT[float64], convT[float32])
+}
 
 // ceilDiv is ceil(a/b) for b > 0 and any a.
 func ceilDiv(a, b int) int {

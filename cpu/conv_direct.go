@@ -112,6 +112,9 @@ type dconvPlan struct {
 	// a (b); fill skips the others (1×1 stride-2 convolutions read one
 	// phase in four). All set for strides of 64 or more.
 	rowPh, colPh uint64
+	// res is the residual (o.Res) of the whole output, or nil: chunk adds
+	// it to the rows it computed (see conv_res.go).
+	res []float32
 }
 
 // dconvPlans recycles plans (and their slices) between runs.
@@ -133,6 +136,9 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 		p = new(dconvPlan)
 	}
 	*p = dconvPlan{o: o, cg: o.C / o.Groups, kg: o.K / o.Groups, offs: p.offs[:0], kb0: p.kb0[:0], wp: p.wp, bias: p.bias}
+	if o.Res.Buf != nil {
+		p.res = lin[float32](o.Res, o.N*o.K*o.OH*o.OW)
+	}
 	sh, sw := o.StrideH, o.StrideW
 	hp := (o.OH-1)*sh + (o.KH-1)*o.DilH + 1
 	wpd := (o.OW-1)*sw + (o.KW-1)*o.DilW + 1
@@ -372,6 +378,9 @@ func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 	xb := buf[oh0*p.wq:]
 	yb := y[(n*o.K+k0)*P:]
 	lo, hi, clamp := clampAct(o.Act)
+	if p.res != nil {
+		clamp = false
+	}
 	switch {
 	case p.wide && (p.wq == o.OW || !p.byRows):
 		// One flat run of nq outputs, straight into y when the phase
@@ -397,6 +406,19 @@ func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 			dconvRun(kb, nq, xb, p.offs, wb, p.bias[k0:k1], out, ldo)
 			p.copyOut(out, yb, kb, ldo, oh0, oh1)
 		}
+	}
+	if p.res != nil {
+		rb := p.res[(n*o.K+k0)*P:]
+		if oh0 == 0 && oh1 == o.OH {
+			// Whole planes: the block's channels are one run.
+			addAct(o.Act, yb[:kb*P], rb[:kb*P])
+			return
+		}
+		for k := 0; k < kb; k++ {
+			r0, r1 := k*P+oh0*o.OW, k*P+oh1*o.OW
+			addAct(o.Act, yb[r0:r1], rb[r0:r1])
+		}
+		return
 	}
 	if o.Act.Fn != rt.Copy && !clamp {
 		for k := 0; k < kb; k++ {
@@ -452,7 +474,7 @@ func (p *dconvPlan) copyOut(out, yb []float32, kb, ldo, oh0, oh1 int) {
 func directConv(o *rt.Conv, x, w, bias, y []float32) {
 	p := newDconvPlan(o, w, bias)
 	defer func() {
-		p.o = nil
+		p.o, p.res = nil, nil
 		dconvPlans.Put(p)
 	}()
 	units := o.N * o.Groups

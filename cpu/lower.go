@@ -35,6 +35,16 @@ func supports(op rt.Op) error {
 		}
 		return nil
 	}
+	if o, ok := op.(*rt.Conv); ok && o.Res.Buf != nil {
+		// The residual (same dtype as Y; one overlapping Y is copied
+		// first, see convOpRes).
+		if o.Res.DType != o.Y.DType {
+			return unsupported(op, o.Res.DType, "Res dtype differs from Y's")
+		}
+		c := *o
+		c.Res = rt.Ref{}
+		return rt.ReferenceSupport(BackendName, &c)
+	}
 	return rt.ReferenceSupport(BackendName, op)
 }
 

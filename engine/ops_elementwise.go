@@ -212,6 +212,11 @@ func lowerBinary(c *nodeCtx, fn rt.BinaryFn, a, b *tensor, i int) error {
 	if (fn.IsLogical()) && a.dtype != rt.Bool {
 		return c.errf("%s needs bool operands, got %s", fn, a.dtype)
 	}
+	if fn == rt.Add && sameShape(a.shape, b.shape) {
+		if foldResidual(c, a, b, i) || foldResidual(c, b, a, i) {
+			return nil
+		}
+	}
 	shape, err := broadcastShapes(a.shape, b.shape)
 	if err != nil {
 		return err
@@ -318,4 +323,34 @@ func onnxDType(code int64) (rt.DType, error) {
 		return rt.F64, nil
 	}
 	return 0, fmt.Errorf("%w: ONNX data type %d", ErrUnsupportedFeature, code)
+}
+
+// foldResidual folds out = x + r into the Conv that wrote x, as its
+// residual (rt.Conv.Res: the shortcut Add of a ResNet or MobileNetV2
+// block), and reports whether it did. It does when x comes straight from
+// a Conv (its bias and BatchNormalization folded in, no activation yet)
+// that only this node reads, r (of x's shape) was computed before that
+// Conv ran, and the device runs a Conv with a residual (an inference plan
+// that may fuse: not with Options.NoFusion). An activation node reading
+// the sum can still fuse into the Conv (Act applies after Res); a
+// BatchNormalization cannot (it would have to scale the residual too).
+func foldResidual(c *nodeCtx, x, r *tensor, i int) bool {
+	if x.conv == nil || x.act == nil || x.act.Fn != rt.Copy || x.conv.Res.Buf != nil || x.dtype != r.dtype {
+		return false
+	}
+	if r.root == x.root || r.root.first >= x.root.first || !c.canFuse(x) {
+		return false
+	}
+	trial := *x.conv
+	trial.Res = c.ref(r)
+	if !c.p.optional(&trial) {
+		return false
+	}
+	if err := c.alias(i, x, x.shape); err != nil {
+		return false
+	}
+	x.conv.Res = trial.Res
+	c.out[i].act = x.act
+	x.act, x.conv = nil, nil
+	return true
 }

@@ -77,6 +77,7 @@ func Operands(op Op) []Operand {
 			in("W", &o.W, Extent(o.K, perGroup(o.C, o.Groups), o.KH, o.KW)),
 			optional(in("Bias", &o.Bias, Extent(o.K))),
 			out("Y", &o.Y, Extent(o.N, o.K, o.OH, o.OW)),
+			optional(in("Res", &o.Res, Extent(o.N, o.K, o.OH, o.OW))),
 		}
 	case *ConvTranspose:
 		return []Operand{

@@ -13,7 +13,7 @@ var allOps = []Op{&Unary{}, &Binary{}, &Where{}, &Reduce{}, &Softmax{}, &MatMul{
 
 // TestOperandsCoverFields checks the operand table against the op structs
 // themselves: every Ref field, in field order, pointing at the field, and
-// optional exactly for Bias, Scale and OptimStep's states.
+// optional exactly for Bias, Scale, Conv's Res and OptimStep's states.
 func TestOperandsCoverFields(t *testing.T) {
 	for _, op := range allOps {
 		v := reflect.ValueOf(op).Elem()
@@ -38,7 +38,7 @@ func TestOperandsCoverFields(t *testing.T) {
 			}
 			_, optim := op.(*OptimStep)
 			state := optim && (want[i] == "S1" || want[i] == "S2" || want[i] == "S3")
-			if opt := want[i] == "Bias" || want[i] == "Scale" || state; o.Optional != opt {
+			if opt := want[i] == "Bias" || want[i] == "Scale" || want[i] == "Res" || state; o.Optional != opt {
 				t.Errorf("%s: operand %s optional = %v, want %v", op.OpName(), o.Name, o.Optional, opt)
 			}
 			if o.Output {

@@ -266,8 +266,15 @@ type MatMul struct {
 // weight) is contiguous [K, C/Groups, KH, KW], Bias is optional [K], Y is
 // contiguous [N, K, OH, OW]. Bottom and right padding are implied by OH
 // and OW. W may be F16 while X, Bias and Y are F32 (see [HalfWeights]).
+//
+// Res, when present, is a contiguous [N, K, OH, OW] residual added to the
+// sum before Act (Y = Act(Bias + sum + Res): the shortcut of a ResNet or
+// MobileNetV2 block); it must not overlap Y. Only some backends compute
+// it; the others reject a Conv with Res in Supports, and the engine folds
+// the Add into the Conv only where the device supports it.
 type Conv struct {
 	X, W, Bias, Y    Ref
+	Res              Ref
 	N, C, H, Width   int
 	K, OH, OW        int
 	KH, KW           int

@@ -47,7 +47,17 @@ func ReferenceSupport(backend string, op Op) error {
 			return c.dtypeErr("Indices", o.Indices.DType, I64)
 		}
 		return c.same([]string{"Values"}, o.Values)
-	case *Softmax, *MatMul, *Conv, *ConvTranspose, *Pool, *Normalize:
+	case *Conv:
+		if o.Res.Buf != nil {
+			// Optional: a backend that adds the residual says so in its
+			// own Supports.
+			return c.unsupported(c.dt, "Conv with a residual (Res)")
+		}
+		if HalfWeights(op) {
+			return c.unsupported(F16, HalfWeightsUnsupported)
+		}
+		return c.floatOp()
+	case *Softmax, *MatMul, *ConvTranspose, *Pool, *Normalize:
 		if HalfWeights(op) {
 			return c.unsupported(F16, HalfWeightsUnsupported)
 		}

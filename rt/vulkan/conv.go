@@ -132,6 +132,10 @@ func (l *lowering) Conv(o *rt.Conv) {
 	if !l.floatOnly(dt) {
 		return
 	}
+	if o.Res.Buf != nil {
+		l.err = l.unsupported(dt, "Conv with a residual (Res)")
+		return
+	}
 	half := rt.HalfWeights(o)
 	kdt, ok := l.kernelDType(dt, half)
 	if !ok {
