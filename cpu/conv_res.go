@@ -84,7 +84,7 @@ func overlapBytes(a, b []byte, n int) bool {
 // add the residual chunk by chunk (convT's choice for f32, less the other
 // kernels that would take o).
 func dcwResApplies(o *rt.Conv) bool {
-	if o.X.DType != rt.F32 || dw3Applies(o) || useWino(o) != nil || !useDirectConv(o) {
+	if o.X.DType != rt.F32 || dw3Applies(o) || useWino(o) != nil || useOcw(o) || !useDirectConv(o) {
 		return false
 	}
 	return dcwMaxKB(2) > 0 && (o.C/o.Groups > 1 || dcwAll)
