@@ -73,24 +73,30 @@ void cached() {
 		CT v[CACHE];
 		CT acc = CT(0);
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
-			uint k = t + j * WG;
-			v[j] = k < n ? CT(X_LD(x[base + k])) : CT(0);
-			acc += v[j];
+			if (j * WG < n) { // uniform: skip what a short row leaves empty
+				uint k = t + j * WG;
+				v[j] = k < n ? CT(X_LD(x[base + k])) : CT(0);
+				acc += v[j];
+			}
 		}
 		CT mean = wgsum(acc, t) / CT(n);
 		acc = CT(0);
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
-			v[j] -= mean;
-			if (t + j * WG < n) acc += v[j] * v[j];
+			if (j * WG < n) {
+				v[j] -= mean;
+				if (t + j * WG < n) acc += v[j] * v[j];
+			}
 		}
 		CT inv = CT(1) / sqrt(wgsum(acc, t) / CT(n) + eps);
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
-			uint k = t + j * WG;
-			if (k < n) {
-				CT w = v[j] * inv;
-				if ((pc.flags & 1u) != 0u) w *= CT(X_LD(sc[pc.offS + k]));
-				if ((pc.flags & 2u) != 0u) w += CT(X_LD(bi[pc.offB + k]));
-				y[pc.offY + r * n + k] = Y_ST(w);
+			if (j * WG < n) {
+				uint k = t + j * WG;
+				if (k < n) {
+					CT w = v[j] * inv;
+					if ((pc.flags & 1u) != 0u) w *= CT(X_LD(sc[pc.offS + k]));
+					if ((pc.flags & 2u) != 0u) w += CT(X_LD(bi[pc.offB + k]));
+					y[pc.offY + r * n + k] = Y_ST(w);
+				}
 			}
 		}
 	}
@@ -110,24 +116,30 @@ void sgrows() {
 		CT v[CACHE];
 		CT acc = CT(0);
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
-			uint k = lane + j * ns;
-			v[j] = k < n ? CT(X_LD(x[base + k])) : CT(0);
-			acc += v[j];
+			if (j * ns < n) { // uniform: skip what a short row leaves empty
+				uint k = lane + j * ns;
+				v[j] = k < n ? CT(X_LD(x[base + k])) : CT(0);
+				acc += v[j];
+			}
 		}
 		CT mean = subgroupAdd(acc) / CT(n);
 		acc = CT(0);
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
-			v[j] -= mean;
-			if (lane + j * ns < n) acc += v[j] * v[j];
+			if (j * ns < n) {
+				v[j] -= mean;
+				if (lane + j * ns < n) acc += v[j] * v[j];
+			}
 		}
 		CT inv = CT(1) / sqrt(subgroupAdd(acc) / CT(n) + eps);
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
-			uint k = lane + j * ns;
-			if (k < n) {
-				CT w = v[j] * inv;
-				if ((pc.flags & 1u) != 0u) w *= CT(X_LD(sc[pc.offS + k]));
-				if ((pc.flags & 2u) != 0u) w += CT(X_LD(bi[pc.offB + k]));
-				y[pc.offY + r * n + k] = Y_ST(w);
+			if (j * ns < n) {
+				uint k = lane + j * ns;
+				if (k < n) {
+					CT w = v[j] * inv;
+					if ((pc.flags & 1u) != 0u) w *= CT(X_LD(sc[pc.offS + k]));
+					if ((pc.flags & 2u) != 0u) w += CT(X_LD(bi[pc.offB + k]));
+					y[pc.offY + r * n + k] = Y_ST(w);
+				}
 			}
 		}
 	}

@@ -104,25 +104,31 @@ void cached() {
 		CT v[CACHE];
 		CT m = low;
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
-			uint k = t + j * WG;
-			v[j] = k < n ? CT(X_LD(x[bx + k])) : low;
-			m = max(m, v[j]);
+			if (j * WG < n) { // uniform: skip what a short row leaves empty
+				uint k = t + j * WG;
+				v[j] = k < n ? CT(X_LD(x[bx + k])) : low;
+				m = max(m, v[j]);
+			}
 		}
 		m = wgmax(m, t);
 		// softmax keeps exp(v - m) in v; log-softmax keeps v - m
 		bool lg = pc.logsm != 0u;
 		CT acc = CT(0);
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
-			v[j] -= m;
-			CT e = M_EXP(v[j]);
-			if (t + j * WG < n) acc += e;
-			if (!lg) v[j] = e;
+			if (j * WG < n) {
+				v[j] -= m;
+				CT e = M_EXP(v[j]);
+				if (t + j * WG < n) acc += e;
+				if (!lg) v[j] = e;
+			}
 		}
 		CT s = wgsum(acc, t);
 		CT ls = lg ? M_LOG(s) : CT(0), inv = CT(1) / s;
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
-			uint k = t + j * WG;
-			if (k < n) y[by + k] = Y_ST(lg ? v[j] - ls : v[j] * inv);
+			if (j * WG < n) {
+				uint k = t + j * WG;
+				if (k < n) y[by + k] = Y_ST(lg ? v[j] - ls : v[j] * inv);
+			}
 		}
 	}
 }
@@ -143,23 +149,29 @@ void sgrows() {
 		CT v[CACHE];
 		CT m = low;
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
-			uint k = lane + j * ns;
-			v[j] = k < n ? CT(X_LD(x[bx + k])) : low;
-			m = max(m, v[j]);
+			if (j * ns < n) { // uniform: skip what a short row leaves empty
+				uint k = lane + j * ns;
+				v[j] = k < n ? CT(X_LD(x[bx + k])) : low;
+				m = max(m, v[j]);
+			}
 		}
 		m = subgroupMax(m);
 		CT acc = CT(0);
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
-			v[j] -= m;
-			CT e = M_EXP(v[j]);
-			if (lane + j * ns < n) acc += e;
-			if (!lg) v[j] = e;
+			if (j * ns < n) {
+				v[j] -= m;
+				CT e = M_EXP(v[j]);
+				if (lane + j * ns < n) acc += e;
+				if (!lg) v[j] = e;
+			}
 		}
 		CT s = subgroupAdd(acc);
 		CT ls = lg ? M_LOG(s) : CT(0), inv = CT(1) / s;
 		[[unroll]] for (uint j = 0u; j < CACHE; j++) {
-			uint k = lane + j * ns;
-			if (k < n) y[by + k] = Y_ST(lg ? v[j] - ls : v[j] * inv);
+			if (j * ns < n) {
+				uint k = lane + j * ns;
+				if (k < n) y[by + k] = Y_ST(lg ? v[j] - ls : v[j] * inv);
+			}
 		}
 	}
 }
