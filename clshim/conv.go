@@ -41,7 +41,7 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 	if direct {
 		a, err = d.kernel(o, "conv.cl", typeDefs(dt), "conv_direct")
 	} else {
-		a, err = d.kernel(o, "gemm.cl", sh.actDefs(dt, o.Act.Fn), "conv_gemm")
+		a, err = d.kernel(o, "gemm.cl", d.gemmDefs(sh, dt, o.Act.Fn), "conv_gemm")
 	}
 	if err != nil {
 		return nil, err

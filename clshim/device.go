@@ -31,6 +31,11 @@ type device struct {
 	// implicit-GEMM Conv.
 	splitForce int
 	opts       string // device-wide -D defines
+	// split builds one kernel per program, with a MatMul's or Conv's
+	// epilogue activation fixed at build time (GPUs, whose compilers
+	// take time in proportion to the code; pocl pays a fixed cost per
+	// program instead).
+	split bool
 
 	mu      sync.Mutex // guards everything below and queue
 	closed  bool
@@ -103,6 +108,7 @@ func openDevice(e devEntry) (*device, error) {
 		bufs: map[*buffer]struct{}{}, hosts: map[*hostBuf]struct{}{}, streams: map[*stream]struct{}{},
 		progs: map[string]*progEntry{}, probes: map[rt.Op]*[]progKey{}, cacheDir: cacheDir()}
 	d.opts = fmt.Sprintf("-DEWL=%d -DRWG=%d", d.cfg.ewLocal, d.cfg.redWG)
+	d.split = !e.caps.cpu
 	return d, nil
 }
 

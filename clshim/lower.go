@@ -172,14 +172,14 @@ func roundUp(n int64, m int) int {
 }
 
 // oneKernel are the kernels files whose kernels are guarded by
-// ONE_KERNEL and KERNEL_<name>: kernel builds a program of such a file
-// with only the kernel it needs, a fraction of the file's code (NVIDIA's
-// OpenCL compiler takes time in proportion).
+// ONE_KERNEL and KERNEL_<name>: on a device with split, kernel builds a
+// program of such a file with only the kernel it needs, a fraction of
+// the file's code (NVIDIA's OpenCL compiler takes time in proportion).
 var oneKernel = map[string]bool{"gemm.cl": true, "conv.cl": true, "reduce.cl": true, "elementwise.cl": true}
 
 // kernel creates a kernel of program file/defines.
 func (d *device) kernel(op rt.Op, file, defines, name string) (*args, error) {
-	if oneKernel[file] {
+	if d.split && oneKernel[file] {
 		defines += " -DONE_KERNEL -DKERNEL_" + name
 	}
 	d.mu.Lock()

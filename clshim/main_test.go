@@ -89,6 +89,16 @@ func TestConformance(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, d *device) { conformance.Run(t, d) })
 }
 
+// TestConformanceSplit runs the conformance table with one kernel per
+// program and the GEMM activations fixed at build time (what GPUs get),
+// on every device: pocl builds whole files otherwise.
+func TestConformanceSplit(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, d *device) {
+		d.split = true
+		conformance.Run(t, d)
+	})
+}
+
 // TestGradients checks the Trainer's gradients of every differentiable op
 // (PyTorch references) on every OpenCL device.
 func TestGradients(t *testing.T) {

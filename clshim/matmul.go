@@ -17,11 +17,14 @@ func (s gemmShape) defs(dt rt.DType) string {
 	return fmt.Sprintf("%s -DTM=%d -DTN=%d -DTK=%d -DWM=%d -DWN=%d", typeDefs(dt), s.tm, s.tn, s.tk, s.wm, s.wn)
 }
 
-// actDefs are the defines of a gemm.cl program whose epilogue
-// activation is fixed to act: the compiler then keeps one case of act's
-// switch in the unrolled epilogue (NVIDIA's compiler takes seconds on all
-// of them).
-func (s gemmShape) actDefs(dt rt.DType, act rt.UnaryFn) string {
+// gemmDefs are the defines of the gemm.cl program of a MatMul or Conv
+// with epilogue activation act: on a device with split, act is fixed
+// at build time, so that the compiler keeps one case of act's switch in
+// the unrolled epilogue (NVIDIA's compiler takes seconds on all of them).
+func (d *device) gemmDefs(s gemmShape, dt rt.DType, act rt.UnaryFn) string {
+	if !d.split {
+		return s.defs(dt)
+	}
 	return fmt.Sprintf("%s -DACT_FN=%d", s.defs(dt), int(act))
 }
 
@@ -76,7 +79,7 @@ func (d *device) lowerMatMul(o *rt.MatMul) (*launchSpec, error) {
 	}
 	dt := o.A.DType
 	s := d.pickGEMM(dt, o.M, o.N, o.Batch)
-	a, err := d.kernel(o, "gemm.cl", s.actDefs(dt, o.Act.Fn), "gemm")
+	a, err := d.kernel(o, "gemm.cl", d.gemmDefs(s, dt, o.Act.Fn), "gemm")
 	if err != nil {
 		return nil, err
 	}
