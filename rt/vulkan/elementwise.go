@@ -63,7 +63,7 @@ func (l *lowering) ew(shader, vec string, splat bool, names []string, refs []rt.
 	}
 	items := n // what the kernel walks: elements, or 4-item vectors
 	var mask uint32
-	if vec != "" && !noVecEW && !l.probe {
+	if vec != "" && !noVecEW { // probes too: Prepare must build the variant the launch takes
 		if m, ok := vecLayout(l.d, sh, st, refs, splat); ok {
 			shader, mask = vec, m
 			last := len(sh) - 1
