@@ -36,9 +36,12 @@ import (
 // need of its recorded Convs, so nothing is allocated while capturing and
 // the cuDNN kernels land in the stream's CUDA graph.
 //
-// Bias and activation: a bias is first broadcast-copied into Y and
-// cudnnConvolutionForward runs with beta = 1 (one rounding for conv+bias,
-// as in MatMul); the activation then runs as the elementwise kernel.
+// Bias and activation: a Conv with a bias and a ReLU (or no activation,
+// where cuDNN picked IMPLICIT_PRECOMP_GEMM) runs as one
+// cudnnConvolutionBiasActivationForward. Otherwise a bias is first
+// broadcast-copied into Y and cudnnConvolutionForward runs with beta = 1
+// (one rounding for conv+bias, as in MatMul); the activation then runs as
+// the elementwise kernel. VRUN_CUDA_CUDNN_FUSE=0 turns the fused call off.
 
 const dnnEnv = "VRUN_CUDA_CUDNN"
 
@@ -57,8 +60,15 @@ var dnnNames = []string{
 	"cudnnConvolutionForward",
 }
 
+// dnnOptNames follow dnnNames in the VR_cudnn* enum: entry points vrun
+// uses when present (the fused conv + bias + activation).
+var dnnOptNames = []string{
+	"cudnnCreateActivationDescriptor", "cudnnSetActivationDescriptor", "cudnnDestroyActivationDescriptor",
+	"cudnnConvolutionBiasActivationForward",
+}
+
 func init() {
-	if len(dnnNames) != int(C.VR_DNN_COUNT) {
+	if len(dnnNames)+len(dnnOptNames) != int(C.VR_DNN_COUNT) {
 		panic("cudashim: cuDNN symbol table out of sync with cudnn_shim.h")
 	}
 }
@@ -105,6 +115,9 @@ func loadCudnn() error {
 		}
 		for i, p := range ptrs {
 			C.vr_set_dnn(C.int(i), p)
+		}
+		for i, s := range dnnOptNames {
+			C.vr_set_dnn(C.int(len(dnnNames)+i), dlsym(h, s))
 		}
 		v := int(C.vr_cudnnGetVersion())
 		if v < 90000 {
@@ -177,6 +190,7 @@ type dnnDevice struct {
 	last   string          // why cuDNN last refused an eligible Conv (under mu)
 
 	used    atomic.Int64 // Convs recorded through cuDNN
+	fused   atomic.Int64 // of those, with the bias and activation in the cuDNN call
 	refused atomic.Int64 // eligible Convs cuDNN refused at setup (the built-in kernel ran)
 }
 
@@ -195,6 +209,7 @@ type dnnConv struct {
 	c       C.vr_dnn_conv
 	x, w, y uint64
 	beta    float64
+	bias    uint64 // with c's bias and activation descriptors: the fused call
 }
 
 // dnnAlgoMask is the set of forward algorithms vrun lets cuDNN pick:
@@ -286,24 +301,61 @@ func (l *lowering) dnnConv(o *rt.Conv) bool {
 	l.ptr(o.X)
 	l.ptr(o.W)
 	l.ptr(o.Y)
-	dt := o.X.DType
-	yv := o.Y
-	yv.Shape, yv.Strides = []int{o.N, o.K, o.OH * o.OW}, nil
-	if o.Bias.Buf != nil {
-		bv := o.Bias
-		bv.Shape, bv.Strides = yv.Shape, []int{0, 1, 0}
-		l.ew(o, kEwCopy, yv.Shape, []rt.Ref{bv, yv}, 0, 0, 0, 0)
-		c.beta = 1
-	}
-	l.out = append(l.out, launch{kernel: -1, dnn: c})
-	if o.Act.Fn != rt.Copy {
-		l.ew(o, unaryKernel(dt), yv.Shape, []rt.Ref{yv, yv}, int64(o.Act.Fn), o.Act.Alpha, o.Act.Beta, 0)
+	if l.dnnFuse(o, c) {
+		l.out = append(l.out, launch{kernel: -1, dnn: c})
+	} else {
+		dt := o.X.DType
+		yv := o.Y
+		yv.Shape, yv.Strides = []int{o.N, o.K, o.OH * o.OW}, nil
+		if o.Bias.Buf != nil {
+			bv := o.Bias
+			bv.Shape, bv.Strides = yv.Shape, []int{0, 1, 0}
+			l.ew(o, kEwCopy, yv.Shape, []rt.Ref{bv, yv}, 0, 0, 0, 0)
+			c.beta = 1
+		}
+		l.out = append(l.out, launch{kernel: -1, dnn: c})
+		if o.Act.Fn != rt.Copy {
+			l.ew(o, unaryKernel(dt), yv.Shape, []rt.Ref{yv, yv}, int64(o.Act.Fn), o.Act.Alpha, o.Act.Beta, 0)
+		}
 	}
 	if l.err != nil { // the op fails to record: nothing will free c
 		C.vr_dnn_conv_free(&c.c)
 		return true
 	}
 	d.dnn.used.Add(1)
+	return true
+}
+
+// dnnCanFuse reports whether the loaded cuDNN has the fused conv + bias +
+// activation entry point.
+func dnnCanFuse() bool {
+	return loadCudnn() == nil && C.vr_dnn[C.VR_cudnnConvolutionBiasActivationForward] != nil
+}
+
+// dnnFuse prepares c to add o's bias and apply its activation in the
+// convolution call, and reports whether it did: a bias and ReLU, or a bias
+// and no activation on IMPLICIT_PRECOMP_GEMM, with the entry points
+// present and the bias 16-byte aligned.
+func (l *lowering) dnnFuse(o *rt.Conv, c *dnnConv) bool {
+	if o.Bias.Buf == nil || os.Getenv("VRUN_CUDA_CUDNN_FUSE") == "0" {
+		return false
+	}
+	var mode C.int
+	switch o.Act.Fn {
+	case rt.Relu:
+		mode = C.VR_CUDNN_ACTIVATION_RELU
+	case rt.Copy:
+		mode = C.VR_CUDNN_ACTIVATION_IDENTITY
+	default:
+		return false
+	}
+	b, ok := l.addr(o.Bias)
+	if !ok || b%16 != 0 || C.vr_dnn_conv_fuse(&c.c, C.int(o.K), mode) != 0 {
+		return false
+	}
+	l.ptr(o.Bias)
+	c.bias = b
+	l.d.dnn.fused.Add(1)
 	return true
 }
 
@@ -424,6 +476,10 @@ func (s *Stream) issueDnn(c *dnnConv) error {
 	var ws C.CUdeviceptr
 	if c.c.ws > 0 {
 		ws = s.dnn.ws
+	}
+	if c.c.act != nil {
+		return checkDnn(C.vr_dnn_conv_run_fused(s.dnn.handle, &c.c, C.CUdeviceptr(c.x), C.CUdeviceptr(c.w),
+			C.CUdeviceptr(c.bias), C.CUdeviceptr(c.y), ws, c.c.ws), "cudnnConvolutionBiasActivationForward")
 	}
 	return checkDnn(C.vr_dnn_conv_run(s.dnn.handle, &c.c, C.CUdeviceptr(c.x), C.CUdeviceptr(c.w), C.CUdeviceptr(c.y),
 		ws, c.c.ws, C.double(c.beta)), "cudnnConvolutionForward")

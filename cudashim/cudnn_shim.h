@@ -33,6 +33,7 @@ typedef struct cudnnContext* cudnnHandle_t;
 typedef struct cudnnTensorStruct* cudnnTensorDescriptor_t;
 typedef struct cudnnFilterStruct* cudnnFilterDescriptor_t;
 typedef struct cudnnConvolutionStruct* cudnnConvolutionDescriptor_t;
+typedef struct cudnnActivationStruct* cudnnActivationDescriptor_t;
 
 typedef struct {
   int algo;
@@ -56,6 +57,10 @@ enum {
   VR_CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION = 2,
   VR_CUDNN_FMA_MATH = 3,
   VR_CUDNN_FWD_ALGO_COUNT = 8,
+  VR_CUDNN_FWD_ALGO_IMPLICIT_PRECOMP_GEMM = 1,
+  VR_CUDNN_ACTIVATION_RELU = 1,
+  VR_CUDNN_ACTIVATION_IDENTITY = 5,
+  VR_CUDNN_PROPAGATE_NAN = 1,
   VR_DNN_MAX_PERF = 16
 };
 
@@ -93,6 +98,18 @@ typedef cudnnStatus_t(VR_API* pfn_cudnnConvolutionForward)(cudnnHandle_t, const 
                                                              const void*, cudnnFilterDescriptor_t, const void*,
                                                              cudnnConvolutionDescriptor_t, int, void*, size_t,
                                                              const void*, cudnnTensorDescriptor_t, void*);
+// Optional entry points (conv + bias + activation in one call); vrun
+// runs without them.
+typedef cudnnStatus_t(VR_API* pfn_cudnnCreateActivationDescriptor)(cudnnActivationDescriptor_t*);
+// (desc, mode, reluNanOpt, coef)
+typedef cudnnStatus_t(VR_API* pfn_cudnnSetActivationDescriptor)(cudnnActivationDescriptor_t, int, int, double);
+typedef cudnnStatus_t(VR_API* pfn_cudnnDestroyActivationDescriptor)(cudnnActivationDescriptor_t);
+// (handle, alpha1, xDesc, x, wDesc, w, convDesc, algo, workSpace, wsSize, alpha2, zDesc, z, biasDesc, bias,
+// activationDesc, yDesc, y)
+typedef cudnnStatus_t(VR_API* pfn_cudnnConvolutionBiasActivationForward)(
+    cudnnHandle_t, const void*, cudnnTensorDescriptor_t, const void*, cudnnFilterDescriptor_t, const void*,
+    cudnnConvolutionDescriptor_t, int, void*, size_t, const void*, cudnnTensorDescriptor_t, const void*,
+    cudnnTensorDescriptor_t, const void*, cudnnActivationDescriptor_t, cudnnTensorDescriptor_t, void*);
 
 enum {
   VR_cudnnGetVersion, VR_cudnnGetErrorString, VR_cudnnCreate, VR_cudnnDestroy, VR_cudnnSetStream,
@@ -102,6 +119,8 @@ enum {
   VR_cudnnSetConvolutionMathType, VR_cudnnDestroyConvolutionDescriptor, VR_cudnnGetConvolution2dForwardOutputDim,
   VR_cudnnGetConvolutionForwardAlgorithm_v7, VR_cudnnGetConvolutionForwardWorkspaceSize,
   VR_cudnnConvolutionForward,
+  VR_cudnnCreateActivationDescriptor, VR_cudnnSetActivationDescriptor, VR_cudnnDestroyActivationDescriptor,
+  VR_cudnnConvolutionBiasActivationForward,
   VR_DNN_COUNT
 };
 
@@ -128,9 +147,21 @@ typedef struct {
   int dtype;  // cudnnDataType_t of X, W and Y
   int algo;
   size_t ws;  // workspace bytes for algo
+  // Set by vr_dnn_conv_fuse: the bias (1, K, 1, 1) and activation
+  // descriptors of cudnnConvolutionBiasActivationForward.
+  cudnnTensorDescriptor_t b;
+  cudnnActivationDescriptor_t act;
 } vr_dnn_conv;
 
+static void vr_dnn_conv_unfuse(vr_dnn_conv* c) {
+  if (c->b) DNN(cudnnDestroyTensorDescriptor)(c->b);
+  if (c->act) DNN(cudnnDestroyActivationDescriptor)(c->act);
+  c->b = NULL;
+  c->act = NULL;
+}
+
 static void vr_dnn_conv_free(vr_dnn_conv* c) {
+  vr_dnn_conv_unfuse(c);
   if (c->x) DNN(cudnnDestroyTensorDescriptor)(c->x);
   if (c->y) DNN(cudnnDestroyTensorDescriptor)(c->y);
   if (c->w) DNN(cudnnDestroyFilterDescriptor)(c->w);
@@ -219,6 +250,53 @@ static cudnnStatus_t vr_dnn_conv_setup(cudnnHandle_t h, vr_dnn_conv* c, int dtyp
 fail:
   vr_dnn_conv_free(c);
   return s;
+}
+
+// vr_dnn_conv_fuse prepares c for cudnnConvolutionBiasActivationForward
+// with a bias of k channels and activation mode (RELU, or IDENTITY, which
+// cuDNN allows only with IMPLICIT_PRECOMP_GEMM). It returns 0 when it
+// did, and else leaves c unfused: -1 when the entry points are missing or
+// the mode is not allowed with c's algorithm, a cuDNN status otherwise.
+static int vr_dnn_conv_fuse(vr_dnn_conv* c, int k, int mode) {
+  cudnnStatus_t s;
+  if (!vr_dnn[VR_cudnnCreateActivationDescriptor] || !vr_dnn[VR_cudnnSetActivationDescriptor] ||
+      !vr_dnn[VR_cudnnDestroyActivationDescriptor] || !vr_dnn[VR_cudnnConvolutionBiasActivationForward])
+    return -1;
+  if (mode == VR_CUDNN_ACTIVATION_IDENTITY && c->algo != VR_CUDNN_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) return -1;
+  if ((s = DNN(cudnnCreateTensorDescriptor)(&c->b)) != VR_CUDNN_STATUS_SUCCESS) {
+    c->b = NULL;
+    return (int)s;
+  }
+  if ((s = DNN(cudnnSetTensor4dDescriptor)(c->b, VR_CUDNN_TENSOR_NCHW, c->dtype, 1, k, 1, 1)) !=
+      VR_CUDNN_STATUS_SUCCESS)
+    goto fail;
+  if ((s = DNN(cudnnCreateActivationDescriptor)(&c->act)) != VR_CUDNN_STATUS_SUCCESS) {
+    c->act = NULL;
+    goto fail;
+  }
+  if ((s = DNN(cudnnSetActivationDescriptor)(c->act, mode, VR_CUDNN_PROPAGATE_NAN, 0.0)) != VR_CUDNN_STATUS_SUCCESS)
+    goto fail;
+  return 0;
+fail:
+  vr_dnn_conv_unfuse(c);
+  return (int)s;
+}
+
+// vr_dnn_conv_run_fused enqueues Y = act(conv(X, W) + Bias) on the
+// handle's stream (c prepared by vr_dnn_conv_fuse; alpha1 1, alpha2 0).
+static cudnnStatus_t vr_dnn_conv_run_fused(cudnnHandle_t h, const vr_dnn_conv* c, CUdeviceptr x, CUdeviceptr w,
+                                           CUdeviceptr b, CUdeviceptr y, CUdeviceptr ws, size_t wsSize) {
+  double d1 = 1.0, d0 = 0.0;
+  float f1 = 1.0f, f0 = 0.0f;
+  const void* p1 = (const void*)&f1;
+  const void* p0 = (const void*)&f0;
+  if (c->dtype == VR_CUDNN_DATA_DOUBLE) {
+    p1 = (const void*)&d1;
+    p0 = (const void*)&d0;
+  }
+  return DNN(cudnnConvolutionBiasActivationForward)(
+      h, p1, c->x, (const void*)(size_t)x, c->w, (const void*)(size_t)w, c->conv, c->algo, (void*)(size_t)ws, wsSize,
+      p0, c->y, (const void*)(size_t)y, c->b, (const void*)(size_t)b, c->act, c->y, (void*)(size_t)y);
 }
 
 // vr_dnn_conv_run enqueues Y = conv(X, W) + beta*Y on the handle's stream

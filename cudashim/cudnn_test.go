@@ -245,6 +245,24 @@ func TestConvCudnn(t *testing.T) {
 			t.Errorf("misaligned X recorded through cuDNN")
 		}
 	})
+	t.Run("fused", func(t *testing.T) {
+		// 3x3/pad1/bias+relu: conv, bias and ReLU in one cuDNN call where
+		// the library has it; with VRUN_CUDA_CUDNN_FUSE=0 the same result
+		// from the three-step path.
+		fused := d.dnn.fused.Load()
+		checkConv(t, d, convCases[0], rt.F32, false, false)
+		got := d.dnn.fused.Load() - fused
+		t.Logf("bias+relu fused into the cuDNN call: %d", got)
+		if present && dnnCanFuse() && got != 1 {
+			t.Errorf("bias+relu not fused although cudnnConvolutionBiasActivationForward is present")
+		}
+		t.Setenv("VRUN_CUDA_CUDNN_FUSE", "0")
+		fused = d.dnn.fused.Load()
+		checkConv(t, d, convCases[0], rt.F32, false, false)
+		if d.dnn.fused.Load() != fused {
+			t.Errorf("VRUN_CUDA_CUDNN_FUSE=0: fused anyway")
+		}
+	})
 	t.Run("disabled", func(t *testing.T) {
 		t.Setenv(dnnEnv, "0")
 		if used := checkConv(t, d, convCases[0], rt.F32, false, false); used != 0 {
