@@ -39,9 +39,9 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 	P := o.OH * o.OW
 	sh := d.pickGEMM(dt, kg, P, o.N*o.Groups)
 	if direct {
-		a, err = d.kernel(o, "conv.cl", typeDefs(dt), "conv_direct")
+		a, err = d.kernel(o, "conv.cl", typeDefs(dt)+halfWeightDefs(o), "conv_direct")
 	} else {
-		a, err = d.kernel(o, "gemm.cl", d.gemmDefs(sh, dt, o.Act.Fn), "conv_gemm")
+		a, err = d.kernel(o, "gemm.cl", d.gemmDefs(sh, dt, o.Act.Fn)+halfWeightDefs(o), "conv_gemm")
 	}
 	if err != nil {
 		return nil, err

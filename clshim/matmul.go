@@ -28,6 +28,16 @@ func (d *device) gemmDefs(s gemmShape, dt rt.DType, act rt.UnaryFn) string {
 	return fmt.Sprintf("%s -DACT_FN=%d", s.defs(dt), int(act))
 }
 
+// halfWeightDefs returns the define that makes a program's weight
+// operand half (gemm's B, the convolutions' W) for an rt.HalfWeights op,
+// and "" otherwise.
+func halfWeightDefs(op rt.Op) string {
+	if rt.HalfWeights(op) {
+		return " -DW_HALF=1"
+	}
+	return ""
+}
+
 // local is the work-group shape (x, y).
 func (s gemmShape) local() (rn, rm int) { return s.tn / s.wn, s.tm / s.wm }
 
@@ -79,7 +89,7 @@ func (d *device) lowerMatMul(o *rt.MatMul) (*launchSpec, error) {
 	}
 	dt := o.A.DType
 	s := d.pickGEMM(dt, o.M, o.N, o.Batch)
-	a, err := d.kernel(o, "gemm.cl", d.gemmDefs(s, dt, o.Act.Fn), "gemm")
+	a, err := d.kernel(o, "gemm.cl", d.gemmDefs(s, dt, o.Act.Fn)+halfWeightDefs(o), "gemm")
 	if err != nil {
 		return nil, err
 	}

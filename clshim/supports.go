@@ -37,6 +37,17 @@ func (d *device) supports(op rt.Op) error {
 			}
 		}
 	}
+	if rt.HalfWeights(op) {
+		// f16 weights beside f32 activations: gemm.cl and conv.cl read
+		// the weight with vload_half (W_HALF), which needs no cl_khr_fp16.
+		if o, ok := op.(*rt.MatMul); ok && int(o.Act.Fn) >= rt.NumUnaryFns {
+			return unsupported(op, rt.F32, "unknown activation")
+		}
+		if o, ok := op.(*rt.Conv); ok && int(o.Act.Fn) >= rt.NumUnaryFns {
+			return unsupported(op, rt.F32, "unknown activation")
+		}
+		return nil
+	}
 	return rt.ReferenceSupport(BackendName, op)
 }
 

@@ -30,11 +30,11 @@ const (
 // sizes) and an MLP (MatMul + bias, Gemm with transB: GEMV at batch 1,
 // tiled GEMM at batch 5) with random weights, with Options.Precision f16,
 // on the CPU and on each GPU backend present. Where the device stores
-// weights in f16 (Vulkan with 16-bit storage), every Conv and MatMul must
+// weights in f16 (Vulkan with 16-bit storage, OpenCL), every Conv and MatMul must
 // take f16 weights, the weight memory must shrink, and the outputs must
 // agree with the float64 reference of the f16-rounded weights within
 // precisionTight and with the f32 run within precisionLoose. Where it
-// does not (the CPU, OpenCL, CUDA for now), planning must fail with an
+// does not (the CPU, CUDA for now), planning must fail with an
 // *rt.UnsupportedError that names the backend: never a silent f32 run.
 func TestPrecisionF16(t *testing.T) {
 	for _, spec := range []string{"cpu", "vulkan:0", "opencl:0", "cuda:0"} {
@@ -66,8 +66,8 @@ func testPrecision(t *testing.T, dev rt.Device, net precisionNet) {
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "precision f16") || ue.Backend != dev.Info().Backend {
 			t.Fatalf("Precision f16: %v; want an *rt.UnsupportedError of %s", err, dev.Info().Backend)
 		}
-		if dev.Info().Backend == "vulkan" && dev.Info().FP16 {
-			t.Fatalf("Vulkan with 16-bit storage refused f16 weights: %v", err)
+		if be := dev.Info().Backend; be == "vulkan" && dev.Info().FP16 || be == "opencl" {
+			t.Fatalf("%s refused f16 weights: %v", be, err)
 		}
 		t.Logf("not supported here (as it should say): %v", err)
 		return

@@ -4,6 +4,7 @@
 //   T       storage type of the program's dtype (float, double, half, int, ...)
 //   ACC     compute type (float for f32/f16, double for f64, long for ints)
 //   IS_FLOAT, IS_HALF, IS_DOUBLE, IS_INT  dtype class flags (0/1)
+//   W_HALF  the weight operand is half (f16 weights, f32 activations)
 //   EWL     local size of 1-D kernels; RWG: work-group size of row reductions
 //   TM TN TK WM WN  GEMM tile (TM x TN outputs, TK deep, WM x WN per thread)
 #if defined(IS_DOUBLE) && IS_DOUBLE
@@ -19,6 +20,17 @@
 #else
 #define LD(p, i) ((ACC)((p)[i]))
 #define ST(p, i, v) ((p)[i] = (T)(v))
+#endif
+
+// WT and LDW: the weight operand of gemm and the convolutions (B, W):
+// of type T, or, with W_HALF, half beside f32 activations
+// (rt.HalfWeights), read by vload_half (core OpenCL: no cl_khr_fp16).
+#if defined(W_HALF) && W_HALF
+#define WT half
+#define LDW(p, i) vload_half((size_t)(i), (p))
+#else
+#define WT T
+#define LDW(p, i) LD(p, i)
 #endif
 
 #if IS_FLOAT

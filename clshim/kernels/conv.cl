@@ -6,7 +6,7 @@
 // integer division in the index math, weights of one channel shared by
 // the work-group's rows.
 #if !defined(ONE_KERNEL) || defined(KERNEL_conv_direct)
-__kernel void conv_direct(__global const T* X, long xo, __global const T* W, long wo,
+__kernel void conv_direct(__global const T* X, long xo, __global const WT* W, long wo,
                           __global const T* bias, long bio, __global T* Y, long yo,
                           int C, int H, int Wd, int Kc, int OH, int OW, int KH, int KW,
                           int SH, int SW, int PT, int PL, int DH, int DW, int G,
@@ -28,7 +28,7 @@ __kernel void conv_direct(__global const T* X, long xo, __global const T* W, lon
 			long wr = wb + ((long)c * KH + kh) * KW;
 			for (int kw = 0; kw < KW; kw++) {
 				int iw = iw0 + kw * DW;
-				if (iw >= 0 && iw < Wd) s = fma(LD(X, xr + iw), LD(W, wr + kw), s);
+				if (iw >= 0 && iw < Wd) s = fma(LD(X, xr + iw), LDW(W, wr + kw), s);
 			}
 		}
 	}

@@ -67,14 +67,22 @@ inline ACC gemm_ld(__global const T* X, long xo, int r, int k, int R, int Kd, in
 	return kfast ? LD(X, xo + (long)r * Kd + k) : LD(X, xo + (long)k * R + r);
 }
 
+// gemm_ldw is gemm_ld for the weight operand (WT, LDW).
+inline ACC gemm_ldw(__global const WT* X, long xo, int r, int k, int R, int Kd, int kfast) {
+	if (r >= R || k >= Kd) return 0;
+	return kfast ? LDW(X, xo + (long)r * Kd + k) : LDW(X, xo + (long)k * R + r);
+}
+
 // GEMM_LOAD_TILE reads this work-item's L elements of an operand's tile
 // (tr rows from r0, TK depth from k0) of the R x Kd operand at X + xo,
 // stored k fastest where kfast, into the registers regs.
-#define GEMM_LOAD_TILE(regs, L, tr, X, xo, r0, k0, R, Kd, kfast) \
+#define GEMM_LOAD_TILE(regs, L, tr, X, xo, r0, k0, R, Kd, kfast) GEMM_LOAD_TILE_BY(gemm_ld, regs, L, tr, X, xo, r0, k0, R, Kd, kfast)
+#define GEMM_LOAD_TILEW(regs, L, tr, X, xo, r0, k0, R, Kd, kfast) GEMM_LOAD_TILE_BY(gemm_ldw, regs, L, tr, X, xo, r0, k0, R, Kd, kfast)
+#define GEMM_LOAD_TILE_BY(ld, regs, L, tr, X, xo, r0, k0, R, Kd, kfast) \
 	for (int e = 0; e < (L); e++) { \
 		int r, k; \
 		gemm_idx(tid + e * NT, (kfast), (tr), &r, &k); \
-		regs[e] = gemm_ld((X), (xo), (r0) + r, (k0) + k, (R), (Kd), (kfast)); \
+		regs[e] = ld((X), (xo), (r0) + r, (k0) + k, (R), (Kd), (kfast)); \
 	}
 
 // GEMM_STORE_TILES moves the registers ra and rb, loaded by a kernel's
@@ -94,7 +102,7 @@ inline ACC gemm_ld(__global const T* X, long xo, int r, int k, int R, int Kd, in
 
 #if !defined(ONE_KERNEL) || defined(KERNEL_gemm)
 __kernel __attribute__((reqd_work_group_size(RN, RM, 1)))
-void gemm(__global const T* A, long ao, __global const T* B, long bo,
+void gemm(__global const T* A, long ao, __global const WT* B, long bo,
           __global const T* bias, long bio, int bs0, int bs1,
           __global T* Y, long yo, int M, int N, int Kd, int transA, int transB,
           long strA, long strB, long strY, ACC alpha, ACC beta, int hasBias,
@@ -115,7 +123,7 @@ void gemm(__global const T* A, long ao, __global const T* B, long bo,
 	ACC ra[LA], rb[LB];
 #define LOAD_TILES(k0) \
 	GEMM_LOAD_TILE(ra, LA, TM, A, ao, m0, k0, M, Kd, !transA) \
-	GEMM_LOAD_TILE(rb, LB, TN, B, bo, n0, k0, N, Kd, transB)
+	GEMM_LOAD_TILEW(rb, LB, TN, B, bo, n0, k0, N, Kd, transB)
 	LOAD_TILES(0)
 	for (int k0 = 0; k0 < Kd; k0 += TK) {
 		GEMM_STORE_TILES(!transA, transB)
@@ -147,7 +155,7 @@ void gemm(__global const T* A, long ao, __global const T* B, long bo,
 // activation in the epilogue.
 #if !defined(ONE_KERNEL) || defined(KERNEL_conv_gemm)
 __kernel __attribute__((reqd_work_group_size(RN, RM, 1)))
-void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
+void conv_gemm(__global const T* X, long xo, __global const WT* W, long wo,
                __global const T* bias, long bio, __global T* Y, long yo,
                int C, int H, int Wd, int Kc, int OH, int OW, int KH, int KW,
                int SH, int SW, int PT, int PL, int DH, int DW, int G,
@@ -170,7 +178,7 @@ void conv_gemm(__global const T* X, long xo, __global const T* W, long wo,
 		for (int j = 0; j < WN; j++) acc[i][j] = 0;
 	ACC ra[LA], rb[LB];
 #define LOAD_TILES(k0) \
-	GEMM_LOAD_TILE(ra, LA, TM, W, wb, m0, k0, Kg, R, 1) \
+	GEMM_LOAD_TILEW(ra, LA, TM, W, wb, m0, k0, Kg, R, 1) \
 	for (int e = 0; e < LB; e++) { \
 		int l = tid + e * NT, n = l % TN, k = l / TN; \
 		int p = n0 + n, r = (k0) + k; \
