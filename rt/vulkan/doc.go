@@ -60,6 +60,20 @@
 //     f16xf16->f32 subgroup shape;
 //     VK_NV_cooperative_matrix and its features are enabled at device
 //     creation only then, and VRUN_VK_COOPMAT=0 turns that off.
+//   - Bandwidth-bound kernels move 128-bit vectors where the layout lets
+//     them (vec.glsl, vrows.glsl). Unary, Binary and Copy (and casts
+//     between f32, f16 and i32) take their 4-item vector variants
+//     (unaryv_, binaryv_, copyv_, castv_) when every operand runs
+//     contiguously along the innermost dim, or an input is broadcast
+//     along it (read as one scalar per vector), the vector operands start
+//     at multiples of 4 items and the innermost dim is a multiple of 4 (or
+//     the view is 1-D: a scalar tail); see ew and vecLayout. Softmax,
+//     layer norm and Reduce over contiguous rows of a multiple of 4 items
+//     run softmaxv_, normalizev_ and reducev_: a team of lanes per row
+//     (a power of two up to the subgroup, several rows per subgroup,
+//     reduced with subgroupShuffleXor) or a workgroup per long row, rows
+//     held in registers for softmax and layer norm (up to 8192 items);
+//     see vrowLanes. Everything else takes the scalar kernels.
 //   - Conv runs convgemm.comp, an implicit GEMM with matmul.comp's tiling
 //     whose B loader computes im2col elements on the fly (per group, one
 //     workgroup z slice each; bias and activation in the epilogue; 1x1
