@@ -59,6 +59,38 @@ X_CT int_apply(uint fn, X_CT v, X_CT a, X_CT b) {
 #define APPLY(v) int_apply(pc.fn, v, a, b)
 #endif
 
+#ifdef VEC
+// UNARY_VEC is the vector kernel's loop (and scalar tail) with F4 on a
+// vector and F1 on an item.
+#define UNARY_VEC(F4, F1) \
+	EW_LOOP(base, pc.n) { \
+		X_VCT v[EW_U]; \
+		uint oy[EW_U]; \
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) { \
+			uint i = EW_ITEM(base, u); \
+			if (i < pc.n) { \
+				uint o[NOPS]; \
+				ew_index(i, pc.shape, pc.st, pc.off, o); \
+				if (VEC_SPLAT(0)) v[u] = X_VCT(X_LD(x[o[0]])); \
+				else v[u] = X_VLD(x4[o[0] >> 2]); \
+				oy[u] = o[1] >> 2; \
+			} \
+		} \
+		[[unroll]] for (uint u = 0u; u < EW_U; u++) { \
+			if (EW_ITEM(base, u) < pc.n) y4[oy[u]] = Y_VST(F4(v[u])); \
+		} \
+	} \
+	VEC_TAIL(i) y[VEC_TAIL_AT(1, i)] = Y_ST(F1(X_LD(x[VEC_TAIL_AT(0, i)])));
+#define RELU4(v) max(v, X_VCT(0))
+#define RELU1(v) max(v, X_CT(0))
+#define GENERIC4(v) apply4(v, a, b)
+X_VCT apply4(X_VCT v, X_CT a, X_CT b) {
+	X_VCT r;
+	[[unroll]] for (int c = 0; c < 4; c++) r[c] = APPLY(v[c]);
+	return r;
+}
+#endif
+
 void main() {
 #if X_ISFLOAT
 	CT a = pc_real(pc.alpha), b = pc_real(pc.beta);
@@ -71,28 +103,13 @@ void main() {
 #endif
 #endif
 #ifdef VEC
-	EW_LOOP(base, pc.n) {
-		X_VCT v[EW_U];
-		uint oy[EW_U];
-		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
-			uint i = EW_ITEM(base, u);
-			if (i < pc.n) {
-				uint o[NOPS];
-				ew_index(i, pc.shape, pc.st, pc.off, o);
-				if (VEC_SPLAT(0)) v[u] = X_VCT(X_LD(x[o[0]]));
-				else v[u] = X_VLD(x4[o[0] >> 2]);
-				oy[u] = o[1] >> 2;
-			}
-		}
-		[[unroll]] for (uint u = 0u; u < EW_U; u++) {
-			if (EW_ITEM(base, u) < pc.n) {
-				X_VCT r;
-				[[unroll]] for (int c = 0; c < 4; c++) r[c] = APPLY(v[u][c]);
-				y4[oy[u]] = Y_VST(r);
-			}
-		}
+	// Relu runs its own copy of the loop: the generic one evaluates the
+	// function's switch per item (0.83x of the copy on the H200)
+	if (pc.fn == 3u) {
+		UNARY_VEC(RELU4, RELU1)
+	} else {
+		UNARY_VEC(GENERIC4, APPLY)
 	}
-	VEC_TAIL(i) y[VEC_TAIL_AT(1, i)] = Y_ST(APPLY(X_LD(x[VEC_TAIL_AT(0, i)])));
 #else
 	EW_LOOP(base, pc.n) {
 		X_CT v[EW_U];
