@@ -10,9 +10,10 @@
 # own shader caches start empty), runs `VRUN -device D -v -json MODEL`
 # twice in it (cold, then warm with the caches the first run left) and
 # prints plan_ms, first_run_ms and their sum. NVIDIA's driver keeps its
-# own caches under ~/.nv (GL/Vulkan, redirected by HOME) and
-# ~/.nv/ComputeCache (CUDA JIT, also redirected by HOME);
-# __GL_SHADER_DISK_CACHE=0 and CUDA_CACHE_DISABLE are left alone.
+# own caches under HOME (~/.nv/ComputeCache for CUDA and OpenCL JIT,
+# ~/.cache/nvidia or ~/.nv/GLCache for Vulkan pipelines), so the fresh
+# HOME empties them too; CUDA_CACHE_PATH or __GL_SHADER_DISK_CACHE_PATH
+# set in the environment would override that, so unset them.
 set -eu
 if [ $# -lt 4 ]; then
 	echo "usage: $0 VRUN MODEL.onnx REPS DEVICE..." >&2
