@@ -18,7 +18,9 @@
 // column: its (n, oh, ow) decomposition is computed once per group, and
 // each element fetched needs only the (c, kh, kw) split of its row. Flag 2
 // (pointwise: 1x1 kernel, unit stride, no padding, OH = H, OW = W) reads
-// X[n, c, pixel] directly.
+// X[n, c, pixel] directly. Flag 4 adds Res[n, g*Kg + m, oh, ow] (binding
+// 4, rt.Conv's residual) before the activation; the split-K variant leaves
+// that, the bias and the activation to splitk.comp.
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -49,7 +51,7 @@ layout(push_constant) uniform PC {
 	uint sh, sw, pt, pl;
 	uint dh, dw, G, flags;
 	uint offX, offW, offB, offY;
-	uint act, pad0;
+	uint act, offR; // offR: element offset of Res (flag 4)
 	uvec2 actA, actB;
 #ifdef SPLITK
 	uint S, KS; // K slices per group, GEMM depth per slice
@@ -58,6 +60,11 @@ layout(push_constant) uniform PC {
 layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
 layout(std430, binding = 1) readonly buffer BW { W_T w[]; };
 layout(std430, binding = 2) readonly buffer BB { X_T bias[]; };
+#ifndef SPLITK
+// Res (flag 4): a residual shaped like Y, added before the activation;
+// bound to Y's buffer (never read) without it.
+layout(std430, binding = 4) readonly buffer BR { X_T res[]; };
+#endif
 #ifdef SPLITK
 // Split-K partial pass (see matmul.comp): z index zz = g*S + s sums depth
 // [s*KS, min(KD, (s+1)*KS)) into part[(zz*Kg + m)*NC + col].
@@ -157,10 +164,12 @@ void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN 
 			uint k = grp * pc.Kg + gm;
 			CT v = S[e / 4u][e & 3u];
 			if (hasBias) v += CT(X_LD(bias[pc.offB + k]));
-			if (pc.act != 0u) v = act_apply(pc.act, v, aa, ab);
 			uint n, p;
 			col_split(gn, n, p);
-			y[pc.offY + (n * pc.K + k) * pc.OHW + p] = Y_ST(v);
+			uint yi = (n * pc.K + k) * pc.OHW + p;
+			if ((pc.flags & 4u) != 0u) v += CT(X_LD(res[pc.offR + yi]));
+			if (pc.act != 0u) v = act_apply(pc.act, v, aa, ab);
+			y[pc.offY + yi] = Y_ST(v);
 		}
 	}
 #endif

@@ -7,8 +7,9 @@
 // running sums over s mod 4, then (s0 + s1) + (s2 + s3)),
 // then writes
 //   Y[offY + bt*sY + m*sYm + (n/OHW)*sYn + n%OHW]
-//     = act(alpha*sum + beta*Bias[offBias + bt*sBias + m*bs0 + n*bs1])
-// (bias only with flag 1). MatMul passes OHW = N, so n/OHW = 0; Conv
+//     = act(alpha*sum + beta*Bias[offBias + bt*sBias + m*bs0 + n*bs1]
+//           + Res[offRes + (the same offsets as Y's)])
+// (bias only with flag 1, Res only with flag 2). MatMul passes OHW = N, so n/OHW = 0; Conv
 // passes the image/pixel split of its GEMM columns.
 #define RANK 1
 #define NOPS 1
@@ -26,12 +27,15 @@ layout(push_constant) uniform PC {
 	uint OHW, sYn, sYm, sY;
 	uint offY, offBias, sBias, flags;
 	int bs0, bs1;
-	uint act, pad;
+	uint act, offRes;
 	uvec2 alpha, beta, actA, actB;
 } pc;
 layout(std430, binding = 0) readonly buffer BP { CT part[]; };
 layout(std430, binding = 1) readonly buffer BB { X_T bias[]; };
 layout(std430, binding = 2) writeonly buffer BY { Y_T y[]; };
+// Res (flag 2): a residual laid out like Y, added before the activation;
+// a dummy binding without it.
+layout(std430, binding = 3) readonly buffer BR { X_T res[]; };
 
 void main() {
 	uint MN = pc.M * pc.N;
@@ -55,8 +59,10 @@ void main() {
 		CT v = ((v0 + v1) + (v2 + v3)) * alpha;
 		if ((pc.flags & 1u) != 0u)
 			v += beta * CT(X_LD(bias[pc.offBias + bt * pc.sBias + m * uint(pc.bs0) + n * uint(pc.bs1)]));
-		if (pc.act != 0u) v = act_apply(pc.act, v, aa, ab);
 		uint img = n / pc.OHW, p = n - img * pc.OHW;
-		y[pc.offY + bt * pc.sY + m * pc.sYm + img * pc.sYn + p] = Y_ST(v);
+		uint yi = bt * pc.sY + m * pc.sYm + img * pc.sYn + p;
+		if ((pc.flags & 2u) != 0u) v += CT(X_LD(res[pc.offRes + yi]));
+		if (pc.act != 0u) v = act_apply(pc.act, v, aa, ab);
+		y[pc.offY + yi] = Y_ST(v);
 	}
 }

@@ -132,10 +132,6 @@ func (l *lowering) Conv(o *rt.Conv) {
 	if !l.floatOnly(dt) {
 		return
 	}
-	if o.Res.Buf != nil {
-		l.err = l.unsupported(dt, "Conv with a residual (Res)")
-		return
-	}
 	half := rt.HalfWeights(o)
 	kdt, ok := l.kernelDType(dt, half)
 	if !ok {
@@ -144,7 +140,14 @@ func (l *lowering) Conv(o *rt.Conv) {
 	cg, kg := o.C/o.Groups, o.K/o.Groups
 	nw := int64(o.K) * int64(cg) * int64(o.KH) * int64(o.KW)
 	shader := "conv_" + kdt
-	switch convPath(cg, kg, o.KH*o.KW) {
+	path := convPath(cg, kg, o.KH*o.KW)
+	if o.Res.Buf != nil && path != "gemm" {
+		// Only convgemm.comp (and splitk.comp) add a residual; the engine
+		// then keeps the Add.
+		l.err = l.unsupported(dt, "Conv with a residual (Res) on the %s kernel", path)
+		return
+	}
+	switch path {
 	case "dw":
 		shader = "dwconv_" + kdt
 	case "gemm":
@@ -160,7 +163,7 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, kdt string, half bool, nw i
 	for _, p := range []struct {
 		n string
 		r rt.Ref
-	}{{"W", o.W}, {"Y", o.Y}, {"Bias", o.Bias}} {
+	}{{"W", o.W}, {"Y", o.Y}, {"Bias", o.Bias}, {"Res", o.Res}} {
 		if p.r.Buf != nil && p.r.DType != dt && !(half && p.n == "W") {
 			l.err = fmt.Errorf("Conv: %s is %s, want %s", p.n, p.r.DType, dt)
 			return
@@ -207,10 +210,21 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, kdt string, half bool, nw i
 	if o.KH == 1 && o.KW == 1 && o.StrideH == 1 && o.StrideW == 1 && o.PadT == 0 && o.PadL == 0 && o.OH == o.H && o.OW == o.Width {
 		flags |= 2
 	}
-	binds, offs, reads, writes, ok := l.bindsOf([]string{"X", "W", "Bias", "Y"}, []rt.Ref{o.X, o.W, b, o.Y}, []int64{max(nx, 1), max(nw, 1), nb, ny}, 3)
+	res := o.Y // bound, never read, without Res
+	if o.Res.Buf != nil {
+		flags |= 4
+		res = o.Res
+	}
+	binds, offs, reads, writes, ok := l.bindsOf([]string{"X", "W", "Bias", "Y", "Res"}, []rt.Ref{o.X, o.W, b, o.Y, res}, []int64{max(nx, 1), max(nw, 1), nb, ny, ny}, 3)
 	if !ok {
 		return
 	}
+	// reads: X, W, Bias, Res; the absent ones are not read.
+	var resRead []span
+	if o.Res.Buf != nil {
+		resRead = reads[3:4]
+	}
+	reads = reads[:3]
 	if o.Bias.Buf == nil {
 		reads = reads[:2]
 	}
@@ -221,7 +235,7 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, kdt string, half bool, nw i
 		uint32(o.StrideH), uint32(o.StrideW), uint32(o.PadT), uint32(o.PadL),
 		uint32(o.DilH), uint32(o.DilW), uint32(o.Groups), flags,
 		offs[0], offs[1], offs[2], offs[3],
-		uint32(o.Act.Fn), 0, aa[0], aa[1], ab[0], ab[1]}
+		uint32(o.Act.Fn), offs[4], aa[0], aa[1], ab[0], ab[1]}
 	kd := cg * o.KH * o.KW
 	if sk := l.pickConvSplit(t, dt, kg, int(cols), kd, o.Groups); sk.s > 1 {
 		// partial pass: X, W -> scratch; reduction: scratch, Bias -> Y
@@ -234,18 +248,23 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, kdt string, half bool, nw i
 		if o.Bias.Buf != nil {
 			rreads = append(rreads, reads[2])
 		}
+		rreads = append(rreads, resRead...)
 		one := realBits(dt, 1)
+		rflags := flags & 1
+		if o.Res.Buf != nil {
+			rflags |= 2
+		}
 		rp := []uint32{uint32(kg), uint32(cols), uint32(sk.s), uint32(o.Groups),
 			uint32(ohw), uint32(int64(o.K) * ohw), uint32(ohw), uint32(int64(kg) * ohw),
-			offs[3], offs[2], uint32(kg), flags & 1, 1, 0, uint32(o.Act.Fn), 0,
+			offs[3], offs[2], uint32(kg), rflags, 1, 0, uint32(o.Act.Fn), offs[4],
 			one[0], one[1], one[0], one[1], aa[0], aa[1], ab[0], ab[1]}
-		l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sb, binds[2], binds[3]},
+		l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sb, binds[2], binds[3], binds[4]},
 			reads: rreads, writes: writes, push: rp, groups: groups1D(l.d, ny, wgSize), scratch: sk.bytes})
 		return
 	}
 	gz := uint32(min(int64(o.Groups), int64(l.d.maxGroups[2])))
 	l.add(dispatch{shader: "convgemm_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
-		binds: binds, reads: reads, writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), gz}})
+		binds: binds, reads: append(reads, resRead...), writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), gz}})
 }
 
 func (l *lowering) ConvTranspose(o *rt.ConvTranspose) {

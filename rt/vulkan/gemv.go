@@ -234,6 +234,6 @@ func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, kdt string, binds []bind, rea
 		uint32(N), 0, uint32(N), uint32(o.StrideY),
 		offs[3], offs[2], 0, rflags, push[12], push[13], uint32(o.Act.Fn), 0,
 		push[16], push[17], push[18], push[19], push[20], push[21], push[22], push[23]}
-	l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sbd, binds[2], binds[3]},
+	l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sbd, binds[2], binds[3], sbd}, // Res: a dummy
 		reads: rreads, writes: writes, push: rp, groups: groups1D(l.d, B*M*N, wgSize), scratch: scratch})
 }

@@ -316,7 +316,7 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 			uint32(N), 0, uint32(N), uint32(o.StrideY),
 			offs[3], offs[2], 0, rflags, uint32(int32(bs0)), uint32(int32(bs1)), uint32(o.Act.Fn), 0,
 			al[0], al[1], be[0], be[1], aa[0], aa[1], ab[0], ab[1]}
-		l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sb, binds[2], binds[3]},
+		l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sb, binds[2], binds[3], sb}, // Res: a dummy
 			reads: rreads, writes: writes, push: rp, groups: groups1D(l.d, B*M*N, wgSize), scratch: sk.bytes})
 		return
 	}
