@@ -6,6 +6,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -34,7 +35,7 @@ type device struct {
 	// split builds one kernel per program, with a MatMul's or Conv's
 	// epilogue activation fixed at build time (GPUs, whose compilers
 	// take time in proportion to the code; pocl pays a fixed cost per
-	// program instead).
+	// program instead). VRUN_CL_SPLIT=0 or 1 overrides the choice.
 	split bool
 
 	mu      sync.Mutex // guards everything below and queue
@@ -109,6 +110,12 @@ func openDevice(e devEntry) (*device, error) {
 		progs: map[string]*progEntry{}, probes: map[rt.Op]*[]progKey{}, cacheDir: cacheDir()}
 	d.opts = fmt.Sprintf("-DEWL=%d -DRWG=%d", d.cfg.ewLocal, d.cfg.redWG)
 	d.split = !e.caps.cpu
+	switch os.Getenv("VRUN_CL_SPLIT") { // measuring cold starts: force either way
+	case "0":
+		d.split = false
+	case "1":
+		d.split = true
+	}
 	return d, nil
 }
 
