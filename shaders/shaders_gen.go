@@ -169,6 +169,9 @@ var names = []string{
 	"fill_b2",                  // fill.comp ESIZE=2 NEED_16BIT=1
 	"fill_b4",                  // fill.comp ESIZE=4
 	"fill_b8",                  // fill.comp ESIZE=8
+	"fillv_b1",                 // fill.comp ESIZE=1 NEED_8BIT=1 VEC=1
+	"fillv_b2",                 // fill.comp ESIZE=2 NEED_16BIT=1 VEC=1
+	"fillv_b4",                 // fill.comp ESIZE=4 VEC=1
 	"gather_b1",                // gather.comp ESIZE=1 NEED_8BIT=1
 	"gather_b2",                // gather.comp ESIZE=2 NEED_16BIT=1
 	"gather_b4",                // gather.comp ESIZE=4

@@ -221,8 +221,8 @@ func gpuCopy(d *device, dst, src rt.Buffer, n int64) (time.Duration, error) {
 // does (its PyTorch twin), on 8192×8192 f32 (512×1024 on a CPU device):
 // the device copy (copy-buffer: vkCmdCopyBuffer between timestamps, and
 // rt.CopyBuffer's wall clock, which adds a submit and a fence wait;
-// copy-kernel: Unary Copy, copy.comp), Add, Relu, Add of a bias row and a
-// cast to f16 (each also with the 4-item vector variants off, -novec;
+// copy-kernel: Unary Copy, copy.comp), Add, Relu, Add of a bias row, Fill
+// (bytes written) and a cast to f16 (each also with the 4-item vector variants off, -novec;
 // the copy also with its workgroups capped, -g<groups>),
 // Softmax, Normalize
 // (layer norm; both also with the 4-item vector rows off, -novec, the
@@ -341,6 +341,7 @@ func BenchmarkBandwidth(b *testing.B) {
 		{"add-bias", func() rt.Op {
 			return &rt.Binary{Fn: rt.Add, A: mat(xa), B: xb.ref([]int{rows, cols}, []int{0, 1}), Y: mat(y)}
 		}, 2*nb + float64(cols*4)},
+		{"fill", func() rt.Op { return &rt.Fill{Y: flat(y), Value: 1} }, nb},
 		// f32 -> f16 into the first half of y's bytes
 		{"cast-f16", func() rt.Op {
 			yr := flat(y)

@@ -357,5 +357,9 @@ func (l *lowering) Fill(o *rt.Fill) {
 	}
 	bits := rt.FillBits(o.Y.DType, o.Value)
 	lo, hi := uint32(bits), uint32(bits>>32)
-	l.ew("fill_"+sizeName(o.Y.DType.Size()), "", false, []string{"Y"}, []rt.Ref{o.Y}, 6, []uint32{0, lo, hi, 0}, nil)
+	vec := ""
+	if vecCopy(o.Y.DType.Size()) {
+		vec = "fillv_" + sizeName(o.Y.DType.Size())
+	}
+	l.ew("fill_"+sizeName(o.Y.DType.Size()), vec, false, []string{"Y"}, []rt.Ref{o.Y}, 6, []uint32{0, lo, hi, 0}, nil)
 }

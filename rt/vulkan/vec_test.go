@@ -206,3 +206,50 @@ func TestElementwiseVec(t *testing.T) {
 		}
 	}
 }
+
+// TestFillVec checks Fill's 4-item vector variants (fillv_: 1-, 2- and
+// 4-byte elements, four to a 32-bit word, two or four words) and the
+// scalar kernel on the layouts the vectors cannot take, over the output
+// views of vecCases: every element of the view holds the value, every
+// other element its initial one.
+func TestFillVec(t *testing.T) {
+	d := testDevice(t)
+	for _, dt := range []rt.DType{rt.U8, rt.F16, rt.F32, rt.I64} {
+		for _, c := range vecCases(false) {
+			if strings.HasPrefix(c.name, "scalar") || strings.HasPrefix(c.name, "column") {
+				continue // input layouts
+			}
+			// the output alone decides: every vecCases output is contiguous
+			c.vec = vecCopy(dt.Size()) && c.out.off%4 == 0
+			init := make([]float64, c.out.off+c.out.n)
+			for i := range init {
+				init[i] = 3
+			}
+			yb := newBuf(t, d, dt, len(init), init)
+			yr := yb.ref(c.shape, c.out.strides)
+			yr.Off += int64(c.out.off * dt.Size())
+			op := &rt.Fill{Y: yr, Value: -5.5}
+			if dt.IsInt() {
+				op.Value = 7
+			}
+			if dt == rt.U8 {
+				op.Value = 200
+			}
+			if !supported(t, d, op) {
+				continue
+			}
+			ds, err := d.(*device).lower(op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.HasPrefix(ds[0].shader, "fillv_"); got != c.vec {
+				t.Errorf("fill %s %s: shader %s, want the vector variant %v", dt, c.name, ds[0].shader, c.vec)
+			}
+			backendtest.Run(t, d, op)
+			want := append([]float64{}, init...)
+			st := c.out.st(c.shape)
+			backendtest.ForEach(c.shape, func(idx []int) { want[c.out.off+backendtest.Offset(idx, st)] = op.Value })
+			compare(t, "fill "+dt.String()+" "+c.name, yb.read(t, d), want, 0)
+		}
+	}
+}

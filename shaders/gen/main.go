@@ -144,6 +144,7 @@ func variants() []variant {
 		add("copy_"+sizes[sz], "copy.comp", def)
 		if sz <= 4 { // rt/vulkan's vecCopy
 			add("copyv_"+sizes[sz], "copy.comp", def, []string{"VEC=1"})
+			add("fillv_"+sizes[sz], "fill.comp", def, []string{"VEC=1"})
 		}
 		add("where_"+sizes[sz], "where.comp", def)
 		add("gather_"+sizes[sz], "gather.comp", def)
