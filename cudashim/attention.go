@@ -12,7 +12,7 @@ import (
 
 // attnRows is the number of query rows per block of the attention kernels
 // (NT / AT_LANES in kernels/attention.cu).
-const attnRows = nt / 32
+const attnRows = nt / 16
 
 // attentionSupported accepts the rt.Attention ops that kernels/attention.cu
 // runs: f32 and f16, head sizes up to 128, non-negative strides. Others

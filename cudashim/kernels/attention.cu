@@ -1,14 +1,14 @@
 // attention.cu: rt.Attention, fused scaled dot-product attention, flash
 // style (the same scheme as shaders/attention.comp). One block of NT
-// threads per (batch*head, block of AT_BQ query rows), one warp per query
-// row. The block walks the keys in blocks of AT_BK = 32: it stages the
-// block's K and V rows in shared memory; lane j of a row's warp scores key
-// j against the row's Q (scaled, in shared memory); the warp reduces the
-// block maximum with shuffles, each lane computes its key's probability
-// once, and every lane folds the 32 probabilities (broadcast by shuffle)
-// into its DMAX/32 output dims (lane, lane+32, ...) and the running sum
-// with an online softmax. No score tensor reaches global memory. Compute
-// is in f32 for f32 and f16 storage.
+// threads per (batch*head, block of AT_BQ query rows), AT_LANES threads
+// per query row. The block walks the keys in blocks of AT_BK: it stages
+// the block's K and V rows in shared memory, each lane scores
+// AT_BK/AT_LANES keys of its row against the row's Q (scaled, in shared
+// memory) into a shared AT_BQ x AT_BK tile, and then every lane of the
+// row folds the tile into the row's running max, sum and output with an
+// online softmax, for its DMAX/AT_LANES output dims (lane, lane+AT_LANES,
+// ...). No score tensor reaches global memory. Compute is in f32 for f32
+// and f16 storage.
 
 struct AttnArgs {
   u64 q, k, v, m, y;
@@ -17,7 +17,7 @@ struct AttnArgs {
   i64 sq[4], sk[4], sv[4], sm[4], sy[4];  // strides [b, h, row, col] in elements
 };
 
-#define AT_LANES 32
+#define AT_LANES 16
 #define AT_BK 32
 #define AT_BQ (NT / AT_LANES)
 
@@ -27,6 +27,7 @@ __device__ __forceinline__ void attention_body(const AttnArgs& a) {
   __shared__ float qs[AT_BQ][DMAX + 1];
   __shared__ float ks[AT_BK][DMAX + 1];
   __shared__ float vs[AT_BK][DMAX];
+  __shared__ float ss[AT_BQ][AT_BK + 1];
   const int t = threadIdx.x, row = t / AT_LANES, lane = t % AT_LANES;
   const i64 wg = blockIdx.x + (i64)blockIdx.y * gridDim.x;
   const i64 bh = wg / a.nqb, qb0 = (wg % a.nqb) * AT_BQ;
@@ -64,29 +65,31 @@ __device__ __forceinline__ void attention_body(const AttnArgs& a) {
       vs[r][c] = j < LK ? tof(v[j * a.sv[2] + c * a.sv[3]]) : 0.f;
     }
     __syncthreads();
-    const i64 j = j0 + lane;
-    float s = ninf;
-    if (j < lastKey && i < LQ) {
-      s = 0.f;
-      for (int c = 0; c < D; c++) s = fmaf(qs[row][c], ks[lane][c], s);
-      if (m) s += tof(m[i * a.sm[2] + j * a.sm[3]]);
+    for (int kk = lane; kk < AT_BK; kk += AT_LANES) {
+      const i64 j = j0 + kk;
+      float s = ninf;
+      if (j < lastKey && i < LQ) {
+        s = 0.f;
+        for (int c = 0; c < D; c++) s = fmaf(qs[row][c], ks[kk][c], s);
+        if (m) s += tof(m[i * a.sm[2] + j * a.sm[3]]);
+      }
+      ss[row][kk] = s;
     }
-    float mb = s;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, o));
+    __syncthreads();
+    float mb = ninf;
+#pragma unroll 8
+    for (int kk = 0; kk < AT_BK; kk++) mb = fmaxf(mb, ss[row][kk]);
     const float mn = fmaxf(mx, mb);
-    if (mn == ninf) continue;  // nothing attended yet (uniform in the warp)
+    if (mn == ninf) continue;  // nothing attended yet
     const float alpha = __expf(mx - mn);
-    const float p = __expf(s - mn);
     l *= alpha;
 #pragma unroll
     for (int u = 0; u < DL; u++) acc[u] *= alpha;
-#pragma unroll 8
     for (int kk = 0; kk < AT_BK; kk++) {
-      const float pk = __shfl_sync(0xffffffffu, p, kk);
-      l += pk;
+      const float p = __expf(ss[row][kk] - mn);
+      l += p;
 #pragma unroll
-      for (int u = 0; u < DL; u++) acc[u] = fmaf(pk, vs[kk][lane + u * AT_LANES], acc[u]);
+      for (int u = 0; u < DL; u++) acc[u] = fmaf(p, vs[kk][lane + u * AT_LANES], acc[u]);
     }
     mx = mn;
   }
