@@ -19,7 +19,8 @@ import (
 //     pickTile over the Kg x N*OH*OW output and G groups. Where the tiles
 //     give too few workgroups, the GEMM depth is split (pickConvSplit): a
 //     convgemmk_* partial pass into the stream's scratch buffer, then
-//     splitk.comp applies the bias and activation.
+//     splitk.comp applies the bias, the residual (rt.Conv.Res, flag 4 of
+//     convgemm.comp) and the activation.
 //   - dwconv.comp for depthwise convolutions (C/G == 1), one invocation
 //     per output with an unrolled 3x3.
 //   - conv.comp, the direct kernel, where the GEMM tile would be mostly
@@ -89,11 +90,8 @@ func pickConvTile(dt rt.DType, kg, cols, groups int, sharedLim, maxInv uint32, c
 	if cpu || forceGemmTile != "" {
 		return pickFrom(convTiles, dt, kg, cols, groups, sharedLim, maxInv, cpu)
 	}
-	fits := func(t gemmTile) bool {
-		return !(dt == rt.F64 && t.bm*t.bn > 64*64) && t.shared(dt) <= int(sharedLim) && t.threads() <= int(maxInv)
-	}
 	for _, t := range convTiles {
-		if narrowConvTile(t) || t.name == "t" || !fits(t) || t.bm >= 2*kg || t.bn >= 2*cols {
+		if narrowConvTile(t) || t.name == "t" || !t.fits(dt, sharedLim, maxInv) || t.bm >= 2*kg || t.bn >= 2*cols {
 			continue
 		}
 		if t.grid(kg, cols, groups) >= gemmTarget(false) {
@@ -104,10 +102,8 @@ func pickConvTile(dt rt.DType, kg, cols, groups int, sharedLim, maxInv uint32, c
 	if kg >= 128 {
 		want = "n"
 	}
-	for _, t := range convTiles {
-		if t.name == want && fits(t) {
-			return t, true
-		}
+	if t, ok := tileNamed(convTiles, want); ok && t.fits(dt, sharedLim, maxInv) {
+		return t, true
 	}
 	return pickFrom(convTiles, dt, kg, cols, groups, sharedLim, maxInv, cpu)
 }

@@ -48,6 +48,13 @@ func (t gemmTile) shared(dt rt.DType) int {
 	return max(2*t.bk*(t.bm+t.bn), 4*(t.bm/t.tm)*t.bn) * es
 }
 
+// fits reports whether the device can run t in dtype dt: shaders/gen
+// builds no f64 tile larger than 64x64, and the tile's shared memory and
+// invocations must fit the device's limits.
+func (t gemmTile) fits(dt rt.DType, sharedLim, maxInv uint32) bool {
+	return !(dt == rt.F64 && t.bm*t.bn > 64*64) && t.shared(dt) <= int(sharedLim) && t.threads() <= int(maxInv)
+}
+
 func (t gemmTile) grid(m, n, batch int) int64 {
 	return int64((m+t.bm-1)/t.bm) * int64((n+t.bn-1)/t.bn) * int64(batch)
 }
@@ -111,7 +118,7 @@ func pickTile(dt rt.DType, m, n, batch int, sharedLim, maxInv uint32, cpu bool) 
 	var last gemmTile
 	for _, name := range smallTiles {
 		c, found := tileNamed(gemmTiles, name)
-		if !found || (dt == rt.F64 && c.bm*c.bn > 64*64) || c.shared(dt) > int(sharedLim) || c.threads() > int(maxInv) {
+		if !found || !c.fits(dt, sharedLim, maxInv) {
 			continue
 		}
 		last = c
@@ -145,13 +152,10 @@ func tileNamed(ts []gemmTile, name string) (gemmTile, bool) {
 func pickFrom(tiles []gemmTile, dt rt.DType, m, n, batch int, sharedLim, maxInv uint32, cpu bool) (gemmTile, bool) {
 	var fit []gemmTile
 	for _, t := range tiles {
-		if dt == rt.F64 && t.bm*t.bn > 64*64 {
-			continue
-		}
 		if t.alt && t.name != forceGemmTile {
 			continue
 		}
-		if t.shared(dt) <= int(sharedLim) && t.threads() <= int(maxInv) {
+		if t.fits(dt, sharedLim, maxInv) {
 			fit = append(fit, t)
 		}
 	}
