@@ -125,11 +125,7 @@ func convSplit(t gemmTile) splitRule {
 
 func (l *lowering) Conv(o *rt.Conv) {
 	dt := o.X.DType
-	if !l.floatOnly(dt) {
-		return
-	}
-	half := rt.HalfWeights(o)
-	kdt, ok := l.kernelDType(dt, half)
+	kdt, half, ok := l.weightKernel(dt, o)
 	if !ok {
 		return
 	}

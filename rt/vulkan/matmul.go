@@ -194,13 +194,21 @@ func (l *lowering) kernelDType(dt rt.DType, half bool) (string, bool) {
 	return "f32w16", true
 }
 
+// weightKernel is the start of MatMul and Conv: op's dtype dt must be a
+// float one, and kdt names the kernel variant (kernelDType; half when op
+// takes f16 weights).
+func (l *lowering) weightKernel(dt rt.DType, op rt.Op) (kdt string, half, ok bool) {
+	if !l.floatOnly(dt) {
+		return "", false, false
+	}
+	half = rt.HalfWeights(op)
+	kdt, ok = l.kernelDType(dt, half)
+	return kdt, half, ok
+}
+
 func (l *lowering) MatMul(o *rt.MatMul) {
 	dt := o.A.DType
-	if !l.floatOnly(dt) {
-		return
-	}
-	half := rt.HalfWeights(o)
-	kdt, ok := l.kernelDType(dt, half)
+	kdt, half, ok := l.weightKernel(dt, o)
 	if !ok {
 		return
 	}
