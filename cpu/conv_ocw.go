@@ -3,7 +3,6 @@ package cpu
 import (
 	"bytes"
 	"slices"
-	"sync"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -89,14 +88,8 @@ type ocwPacked struct {
 }
 
 // ocwCache keeps the packed weights of recent convolutions, at most
-// ocwCacheBytes, oldest dropped first.
-var ocwCache struct {
-	sync.Mutex
-	entries []*ocwPacked
-	bytes   int
-}
-
-const ocwCacheBytes = 64 << 20
+// 64 MiB, oldest dropped first.
+var ocwCache = weightCache[ocwPacked]{limit: 64 << 20, size: func(e *ocwPacked) int { return 4 * (len(e.src) + len(e.w)) }}
 
 // ocwPack packs w ([K, taps]) and bias (nil: none) into blocks of 16·nv
 // channels, [tap][16·nv] each, zero past K.
@@ -127,15 +120,7 @@ func ocwWeights(w, bias []float32, K, taps int) (*ocwPacked, func()) {
 	}
 	key := &w[0]
 	kp := (K + 15) / 16 * 16
-	ocwCache.Lock()
-	var e *ocwPacked
-	for _, c := range ocwCache.entries {
-		if c.key == key && c.taps == taps && c.k == K {
-			e = c
-			break
-		}
-	}
-	ocwCache.Unlock()
+	e := ocwCache.find(func(c *ocwPacked) bool { return c.key == key && c.taps == taps && c.k == K })
 	if e != nil && bytes.Equal(asBytes(e.src), asBytes(w)) && (bias == nil) == (e.bias == nil) && bytes.Equal(asBytes(e.bias), asBytes(bias)) {
 		return e, func() {}
 	}
@@ -144,24 +129,7 @@ func ocwWeights(w, bias []float32, K, taps int) (*ocwPacked, func()) {
 		ne.bias = slices.Clone(bias)
 	}
 	ocwPack(w, bias, K, taps, ne.w, ne.b)
-	size := 4 * (len(ne.src) + len(ne.w))
-	ocwCache.Lock()
-	if e != nil {
-		if i := slices.Index(ocwCache.entries, e); i >= 0 {
-			ocwCache.entries = slices.Delete(ocwCache.entries, i, i+1)
-			ocwCache.bytes -= 4 * (len(e.src) + len(e.w))
-		}
-	}
-	for len(ocwCache.entries) > 0 && ocwCache.bytes+size > ocwCacheBytes {
-		old := ocwCache.entries[0]
-		ocwCache.bytes -= 4 * (len(old.src) + len(old.w))
-		ocwCache.entries = ocwCache.entries[1:]
-	}
-	if size <= ocwCacheBytes {
-		ocwCache.entries = append(ocwCache.entries, ne)
-		ocwCache.bytes += size
-	}
-	ocwCache.Unlock()
+	ocwCache.replace(e, ne)
 	return ne, func() {}
 }
 

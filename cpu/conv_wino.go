@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"math"
 	"slices"
-	"sync"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -517,18 +516,12 @@ type winoCached struct {
 }
 
 // winoCache keeps the transformed weights of recent Winograd
-// convolutions, at most winoCacheBytes of them, oldest dropped first. An
+// convolutions, at most 256 MiB of them, oldest dropped first. An
 // entry is used only when the weights at its address still equal its
 // copy (compared in full on every run: a read of the weights, where the
 // transform reads them and writes four times as much); weights found
 // changed twice (trained ones) are transformed into scratch every run.
-var winoCache struct {
-	sync.Mutex
-	entries []*winoCached
-	bytes   int
-}
-
-const winoCacheBytes = 256 << 20
+var winoCache = weightCache[winoCached]{limit: 256 << 20, size: func(e *winoCached) int { return 4 * (len(e.src) + len(e.u)) }}
 
 // winoWeightsFor returns U[ξ][k][c] = sum over taps of GG[ξ][tap]
 // w[k][c][tap] for the K × C kernels w, and a function to call when done
@@ -536,15 +529,7 @@ const winoCacheBytes = 256 << 20
 func winoWeightsFor(wk *winoKind, w []float32, K, C int) ([]float32, func()) {
 	w = w[:K*C*9]
 	key := &w[0]
-	winoCache.Lock()
-	var e *winoCached
-	for _, c := range winoCache.entries {
-		if c.key == key && c.wk == wk && len(c.src) == len(w) {
-			e = c
-			break
-		}
-	}
-	winoCache.Unlock()
+	e := winoCache.find(func(c *winoCached) bool { return c.key == key && c.wk == wk && len(c.src) == len(w) })
 	if e != nil && bytes.Equal(asBytes(e.src), asBytes(w)) {
 		return e.u, func() {}
 	}
@@ -559,24 +544,7 @@ func winoWeightsFor(wk *winoKind, w []float32, K, C int) ([]float32, func()) {
 		ne.misses = e.misses + 1
 	}
 	winoTransformWeights(wk, w, ne.u, K, C)
-	size := 4 * (len(ne.src) + len(ne.u))
-	winoCache.Lock()
-	if e != nil {
-		if i := slices.Index(winoCache.entries, e); i >= 0 {
-			winoCache.entries = slices.Delete(winoCache.entries, i, i+1)
-			winoCache.bytes -= 4 * (len(e.src) + len(e.u))
-		}
-	}
-	for len(winoCache.entries) > 0 && winoCache.bytes+size > winoCacheBytes {
-		old := winoCache.entries[0]
-		winoCache.bytes -= 4 * (len(old.src) + len(old.u))
-		winoCache.entries = winoCache.entries[1:]
-	}
-	if size <= winoCacheBytes {
-		winoCache.entries = append(winoCache.entries, ne)
-		winoCache.bytes += size
-	}
-	winoCache.Unlock()
+	winoCache.replace(e, ne)
 	return ne.u, func() {}
 }
 
