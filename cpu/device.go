@@ -201,6 +201,7 @@ func (b *Buffer) Size() int64 { return b.size }
 // Free releases the buffer; it is safe to call more than once.
 func (b *Buffer) Free() {
 	b.mu.Lock()
+	dropCachedWeights(b.data)
 	b.data = nil
 	b.dead.Store(true)
 	b.mu.Unlock()
