@@ -68,43 +68,6 @@ func TestConvRes(t *testing.T) {
 	}
 }
 
-// convRef is the float64 convolution of case c (bias included when
-// c.bias, no activation) and the sum of its terms' magnitudes.
-func convRef(c convCase, xv, wv, bv []float64) (sum, scale []float64) {
-	oh, ow := c.out()
-	cg, kg := c.c/c.g, c.k/c.g
-	sum, scale = make([]float64, c.n*c.k*oh*ow), make([]float64, c.n*c.k*oh*ow)
-	for n := 0; n < c.n; n++ {
-		for k := 0; k < c.k; k++ {
-			g := k / kg
-			for y := 0; y < oh; y++ {
-				for x := 0; x < ow; x++ {
-					s, sc := 0.0, 1e-3
-					if c.bias {
-						s, sc = bv[k], math.Abs(bv[k])+1e-3
-					}
-					for ch := 0; ch < cg; ch++ {
-						for i := 0; i < c.kh; i++ {
-							for j := 0; j < c.kw; j++ {
-								ih, iw := y*c.sh-c.pt+i*c.dh, x*c.sw-c.pl+j*c.dw
-								if ih < 0 || ih >= c.h || iw < 0 || iw >= c.w {
-									continue
-								}
-								p := xv[((n*c.c+g*cg+ch)*c.h+ih)*c.w+iw] * wv[((k*cg+ch)*c.kh+i)*c.kw+j]
-								s += p
-								sc += math.Abs(p)
-							}
-						}
-					}
-					q := ((n*c.k+k)*oh+y)*ow + x
-					sum[q], scale[q] = s, sc
-				}
-			}
-		}
-	}
-	return sum, scale
-}
-
 // BenchmarkConvRes times convolutions with a residual (rt.Conv.Res)
 // against the same Conv followed by the Binary Add (and Unary activation)
 // the engine emits without the fold: MobileNetV2's 1×1 projections

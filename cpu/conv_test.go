@@ -85,7 +85,7 @@ func runConvCases(t *testing.T, e *env, rng *rand.Rand, dts []rt.DType, transpos
 	for _, dt := range dts {
 		for ci, c := range convCases {
 			oh, ow := c.out()
-			cg, kg := c.c/c.g, c.k/c.g
+			cg := c.c / c.g
 			nx, nw, ny := c.n*c.c*c.h*c.w, c.k*cg*c.kh*c.kw, c.n*c.k*oh*ow
 			xv, wv := stored(dt, randVals(rng, nx, -1, 1)), stored(dt, randVals(rng, nw, -1, 1))
 			bv := stored(dt, randVals(rng, c.k, -1, 1))
@@ -96,35 +96,9 @@ func runConvCases(t *testing.T, e *env, rng *rand.Rand, dts []rt.DType, transpos
 				op.Bias = e.region(dt, c.k, bv).ref(c.k)
 			}
 			e.run(op)
-			want, scale := make([]float64, ny), make([]float64, ny)
-			for n := 0; n < c.n; n++ {
-				for k := 0; k < c.k; k++ {
-					g := k / kg
-					for y := 0; y < oh; y++ {
-						for x := 0; x < ow; x++ {
-							s, sc := 0.0, 0.0
-							if c.bias {
-								s, sc = bv[k], math.Abs(bv[k])
-							}
-							for ch := 0; ch < cg; ch++ {
-								for i := 0; i < c.kh; i++ {
-									for j := 0; j < c.kw; j++ {
-										ih, iw := y*c.sh-c.pt+i*c.dh, x*c.sw-c.pl+j*c.dw
-										if ih < 0 || ih >= c.h || iw < 0 || iw >= c.w {
-											continue
-										}
-										p := xv[((n*c.c+g*cg+ch)*c.h+ih)*c.w+iw] * wv[((k*cg+ch)*c.kh+i)*c.kw+j]
-										s += p
-										sc += math.Abs(p)
-									}
-								}
-							}
-							q := ((n*c.k+k)*oh+y)*ow + x
-							want[q] = c.act.Fn.Apply(s, c.act.Alpha, c.act.Beta)
-							scale[q] = math.Max(sc, 1e-3)
-						}
-					}
-				}
+			want, scale := convRef(c, xv, wv, bv)
+			for i := range want {
+				want[i] = c.act.Fn.Apply(want[i], c.act.Alpha, c.act.Beta)
 			}
 			tol := map[rt.DType]float64{rt.F32: 1e-4, rt.F64: 1e-12, rt.F16: 2e-3}[dt]
 			checkVals(t, fmt.Sprintf("conv %s #%d", dt, ci), e.values(yr), stored(dt, want), tol, func(i int) float64 { return scale[i] })
@@ -179,4 +153,42 @@ func testConvTranspose(t *testing.T, e *env, c convCase, rng *rand.Rand) {
 		}
 	}
 	checkVals(t, fmt.Sprintf("convT %+v", c), e.values(yr), stored(dt, want), 1e-4, func(i int) float64 { return scale[i] })
+}
+
+// convRef is the float64 convolution of case c (bias included when
+// c.bias, no activation) and the sum of its terms' magnitudes (at least
+// 1e-3), the scale of its tolerance.
+func convRef(c convCase, xv, wv, bv []float64) (sum, scale []float64) {
+	oh, ow := c.out()
+	cg, kg := c.c/c.g, c.k/c.g
+	sum, scale = make([]float64, c.n*c.k*oh*ow), make([]float64, c.n*c.k*oh*ow)
+	for n := 0; n < c.n; n++ {
+		for k := 0; k < c.k; k++ {
+			g := k / kg
+			for y := 0; y < oh; y++ {
+				for x := 0; x < ow; x++ {
+					s, sc := 0.0, 0.0
+					if c.bias {
+						s, sc = bv[k], math.Abs(bv[k])
+					}
+					for ch := 0; ch < cg; ch++ {
+						for i := 0; i < c.kh; i++ {
+							for j := 0; j < c.kw; j++ {
+								ih, iw := y*c.sh-c.pt+i*c.dh, x*c.sw-c.pl+j*c.dw
+								if ih < 0 || ih >= c.h || iw < 0 || iw >= c.w {
+									continue
+								}
+								p := xv[((n*c.c+g*cg+ch)*c.h+ih)*c.w+iw] * wv[((k*cg+ch)*c.kh+i)*c.kw+j]
+								s += p
+								sc += math.Abs(p)
+							}
+						}
+					}
+					q := ((n*c.k+k)*oh+y)*ow + x
+					sum[q], scale[q] = s, math.Max(sc, 1e-3)
+				}
+			}
+		}
+	}
+	return sum, scale
 }
