@@ -89,6 +89,15 @@ func dpBatch(dt rt.DType, n int, seed uint64) map[string]*rt.Tensor {
 // device each time; others go through the registry (skipped when they
 // do not open), a selector listed twice opening a second VkDevice or
 // cl_context on the same physical device.
+// forEachBackend runs f as a subtest for the first device of each
+// backend: cpu, vulkan:0, opencl:0 and cuda:0 (dpDevices skips those
+// absent).
+func forEachBackend(t *testing.T, f func(t *testing.T, spec string)) {
+	for _, spec := range []string{"cpu", "vulkan:0", "opencl:0", "cuda:0"} {
+		t.Run(spec, func(t *testing.T) { f(t, spec) })
+	}
+}
+
 func dpDevices(t testing.TB, specs string) []rt.Device {
 	var out []rt.Device
 	for _, spec := range strings.Split(specs, ",") {

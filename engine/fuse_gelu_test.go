@@ -21,9 +21,7 @@ import (
 // Unary if the device's MatMul has no such epilogue. Odd sizes: batch 3,
 // M 7, K 13, N 37.
 func TestFuseGelu(t *testing.T) {
-	for _, spec := range []string{"cpu", "vulkan:0", "opencl:0", "cuda:0"} {
-		t.Run(spec, func(t *testing.T) { testFuseGelu(t, spec) })
-	}
+	forEachBackend(t, testFuseGelu)
 }
 
 func testFuseGelu(t *testing.T, spec string) {

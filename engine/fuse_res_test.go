@@ -20,9 +20,7 @@ import (
 // CPU and on each GPU backend present: the CPU and Vulkan fold, the
 // others keep the Add.
 func TestFuseResidual(t *testing.T) {
-	for _, spec := range []string{"cpu", "vulkan:0", "opencl:0", "cuda:0"} {
-		t.Run(spec, func(t *testing.T) { testFuseResidual(t, spec) })
-	}
+	forEachBackend(t, testFuseResidual)
 }
 
 func testFuseResidual(t *testing.T, spec string) {

@@ -37,14 +37,12 @@ const (
 // does not (the CPU, CUDA for now), planning must fail with an
 // *rt.UnsupportedError that names the backend: never a silent f32 run.
 func TestPrecisionF16(t *testing.T) {
-	for _, spec := range []string{"cpu", "vulkan:0", "opencl:0", "cuda:0"} {
-		t.Run(spec, func(t *testing.T) {
-			dev := dpDevices(t, spec)[0]
-			for _, net := range []precisionNet{cnnNet(), mlpNet(1), mlpNet(5)} {
-				t.Run(net.name, func(t *testing.T) { testPrecision(t, dev, net) })
-			}
-		})
-	}
+	forEachBackend(t, func(t *testing.T, spec string) {
+		dev := dpDevices(t, spec)[0]
+		for _, net := range []precisionNet{cnnNet(), mlpNet(1), mlpNet(5)} {
+			t.Run(net.name, func(t *testing.T) { testPrecision(t, dev, net) })
+		}
+	})
 }
 
 // precisionNet is a test model with its float64 forward pass.
