@@ -50,7 +50,7 @@ func TestH200Floors(t *testing.T) {
 		class string
 		want  int
 	}{
-		{Conformance, H200CUDA, 249}, {Conformance, H200Vulkan, 249}, {Conformance, H200OpenCL, 249},
+		{Conformance, H200CUDA, 272}, {Conformance, H200Vulkan, 272}, {Conformance, H200OpenCL, 272},
 		{Gradients, H200CUDA, 436}, {Gradients, H200Vulkan, 436}, {Gradients, H200OpenCL, 436},
 		{Vendored, H200Vulkan, 1229}, {Vendored, H200OpenCL, 1231},
 	} {
