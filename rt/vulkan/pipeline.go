@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -56,9 +57,22 @@ func (d *device) getLayout(n int) (*layout, error) {
 	return l, nil
 }
 
+// spvOverride names a folder of NAME.spv files that replace the embedded
+// shader variants of the same name: for trying a shader change on a
+// machine without the Go toolchain (compile it with glslc elsewhere,
+// copy the folder over, point VRUN_VK_SPV at it).
+const spvOverride = "VRUN_VK_SPV"
+
 // spirv returns the named variant's blob, checked.
 func spirv(name string) ([]uint32, error) {
 	b, ok := shaders.SPIRV(name)
+	if dir := os.Getenv(spvOverride); dir != "" {
+		if f, err := os.ReadFile(filepath.Join(dir, name+".spv")); err == nil {
+			b, ok = f, true
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("vulkan: %s: %w", spvOverride, err)
+		}
+	}
 	if !ok {
 		return nil, fmt.Errorf("vulkan: shader variant %q is missing from package shaders (run go generate ./shaders)", name)
 	}
