@@ -52,6 +52,8 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 	}
 	a.acc(dt, o.Act.Alpha)
 	a.acc(dt, o.Act.Beta)
+	a.ref(d, o.Res)
+	a.i32(b01(o.Res.Buf != nil))
 	if direct {
 		lx := 1
 		for lx < o.OW && lx < 32 {

@@ -49,12 +49,14 @@ func convRef(o *rt.Conv, x, w, b []float64) []float64 {
 	return y
 }
 
-// TestConvKernels checks Conv (implicit GEMM on every tile variant, and
-// the direct kernel for few output channels per group) against a float64
-// reference: odd shapes, strides, padding, dilation, groups, batch, bias
-// and fused activations. Tolerance relative to the sum of |x*w|: 1e-5 for
-// f32 and f64 (f32 accumulation), 4e-3 for f16 (f16 inputs and outputs,
-// f32 accumulation).
+// TestConvKernels checks Conv (implicit GEMM on every tile variant, with
+// and without split-K, and the direct kernel for few output channels per
+// group) against a float64 reference: odd shapes, strides, padding,
+// dilation, groups, batch, bias and fused activations, each without and
+// with a residual (rt.Conv.Res, added before the activation). Tolerance
+// relative to the sum of |x*w| (+ |res|): 1e-5 for f32 and f64 (f32
+// accumulation), 4e-3 for f16 (f16 inputs and outputs, f32
+// accumulation).
 func TestConvKernels(t *testing.T) {
 	type cc struct {
 		n, c, h, w, k, kh, kw, sh, sw, pt, pl, dh, dw, g int
@@ -87,6 +89,7 @@ func TestConvKernels(t *testing.T) {
 				return v
 			}
 			x, w := gen(c.n*c.c*c.h*c.w), gen(c.k*c.c/c.g*c.kh*c.kw)
+			res := gen(c.n * c.k * oh * ow)
 			var b []float64
 			if c.bias {
 				b = gen(c.k)
@@ -116,10 +119,17 @@ func TestConvKernels(t *testing.T) {
 					br, bb = up(b)
 					o.Bias = rt.Ref{Buf: bb, DType: dt, Shape: []int{c.k}}
 				}
-				want := convRef(o, xr, wr, br)
+				resr, resb := up(res)
+				act := o.Act
+				o.Act = rt.Activation{Fn: rt.Copy}
+				pre := convRef(o, xr, wr, br)
+				o.Act = act
 				mag := convRef(&rt.Conv{N: o.N, C: o.C, H: o.H, Width: o.Width, K: o.K, OH: oh, OW: ow, KH: o.KH, KW: o.KW,
 					StrideH: o.StrideH, StrideW: o.StrideW, PadT: o.PadT, PadL: o.PadL, DilH: o.DilH, DilW: o.DilW, Groups: o.Groups,
 					Act: rt.Activation{Fn: rt.Copy}}, abs(xr), abs(wr), abs(br))
+				for i := range mag {
+					mag[i] += math.Abs(resr[i])
+				}
 				tol := 1e-5
 				if dt == rt.F16 {
 					tol = 4e-3
@@ -138,41 +148,59 @@ func TestConvKernels(t *testing.T) {
 				}
 				vs = append(vs, variant{shapes[0], 3}, variant{shapes[len(shapes)-1], 5})
 				for _, v := range vs {
-					s := v.s
-					dev.gemmForce, dev.splitForce = &s, v.splits
-					name := fmt.Sprintf("case%d/%s/%dx%d_%dx%d/split%d", ci, dt, s.tm, s.tn, s.wm, s.wn, v.splits)
-					t.Run(name, func(t *testing.T) {
-						defer func() { dev.splitForce = 0 }()
-						y := newGuarded(t, dev, dt, len(want))
-						defer y.buf.Free()
-						o.Y = y.ref(dt, c.n, c.k, oh, ow)
-						// Two submits of one recording: split-K must leave its
-						// tile counters ready for the next run.
-						st, err := dev.NewStream(rt.StreamOptions{})
-						if err != nil {
-							t.Fatal(err)
+					for _, withRes := range []bool{false, true} {
+						s := v.s
+						dev.gemmForce, dev.splitForce = &s, v.splits
+						name := fmt.Sprintf("case%d/%s/%dx%d_%dx%d/split%d/res%v", ci, dt, s.tm, s.tn, s.wm, s.wn, v.splits, withRes)
+						want := make([]float64, len(pre))
+						for i, p := range pre {
+							if withRes {
+								p += resr[i]
+							}
+							want[i] = act.Fn.Apply(p, act.Alpha, act.Beta)
 						}
-						defer st.Close()
-						if err := st.Launch(o); err != nil {
-							t.Fatal(err)
+						o.Res = rt.Ref{}
+						if withRes {
+							o.Res = rt.Ref{Buf: resb, DType: dt, Shape: []int{c.n, c.k, oh, ow}}
 						}
-						for r := 0; r < 2; r++ {
-							if err := st.Submit(); err != nil {
+						t.Run(name, func(t *testing.T) {
+							defer func() { dev.splitForce = 0 }()
+							y := newGuarded(t, dev, dt, len(want))
+							defer y.buf.Free()
+							o.Y = y.ref(dt, c.n, c.k, oh, ow)
+							if err := dev.Supports(o); err != nil {
 								t.Fatal(err)
 							}
-							if err := st.Wait(); err != nil {
+							// Two submits of one recording: split-K must leave its
+							// tile counters ready for the next run.
+							st, err := dev.NewStream(rt.StreamOptions{})
+							if err != nil {
 								t.Fatal(err)
 							}
-						}
-						got := &rt.Tensor{DType: dt, Shape: []int{len(want)}, Data: y.read(t, dev)}
-						for i := range want {
-							g := got.Float64(i)
-							if !(math.Abs(g-want[i]) <= tol*(mag[i]+1)) {
-								t.Fatalf("Y[%d] = %v, want %v (tolerance %g)", i, g, want[i], tol*(mag[i]+1))
+							defer st.Close()
+							if err := st.Launch(o); err != nil {
+								t.Fatal(err)
 							}
-						}
-					})
+							for r := 0; r < 2; r++ {
+								if err := st.Submit(); err != nil {
+									t.Fatal(err)
+								}
+								if err := st.Wait(); err != nil {
+									t.Fatal(err)
+								}
+							}
+							got := &rt.Tensor{DType: dt, Shape: []int{len(want)}, Data: y.read(t, dev)}
+							for i := range want {
+								g := got.Float64(i)
+								if !(math.Abs(g-want[i]) <= tol*(mag[i]+1)) {
+									t.Fatalf("Y[%d] = %v, want %v (tolerance %g)", i, g, want[i], tol*(mag[i]+1))
+								}
+							}
+						})
+					}
 				}
+				o.Res = rt.Ref{}
+				resb.Free()
 				xb.Free()
 				wb.Free()
 				if o.Bias.Buf != nil {

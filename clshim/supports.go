@@ -23,7 +23,8 @@ func unsupported(op rt.Op, dt rt.DType, reason string) error {
 }
 
 // supports mirrors the CPU backend's dtype rules, plus the device's
-// capabilities (f64 needs cl_khr_fp64).
+// capabilities (f64 needs cl_khr_fp64), and runs a Conv with a residual
+// (rt.Conv.Res) of Y's dtype.
 func (d *device) supports(op rt.Op) error {
 	dt := rt.OpDType(op)
 	if !dt.Valid() {
@@ -36,6 +37,15 @@ func (d *device) supports(op rt.Op) error {
 				return unsupported(op, rt.F64, "device "+d.ent.info.Name+" lacks cl_khr_fp64")
 			}
 		}
+	}
+	if o, ok := op.(*rt.Conv); ok && o.Res.Buf != nil {
+		// conv_gemm and conv_direct add the residual in their epilogue.
+		if o.Res.DType != o.Y.DType {
+			return unsupported(op, o.Res.DType, "Conv residual (Res) dtype differs from Y's")
+		}
+		c := *o
+		c.Res = rt.Ref{}
+		return d.supports(&c)
 	}
 	if rt.HalfWeights(op) {
 		// f16 weights beside f32 activations: gemm.cl and conv.cl read

@@ -25,7 +25,7 @@ func TestFuseResidual(t *testing.T) {
 
 func testFuseResidual(t *testing.T, spec string) {
 	const c, e, h, w = 9, 13, 9, 7 // 9 output channels: the GEMM conv on Vulkan (8 or more)
-	folds := spec == "cpu" || spec == "vulkan:0"
+	folds := spec == "cpu" || spec == "vulkan:0" || spec == "opencl:0"
 	cases := []struct {
 		name     string
 		left     bool   // Add(residual, conv) rather than Add(conv, residual)
