@@ -27,18 +27,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	_ "embed"
-	"encoding/base64"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"math"
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -46,25 +39,12 @@ import (
 	"time"
 
 	"github.com/vrun-go/vrun"
-	"github.com/vrun-go/vrun/export"
-	"github.com/vrun-go/vrun/internal/repo"
-	"github.com/vrun-go/vrun/model"
-	"github.com/vrun-go/vrun/npy"
+	"github.com/vrun-go/vrun/bench/internal/ortpeer"
 	"github.com/vrun-go/vrun/rt"
 )
 
 // profileTop is the -top flag.
 var profileTop *int
-
-//go:embed ort_bench.js
-var script []byte
-
-type benchModel struct {
-	name   string
-	onnx   string // the ONNX file onnxruntime loads
-	graph  *model.Model
-	inputs map[string]*rt.Tensor
-}
 
 func main() {
 	threads := flag.Int("threads", 2, "threads for both vrun (GOMAXPROCS) and onnxruntime (intra-op)")
@@ -91,29 +71,9 @@ func main() {
 	}
 }
 
-// nodeModules finds onnxruntime-node, or returns why it cannot.
-func nodeModules() (string, string) {
-	if _, err := exec.LookPath("node"); err != nil {
-		return "", "no node in PATH"
-	}
-	var dirs []string
-	if d := os.Getenv("VRUN_ORT_NODE_MODULES"); d != "" {
-		dirs = append(dirs, d)
-	}
-	if d, err := repo.Path(".ort/node_modules"); err == nil {
-		dirs = append(dirs, d)
-	}
-	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join(d, "onnxruntime-node", "package.json")); err == nil {
-			return d, ""
-		}
-	}
-	return "", "onnxruntime-node is not installed (npm install --ignore-scripts --prefix .ort onnxruntime-node)"
-}
-
 func run(threads, runs, rounds, profile int, only string, extra []string) error {
-	nm, why := nodeModules()
-	if nm == "" {
+	ortRT, ok, why := ortpeer.FindNode()
+	if !ok {
 		fmt.Printf("bench/ort: skipped: %s\n", why)
 		return nil
 	}
@@ -127,15 +87,16 @@ func run(threads, runs, rounds, profile int, only string, extra []string) error 
 	if err != nil {
 		return err
 	}
-	js := filepath.Join(tmp, "ort_bench.js")
-	if err := os.WriteFile(js, script, 0o644); err != nil {
-		return err
-	}
-	ort, err := startORT(js, nm)
+	defer func() {
+		for _, m := range models {
+			m.Close()
+		}
+	}()
+	ort, err := ortpeer.Start(ortRT)
 	if err != nil {
 		return err
 	}
-	defer ort.close()
+	defer ort.Close()
 
 	type result struct {
 		vrun, ort []float64 // median per round, ms
@@ -150,27 +111,27 @@ func run(threads, runs, rounds, profile int, only string, extra []string) error 
 		r := &result{}
 		res[i] = r
 		shapes := map[string][]int{}
-		for name, t := range m.inputs {
+		for name, t := range m.Inputs {
 			shapes[name] = t.Shape
 		}
-		s, err := vrun.New(m.graph, vrun.Options{Device: "cpu", Shapes: shapes})
+		s, err := vrun.New(m.Graph, vrun.Options{Device: "cpu", Shapes: shapes})
 		if err != nil {
 			r.err = "vrun: " + firstLine(err)
 			continue
 		}
 		r.sess = s
-		got, err := s.Run(context.Background(), m.inputs)
+		got, err := s.Run(context.Background(), m.Inputs)
 		if err != nil {
 			r.err = "vrun: " + firstLine(err)
 			continue
 		}
-		id, outs, v, err := ort.load(m.onnx, threads, m.inputs)
+		id, outs, v, err := ort.Load(m.ONNX, threads, m.Inputs)
 		if err != nil {
 			r.err = "onnxruntime: " + firstLine(err)
 			continue
 		}
 		ver, r.id = v, id
-		r.diff = maxDiff(got, outs)
+		r.diff = ortpeer.MaxDiff(got, outs)
 	}
 	defer func() {
 		for _, r := range res {
@@ -186,17 +147,17 @@ func run(threads, runs, rounds, profile int, only string, extra []string) error 
 			if r.err != "" {
 				continue
 			}
-			ms, err := timeVrun(ctx, r.sess, m.inputs, runs)
+			ms, err := timeVrun(ctx, r.sess, m.Inputs, runs)
 			if err != nil {
 				r.err = "vrun: " + firstLine(err)
 				continue
 			}
-			r.vrun = append(r.vrun, median(ms))
-			if ms, err = ort.bench(r.id, runs); err != nil {
+			r.vrun = append(r.vrun, ortpeer.Median(ms))
+			if ms, err = ort.Bench(r.id, runs); err != nil {
 				r.err = "onnxruntime: " + firstLine(err)
 				continue
 			}
-			r.ort = append(r.ort, median(ms))
+			r.ort = append(r.ort, ortpeer.Median(ms))
 		}
 	}
 
@@ -210,16 +171,16 @@ func run(threads, runs, rounds, profile int, only string, extra []string) error 
 	for i, m := range models {
 		r := res[i]
 		if r.err != "" {
-			fmt.Printf("%-16s %s\n", m.name, r.err)
+			fmt.Printf("%-16s %s\n", m.Name, r.err)
 			continue
 		}
 		v, o := minOf(r.vrun), minOf(r.ort)
-		fmt.Printf("%-16s %12.3f %12.3f %10.2f %10.2g\n", m.name, v, o, v/o, r.diff)
+		fmt.Printf("%-16s %12.3f %12.3f %10.2f %10.2g\n", m.Name, v, o, v/o, r.diff)
 	}
 	if profile > 0 {
 		for _, m := range models {
 			if err := profileModel(ctx, m, profile); err != nil {
-				fmt.Printf("%s: profile: %v\n", m.name, firstLine(err))
+				fmt.Printf("%s: profile: %v\n", m.Name, firstLine(err))
 			}
 		}
 	}
@@ -229,12 +190,12 @@ func run(threads, runs, rounds, profile int, only string, extra []string) error 
 // profileModel runs m n times with per-node times and prints the nodes
 // with the largest median, which a single run's profile (vrun -profile)
 // cannot give on a shared machine.
-func profileModel(ctx context.Context, m *benchModel, n int) error {
+func profileModel(ctx context.Context, m *ortpeer.Model, n int) error {
 	shapes := map[string][]int{}
-	for name, t := range m.inputs {
+	for name, t := range m.Inputs {
 		shapes[name] = t.Shape
 	}
-	s, err := vrun.New(m.graph, vrun.Options{Device: "cpu", Shapes: shapes, Profile: true})
+	s, err := vrun.New(m.Graph, vrun.Options{Device: "cpu", Shapes: shapes, Profile: true})
 	if err != nil {
 		return err
 	}
@@ -242,7 +203,7 @@ func profileModel(ctx context.Context, m *benchModel, n int) error {
 	times := map[string][]float64{}
 	ops := map[string]string{}
 	for i := 0; i < n+3; i++ {
-		if _, err := s.Run(ctx, m.inputs); err != nil {
+		if _, err := s.Run(ctx, m.Inputs); err != nil {
 			return err
 		}
 		if i < 3 {
@@ -260,11 +221,11 @@ func profileModel(ctx context.Context, m *benchModel, n int) error {
 	var rows []row
 	total := 0.0
 	for node, ts := range times {
-		rows = append(rows, row{node, median(ts)})
-		total += median(ts)
+		rows = append(rows, row{node, ortpeer.Median(ts)})
+		total += ortpeer.Median(ts)
 	}
 	sort.Slice(rows, func(a, b int) bool { return rows[a].med > rows[b].med })
-	fmt.Printf("\n%s: %d nodes, sum of per-node medians %.3f ms over %d runs\n", m.name, len(rows), total, n)
+	fmt.Printf("\n%s: %d nodes, sum of per-node medians %.3f ms over %d runs\n", m.Name, len(rows), total, n)
 	for _, r := range rows[:min(*profileTop, len(rows))] {
 		fmt.Printf("  %9.4f ms %5.1f%%  %-14s %s\n", r.med, 100*r.med/total, ops[r.node], r.node)
 	}
@@ -290,109 +251,29 @@ func firstLine(err error) string {
 	return s
 }
 
-// findModels lists the benchmark models, exporting model.bin files to
+// findModels lists the repository's benchmark models and the extra ONNX
+// files (fed deterministic random inputs), exporting model.bin files to
 // ONNX in tmp.
-func findModels(tmp, only string, extra []string) ([]*benchModel, error) {
-	want := map[string]bool{}
-	for _, n := range strings.Split(only, ",") {
-		if n != "" {
-			want[n] = true
-		}
-	}
-	keep := func(name string) bool { return len(want) == 0 || want[name] }
-	var out []*benchModel
-	dir, err := repo.Path("testdata/models")
+func findModels(tmp, only string, extra []string) ([]*ortpeer.Model, error) {
+	out, err := ortpeer.RepoModels(tmp, ortpeer.Keep(only))
 	if err != nil {
 		return nil, err
-	}
-	onnxFiles, _ := filepath.Glob(filepath.Join(dir, "*.onnx"))
-	sort.Strings(onnxFiles)
-	for _, p := range onnxFiles {
-		name := strings.TrimSuffix(filepath.Base(p), ".onnx")
-		if !keep(name) {
-			continue
-		}
-		m, err := loadModel(name, p, p, filepath.Join(dir, name+".x.npy"))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	e2e, err := repo.Path("testdata/e2e")
-	if err != nil {
-		return nil, err
-	}
-	bins, _ := filepath.Glob(filepath.Join(e2e, "*.bin"))
-	sort.Strings(bins)
-	for _, p := range bins {
-		name := strings.TrimSuffix(filepath.Base(p), ".bin")
-		if !keep("e2e_" + name) {
-			continue
-		}
-		g, err := vrun.LoadGraph(p)
-		if err != nil {
-			return nil, err
-		}
-		op := filepath.Join(tmp, name+".onnx")
-		if err := export.ONNX(op, g); err != nil {
-			g.Close()
-			return nil, fmt.Errorf("%s: %w", p, err)
-		}
-		g.Close()
-		m, err := loadModel("e2e_"+name, p, op, filepath.Join(e2e, name, "x.npy"))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
 	}
 	for _, p := range extra {
 		name := strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))
-		m, err := loadModel(name, p, p, "")
+		m, err := ortpeer.LoadModel(name, p, "", "")
+		if err == nil {
+			err = m.ExportONNX(tmp)
+		}
 		if err != nil {
+			for _, m := range out {
+				m.Close()
+			}
 			return nil, err
 		}
 		out = append(out, m)
 	}
 	return out, nil
-}
-
-// loadModel reads the graph vrun runs (path) and its input: x.npy for the
-// first input when given, deterministic random values otherwise.
-func loadModel(name, path, onnxPath, xnpy string) (*benchModel, error) {
-	g, err := vrun.LoadGraph(path)
-	if err != nil {
-		return nil, err
-	}
-	m := &benchModel{name: name, onnx: onnxPath, graph: g, inputs: map[string]*rt.Tensor{}}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for k, i := range g.Inputs() {
-		mt := g.Tensors[i]
-		if k == 0 && xnpy != "" {
-			t, err := npy.ReadFile(xnpy)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
-			}
-			m.inputs[mt.Name] = t
-			continue
-		}
-		shape := make([]int, len(mt.Shape))
-		for d, v := range mt.Shape {
-			shape[d] = max(int(v), 1)
-		}
-		t, err := rt.NewTensor(mt.DType, shape...)
-		if err != nil {
-			return nil, err
-		}
-		for j := 0; j < t.Len(); j++ {
-			if mt.DType.IsFloat() {
-				t.SetFloat64(j, rng.Float64()*2-1)
-			} else {
-				t.SetFloat64(j, float64(rng.IntN(2)))
-			}
-		}
-		m.inputs[mt.Name] = t
-	}
-	return m, nil
 }
 
 func timeVrun(ctx context.Context, s *vrun.Model, in map[string]*rt.Tensor, runs int) ([]float64, error) {
@@ -412,154 +293,10 @@ func timeVrun(ctx context.Context, s *vrun.Model, in map[string]*rt.Tensor, runs
 	return ms, nil
 }
 
-func median(v []float64) float64 {
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return math.NaN()
-	}
-	return s[len(s)/2]
-}
-
 func minOf(v []float64) float64 {
 	m := math.Inf(1)
 	for _, x := range v {
 		m = min(m, x)
 	}
 	return m
-}
-
-// maxDiff is the largest |vrun - ort| over every output, relative to the
-// largest |ort| of that output.
-func maxDiff(got map[string]*rt.Tensor, want map[string]*rt.Tensor) float64 {
-	worst := 0.0
-	for name, w := range want {
-		g := got[name]
-		if g == nil || g.Len() != w.Len() {
-			return math.Inf(1)
-		}
-		scale, d := 0.0, 0.0
-		for i := 0; i < w.Len(); i++ {
-			scale = max(scale, math.Abs(w.Float64(i)))
-			d = max(d, math.Abs(g.Float64(i)-w.Float64(i)))
-		}
-		if scale > 0 {
-			d /= scale
-		}
-		worst = max(worst, d)
-	}
-	return worst
-}
-
-// ---- the onnxruntime-node process ----
-
-type ortProc struct {
-	cmd *exec.Cmd
-	w   io.WriteCloser
-	in  *json.Encoder
-	out *bufio.Scanner
-}
-
-func startORT(js, nodeModules string) (*ortProc, error) {
-	cmd := exec.Command("node", js)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+nodeModules)
-	cmd.Stderr = os.Stderr
-	w, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	r, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	return &ortProc{cmd: cmd, w: w, in: json.NewEncoder(w), out: sc}, nil
-}
-
-func (p *ortProc) close() {
-	p.w.Close()
-	p.cmd.Wait()
-}
-
-type wireTensor struct {
-	DType string `json:"dtype"`
-	Dims  []int  `json:"dims"`
-	Data  string `json:"data"`
-}
-
-var ortTypes = map[rt.DType]string{rt.F32: "float32", rt.F64: "float64", rt.I32: "int32", rt.I64: "int64",
-	rt.U8: "uint8", rt.I8: "int8", rt.Bool: "bool", rt.F16: "float16"}
-
-func (p *ortProc) call(req any, resp any) error {
-	if err := p.in.Encode(req); err != nil {
-		return err
-	}
-	if !p.out.Scan() {
-		if err := p.out.Err(); err != nil {
-			return err
-		}
-		return fmt.Errorf("onnxruntime-node exited")
-	}
-	var e struct {
-		Error string `json:"error"`
-	}
-	if err := json.Unmarshal(p.out.Bytes(), &e); err == nil && e.Error != "" {
-		return fmt.Errorf("%s", e.Error)
-	}
-	return json.Unmarshal(p.out.Bytes(), resp)
-}
-
-func (p *ortProc) load(path string, threads int, in map[string]*rt.Tensor) (int, map[string]*rt.Tensor, string, error) {
-	inputs := map[string]wireTensor{}
-	for name, t := range in {
-		dt, ok := ortTypes[t.DType]
-		if !ok {
-			return 0, nil, "", fmt.Errorf("input %s: dtype %s", name, t.DType)
-		}
-		inputs[name] = wireTensor{dt, t.Shape, base64.StdEncoding.EncodeToString(t.Data)}
-	}
-	var resp struct {
-		ID      int                   `json:"id"`
-		Outputs map[string]wireTensor `json:"outputs"`
-		Version string                `json:"version"`
-	}
-	if err := p.call(map[string]any{"cmd": "load", "model": path, "threads": threads, "inputs": inputs}, &resp); err != nil {
-		return 0, nil, "", err
-	}
-	outs := map[string]*rt.Tensor{}
-	for name, w := range resp.Outputs {
-		dt := rt.InvalidDType
-		for k, v := range ortTypes {
-			if v == w.DType {
-				dt = k
-			}
-		}
-		b, err := base64.StdEncoding.DecodeString(w.Data)
-		if err != nil || dt == rt.InvalidDType {
-			return 0, nil, "", fmt.Errorf("output %s: bad tensor from onnxruntime", name)
-		}
-		outs[name] = &rt.Tensor{DType: dt, Shape: w.Dims, Data: b}
-	}
-	return resp.ID, outs, resp.Version, nil
-}
-
-func (p *ortProc) bench(id, runs int) ([]float64, error) {
-	// Warm up as vrun does.
-	var warm struct {
-		MS []float64 `json:"ms"`
-	}
-	if err := p.call(map[string]any{"cmd": "bench", "id": id, "runs": 3}, &warm); err != nil {
-		return nil, err
-	}
-	var resp struct {
-		MS []float64 `json:"ms"`
-	}
-	if err := p.call(map[string]any{"cmd": "bench", "id": id, "runs": runs}, &resp); err != nil {
-		return nil, err
-	}
-	return resp.MS, nil
 }
