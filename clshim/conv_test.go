@@ -68,9 +68,10 @@ func TestConvKernels(t *testing.T) {
 		{2, 5, 9, 7, 33, 3, 2, 2, 1, 1, 0, 1, 2, 1, false, rt.Copy},
 		{1, 16, 8, 8, 65, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, rt.Sigmoid}, // pointwise
 		{2, 8, 10, 9, 16, 3, 3, 2, 2, 1, 1, 1, 1, 2, true, rt.HardSwish},
-		{1, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, true, rt.Relu},   // depthwise (direct)
-		{3, 4, 12, 5, 8, 5, 3, 3, 1, 2, 1, 2, 1, 4, false, rt.Silu}, // grouped, 2 out per group (direct)
-		{1, 64, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu}, // deep reduction
+		{1, 6, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, true, rt.Relu},     // depthwise (direct)
+		{3, 4, 12, 5, 8, 5, 3, 3, 1, 2, 1, 2, 1, 4, false, rt.Silu},   // grouped, 2 out per group (direct)
+		{1, 64, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu},   // deep reduction
+		{1, 20, 9, 11, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu}, // more channels than a 128 tile
 	}
 	forEachDevice(t, func(t *testing.T, dev *device) {
 		defer func() { dev.gemmForce = nil }()
@@ -134,9 +135,9 @@ func TestConvKernels(t *testing.T) {
 				if dt == rt.F16 {
 					tol = 4e-3
 				}
-				shapes := allGEMMShapes
+				shapes := append(append([]gemmShape{}, allGEMMShapes...), convNarrow[:]...)
 				if dt != rt.F32 { // fewer programs to build
-					shapes = []gemmShape{{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}}
+					shapes = []gemmShape{{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}, convNarrow[1]}
 				}
 				type variant struct {
 					s      gemmShape
@@ -146,7 +147,7 @@ func TestConvKernels(t *testing.T) {
 				for _, s := range shapes {
 					vs = append(vs, variant{s, 1})
 				}
-				vs = append(vs, variant{shapes[0], 3}, variant{shapes[len(shapes)-1], 5})
+				vs = append(vs, variant{shapes[0], 3}, variant{shapes[len(shapes)-2], 5}, variant{shapes[len(shapes)-1], 16})
 				for _, v := range vs {
 					for _, withRes := range []bool{false, true} {
 						s := v.s
@@ -220,4 +221,63 @@ func abs(v []float64) []float64 {
 		r[i] = math.Abs(f)
 	}
 	return r
+}
+
+// TestPickConv checks pickConv's tiles and split-K factors on an
+// H200-like device (132 compute units, the large tile) for resnet18's
+// layers at batch 1 and 32, and that a CPU device and ConvRuleEnv=wide
+// keep the former rule.
+func TestPickConv(t *testing.T) {
+	gpu := caps{maxWG: 1024, computeUnits: 132, localMem: 48 << 10}
+	newDev := func(c caps, rule string) *device {
+		return &device{ent: devEntry{caps: c}, cfg: tuningFor(c), convRule: rule}
+	}
+	wide := gemmShape{128, 128, 16, 8, 8}
+	mid := gemmShape{64, 64, 16, 4, 4}
+	cases := []struct {
+		name              string
+		kg, p, batch, r   int
+		want              gemmShape
+		wantS             int
+		wideRule, wideRuS int
+	}{
+		{"conv1", 64, 112 * 112, 1, 3 * 49, convNarrow[1], 1, 64, 1},
+		{"layer1", 64, 56 * 56, 1, 64 * 9, convNarrow[1], 3, 32, 1},
+		{"layer2", 128, 28 * 28, 1, 128 * 9, convNarrow[0], 11, 32, 2},
+		{"layer2_down", 128, 28 * 28, 1, 64, convNarrow[0], 2, 32, 1},
+		{"layer3", 256, 14 * 14, 1, 256 * 9, convNarrow[0], 16, 32, 3},
+		{"layer4", 512, 7 * 7, 1, 512 * 9, convNarrow[0], 16, 32, 5},
+		{"layer1_b32", 64, 56 * 56, 32, 64 * 9, mid, 1, 0, 1},
+		{"layer2_b32", 128, 28 * 28, 32, 128 * 9, mid, 1, 0, 1},
+		{"256_56x56_b8", 256, 56 * 56, 8, 128 * 9, wide, 1, 0, 1},
+	}
+	for _, c := range cases {
+		d := newDev(gpu, "")
+		sh, s := d.pickConv(rt.F32, c.kg, c.p, c.batch, c.r)
+		if sh != c.want || s != c.wantS {
+			t.Errorf("%s: pickConv = %v split %d, want %v split %d", c.name, sh, s, c.want, c.wantS)
+		}
+		if got := sh.groups(c.kg, c.p, c.batch) * s; got < 2*132 && s < convSplitMax && s < c.r/convSplitMinK {
+			t.Errorf("%s: %d work-groups, want at least %d", c.name, got, 2*132)
+		}
+		// the former rule, for comparison runs
+		d = newDev(gpu, "wide")
+		sh, s = d.pickConv(rt.F32, c.kg, c.p, c.batch, c.r)
+		if want := d.pickGEMM(rt.F32, c.kg, c.p, c.batch); sh != want {
+			t.Errorf("%s, rule wide: tile %v, want pickGEMM's %v", c.name, sh, want)
+		}
+		if c.wideRule != 0 && (sh.tm != c.wideRule || s != c.wideRuS) {
+			t.Errorf("%s, rule wide: %v split %d, want %dx%d split %d", c.name, sh, s, c.wideRule, c.wideRule, c.wideRuS)
+		}
+	}
+	cpu := caps{cpu: true, maxWG: 4096, computeUnits: 2, localMem: 512 << 10}
+	d := newDev(cpu, "")
+	if sh, s := d.pickConv(rt.F32, 512, 49, 1, 4608); sh != d.pickGEMM(rt.F32, 512, 49, 1) || s != 1 {
+		t.Errorf("cpu: pickConv = %v split %d, want pickGEMM's tile unsplit", sh, s)
+	}
+	for _, c := range []struct{ s, r, tk, want int }{{3, 576, 16, 3}, {11, 1152, 16, 11}, {16, 64, 16, 4}, {5, 17, 16, 2}, {4, 16, 16, 1}, {0, 100, 16, 1}} {
+		if got := evenSplits(c.s, c.r, c.tk); got != c.want {
+			t.Errorf("evenSplits(%d, %d, %d) = %d, want %d", c.s, c.r, c.tk, got, c.want)
+		}
+	}
 }

@@ -37,6 +37,9 @@ type device struct {
 	// take time in proportion to the code; pocl pays a fixed cost per
 	// program instead). VRUN_CL_SPLIT=0 or 1 overrides the choice.
 	split bool
+	// convRule is ConvRuleEnv's value at Open ("wide": the former conv
+	// tile rule).
+	convRule string
 
 	mu      sync.Mutex // guards everything below and queue
 	closed  bool
@@ -110,6 +113,7 @@ func openDevice(e devEntry) (*device, error) {
 		progs: map[string]*progEntry{}, probes: map[rt.Op]*[]progKey{}, cacheDir: cacheDir()}
 	d.opts = fmt.Sprintf("-DEWL=%d -DRWG=%d", d.cfg.ewLocal, d.cfg.redWG)
 	d.split = !e.caps.cpu
+	d.convRule = os.Getenv(ConvRuleEnv)
 	switch os.Getenv("VRUN_CL_SPLIT") { // measuring cold starts: force either way
 	case "0":
 		d.split = false
