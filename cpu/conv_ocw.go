@@ -81,6 +81,7 @@ func ocwBlocks(K int) (nb int, vecs func(i int) (k0, nv int)) {
 // ocwPacked is the packed weights and bias of one weight tensor.
 type ocwPacked struct {
 	key     *float32
+	bkey    *float32  // the bias's address (nil: none)
 	src     []float32 // the weights it was packed from
 	bias    []float32 // the bias it was packed with (nil: none)
 	w, b    []float32
@@ -112,19 +113,23 @@ func ocwPack(w, bias []float32, K, taps int, pw, pb []float32) {
 }
 
 // ocwWeights returns the packed weights and bias of w and bias, from the
-// cache when they are unchanged.
-func ocwWeights(w, bias []float32, K, taps int) (*ocwPacked, func()) {
+// cache when they are unchanged: compared with the entry's copy, except
+// where they lie in a buffer marked constant (wConst, bConst), whose
+// entries are dropped on any write.
+func ocwWeights(w, bias []float32, K, taps int, wConst, bConst bool) (*ocwPacked, func()) {
 	w = w[:K*taps]
+	var bkey *float32
 	if bias != nil {
 		bias = bias[:K]
+		bkey = &bias[0]
 	}
 	key := &w[0]
 	kp := (K + 15) / 16 * 16
-	e := ocwCache.find(func(c *ocwPacked) bool { return c.key == key && c.taps == taps && c.k == K })
-	if e != nil && bytes.Equal(asBytes(e.src), asBytes(w)) && (bias == nil) == (e.bias == nil) && bytes.Equal(asBytes(e.bias), asBytes(bias)) {
+	e := ocwCache.find(func(c *ocwPacked) bool { return c.key == key && c.bkey == bkey && c.taps == taps && c.k == K })
+	if e != nil && (wConst || bytes.Equal(asBytes(e.src), asBytes(w))) && (bConst || bytes.Equal(asBytes(e.bias), asBytes(bias))) {
 		return e, func() {}
 	}
-	ne := &ocwPacked{key: key, src: slices.Clone(w), taps: taps, k: K, w: make([]float32, kp*taps), b: make([]float32, kp)}
+	ne := &ocwPacked{key: key, bkey: bkey, src: slices.Clone(w), taps: taps, k: K, w: make([]float32, kp*taps), b: make([]float32, kp)}
 	if bias != nil {
 		ne.bias = slices.Clone(bias)
 	}
@@ -151,7 +156,7 @@ func ocwConv(o *rt.Conv, x, w, bias, y []float32) {
 		p.o = nil
 		dconvPlans.Put(p)
 	}()
-	pk, done := ocwWeights(w, bias, o.K, p.taps)
+	pk, done := ocwWeights(w, bias, o.K, p.taps, constRef(o.W), constRef(o.Bias))
 	defer done()
 	lo, hi, clamp := clampAct(o.Act)
 	nb, vecs := ocwBlocks(o.K)

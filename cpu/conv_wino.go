@@ -38,8 +38,9 @@ import (
 //
 // The weights are transformed (U = (G ⊗ G) · w, one GEMM) when first
 // seen and cached with a copy of the weights they came from, compared in
-// full on every run (winoWeightsFor): the backend cannot tell a constant
-// weight from a computed one. The columns tw = tiles per row (the phase
+// full on every run (winoWeightsFor) unless they lie in a buffer marked
+// constant (rt.ConstantBuffer: the engine marks its inference weights),
+// whose entries are dropped on any write to it. The columns tw = tiles per row (the phase
 // planes' extra column) are computed and dropped.
 //
 // F(4,3) multiplies the rounding errors of f32 by the transforms'
@@ -357,7 +358,7 @@ func winoConv(o *rt.Conv, wk *winoKind, x, w, bias, y []float32) {
 	a2 := al * al
 	N, C, K := o.N, o.C, o.K
 	HW, P, L, pl := o.H*o.Width, o.OH*o.OW, p.l, p.pl
-	U, release := winoWeightsFor(wk, w, K, C)
+	U, release := winoWeightsFor(wk, w, K, C, constRef(o.W))
 	defer release()
 	vs, ms := getScratch[float32](a2*C*pl), getScratch[float32](a2*K*L)
 	V, M := *vs, *ms
@@ -510,6 +511,7 @@ func (p *winoPlan) interleave(o *rt.Conv, out []float32, ld int, yk []float32, s
 // with a copy of the weights it was made from.
 type winoCached struct {
 	wk     *winoKind
+	k      int      // output channels
 	key    *float32 // the weights' address
 	src, u []float32
 	misses int // times the weights at key were found changed
@@ -525,12 +527,13 @@ var winoCache = weightCache[winoCached]{limit: 256 << 20, size: func(e *winoCach
 
 // winoWeightsFor returns U[ξ][k][c] = sum over taps of GG[ξ][tap]
 // w[k][c][tap] for the K × C kernels w, and a function to call when done
-// with it.
-func winoWeightsFor(wk *winoKind, w []float32, K, C int) ([]float32, func()) {
+// with it. The cached U is used when w equals its copy, or without the
+// comparison when w lies in a buffer marked constant (wConst).
+func winoWeightsFor(wk *winoKind, w []float32, K, C int, wConst bool) ([]float32, func()) {
 	w = w[:K*C*9]
 	key := &w[0]
-	e := winoCache.find(func(c *winoCached) bool { return c.key == key && c.wk == wk && len(c.src) == len(w) })
-	if e != nil && bytes.Equal(asBytes(e.src), asBytes(w)) {
+	e := winoCache.find(func(c *winoCached) bool { return c.key == key && c.wk == wk && c.k == K && len(c.src) == len(w) })
+	if e != nil && (wConst || bytes.Equal(asBytes(e.src), asBytes(w))) {
 		return e.u, func() {}
 	}
 	if e != nil && e.misses >= 1 {
@@ -539,7 +542,7 @@ func winoWeightsFor(wk *winoKind, w []float32, K, C int) ([]float32, func()) {
 		winoTransformWeights(wk, w, *us, K, C)
 		return *us, func() { putScratch(us) }
 	}
-	ne := &winoCached{wk: wk, key: key, src: slices.Clone(w), u: make([]float32, wk.a*wk.a*K*C)}
+	ne := &winoCached{wk: wk, k: K, key: key, src: slices.Clone(w), u: make([]float32, wk.a*wk.a*K*C)}
 	if e != nil {
 		ne.misses = e.misses + 1
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,6 +194,49 @@ type Buffer struct {
 	mu   sync.RWMutex
 	data []byte      // nil once freed
 	dead atomic.Bool // set with data = nil, read lock-free by Submit
+	// constant is the hint of [rt.ConstantBuffer]: while it is set, the
+	// weight caches (wcache.go) use their entries for weights in the
+	// buffer without comparing the weights with their copy.
+	constant atomic.Bool
+}
+
+var _ rt.ConstantBuffer = (*Buffer)(nil)
+
+// MarkConstant tells the backend that the buffer's contents will not
+// change until the next write through the backend (see
+// [rt.ConstantBuffer]): convolutions then use their cached weight
+// transforms of weights in it without comparing the weights on every run.
+// It drops the cached transforms made from it before, which may be stale.
+func (b *Buffer) MarkConstant() {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.data == nil {
+		return
+	}
+	dropCachedWeights(b.data)
+	b.constant.Store(true)
+}
+
+// Constant reports whether the buffer is marked constant.
+func (b *Buffer) Constant() bool { return b.constant.Load() }
+
+// written drops the constant hint (and the cached transforms made under
+// it) after a write into the buffer.
+func (b *Buffer) written() {
+	if b == nil || !b.constant.Load() {
+		return
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.constant.Swap(false) {
+		dropCachedWeights(b.data)
+	}
+}
+
+// constRef reports whether r's buffer is a CPU buffer marked constant.
+func constRef(r rt.Ref) bool {
+	b, ok := r.Buf.(*Buffer)
+	return ok && b != nil && b.constant.Load()
 }
 
 // Size returns the size asked of Alloc.
@@ -204,6 +248,7 @@ func (b *Buffer) Free() {
 	dropCachedWeights(b.data)
 	b.data = nil
 	b.dead.Store(true)
+	b.constant.Store(false)
 	b.mu.Unlock()
 	if b.dev != nil {
 		b.dev.mu.Lock()
@@ -298,6 +343,7 @@ func (d *Device) Write(dst rt.Buffer, off int64, src []byte) error {
 		return fmt.Errorf("cpu: Write: %w", err)
 	}
 	copy(r, src)
+	dst.(*Buffer).written()
 	return nil
 }
 
@@ -347,6 +393,8 @@ func (d *Device) Close() error {
 	d.mu.Unlock()
 	for b := range bufs {
 		b.mu.Lock()
+		dropCachedWeights(b.data)
+		b.constant.Store(false)
 		b.data = nil
 		b.dead.Store(true)
 		b.mu.Unlock()
@@ -368,6 +416,7 @@ type command struct {
 	op   rt.Op
 	k    kernel       // the prepared op
 	bufs []operandBuf // its operands' buffers, checked at each Submit
+	outs []*Buffer    // the buffers it writes (their constant hint is dropped)
 }
 
 // operandBuf names an operand's buffer for the Submit-time check.
@@ -449,12 +498,16 @@ func (s *Stream) Launch(op rt.Op) error {
 	}
 	c := rt.CloneOp(op)
 	var bufs []operandBuf
-	rt.MapRefs(c, func(name string, r *rt.Ref) {
-		if b, ok := r.Buf.(*Buffer); ok && b != nil {
-			bufs = append(bufs, operandBuf{name, b})
+	var outs []*Buffer
+	for _, o := range rt.Operands(c) {
+		if b, ok := o.Ref.Buf.(*Buffer); ok && b != nil {
+			bufs = append(bufs, operandBuf{o.Name, b})
+			if o.Output && !slices.Contains(outs, b) {
+				outs = append(outs, b)
+			}
 		}
-	})
-	s.cmds = append(s.cmds, command{kind: rt.CmdLaunch, op: c, k: prepare(c), bufs: bufs})
+	}
+	s.cmds = append(s.cmds, command{kind: rt.CmdLaunch, op: c, k: prepare(c), bufs: bufs, outs: outs})
 	s.nLaunch++
 	return nil
 }
@@ -540,6 +593,9 @@ func runCommand(c *command) (err error) {
 		// fires only if a buffer is freed while a kernel runs.
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s: kernel fault: %v", c.op.OpName(), r)
+		}
+		for _, b := range c.outs {
+			b.written()
 		}
 	}()
 	return c.k.run()

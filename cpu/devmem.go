@@ -12,12 +12,14 @@ var _ rt.MemoryDevice = (*Device)(nil)
 func (d *Device) Copy(dst rt.Buffer, dstOff int64, src rt.Buffer, srcOff, n int64) error {
 	return rt.CopyBuffers(BackendName, d.check, bytesOf, dst, dstOff, src, srcOff, n, func(t, s []byte) error {
 		copy(t[dstOff:dstOff+n], s[srcOff:srcOff+n])
+		dst.(*Buffer).written()
 		return nil
 	})
 }
 
 // Map returns the buffer's memory: CPU buffers are host memory. It
-// returns nil for a freed buffer or one of another backend.
+// returns nil for a freed buffer or one of another backend. Writes through
+// the view are not seen by the constant hint (see [rt.ConstantBuffer]).
 func (d *Device) Map(b rt.Buffer) []byte {
 	cb, ok := b.(*Buffer)
 	if !ok || cb == nil || cb.dev != d {

@@ -63,7 +63,7 @@ func TestFreeDropsCachedWeights(t *testing.T) {
 		for j := range w {
 			w[j] = float32(j%7) - 3
 		}
-		_, done := winoWeightsFor(wk, w, 8, 8)
+		_, done := winoWeightsFor(wk, w, 8, 8, false)
 		done()
 	}
 	count := func() int {

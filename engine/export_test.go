@@ -48,3 +48,15 @@ func OverlapGroups(t *Trainer) [][]dist.Bucket {
 	}
 	return out
 }
+
+// WeightsConstant reports whether s's weight buffer is marked constant
+// (rt.ConstantBuffer), for tests.
+func WeightsConstant(s *Session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.weights.buf.(rt.ConstantBuffer)
+	return ok && c.Constant()
+}
+
+// TrainerSession returns the session that runs t's steps, for tests.
+func TrainerSession(t *Trainer) *Session { return t.s }

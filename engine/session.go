@@ -555,6 +555,14 @@ func (s *Session) uploadWeights(p *plan) error {
 			s.wOffs[key] = offs[i]
 		}
 	}
+	if len(s.mode.mutable) == 0 {
+		// An inference session never writes its weights after this:
+		// backends that cache data derived from them (the CPU backend's
+		// packed and Winograd-transformed convolution weights) may skip
+		// checking them on every run. Training sessions (mutable
+		// weights) keep the checks.
+		rt.MarkConstant(buf)
+	}
 	if old := s.weights; old != nil {
 		// Earlier plans' ops are bound to the old buffer: re-bind them.
 		for _, ps := range s.plans {
