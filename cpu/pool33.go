@@ -6,44 +6,54 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// maxPool33 runs a 3×3 stride-2 f32 MaxPool without top or left padding
-// (squeezenet's, in ceil mode or not) with the row kernel of
-// mp33_amd64.s: each output row from its three input rows in one pass,
-// the windows that reach past the right or bottom edge (ceil mode) in Go.
-// It reports false where it does not apply. Before it, such a pool took
-// a row copy, two Max passes and a strided horizontal max per output row.
+// maxPool33 runs a 3×3 stride-2 f32 MaxPool with a top and left padding
+// of 0 (squeezenet's, in ceil mode or not) or 1 (ResNet's, after its
+// first convolution) with the row kernel of mp33_amd64.s: each output row
+// from its three input rows in one pass (two where the window's first or
+// last row is padding: the kernel reads the second one twice), the
+// windows that reach past an edge in Go. It reports false where it does
+// not apply. Before it, such a pool took a row copy, two Max passes and a
+// strided horizontal max per output row.
 func maxPool33(o *rt.Pool, x, y []float32) bool {
 	NC, H, W, OH, OW := o.NC, o.H, o.W, o.OH, o.OW
-	if !mp33On || o.KH != 3 || o.KW != 3 || o.StrideH != 2 || o.StrideW != 2 || o.PadT != 0 || o.PadL != 0 || o.DilH != 1 || o.DilW != 1 {
+	pt, pl := o.PadT, o.PadL
+	if !mp33On || o.KH != 3 || o.KW != 3 || o.StrideH != 2 || o.StrideW != 2 || pt < 0 || pt > 1 || pl < 0 || pl > 1 || o.DilH != 1 || o.DilW != 1 {
 		return false
 	}
-	if OH < 1 || OW < 1 || H < 3 || W < 3 || 2*(OH-1) >= H || 2*(OW-1) >= W || !maxPool33Rows(nil, nil, 0, 0, 0, 0) {
+	if OH < 1 || OW < 1 || H < 3 || W < 3 || 2*(OH-1)-pt >= H || 2*(OW-1)-pl >= W || !maxPool33Rows(nil, nil, 0, 0, 0, 0) {
 		return false
 	}
-	nf := min(OW, (W-3)/2+1) // columns whose windows are inside the row
-	hf := min(OH, (H-3)/2+1) // rows whose windows are inside the plane
+	// Columns [pl, pl+nf) have windows inside the row, starting at input
+	// column 2·ow - pl; rows [pt, hf) windows inside the plane.
+	nf := max(0, min(OW, (W-3+pl)/2+1)-pl)
+	hf := min(OH, (H-3+pt)/2+1)
 	plane := func(c int) {
 		xp := x[c*H*W : (c+1)*H*W]
 		yp := y[c*OH*OW : (c+1)*OH*OW]
-		if nf == OW {
-			maxPool33Rows(yp, xp, hf, W, 2*W, OW)
+		if pl == 0 && nf == OW && hf > pt {
+			maxPool33Rows(yp[pt*OW:], xp[(2*pt-pt)*W:], hf-pt, W, 2*W, OW)
 		} else {
-			for oh := 0; oh < hf; oh++ {
-				maxPool33Rows(yp[oh*OW:oh*OW+nf], xp[2*oh*W:], 1, W, 2*W, nf)
+			for oh := pt; oh < hf; oh++ {
+				maxPool33Rows(yp[oh*OW+pl:oh*OW+pl+nf], xp[(2*oh-pt)*W+2*pl-pl:], 1, W, 2*W, nf)
 			}
 		}
 		for oh := 0; oh < OH; oh++ {
-			ow0 := nf
-			if oh >= hf {
-				ow0 = 0
-				if 2*oh+1 < H && nf > 0 {
-					// Two input rows left.
-					maxPool33Rows(yp[oh*OW:oh*OW+nf], xp[2*oh*W:], 1, W, W, nf)
-					ow0 = nf
+			f0, f1 := pl, pl+nf // columns done by the kernel
+			if oh < pt || oh >= hf {
+				f0, f1 = 0, 0
+				r0 := max(0, 2*oh-pt) // the window's first row inside the plane
+				if r0+1 < H && nf > 0 {
+					// Two input rows inside the plane.
+					maxPool33Rows(yp[oh*OW+pl:oh*OW+pl+nf], xp[r0*W+pl:], 1, W, W, nf)
+					f0, f1 = pl, pl+nf
 				}
 			}
-			for ow := ow0; ow < OW; ow++ {
-				yp[oh*OW+ow] = maxWindow(xp, H, W, 2*oh, 2*ow, 3, 3)
+			for ow := 0; ow < OW; ow++ {
+				if ow == f0 && f1 > f0 {
+					ow = f1 - 1
+					continue
+				}
+				yp[oh*OW+ow] = maxWindow(xp, H, W, 2*oh-pt, 2*ow-pl, 3, 3)
 			}
 		}
 	}
@@ -66,11 +76,12 @@ func maxPool33(o *rt.Pool, x, y []float32) bool {
 var mp33On = true
 
 // maxWindow is the max (NaN when any is NaN) of the kh×kw window at (h0,
-// w0) of the H×W plane xp, over its positions inside the plane.
+// w0) of the H×W plane xp (h0 and w0 may be negative: padding), over its
+// positions inside the plane.
 func maxWindow(xp []float32, H, W, h0, w0, kh, kw int) float32 {
 	m := float32(math.Inf(-1))
-	for i := h0; i < min(H, h0+kh); i++ {
-		for j := w0; j < min(W, w0+kw); j++ {
+	for i := max(h0, 0); i < min(H, h0+kh); i++ {
+		for j := max(w0, 0); j < min(W, w0+kw); j++ {
 			v := xp[i*W+j]
 			if v != v {
 				return v

@@ -8,8 +8,9 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// TestMaxPool33 runs 3×3 stride-2 MaxPools without top and left padding
-// (maxPool33; squeezenet's, ceil mode and floor mode) against a float64
+// TestMaxPool33 runs 3×3 stride-2 MaxPools with top and left padding 0
+// or 1 (maxPool33; squeezenet's and ResNet's, ceil mode and floor mode,
+// the pads alike or not) against a float64
 // loop, bit for bit: widths and heights around the 16-output steps and
 // their masked last step, odd and even (ceil mode's windows past the
 // right and bottom edges, with one or two input rows left), NaN and -Inf
@@ -19,12 +20,16 @@ func TestMaxPool33(t *testing.T) {
 	rng := rand.New(rand.NewPCG(73, 74))
 	for _, c := range []struct{ nc, h, w int }{
 		{1, 3, 3}, {2, 4, 4}, {3, 5, 33}, {2, 7, 34}, {1, 6, 35}, {2, 9, 36}, {1, 8, 65}, {3, 11, 66}, {1, 3, 97},
-		{64, 111, 111}, {16, 55, 55}, {40, 27, 27}, {5, 14, 31}, {2, 33, 32},
+		{64, 111, 111}, {16, 55, 55}, {40, 27, 27}, {5, 14, 31}, {2, 33, 32}, {64, 112, 112}, {3, 4, 3}, {2, 3, 5},
 	} {
-		for _, ceil := range []bool{false, true} {
-			OH, OW := (c.h-3)/2+1, (c.w-3)/2+1
+		for _, v := range []struct {
+			ceil   bool
+			pt, pl int
+		}{{false, 0, 0}, {true, 0, 0}, {false, 1, 1}, {true, 1, 1}, {false, 1, 0}, {true, 0, 1}} {
+			ceil, pt, pl := v.ceil, v.pt, v.pl
+			OH, OW := (c.h+2*pt-3)/2+1, (c.w+2*pl-3)/2+1
 			if ceil {
-				OH, OW = (c.h-3+1)/2+1, (c.w-3+1)/2+1
+				OH, OW = (c.h+2*pt-3+1)/2+1, (c.w+2*pl-3+1)/2+1
 			}
 			xv := randVals(rng, c.nc*c.h*c.w, -3, 3)
 			for i := 0; i < 1+len(xv)/2000; i++ {
@@ -33,7 +38,7 @@ func TestMaxPool33(t *testing.T) {
 			}
 			xs := stored(rt.F32, xv)
 			op := &rt.Pool{Fn: rt.MaxPool, NC: c.nc, H: c.h, W: c.w, OH: OH, OW: OW,
-				KH: 3, KW: 3, StrideH: 2, StrideW: 2, PadB: max(0, 2*(OH-1)+3-c.h), PadR: max(0, 2*(OW-1)+3-c.w), DilH: 1, DilW: 1}
+				KH: 3, KW: 3, StrideH: 2, StrideW: 2, PadT: pt, PadL: pl, PadB: max(0, 2*(OH-1)+3-pt-c.h), PadR: max(0, 2*(OW-1)+3-pl-c.w), DilH: 1, DilW: 1}
 			if maxPool33Rows(nil, nil, 0, 0, 0, 0) {
 				if !maxPool33(op, make([]float32, len(xv)), make([]float32, c.nc*OH*OW)) {
 					t.Fatalf("%+v: not a maxPool33 case", op)
@@ -47,8 +52,8 @@ func TestMaxPool33(t *testing.T) {
 				for oh := 0; oh < OH; oh++ {
 					for ow := 0; ow < OW; ow++ {
 						m := math.Inf(-1)
-						for i := 2 * oh; i < min(c.h, 2*oh+3); i++ {
-							for j := 2 * ow; j < min(c.w, 2*ow+3); j++ {
+						for i := max(0, 2*oh-pt); i < min(c.h, 2*oh-pt+3); i++ {
+							for j := max(0, 2*ow-pl); j < min(c.w, 2*ow-pl+3); j++ {
 								if v := xs[(p*c.h+i)*c.w+j]; v > m || v != v {
 									if m != m {
 										continue
@@ -59,7 +64,7 @@ func TestMaxPool33(t *testing.T) {
 						}
 						g := got[(p*OH+oh)*OW+ow]
 						if g != m && !(g != g && m != m) {
-							t.Fatalf("%d×%d×%d ceil %v: y[%d,%d,%d] = %v, want %v", c.nc, c.h, c.w, ceil, p, oh, ow, g, m)
+							t.Fatalf("%d×%d×%d ceil %v pads %d,%d: y[%d,%d,%d] = %v, want %v", c.nc, c.h, c.w, ceil, pt, pl, p, oh, ow, g, m)
 						}
 					}
 				}
