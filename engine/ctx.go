@@ -142,14 +142,14 @@ func (c *nodeCtx) temp(dt rt.DType, shape []int) *tensor {
 // ref returns a contiguous ref covering t.
 func (c *nodeCtx) ref(t *tensor) rt.Ref {
 	t.root.used = true
-	return rt.Ref{Buf: slot{t.root}, DType: t.dtype, Shape: append([]int{}, t.shape...)}
+	return rt.Ref{Buf: slot{t.root}, Off: t.rootOff, DType: t.dtype, Shape: append([]int{}, t.shape...)}
 }
 
 // view returns a strided ref of t with the given shape, strides and element
 // offset.
 func (c *nodeCtx) view(t *tensor, shape, strides []int, off int) rt.Ref {
 	r := c.ref(t)
-	r.Shape, r.Strides, r.Off = shape, strides, int64(off)*int64(t.dtype.Size())
+	r.Shape, r.Strides, r.Off = shape, strides, r.Off+int64(off)*int64(t.dtype.Size())
 	return r
 }
 

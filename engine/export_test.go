@@ -60,3 +60,12 @@ func WeightsConstant(s *Session) bool {
 
 // TrainerSession returns the session that runs t's steps, for tests.
 func TrainerSession(t *Trainer) *Session { return t.s }
+
+// SetConcatAlign sets the byte alignment a Concat input's offset in the
+// output needs for the input to be computed in place there, and returns
+// the previous value, for tests.
+func SetConcatAlign(n int64) int64 {
+	old := concatAlign
+	concatAlign = n
+	return old
+}

@@ -38,7 +38,11 @@ type tensor struct {
 	block    *tensor
 	blockOff int64
 
-	root    *tensor // the tensor that owns the storage; itself if it owns it
+	root *tensor // the tensor that owns the storage; itself if it owns it
+	// rootOff is the byte offset of this tensor's bytes in its root's:
+	// 0 but for Concat inputs computed in place in the Concat's output
+	// (elideConcats).
+	rootOff int64
 	aliases []*tensor
 	where   storage
 	input   bool // a graph input, written at step 0
@@ -290,6 +294,7 @@ func newPlan(m *model.Model, shapes map[string][]int, mode planMode, foldDev rt.
 	if err := p.halfWeights(); err != nil {
 		return nil, err
 	}
+	p.elideConcats()
 	if err := p.layout(end); err != nil {
 		return nil, err
 	}

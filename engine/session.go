@@ -769,7 +769,7 @@ func (s *Session) location(t *tensor, arena rt.Buffer, w *weightBuf) (rt.Buffer,
 	if t.root.where == inWeights {
 		return w.buf, t.root.offset
 	}
-	return arena, t.root.offset
+	return arena, t.root.offset + t.rootOff
 }
 
 // nameIndexError fills in the model node of an *rt.IndexError in err
