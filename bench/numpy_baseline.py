@@ -13,6 +13,10 @@ np.add, two passes like vrun's two ops), DOT (np.dot) and NRM2
 an n x n matrix, n = 256 to 4096); level 3 GEMM (n = 256 to 2048), in
 f32 and f64. -short runs a subset with a shorter minimum time (CI).
 
+With -suite SPEC.json it times bench/suite's GEMM and GEMV cases instead
+(the spec format of torch_baseline.py suite; convolutions and models are
+left out: NumPy has neither) and prints JSON lines as that does.
+
 Run with Debian's NumPy:  /usr/bin/python3 bench/numpy_baseline.py [-short]
 (compare.py runs it with OpenBLAS first on LD_LIBRARY_PATH). The first
 line names the BLAS library the process loaded.
@@ -44,6 +48,41 @@ def blas_library():
                 libs.add(p)
     return ", ".join(sorted(libs)) or "unknown"
 
+
+def suite(path):
+    import json
+    import os
+    spec = json.load(open(path))
+    bounds = dict(min_time=spec["min_time"], min_runs=spec["min_runs"], max_runs=spec["max_runs"])
+    libs = ", ".join(sorted(os.path.basename(p) for p in blas_library().split(", ")))
+    print(json.dumps({"version": np.__version__, "device": f"{spec['threads']} threads, {libs}"}), flush=True)
+    rng = np.random.default_rng(1)
+
+    def emit(kind, case, fn):
+        sec, runs = timing.median_time(fn, **bounds)
+        print(json.dumps({"kind": kind, "case": case, "impl": "numpy", "ms": sec * 1e3, "runs": runs}), flush=True)
+
+    for c in spec.get("gemm", []):
+        n = c["n"]
+        a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+        b = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+        y = np.empty((n, n), np.float32)
+        emit("gemm", c["case"], lambda: np.matmul(a, b, out=y))
+    for c in spec.get("gemv", []):
+        k, n = c["k"], c["n"]
+        x = rng.uniform(-1, 1, k).astype(np.float32)
+        y = np.empty(n, np.float32)
+        if c["form"] == "xA":
+            w = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+            emit("gemv", c["case"], lambda: np.matmul(x, w, out=y))
+        else:
+            w = rng.uniform(-1, 1, (n, k)).astype(np.float32)
+            emit("gemv", c["case"], lambda: np.matmul(w, x, out=y))
+
+
+if "-suite" in sys.argv:
+    suite(sys.argv[sys.argv.index("-suite") + 1])
+    sys.exit(0)
 
 print(f"# numpy {np.__version__}, BLAS: {blas_library()}", flush=True)
 rng = np.random.default_rng(1)

@@ -4,9 +4,12 @@
     python3 bench/torch_baseline.py gemm      # cuBLAS GEMM TFLOP/s, f64/f32/f16, n = 1024/4096/8192 (TF32 off)
     python3 bench/torch_baseline.py bandwidth # GEMV and bandwidth-bound kernels in GB/s, beside the device copy
     python3 bench/torch_baseline.py models DIR  # eager and CUDA-graph batch-1/32 latency of DIR/*.onnx's torch twins
+    python3 bench/torch_baseline.py suite SPEC.json  # bench/suite's cases (see suite()), JSON lines out
 
 Timings use CUDA events around many iterations after a warm-up.
 """
+import json
+import os
 import sys
 import time
 
@@ -116,5 +119,108 @@ def models():
                     print(f"torch {mode} {name:14} batch {batch:2}: median {ts[len(ts) // 2] * 1e3:.3f} ms", flush=True)
 
 
+def suite(path):
+    """The cases bench/suite runs on vrun, timed the same way (timing.median_time),
+    on the spec's device ("cpu" with its thread count, or "cuda"). The spec
+    (written by bench/suite) holds the min_time/min_runs/max_runs bounds,
+    "gemm": [n], "gemv": [{case, k, n, form}], "conv": [{case, n, c, h, k, kh,
+    s, p, groups}] and "models": [{name, batch, shape, dtype}]. Prints one JSON
+    object per line: first {"version", "device"} (or {"skipped": why}), then
+    {"kind", "case", "batch", "impl", "ms", "runs"} or {..., "error"} per case.
+    Models are export.py's torch twins of the ONNX files by name (random
+    weights; eager, and CUDA-graph replay on CUDA as impl "pytorch-graph")."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import timing
+    spec = json.load(open(path))
+    dev = spec["device"]
+    if dev == "cuda" and not torch.cuda.is_available():
+        print(json.dumps({"skipped": f"torch {torch.__version__} sees no CUDA device"}), flush=True)
+        return
+    if dev == "cpu":
+        torch.set_num_threads(spec["threads"])
+        name = f"{spec['threads']} threads"
+    else:
+        name = torch.cuda.get_device_name(0)
+    print(json.dumps({"version": torch.__version__, "device": name}), flush=True)
+    sync = torch.cuda.synchronize if dev == "cuda" else None
+    bounds = dict(min_time=spec["min_time"], min_runs=spec["min_runs"], max_runs=spec["max_runs"])
+
+    def emit(kind, case, impl, fn, batch=0, reps=0):
+        out = {"kind": kind, "case": case, "impl": impl, "batch": batch}
+        try:
+            with torch.no_grad():
+                sec, runs = timing.median_time(fn, sync=sync, reps=reps, **bounds)
+            out.update(ms=sec * 1e3, runs=runs)
+        except Exception as e:  # recorded beside the case
+            out["error"] = str(e).split("\n")[0]
+        print(json.dumps(out), flush=True)
+
+    g = torch.Generator(device=dev).manual_seed(1)
+
+    def rnd(*shape):
+        return torch.rand(*shape, generator=g, device=dev) - 0.5
+
+    for c in spec.get("gemm", []):
+        n = c["n"]
+        a, b, y = rnd(n, n), rnd(n, n), torch.empty(n, n, device=dev)
+        emit("gemm", c["case"], "pytorch", lambda: torch.matmul(a, b, out=y))
+        del a, b, y
+    for c in spec.get("gemv", []):
+        k, n = c["k"], c["n"]
+        x = rnd(1, k)
+        if c["form"] == "xA":
+            w, y = rnd(k, n), torch.empty(1, n, device=dev)
+            emit("gemv", c["case"], "pytorch", lambda: torch.matmul(x, w, out=y))
+        else:
+            w, y = rnd(n, k), torch.empty(n, 1, device=dev)
+            xt = x.t().contiguous()
+            emit("gemv", c["case"], "pytorch", lambda: torch.matmul(w, xt, out=y))
+        del w, x, y
+    for c in spec.get("conv", []):
+        x = rnd(c["n"], c["c"], c["h"], c["h"])
+        w = rnd(c["k"], c["c"] // c["groups"], c["kh"], c["kh"])
+        b = rnd(c["k"])
+        emit("conv", c["case"], "pytorch",
+             lambda: torch.nn.functional.conv2d(x, w, b, c["s"], c["p"], 1, c["groups"]))
+    twins = {}
+    if spec.get("models"):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "models"))
+        import export
+        twins = export.models()
+    for mdl in spec.get("models", []):
+        name, batch, shape = mdl["name"], mdl["batch"], mdl["shape"]
+        if name not in twins:
+            continue  # no torch twin in testdata/models/export.py: no baseline
+        torch.manual_seed(1234)
+        m = twins[name][0]().eval().to(dev)
+        if mdl["dtype"].startswith("int"):
+            x = torch.randint(0, 500, shape, device=dev)
+        else:
+            x = rnd(*shape)
+        emit("model", name, "pytorch", lambda: m(x), batch=batch, reps=1)
+        if dev == "cuda":
+            try:
+                with torch.no_grad():
+                    s = torch.cuda.Stream()
+                    s.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(s):
+                        for _ in range(3):
+                            m(x)
+                    torch.cuda.current_stream().wait_stream(s)
+                    gr = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(gr):
+                        m(x)
+                emit("model", name, "pytorch-graph", gr.replay, batch=batch, reps=1)
+            except Exception as e:
+                print(json.dumps({"kind": "model", "case": name, "batch": batch, "impl": "pytorch-graph",
+                                  "error": str(e).split("\n")[0]}), flush=True)
+        del m
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+
+
 if __name__ == "__main__":
-    {"gemm": gemm, "bandwidth": bandwidth, "models": models}[sys.argv[1]]()
+    if sys.argv[1] == "suite":
+        suite(sys.argv[2])
+    else:
+        {"gemm": gemm, "bandwidth": bandwidth, "models": models}[sys.argv[1]]()

@@ -17,10 +17,8 @@ import os
 import sys
 
 import numpy as np
-import onnxruntime as ort
 import torch
 import torch.nn as nn
-import torchvision
 
 
 class TransformerClassifier(nn.Module):
@@ -72,14 +70,24 @@ class BertEncoder(nn.Module):
 
 
 def models():
+    """The models by name: (constructor, example input). The torchvision
+    ones are left out where torchvision is missing (bench/torch_baseline.py
+    suite builds the others on a machine without it)."""
     g = torch.Generator().manual_seed(7)
     img = torch.rand(1, 3, 224, 224, generator=g) * 2 - 1
     tok = torch.randint(0, 500, (2, 16), generator=g)
-    return {
-        "squeezenet1_1": (lambda: torchvision.models.squeezenet1_1(weights=None), img),
-        "mobilenet_v2": (lambda: torchvision.models.mobilenet_v2(weights=None), img),
-        "resnet18": (lambda: torchvision.models.resnet18(weights=None), img),
-        "resnet50": (lambda: torchvision.models.resnet50(weights=None), img),
+    out = {}
+    try:
+        import torchvision
+        out = {
+            "squeezenet1_1": (lambda: torchvision.models.squeezenet1_1(weights=None), img),
+            "mobilenet_v2": (lambda: torchvision.models.mobilenet_v2(weights=None), img),
+            "resnet18": (lambda: torchvision.models.resnet18(weights=None), img),
+            "resnet50": (lambda: torchvision.models.resnet50(weights=None), img),
+        }
+    except ImportError:
+        pass
+    return out | {
         "transformer": (TransformerClassifier, tok),
         "lstm": (LSTMClassifier, tok),
         "bert": (BertEncoder, torch.randn(1, 128, 768, generator=g)),
@@ -87,6 +95,7 @@ def models():
 
 
 def main():
+    import onnxruntime as ort
     out = sys.argv[1]
     want = sys.argv[2:]
     os.makedirs(out, exist_ok=True)
