@@ -304,6 +304,7 @@ func testConcatElision(t *testing.T, spec string) {
 				t.Fatal(err)
 			}
 			var base map[string]*rt.Tensor
+			var offOps map[string]int
 			for _, run := range []struct {
 				name   string
 				elide  string
@@ -324,6 +325,17 @@ func testConcatElision(t *testing.T, spec string) {
 				info := s.Info()
 				if got := info.OpCounts["Unary.Copy"]; got != run.copies {
 					t.Errorf("%s: %d copies, want %d (ops %v)", run.name, got, run.copies, info.OpCounts)
+				}
+				// Only copies go: the other ops (ReLUs fused into the
+				// Convs or not) are those of the plan without elision.
+				if offOps == nil {
+					offOps = info.OpCounts
+				}
+				for op, n := range offOps {
+					if op != "Unary.Copy" && info.OpCounts[op] != n {
+						t.Errorf("%s: ops %v, without elision %v", run.name, info.OpCounts, offOps)
+						break
+					}
 				}
 				res, err := s.Run(context.Background(), g.feeds)
 				s.Close()
