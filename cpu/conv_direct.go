@@ -89,6 +89,7 @@ type dconvPlan struct {
 	ps         int   // a channel's phases, elements
 	buf        int   // buffer length per group
 	offs       []int // per tap
+	hiOff      int   // the largest of offs (all >= 0)
 	wp         []float32
 	bias       []float32
 	kb0        []int // output-channel blocks within a group: [kb0[i], kb0[i+1])
@@ -170,6 +171,7 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 			}
 		}
 	}
+	p.hiOff = hi
 	p.nout = (o.OH-1)*p.wq + o.OW
 	p.buf = max(p.cg*p.ps, hi+p.nout)
 	p.inPlace = sh == 1 && sw == 1 && o.PadT == 0 && o.PadL == 0 && p.hq == o.H && p.wq == o.Width && p.buf == p.cg*p.ps
@@ -454,7 +456,7 @@ func (p *dconvPlan) dcw(kb, n int, x []float32, k0 int, y []float32, ldy int, cl
 	}
 	for t0 := 0; t0 < p.taps; t0 += tc {
 		t1 := min(p.taps, t0+tc)
-		dcwRun(p.u, kb, n, x, p.offs[t0:t1], w[t0:], p.taps, b, y, ldy, clamp && t1 == p.taps, t0 > 0, lo, hi, rows, ldxr, ldyr)
+		dcwRunHi(p.u, kb, n, x, p.offs[t0:t1], p.hiOff, w[t0:], p.taps, b, y, ldy, clamp && t1 == p.taps, t0 > 0, lo, hi, rows, ldxr, ldyr)
 	}
 }
 

@@ -66,7 +66,17 @@ func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y
 	if n <= 0 || rows <= 0 {
 		return
 	}
-	hiOff := maxOffset("dcwRun", offs)
+	dcwRunHi(u, kb, n, x, offs, maxOffset("dcwRun", offs), w, ldw, bias, y, ldy, clamp, acc, lo, hi, rows, ldxr, ldyr)
+}
+
+// dcwRunHi is dcwRun with hiOff, a bound on offs (no smaller than any,
+// all of which the caller has checked to be >= 0), given: a direct
+// convolution's plan computes it once for all its calls, where the scan
+// of thousands of taps on every call cost about 5 % of ResNet-18's run.
+func dcwRunHi(u, kb, n int, x []float32, offs []int, hiOff int, w []float32, ldw int, bias, y []float32, ldy int, clamp, acc bool, lo, hi float32, rows, ldxr, ldyr int) {
+	if n <= 0 || rows <= 0 {
+		return
+	}
 	nt := len(offs)
 	_ = x[(rows-1)*ldxr+hiOff+n-1]
 	_ = w[(kb-1)*ldw+nt-1]

@@ -26,6 +26,9 @@ func dcwMaxKB(int) int { return 0 }
 func dcwRun(_, _, _ int, _ []float32, _ []int, _ []float32, _ int, _, _ []float32, _ int, _, _ bool, _, _ float32, _, _, _ int) {
 }
 
+func dcwRunHi(_, _, _ int, _ []float32, _ []int, _ int, _ []float32, _ int, _, _ []float32, _ int, _, _ bool, _, _ float32, _, _, _ int) {
+}
+
 func dw3Plane(int, []float32, []float32, []float32, []float32, int, int, int, float32, float32, float32) bool {
 	return false
 }
