@@ -11,6 +11,18 @@ import (
 // binary cache directory.
 const CacheDirEnv = "VRUN_CACHE_DIR"
 
+// Environment variables of the cold-start experiments (see the package
+// documentation).
+const (
+	// BuildOptsEnv adds clBuildProgram options to every program.
+	BuildOptsEnv = "VRUN_CL_OPTS"
+	// BuildJobsEnv sets how many programs Prepare builds at once.
+	BuildJobsEnv = "VRUN_CL_JOBS"
+	// BuildLogEnv names a file ("-": stderr) that gets a line per
+	// program build.
+	BuildLogEnv = "VRUN_CL_BUILDLOG"
+)
+
 // cacheDir returns the directory of cached program binaries:
 // $VRUN_CACHE_DIR/opencl when set, else os.UserCacheDir()/vrun/opencl,
 // or "" when neither is known (then nothing is cached).

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vrun-go/vrun/internal/cmem"
 	"github.com/vrun-go/vrun/rt"
@@ -40,6 +42,13 @@ type device struct {
 	// convRule is ConvRuleEnv's value at Open ("wide": the former conv
 	// tile rule).
 	convRule string
+	// jobs is the number of programs Prepare builds at once
+	// (BuildJobsEnv, default GOMAXPROCS).
+	jobs int
+	// buildLog, when set (BuildLogEnv), is the file to which every
+	// program build appends a line; opened is when the device was.
+	buildLog string
+	opened   time.Time
 
 	mu      sync.Mutex // guards everything below and queue
 	closed  bool
@@ -112,6 +121,17 @@ func openDevice(e devEntry) (*device, error) {
 		bufs: map[*buffer]struct{}{}, hosts: map[*hostBuf]struct{}{}, streams: map[*stream]struct{}{},
 		progs: map[string]*progEntry{}, probes: map[rt.Op]*[]progKey{}, cacheDir: cacheDir()}
 	d.opts = fmt.Sprintf("-DEWL=%d -DRWG=%d", d.cfg.ewLocal, d.cfg.redWG)
+	// Cold-start experiments (see doc.go): extra build options, build
+	// concurrency and a per-program build log.
+	if o := strings.TrimSpace(os.Getenv(BuildOptsEnv)); o != "" {
+		d.opts += " " + o
+	}
+	d.jobs = max(1, runtime.GOMAXPROCS(0))
+	if n, err := strconv.Atoi(os.Getenv(BuildJobsEnv)); err == nil && n > 0 {
+		d.jobs = n
+	}
+	d.buildLog = os.Getenv(BuildLogEnv)
+	d.opened = time.Now()
 	d.split = !e.caps.cpu
 	d.convRule = os.Getenv(ConvRuleEnv)
 	switch os.Getenv("VRUN_CL_SPLIT") { // measuring cold starts: force either way
@@ -398,14 +418,17 @@ func (d *device) build(file, opts string) (clProgram, error) {
 	}
 	info := d.ent.info
 	ck := cacheKey(info.Name, info.Driver, src, opts)
+	start := time.Now()
 	if bin := readCache(d.cacheDir, ck); bin != nil {
 		if p, err := buildBinary(d.ctx, d.ent.dev, bin, opts); err == nil {
 			d.mu.Lock()
 			d.hits++
 			d.mu.Unlock()
+			d.logBuild(start, "cache", file, opts, len(src), len(bin))
 			return p, nil
 		}
 	}
+	start = time.Now()
 	p, err := buildSource(d.ctx, d.ent.dev, src, opts)
 	if err != nil {
 		return nil, fmt.Errorf("building kernels/%s (%s) for %s: %w", file, opts, info.Name, err)
@@ -413,8 +436,35 @@ func (d *device) build(file, opts string) (clProgram, error) {
 	d.mu.Lock()
 	d.builds++
 	d.mu.Unlock()
-	writeCache(d.cacheDir, ck, programBinary(p))
+	bin := programBinary(p)
+	d.logBuild(start, "source", file, opts, len(src), len(bin))
+	writeCache(d.cacheDir, ck, bin)
 	return p, nil
+}
+
+// logBuild appends one line about a program build that began at start to
+// the build log (BuildLogEnv), if any: milliseconds from Open to the
+// start and to the end of the build, its duration, how it was built
+// ("source" or "cache"), the file, the source and binary sizes in bytes
+// and the options. Failures to write are ignored.
+func (d *device) logBuild(start time.Time, how, file, opts string, srcLen, binLen int) {
+	if d.buildLog == "" {
+		return
+	}
+	end := time.Now()
+	ms := func(t time.Duration) float64 { return float64(t.Microseconds()) / 1e3 }
+	line := fmt.Sprintf("%s\t%.1f\t%.1f\t%.1f\t%s\t%s\t%d\t%d\t%s\n", d.ent.info.Spec(), ms(start.Sub(d.opened)), ms(end.Sub(d.opened)),
+		ms(end.Sub(start)), how, file, srcLen, binLen, opts)
+	if d.buildLog == "-" {
+		os.Stderr.WriteString(line)
+		return
+	}
+	f, err := os.OpenFile(d.buildLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return
+	}
+	f.WriteString(line)
+	f.Close()
 }
 
 // errProbe stops the lowering of an op that Prepare probes, once kernel
@@ -454,7 +504,7 @@ func (d *device) Prepare(ops []rt.Op) error {
 		}
 	}
 	errs := make([]error, len(keys))
-	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	sem := make(chan struct{}, d.jobs)
 	var wg sync.WaitGroup
 	for i, k := range keys {
 		wg.Add(1)

@@ -21,6 +21,25 @@
 // $VRUN_CACHE_DIR/opencl), keyed by a hash of device name, driver version,
 // source and options; a stale or corrupt cache entry is rebuilt from source.
 //
+// Cold start is mostly the driver's OpenCL C compiler. Prepare (called
+// when a plan is made) builds only the programs of the plan's ops, on
+// several goroutines; on GPUs each program holds one kernel, with a
+// MatMul's or Conv's activation fixed at build time. Environment variables
+// for measuring it (read at Open):
+//
+//   - VRUN_CL_SPLIT=0|1: whole kernel files or one kernel per program.
+//   - VRUN_CL_OPTS: extra clBuildProgram options for every program (for
+//     example -cl-mad-enable, -cl-fast-relaxed-math, or NVIDIA's
+//     -cl-nv-opt-level=N); they are part of the binary cache's key.
+//   - VRUN_CL_JOBS=N: programs Prepare builds at once (default GOMAXPROCS;
+//     1 tells whether the driver's compiler runs builds in parallel).
+//   - VRUN_CL_BUILDLOG=FILE ("-": stderr): one tab-separated line per
+//     program built or loaded from the cache: device, ms from Open to its
+//     start and end, duration, "source" or "cache", file, source and
+//     binary bytes, options.
+//   - VRUN_CL_CONV=wide: the former convolution tile rule (no narrow
+//     tiles), for comparing speeds.
+//
 // Each Stream owns one in-order command queue. Launch creates and sets up
 // one cl_kernel per recorded op, so that Submit only enqueues: writes and
 // reads are non-blocking copies from and to the caller's (pinned) slices,

@@ -3,6 +3,9 @@
 package clshim
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vrun-go/vrun/internal/realmodels"
@@ -32,4 +35,42 @@ func TestPreparedPrograms(t *testing.T) { realmodels.CheckPrepared(t, openCounte
 // loads the first's program binaries, computes the same output.
 func TestProgramCacheSecondProcess(t *testing.T) {
 	realmodels.CheckSecondProcess(t, "TestProgramCacheSecondProcess", openCounted)
+}
+
+// TestColdStartKnobs checks the cold-start experiment knobs read at Open:
+// VRUN_CL_OPTS reaches every program (here -DMMA_UNROLL=2, which the GEMM
+// must still compute correctly with), VRUN_CL_JOBS sets Prepare's build
+// concurrency and VRUN_CL_BUILDLOG gets one line per program built.
+func TestColdStartKnobs(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "builds.log")
+	t.Setenv(BuildOptsEnv, "-DMMA_UNROLL=2")
+	t.Setenv(BuildJobsEnv, "3")
+	t.Setenv(BuildLogEnv, log)
+	forEachDevice(t, func(t *testing.T, dev *device) {
+		if dev.jobs != 3 || !strings.Contains(dev.opts, "-DMMA_UNROLL=2") {
+			t.Fatalf("jobs %d, opts %q: want 3 and -DMMA_UNROLL=2", dev.jobs, dev.opts)
+		}
+		defer func() { dev.gemmForce = nil }()
+		dev.gemmForce = &gemmShape{32, 32, 16, 4, 4}
+		gemmOddSizes(t, dev)
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string // this device's
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if strings.HasPrefix(l, dev.Info().Spec()+"\t") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) == 0 || dev.ProgramsBuilt() != len(lines) {
+			t.Fatalf("%d log lines for %d programs built:\n%s", len(lines), dev.ProgramsBuilt(), b)
+		}
+		for _, l := range lines {
+			f := strings.Split(l, "\t")
+			if len(f) != 9 || (f[4] != "source" && f[4] != "cache") || !strings.Contains(f[8], "-DMMA_UNROLL=2") {
+				t.Fatalf("log line %q: want 9 tab-separated fields, source or cache, the options", l)
+			}
+		}
+	})
 }

@@ -33,8 +33,21 @@
 #error "gemm.cl: unsupported tile shape"
 #endif
 
+// MMA_UNROLL (a build option, for cold-start experiments: VRUN_CL_OPTS)
+// caps the unrolling of MMA_STEP's depth loop with #pragma unroll, for a
+// smaller program that the driver's compiler may build faster; without it
+// the compiler decides (fully, for TK steps).
+#define GEMM_PRAGMA_(x) _Pragma(#x)
+#define GEMM_PRAGMA(x) GEMM_PRAGMA_(x)
+#ifdef MMA_UNROLL
+#define MMA_UNROLL_K GEMM_PRAGMA(unroll MMA_UNROLL)
+#else
+#define MMA_UNROLL_K
+#endif
+
 // MMA_STEP multiplies the tiles in local memory into acc.
 #define MMA_STEP() \
+	MMA_UNROLL_K \
 	for (int k = 0; k < TK; k++) { \
 		ACC a[WM], b[WN]; \
 		for (int i = 0; i < WM / 4; i++) { \
