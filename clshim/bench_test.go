@@ -159,3 +159,131 @@ func BenchmarkConv(b *testing.B) {
 		}
 	}
 }
+
+// convRuleShapes are batch-1 convolutions of resnet18/50, squeezenet1_1
+// and mobilenet_v2 that run on conv_gemm (rt/vulkan's convSweepShapes).
+var convRuleShapes = []struct {
+	name                     string
+	c, h, k, kh, stride, pad int
+}{
+	{"r18conv1", 3, 224, 64, 7, 2, 3},
+	{"r18l1", 64, 56, 64, 3, 1, 1},
+	{"r18l2a", 64, 56, 128, 3, 2, 1},
+	{"r18l2", 128, 28, 128, 3, 1, 1},
+	{"r18l2ds", 64, 56, 128, 1, 2, 0},
+	{"r18l3a", 128, 28, 256, 3, 2, 1},
+	{"r18l3", 256, 14, 256, 3, 1, 1},
+	{"r18l4a", 256, 14, 512, 3, 2, 1},
+	{"r18l4", 512, 7, 512, 3, 1, 1},
+	{"r50l4a", 2048, 7, 512, 1, 1, 0},
+	{"r50l4b", 512, 7, 2048, 1, 1, 0},
+	{"r50l3a", 1024, 14, 256, 1, 1, 0},
+	{"r50l3b", 256, 14, 1024, 1, 1, 0},
+	{"sqexp3", 64, 13, 256, 3, 1, 1},
+	{"sqexp1", 64, 13, 256, 1, 1, 0},
+	{"sqsq13", 512, 13, 64, 1, 1, 0},
+	{"sqcls", 512, 13, 1000, 1, 1, 0},
+	{"sqexp3b", 32, 27, 128, 3, 1, 1},
+	{"mbpw7a", 160, 7, 960, 1, 1, 0},
+	{"mbpw7b", 960, 7, 160, 1, 1, 0},
+	{"mbpw14a", 96, 14, 576, 1, 1, 0},
+	{"mbpw14b", 576, 14, 96, 1, 1, 0},
+	{"mbpw28", 192, 28, 32, 1, 1, 0},
+}
+
+// BenchmarkConvRule times each convRuleShapes layer (f32, batch 1, bias
+// and ReLU, a residual where named "res") under pickConv's rule ("auto":
+// narrow tiles and shallow split-K) and the former one ("wide",
+// VRUN_CL_CONV=wide), each recorded 16 times into one stream so that the
+// GPU stays busy as inside a model; it reports µs per convolution, the
+// tile and split as tm x tn / S, and TFLOP/s. GPU devices only.
+func BenchmarkConvRule(b *testing.B) {
+	const reps = 16
+	for _, info := range testDevices(b) {
+		if info.Kind == rt.KindCPU {
+			continue
+		}
+		d, err := Backend{}.Open(info.Index)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dev := d.(*device)
+		alloc := func(n int, v float64, shape ...int) rt.Ref {
+			buf, err := d.Alloc(int64(4 * n))
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := rt.Ref{Buf: buf, DType: rt.F32, Shape: []int{n}}
+			s, _ := d.NewStream(rt.StreamOptions{})
+			s.Launch(&rt.Fill{Y: r, Value: v})
+			s.Submit()
+			s.Wait()
+			s.Close()
+			r.Shape = shape
+			return r
+		}
+		for _, sh := range convRuleShapes {
+			for _, res := range []bool{false, true} {
+				oh := (sh.h+2*sh.pad-sh.kh)/sh.stride + 1
+				o := &rt.Conv{N: 1, C: sh.c, H: sh.h, Width: sh.h, K: sh.k, OH: oh, OW: oh, KH: sh.kh, KW: sh.kh,
+					StrideH: sh.stride, StrideW: sh.stride, PadT: sh.pad, PadL: sh.pad, DilH: 1, DilW: 1, Groups: 1,
+					Act: rt.Activation{Fn: rt.Relu}}
+				o.X = alloc(sh.c*sh.h*sh.h, 0.5, 1, sh.c, sh.h, sh.h)
+				o.W = alloc(sh.k*sh.c*sh.kh*sh.kh, 0.01, sh.k, sh.c, sh.kh, sh.kh)
+				o.Bias = alloc(sh.k, 0.1, sh.k)
+				o.Y = alloc(sh.k*oh*oh, 0, 1, sh.k, oh, oh)
+				name := sh.name
+				if res {
+					o.Res = alloc(sh.k*oh*oh, 0.2, 1, sh.k, oh, oh)
+					name += "res"
+				}
+				flops := 2 * float64(sh.k*oh*oh) * float64(sh.c*sh.kh*sh.kh)
+				for _, rule := range []string{"auto", "wide"} {
+					b.Run(fmt.Sprintf("dev%d/%s/%s", info.Index, name, rule), func(b *testing.B) {
+						dev.convRule = rule
+						defer func() { dev.convRule = "" }()
+						tile, split := dev.pickConv(rt.F32, sh.k, oh*oh, 1, sh.c*sh.kh*sh.kh)
+						s, err := d.NewStream(rt.StreamOptions{})
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer s.Close()
+						for r := 0; r < reps; r++ {
+							if err := s.Launch(o); err != nil {
+								b.Fatal(err)
+							}
+						}
+						if err := s.Submit(); err != nil {
+							b.Fatal(err)
+						}
+						if err := s.Wait(); err != nil {
+							b.Fatal(err)
+						}
+						b.ResetTimer()
+						for i := 0; i < b.N; i++ {
+							if err := s.Submit(); err != nil {
+								b.Fatal(err)
+							}
+							if err := s.Wait(); err != nil {
+								b.Fatal(err)
+							}
+						}
+						b.StopTimer()
+						sec := b.Elapsed().Seconds() / float64(b.N) / reps
+						b.ReportMetric(sec*1e6, "µs/conv")
+						b.ReportMetric(flops/sec/1e12, "TFLOP/s")
+						b.ReportMetric(float64(tile.tm), "tm")
+						b.ReportMetric(float64(tile.tn), "tn")
+						b.ReportMetric(float64(split), "splits")
+					})
+				}
+				for _, r := range []rt.Ref{o.X, o.W, o.Bias, o.Y, o.Res} {
+					if r.Buf != nil {
+						r.Buf.Free()
+					}
+				}
+			}
+		}
+		d.Close()
+	}
+}
