@@ -188,46 +188,73 @@ func openblasEnv(threads int) []string {
 	return env
 }
 
-// runORT times the models on onnxruntime's CPU provider with threads
-// intra-op threads, at each model's own batch (the cpu class's).
-func runORT(models []*ortModel, threads int, tm timing, logf func(string, ...any)) (Baseline, []Result) {
-	b := Baseline{Name: "onnxruntime", Class: ClassCPU, Device: fmt.Sprintf("%d threads", threads)}
+// ortRunner times models on onnxruntime's CPU provider with threads
+// intra-op threads. The suite times each model right after vrun's CPU
+// backend has, so that both see the same load on a shared machine.
+type ortRunner struct {
+	b       Baseline
+	p       *ortpeer.Peer
+	threads int
+	tm      timing
+	logf    func(string, ...any)
+	res     []Result
+}
+
+// startORT starts onnxruntime; its baseline record says why not when it
+// cannot.
+func startORT(threads int, tm timing, logf func(string, ...any)) *ortRunner {
+	o := &ortRunner{b: Baseline{Name: "onnxruntime", Class: ClassCPU, Device: fmt.Sprintf("%d threads", threads)},
+		threads: threads, tm: tm, logf: logf}
 	ortRT, ok, why := ortpeer.Find()
 	if !ok {
-		b.Skipped = why
-		return b, nil
+		o.b.Skipped = why
+		return o
 	}
 	p, err := ortpeer.Start(ortRT)
 	if err != nil {
-		b.Skipped = err.Error()
-		return b, nil
+		o.b.Skipped = err.Error()
+		return o
 	}
-	defer p.Close()
-	var res []Result
-	for _, m := range models {
-		r := Result{Kind: "model", Case: m.Name, Batch: m.batch, Impl: "onnxruntime", Device: "cpu", Class: ClassCPU}
-		id, _, ver, err := p.Load(m.ONNX, threads, m.Inputs)
-		var ms []float64
-		if err == nil {
-			b.Version = ver
-			runs := tm.minRuns
-			if m.probeMS > 0 {
-				runs = int(tm.minTime.Seconds() * 1e3 / m.probeMS)
-			}
-			ms, err = p.Bench(id, min(max(runs, tm.minRuns), tm.maxRuns))
+	o.p = p
+	return o
+}
+
+// time times m at its own batch, with about as many runs as vrun's
+// probeMS fits in the least time.
+func (o *ortRunner) time(m *ortpeer.Model, batch int, probeMS float64) {
+	if o.p == nil {
+		return
+	}
+	r := Result{Kind: "model", Case: m.Name, Batch: batch, Impl: "onnxruntime", Device: "cpu", Class: ClassCPU}
+	id, _, ver, err := o.p.Load(m.ONNX, o.threads, m.Inputs)
+	var ms []float64
+	if err == nil {
+		o.b.Version = ver
+		runs := o.tm.minRuns
+		if probeMS > 0 {
+			runs = int(o.tm.minTime.Seconds() * 1e3 / probeMS)
 		}
-		if err != nil {
-			r.Error = "onnxruntime: " + firstLine(err)
-		} else {
-			r.MS, r.Runs = median(ms), len(ms)
-		}
-		logf("onnxruntime %s: %.4g ms %s", m.Name, r.MS, r.Error)
-		res = append(res, r)
+		ms, err = o.p.Bench(id, min(max(runs, o.tm.minRuns), o.tm.maxRuns))
 	}
-	if b.Version == "" && len(res) > 0 {
-		b.Version = "?"
+	if err != nil {
+		r.Error = "onnxruntime: " + firstLine(err)
+	} else {
+		r.MS, r.Runs = median(ms), len(ms)
 	}
-	return b, res
+	o.logf("onnxruntime %s: %.4g ms %s", m.Name, r.MS, r.Error)
+	o.res = append(o.res, r)
+}
+
+// done ends onnxruntime and returns its baseline record and results.
+func (o *ortRunner) done() (Baseline, []Result) {
+	if o.p != nil {
+		o.p.Close()
+		o.p = nil
+	}
+	if o.b.Version == "" && o.b.Skipped == "" {
+		o.b.Version = "?"
+	}
+	return o.b, o.res
 }
 
 // ortModel is a model with the batch onnxruntime runs and vrun's time

@@ -16,9 +16,11 @@ import (
 
 // loadModels reads the models of -models: "" for the repository's
 // (testdata/models and testdata/e2e, see ortpeer.RepoModels), else a
-// comma-separated list of files (.onnx, model.bin) and directories, whose
-// *.onnx and *.bin files are taken, each with NAME.x.npy beside it as its
-// input when present (testdata/models/export.py writes them so).
+// comma-separated list of "repo" (those), files (.onnx, model.bin) and
+// directories, whose *.onnx and *.bin files are taken, each with
+// NAME.x.npy beside it as its input when present
+// (testdata/models/export.py writes them so), random values otherwise.
+// model.bin files are exported to ONNX in tmp for onnxruntime.
 func loadModels(spec, tmp string, quick bool) ([]*ortpeer.Model, error) {
 	if spec == "" {
 		keep := func(string) bool { return true }
@@ -28,13 +30,28 @@ func loadModels(spec, tmp string, quick bool) ([]*ortpeer.Model, error) {
 		return ortpeer.RepoModels(tmp, keep)
 	}
 	var files []string
+	var out []*ortpeer.Model
+	fail := func(err error) ([]*ortpeer.Model, error) {
+		for _, m := range out {
+			m.Close()
+		}
+		return nil, err
+	}
 	for _, p := range strings.Split(spec, ",") {
 		if p == "" {
 			continue
 		}
+		if p == "repo" {
+			ms, err := ortpeer.RepoModels(tmp, func(string) bool { return true })
+			if err != nil {
+				return fail(err)
+			}
+			out = append(out, ms...)
+			continue
+		}
 		st, err := os.Stat(p)
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
 		if !st.IsDir() {
 			files = append(files, p)
@@ -46,7 +63,6 @@ func loadModels(spec, tmp string, quick bool) ([]*ortpeer.Model, error) {
 			files = append(files, m...)
 		}
 	}
-	var out []*ortpeer.Model
 	for _, p := range files {
 		name := strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))
 		x := strings.TrimSuffix(p, filepath.Ext(p)) + ".x.npy"
@@ -58,11 +74,14 @@ func loadModels(spec, tmp string, quick bool) ([]*ortpeer.Model, error) {
 			onnx = p
 		}
 		m, err := ortpeer.LoadModel(name, p, onnx, x)
+		if err == nil {
+			err = m.ExportONNX(tmp)
+		}
 		if err != nil {
-			for _, m := range out {
+			if m != nil {
 				m.Close()
 			}
-			return nil, err
+			return fail(err)
 		}
 		out = append(out, m)
 	}
@@ -121,7 +140,12 @@ func timeModel(m *ortpeer.Model, dev Device, batch int, tm timing) (float64, int
 	if err != nil {
 		return 0, 0, err
 	}
-	defer s.Close()
+	// Not s.Close: that closes the graph too, which the other devices
+	// still plan.
+	defer func() {
+		s.Session.Close()
+		rt.CloseAll(s.Devices)
+	}()
 	ctx := context.Background()
 	run := func() error { _, err := s.Run(ctx, in); return err }
 	if dev.Class == ClassGPU {

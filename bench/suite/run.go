@@ -92,7 +92,7 @@ func runCmd(args []string, stderr io.Writer) error {
 	var o runOpts
 	fs.StringVar(&o.out, "out", "", "write the results `file` (JSON)")
 	fs.StringVar(&o.backends, "backends", "", "comma-separated `devices` (cpu, vulkan:0, cuda:0, opencl:1, ...); default every device found")
-	fs.StringVar(&o.models, "models", "", "comma-separated model files and `dirs` (*.onnx, *.bin; NAME.x.npy beside each is its input); default the repository's testdata models")
+	fs.StringVar(&o.models, "models", "", "comma-separated model files and `dirs` (*.onnx, *.bin; NAME.x.npy beside each is its input), or repo for the repository's testdata models (the default)")
 	fs.StringVar(&o.baselines, "baselines", "numpy,pytorch,onnxruntime", "comma-separated `baselines` to run beside vrun, or none")
 	fs.StringVar(&o.section, "section", "", "the `name` of this run's section in docs/benchmarks.md (default cpu-HOST, or gpu-HOST where a GPU ran)")
 	bs := fs.String("batches", "32", "extra `batches` for models on GPUs (where the batch dim is dynamic), comma-separated; \"\" for none")
@@ -193,6 +193,20 @@ func run(o runOpts, logf func(string, ...any)) (*File, error) {
 			models = append(models, &ortModelSet{m: m})
 		}
 	}
+	want := map[string]bool{}
+	for _, b := range strings.Split(o.baselines, ",") {
+		if b = strings.TrimSpace(b); b != "" && b != "none" {
+			want[b] = true
+		}
+	}
+	// onnxruntime runs each model right after the CPU backend has, or
+	// after every device when there is no CPU backend in the list.
+	var ort *ortRunner
+	ortDone := false
+	if want["onnxruntime"] && len(models) > 0 {
+		ort = startORT(o.threads, mtm, logf)
+		defer ort.done()
+	}
 	anyClass := map[string]bool{}
 	for _, d := range deviceList(o.backends) {
 		if d.Skipped != "" {
@@ -227,7 +241,13 @@ func run(o runOpts, logf func(string, ...any)) (*File, error) {
 				logf("%s model %s batch %d: %.4g ms %s", d.Spec, ms.m.Name, batch, r.MS, r.Error)
 				f.Results = append(f.Results, r)
 				ms.note(d.Class, batch, r.MS)
+				if ort != nil && !ortDone && strings.HasPrefix(d.Spec, "cpu") && batch == nativeBatch(ms.m) {
+					ort.time(ms.m, batch, r.MS)
+				}
 			}
+		}
+		if ort != nil && strings.HasPrefix(d.Spec, "cpu") {
+			ortDone = true
 		}
 	}
 	if f.Section == "" {
@@ -236,12 +256,6 @@ func run(o runOpts, logf func(string, ...any)) (*File, error) {
 			f.Section = "gpu-" + host
 		} else {
 			f.Section = "cpu-" + host
-		}
-	}
-	want := map[string]bool{}
-	for _, b := range strings.Split(o.baselines, ",") {
-		if b = strings.TrimSpace(b); b != "" && b != "none" {
-			want[b] = true
 		}
 	}
 	for _, name := range []string{"numpy", "pytorch", "onnxruntime"} {
@@ -285,10 +299,15 @@ func run(o runOpts, logf func(string, ...any)) (*File, error) {
 				spec.MinTime = max(ktm.minTime, mtm.minTime).Seconds()
 				b, res = runPython("pytorch", "torch", "bench/torch_baseline.py", []string{"suite"}, nil, spec, class, tmp, logf)
 			case "onnxruntime":
-				if !o.kinds["model"] || len(om) == 0 {
+				if ort == nil {
 					continue
 				}
-				b, res = runORT(om, o.threads, mtm, logf)
+				if !ortDone {
+					for _, m := range om {
+						ort.time(m.Model, m.batch, m.probeMS)
+					}
+				}
+				b, res = ort.done()
 			}
 			if b.Skipped != "" {
 				logf("baseline %s (%s): skipped: %s", name, class, b.Skipped)
