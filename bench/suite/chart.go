@@ -160,7 +160,7 @@ func DrawChart(files []*File) *image.RGBA {
 			xa, xb = xb, xa
 		}
 		fill(img, image.Rect(xa, y+2, max(xb, xa+1), y+10), c)
-		drawText(img, x1+6, y+2, fmt.Sprintf("%.2f", b.speed), colText)
+		drawText(img, x1+6, y+2, fmtRatio(b.speed), colText)
 		y += barRowH
 	}
 	xr := xOf(1)

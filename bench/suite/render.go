@@ -129,6 +129,15 @@ func num(v float64) string {
 	return fmt.Sprintf("%.2g", v)
 }
 
+// fmtRatio formats a ratio with two decimals, or two significant digits
+// below 0.1.
+func fmtRatio(x float64) string {
+	if x < 0.1 {
+		return fmt.Sprintf("%.2g", x)
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
 func cell(r Result, ok bool) string {
 	switch {
 	case !ok:
@@ -222,7 +231,7 @@ func Markdown(f *File) string {
 				s := "–"
 				if r, ok := c.base[impl]; ok {
 					if x, ok := ratio(c.vrun, r); ok {
-						s = fmt.Sprintf("%.2f", x)
+						s = fmtRatio(x)
 					}
 				}
 				row = append(row, s)
