@@ -72,6 +72,7 @@ func TestConvKernels(t *testing.T) {
 		{3, 4, 12, 5, 8, 5, 3, 3, 1, 2, 1, 2, 1, 4, false, rt.Silu},   // grouped, 2 out per group (direct)
 		{1, 64, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu},   // deep reduction
 		{1, 20, 9, 11, 130, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu}, // more channels than a 128 tile
+		{2, 12, 9, 9, 20, 1, 1, 2, 2, 0, 0, 1, 1, 1, true, rt.Relu},   // 1x1 stride 2 (downsample)
 	}
 	forEachDevice(t, func(t *testing.T, dev *device) {
 		defer func() { dev.gemmForce = nil }()

@@ -192,6 +192,35 @@ void conv_gemm(__global const T* X, long xo, __global const WT* W, long wo,
 	for (int i = 0; i < WM; i++)
 		for (int j = 0; j < WN; j++) acc[i][j] = 0;
 	ACC ra[LA], rb[LB];
+#if NT % TN == 0
+	// Every element of B's tile that this work-item loads (l = tid +
+	// e*NT) lies in its column tid % TN: the column's pixel, window
+	// origin and bounds are computed once, and a pointwise convolution
+	// (1x1, unit stride, no padding, OH = H, OW = Wd) reads X[c, p]
+	// directly.
+	int bp = n0 + tid % TN, bk0 = tid / TN, bok = bp < P;
+	int boh = bp / OW, bow = bp - boh * OW;
+	int bih0 = boh * SH - PT, biw0 = bow * SW - PL;
+	int pw = KK == 1 && SH == 1 && SW == 1 && PT == 0 && PL == 0 && OH == H && OW == Wd;
+	long HW = (long)H * Wd;
+#define LOAD_TILES(k0) \
+	GEMM_LOAD_TILEW(ra, LA, TM, W, wb, m0, k0, Kg, R, 1) \
+	for (int e = 0; e < LB; e++) { \
+		int r = (k0) + bk0 + e * (NT / TN); \
+		ACC v = 0; \
+		if (bok && r < R) { \
+			if (pw) { \
+				v = LD(X, xb + r * HW + bp); \
+			} else { \
+				int c = r / KK, rr = r - c * KK; \
+				int kh = rr / KW, kw = rr - kh * KW; \
+				int ih = bih0 + kh * DH, iw = biw0 + kw * DW; \
+				if (ih >= 0 && ih < H && iw >= 0 && iw < Wd) v = LD(X, xb + ((long)c * H + ih) * Wd + iw); \
+			} \
+		} \
+		rb[e] = v; \
+	}
+#else
 #define LOAD_TILES(k0) \
 	GEMM_LOAD_TILEW(ra, LA, TM, W, wb, m0, k0, Kg, R, 1) \
 	for (int e = 0; e < LB; e++) { \
@@ -207,6 +236,7 @@ void conv_gemm(__global const T* X, long xo, __global const WT* W, long wo,
 		} \
 		rb[e] = v; \
 	}
+#endif
 	// Split s of S sums the reduction steps [kb, ke) (whole TK steps).
 	int steps = (R + TK - 1) / TK, per = (steps + S - 1) / S;
 	int kb = split * per * TK, ke = min(R, (split + 1) * per * TK);
