@@ -208,6 +208,29 @@ func run(o runOpts, logf func(string, ...any)) (*File, error) {
 		defer ort.done()
 	}
 	anyClass := map[string]bool{}
+	sectionFor := func() string {
+		if f.Section != "" {
+			return f.Section
+		}
+		host := sanitizeSection(f.Machine.Host)
+		if anyClass[ClassGPU] {
+			return "gpu-" + host
+		}
+		return "cpu-" + host
+	}
+	// save writes what has run so far, so that a run cut short (a time
+	// limit on the GPU machine) leaves its results.
+	save := func() {
+		if o.out == "" {
+			return
+		}
+		g := *f
+		g.Section = sectionFor()
+		g.Machine.LoadAvg = loadAvg()
+		if err := g.WriteFile(o.out); err != nil {
+			logf("saving %s: %v", o.out, err)
+		}
+	}
 	for _, d := range deviceList(o.backends) {
 		if d.Skipped != "" {
 			logf("%s: skipped: %s", d.Spec, d.Skipped)
@@ -249,72 +272,70 @@ func run(o runOpts, logf func(string, ...any)) (*File, error) {
 		if ort != nil && strings.HasPrefix(d.Spec, "cpu") {
 			ortDone = true
 		}
+		save()
 	}
-	if f.Section == "" {
-		host := sanitizeSection(f.Machine.Host)
-		if anyClass[ClassGPU] {
-			f.Section = "gpu-" + host
-		} else {
-			f.Section = "cpu-" + host
+	f.Section = sectionFor()
+	// PyTorch on the GPU first: the baseline a GPU run is for, should the
+	// run be cut short.
+	for _, bc := range []struct{ name, class string }{
+		{"pytorch", ClassGPU}, {"onnxruntime", ClassCPU}, {"numpy", ClassCPU}, {"pytorch", ClassCPU},
+	} {
+		name, class := bc.name, bc.class
+		if !anyClass[class] {
+			continue
 		}
-	}
-	for _, name := range []string{"numpy", "pytorch", "onnxruntime"} {
-		for _, class := range []string{ClassCPU, ClassGPU} {
-			if !anyClass[class] || (class == ClassGPU && name != "pytorch") {
-				continue
-			}
-			if !want[name] {
-				f.Baselines = append(f.Baselines, Baseline{Name: name, Class: class, Skipped: "not asked for (-baselines)"})
-				continue
-			}
-			cs := casesFor(class, false, o.quick)
-			filterKinds(&cs, o.kinds)
-			var pm []pyModel
-			var om []*ortModel
-			for _, ms := range models {
-				for _, batch := range batchesFor(ms.m, class, o.batches) {
-					in, err := batchInputs(ms.m, batch)
-					if err != nil {
-						continue
-					}
-					x := in[ms.m.Graph.Tensors[ms.m.Graph.Inputs()[0]].Name]
-					pm = append(pm, pyModel{Name: ms.m.Name, Batch: batch, Shape: x.Shape, DType: torchDType(x.DType)})
-					if class == ClassCPU {
-						om = append(om, &ortModel{Model: ms.m, batch: batch, probeMS: ms.ms[class]})
-					}
-				}
-			}
-			var b Baseline
-			var res []Result
-			switch name {
-			case "numpy":
-				b, res = runPython("numpy", "numpy", "bench/numpy_baseline.py", []string{"-suite"}, openblasEnv(o.threads),
-					specOf("cpu", o.threads, cs, nil, ktm), class, tmp, logf)
-			case "pytorch":
-				dev := "cpu"
-				if class == ClassGPU {
-					dev = "cuda"
-				}
-				spec := specOf(dev, o.threads, cs, pm, ktm)
-				spec.MinTime = max(ktm.minTime, mtm.minTime).Seconds()
-				b, res = runPython("pytorch", "torch", "bench/torch_baseline.py", []string{"suite"}, nil, spec, class, tmp, logf)
-			case "onnxruntime":
-				if ort == nil {
+		if !want[name] {
+			f.Baselines = append(f.Baselines, Baseline{Name: name, Class: class, Skipped: "not asked for (-baselines)"})
+			continue
+		}
+		cs := casesFor(class, false, o.quick)
+		filterKinds(&cs, o.kinds)
+		var pm []pyModel
+		var om []*ortModel
+		for _, ms := range models {
+			for _, batch := range batchesFor(ms.m, class, o.batches) {
+				in, err := batchInputs(ms.m, batch)
+				if err != nil {
 					continue
 				}
-				if !ortDone {
-					for _, m := range om {
-						ort.time(m.Model, m.batch, m.probeMS)
-					}
+				x := in[ms.m.Graph.Tensors[ms.m.Graph.Inputs()[0]].Name]
+				pm = append(pm, pyModel{Name: ms.m.Name, Batch: batch, Shape: x.Shape, DType: torchDType(x.DType)})
+				if class == ClassCPU {
+					om = append(om, &ortModel{Model: ms.m, batch: batch, probeMS: ms.ms[class]})
 				}
-				b, res = ort.done()
 			}
-			if b.Skipped != "" {
-				logf("baseline %s (%s): skipped: %s", name, class, b.Skipped)
-			}
-			f.Baselines = append(f.Baselines, b)
-			f.Results = append(f.Results, res...)
 		}
+		var b Baseline
+		var res []Result
+		switch name {
+		case "numpy":
+			b, res = runPython("numpy", "numpy", "bench/numpy_baseline.py", []string{"-suite"}, openblasEnv(o.threads),
+				specOf("cpu", o.threads, cs, nil, ktm), class, tmp, logf)
+		case "pytorch":
+			dev := "cpu"
+			if class == ClassGPU {
+				dev = "cuda"
+			}
+			spec := specOf(dev, o.threads, cs, pm, ktm)
+			spec.MinTime = max(ktm.minTime, mtm.minTime).Seconds()
+			b, res = runPython("pytorch", "torch", "bench/torch_baseline.py", []string{"suite"}, nil, spec, class, tmp, logf)
+		case "onnxruntime":
+			if ort == nil {
+				continue
+			}
+			if !ortDone {
+				for _, m := range om {
+					ort.time(m.Model, m.batch, m.probeMS)
+				}
+			}
+			b, res = ort.done()
+		}
+		if b.Skipped != "" {
+			logf("baseline %s (%s): skipped: %s", name, class, b.Skipped)
+		}
+		f.Baselines = append(f.Baselines, b)
+		f.Results = append(f.Results, res...)
+		save()
 	}
 	f.Machine.LoadAvg = loadAvg()
 	return f, f.Validate()
