@@ -290,6 +290,7 @@ func newPlan(m *model.Model, shapes map[string][]int, mode planMode, foldDev rt.
 	p.fuseBias()
 	p.fuseGelu()
 	p.fuseActivation()
+	p.fuseSepConv()
 	p.fuseElementwise()
 	if err := p.halfWeights(); err != nil {
 		return nil, err

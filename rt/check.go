@@ -127,6 +127,9 @@ func opSizes(op Op) []int {
 		return []int{o.N}
 	case *Attention:
 		return []int{o.B, o.H, o.Lq, o.Lk, o.D, o.Dv}
+	case *SepConv:
+		d, p := &o.DW, &o.PW
+		return []int{d.N, d.C, d.H, d.Width, d.K, d.OH, d.OW, d.KH, d.KW, d.PadT, d.PadL, p.K}
 	}
 	return nil
 }
@@ -176,6 +179,8 @@ func checkParams(op Op) error {
 		return checkFused(o)
 	case *Attention:
 		return checkAttention(o)
+	case *SepConv:
+		return checkSepConv(o)
 	}
 	return nil
 }

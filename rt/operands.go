@@ -111,6 +111,8 @@ func Operands(op Op) []Operand {
 		return fusedOperands(o)
 	case *Attention:
 		return attentionOperands(o)
+	case *SepConv:
+		return sepConvOperands(o)
 	case *OptimStep:
 		// G is written back when Scale is present; a state operand is
 		// present exactly when the rule uses it (checkOptim).

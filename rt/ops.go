@@ -524,6 +524,8 @@ func OpDType(op Op) DType {
 		return o.P.DType
 	case *Attention:
 		return o.Q.DType
+	case *SepConv:
+		return o.DW.X.DType
 	case *Fused:
 		if len(o.Out) > 0 {
 			return o.Out[0].DType

@@ -64,7 +64,7 @@ func ReferenceSupport(backend string, op Op) error {
 		return c.floatOp()
 	case *OptimStep:
 		return c.optim(o)
-	case *Fused, *Attention:
+	case *Fused, *Attention, *SepConv:
 		// Optional: a backend that runs it says so in its own Supports.
 		return c.unsupported(c.dt, "optional op")
 	}

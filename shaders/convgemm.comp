@@ -21,6 +21,17 @@
 // X[n, c, pixel] directly. Flag 4 adds Res[n, g*Kg + m, oh, ow] (binding
 // 4, rt.Conv's residual) before the activation; the split-K variant leaves
 // that, the bias and the activation to splitk.comp.
+//
+// -D SEPDW builds rt.SepConv: the pointwise GEMM of a depthwise-separable
+// pair whose B loader computes each depthwise output on the fly,
+//   Xcol[c, col] = dwact(DWB[c] + sum_{kh,kw} DWW[c, kh, kw] * X[n, c, ih, iw])
+// with ih = oh*sh - pt + kh, iw = ow*sw - pl + kw, zero outside the input,
+// so the intermediate never reaches memory. X is the depthwise input
+// [N, C, H, W]; OHW, OW, KH, KW, sh, sw, pt, pl are the depthwise
+// geometry (unit dilation, one group). The push constants that a single
+// group and unit dilation leave free carry the rest (see the defines
+// below): the element offsets of DWW (binding 5) and DWB (binding 6, flag
+// 8), and the depthwise activation with its two parameters as halves.
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -57,6 +68,17 @@ layout(push_constant) uniform PC {
 	uint S, KS; // K slices per group, GEMM depth per slice
 #endif
 } pc;
+#ifdef SEPDW
+#define offDW Cg
+#define offDB dh
+#define dwAct dw
+#define dwActAB G
+#define NGROUPS 1u
+layout(std430, binding = 5) readonly buffer BDW { W_T dww[]; };
+layout(std430, binding = 6) readonly buffer BDB { X_T dwb[]; };
+#else
+#define NGROUPS pc.G
+#endif
 layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
 layout(std430, binding = 1) readonly buffer BW { W_T w[]; };
 layout(std430, binding = 2) readonly buffer BB { X_T bias[]; };
@@ -125,6 +147,24 @@ void fetch(uint tid, uint k0, uint KE, uint wbase, uint m0, bool ok, uint xb, in
 		uint gk = k0 + BK0 + r * BKS;
 		CT v = CT(0);
 		if (ok && gk < KE) {
+#ifdef SEPDW
+			CT s = (pc.flags & 8u) != 0u ? CT(X_LD(dwb[pc.offDB + gk])) : CT(0);
+			uint wb = pc.offDW + gk * khw, xc = xb + gk * hw;
+			for (uint kh = 0u; kh < pc.KH; kh++) {
+				int ih = ih0 + int(kh);
+				if (ih < 0 || ih >= int(pc.H)) continue;
+				for (uint kw = 0u; kw < pc.KW; kw++) {
+					int iw = iw0 + int(kw);
+					if (iw >= 0 && iw < int(pc.W))
+						s = fma(CT(W_LD(dww[wb + kh * pc.KW + kw])), CT(X_LD(x[xc + uint(ih) * pc.W + uint(iw)])), s);
+				}
+			}
+			if (pc.dwAct != 0u) {
+				vec2 ab = unpackHalf2x16(pc.dwActAB);
+				s = act_apply(pc.dwAct, s, CT(ab.x), CT(ab.y));
+			}
+			v = s;
+#else
 			if (pw) {
 				v = CT(X_LD(x[xb + gk * hw + p]));
 			} else {
@@ -134,6 +174,7 @@ void fetch(uint tid, uint k0, uint KE, uint wbase, uint m0, bool ok, uint xb, in
 				if (ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W))
 					v = CT(X_LD(x[xb + c * hw + uint(ih) * pc.W + uint(iw)]));
 			}
+#endif
 		}
 		rb[r] = v;
 	}
@@ -190,9 +231,9 @@ void main() {
 	int ih0 = int(oh * pc.sh) - int(pc.pt), iw0 = int(ow * pc.sw) - int(pc.pl);
 
 #ifdef SPLITK
-	uint nz = pc.G * pc.S;
+	uint nz = NGROUPS * pc.S;
 #else
-	uint nz = pc.G;
+	uint nz = NGROUPS;
 #endif
 	for (uint zz = gl_WorkGroupID.z; zz < nz; zz += gl_NumWorkGroups.z) {
 #ifdef SPLITK

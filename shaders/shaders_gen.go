@@ -151,6 +151,34 @@ var names = []string{
 	"convgemmk_f64_s",          // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"convgemmk_f64_t",          // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
 	"convgemmk_f64_u",          // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmksep_f16_l",       // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1 SEPDW=1
+	"convgemmksep_f16_m",       // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f16_n",       // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f16_s",       // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f16_t",       // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f16_u",       // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f16_w",       // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_l",       // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_m",       // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_n",       // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_s",       // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_t",       // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_u",       // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_w",       // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
+	"convgemmsep_f16_l",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SEPDW=1
+	"convgemmsep_f16_m",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SEPDW=1
+	"convgemmsep_f16_n",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SEPDW=1
+	"convgemmsep_f16_s",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SEPDW=1
+	"convgemmsep_f16_t",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SEPDW=1
+	"convgemmsep_f16_u",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SEPDW=1
+	"convgemmsep_f16_w",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SEPDW=1
+	"convgemmsep_f32_l",        // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SEPDW=1
+	"convgemmsep_f32_m",        // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SEPDW=1
+	"convgemmsep_f32_n",        // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SEPDW=1
+	"convgemmsep_f32_s",        // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SEPDW=1
+	"convgemmsep_f32_t",        // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SEPDW=1
+	"convgemmsep_f32_u",        // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SEPDW=1
+	"convgemmsep_f32_w",        // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SEPDW=1
 	"convt_f16",                // convt.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"convt_f32",                // convt.comp X_DT=1 Y_DT=1
 	"convt_f64",                // convt.comp X_DT=3 Y_DT=3 CT_DOUBLE=1

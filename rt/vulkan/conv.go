@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/vrun-go/vrun/rt"
+	"github.com/x448/float16"
 )
 
 // Conv runs one of three kernels (convPath):
@@ -143,15 +144,45 @@ func (l *lowering) Conv(o *rt.Conv) {
 	case "dw":
 		shader = "dwconv_" + kdt
 	case "gemm":
-		l.convGEMM(o, dt, kdt, half, nw)
+		l.convGEMM(o, nil, dt, kdt, half, nw)
 		return
 	}
 	l.convCommon(shader, dt, half, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW,
 		o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, nw, &o.Act)
 }
 
-// convGEMM lowers o to convgemm.comp (push constants in the shader's order).
-func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, kdt string, half bool, nw int64) {
+// SepConv lowers a depthwise-separable pair to convgemm.comp's SEPDW
+// variants: the pointwise GEMM, whose B loader computes the depthwise
+// outputs (f32 and f16, one dtype throughout, unit depthwise dilation).
+func (l *lowering) SepConv(o *rt.SepConv) {
+	dt := o.DW.X.DType
+	if dt != rt.F32 && dt != rt.F16 {
+		l.err = l.unsupported(dt, "SepConv runs in f32 and f16")
+		return
+	}
+	d := &o.DW
+	if d.DilH != 1 || d.DilW != 1 {
+		l.err = l.unsupported(dt, "SepConv with a dilated depthwise convolution")
+		return
+	}
+	if d.Act.Fn != rt.Copy && (!halfExact(d.Act.Alpha) || !halfExact(d.Act.Beta)) {
+		l.err = l.unsupported(dt, "SepConv: depthwise activation parameters %v, %v are not exact in f16", d.Act.Alpha, d.Act.Beta)
+		return
+	}
+	l.convGEMM(&o.PW, d, dt, dt.String(), false, int64(o.PW.K)*int64(o.PW.C))
+}
+
+// halfExact reports whether v survives a round trip through f16 (the
+// SepConv shader reads the depthwise activation's parameters as halves).
+func halfExact(v float64) bool {
+	return float64(float16.Fromfloat32(float32(v)).Float32()) == v
+}
+
+// convGEMM lowers o to convgemm.comp (push constants in the shader's
+// order). With dw set, o is the pointwise half of a SepConv whose X is
+// dw's input, computed through dw on the fly (the SEPDW variants: dw's
+// geometry in place of o's unit kernel, stride, padding and dilation).
+func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, nw int64) {
 	for _, p := range []struct {
 		n string
 		r rt.Ref
@@ -165,14 +196,18 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, kdt string, half bool, nw i
 		l.err = l.unsupported(dt, "unknown activation %d", o.Act.Fn)
 		return
 	}
-	if o.PadT < 0 || o.PadL < 0 {
+	geo := o // the convolution whose input, kernel, stride and padding the B loader walks
+	if dw != nil {
+		geo = dw
+	}
+	if geo.PadT < 0 || geo.PadL < 0 {
 		l.err = fmt.Errorf("Conv: negative padding")
 		return
 	}
 	ohw := int64(o.OH) * int64(o.OW)
 	cols := int64(o.N) * ohw
 	ny := cols * int64(o.K)
-	nx := int64(o.N) * int64(o.C) * int64(o.H) * int64(o.Width)
+	nx := int64(geo.N) * int64(geo.C) * int64(geo.H) * int64(geo.Width)
 	if ny == 0 {
 		return
 	}
@@ -199,7 +234,7 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, kdt string, half bool, nw i
 	} else {
 		b, nb = o.Y, 1
 	}
-	if o.KH == 1 && o.KW == 1 && o.StrideH == 1 && o.StrideW == 1 && o.PadT == 0 && o.PadL == 0 && o.OH == o.H && o.OW == o.Width {
+	if dw == nil && o.KH == 1 && o.KW == 1 && o.StrideH == 1 && o.StrideW == 1 && o.PadT == 0 && o.PadL == 0 && o.OH == o.H && o.OW == o.Width {
 		flags |= 2
 	}
 	res := o.Y // bound, never read, without Res
@@ -207,40 +242,70 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, kdt string, half bool, nw i
 		flags |= 4
 		res = o.Res
 	}
-	binds, offs, reads, writes, ok := l.bindsOf([]string{"X", "W", "Bias", "Y", "Res"}, []rt.Ref{o.X, o.W, b, o.Y, res}, []int64{max(nx, 1), max(nw, 1), nb, ny, ny}, 3)
+	names := []string{"X", "W", "Bias", "Y", "Res"}
+	refs := []rt.Ref{geo.X, o.W, b, o.Y, res}
+	elems := []int64{max(nx, 1), max(nw, 1), nb, ny, ny}
+	sep := ""
+	if dw != nil {
+		// bindings 5 and 6: the depthwise weight and bias
+		db, ndb := dw.Bias, int64(dw.K)
+		if dw.Bias.Buf != nil {
+			flags |= 8
+		} else {
+			db, ndb = dw.W, 1
+		}
+		names = append(names, "DW.W", "DW.Bias")
+		refs = append(refs, dw.W, db)
+		elems = append(elems, int64(dw.K)*int64(dw.KH)*int64(dw.KW), ndb)
+		sep = "sep"
+	}
+	binds, offs, reads, writes, ok := l.bindsOf(names, refs, elems, 3)
 	if !ok {
 		return
 	}
-	// reads: X, W, Bias, Res; the absent ones are not read.
-	var resRead []span
-	if o.Res.Buf != nil {
-		resRead = reads[3:4]
+	// reads: X, W, Bias, Res, DW.W, DW.Bias; the absent ones are not
+	// read. The split-K partial pass reads the inputs of the GEMM (in),
+	// its reduction the bias and the residual (epi).
+	in := []span{reads[0], reads[1]}
+	var epi []span
+	if o.Bias.Buf != nil {
+		epi = append(epi, reads[2])
 	}
-	reads = reads[:3]
-	if o.Bias.Buf == nil {
-		reads = reads[:2]
+	if o.Res.Buf != nil {
+		epi = append(epi, reads[3])
+	}
+	if dw != nil {
+		in = append(in, reads[4])
+		if dw.Bias.Buf != nil {
+			in = append(in, reads[5])
+		}
 	}
 	aa, ab := realBits(dt, o.Act.Alpha), realBits(dt, o.Act.Beta)
-	push := []uint32{uint32(cols), uint32(o.C), uint32(o.H), uint32(o.Width),
-		uint32(o.K), uint32(kg), uint32(cg), uint32(cg * o.KH * o.KW),
-		uint32(ohw), uint32(o.OW), uint32(o.KH), uint32(o.KW),
-		uint32(o.StrideH), uint32(o.StrideW), uint32(o.PadT), uint32(o.PadL),
+	kd := cg * o.KH * o.KW
+	push := []uint32{uint32(cols), uint32(geo.C), uint32(geo.H), uint32(geo.Width),
+		uint32(o.K), uint32(kg), uint32(cg), uint32(kd),
+		uint32(ohw), uint32(o.OW), uint32(geo.KH), uint32(geo.KW),
+		uint32(geo.StrideH), uint32(geo.StrideW), uint32(geo.PadT), uint32(geo.PadL),
 		uint32(o.DilH), uint32(o.DilW), uint32(o.Groups), flags,
 		offs[0], offs[1], offs[2], offs[3],
 		uint32(o.Act.Fn), offs[4], aa[0], aa[1], ab[0], ab[1]}
-	kd := cg * o.KH * o.KW
+	if dw != nil {
+		// the SEPDW aliases: Cg = offDW, dh = offDB, dw = dwAct, G = dwActAB
+		push[6], push[16], push[17] = offs[5], offs[6], uint32(dw.Act.Fn)
+		push[18] = uint32(float16.Fromfloat32(float32(dw.Act.Alpha)).Bits()) | uint32(float16.Fromfloat32(float32(dw.Act.Beta)).Bits())<<16
+	}
 	if sk := l.pickConvSplit(t, dt, kg, int(cols), kd, o.Groups); sk.s > 1 {
 		// partial pass: X, W -> scratch; reduction: scratch, Bias -> Y
-		pp := append(push, uint32(sk.s), uint32(sk.ks))
+		pp := append(push[:len(push):len(push)], uint32(sk.s), uint32(sk.ks))
 		sb, ss := sk.scratch()
-		l.add(dispatch{shader: "convgemmk_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
-			binds: []bind{binds[0], binds[1], binds[2], sb}, reads: reads[:2], writes: []span{ss}, push: pp,
-			groups: [3]uint32{uint32(gx), uint32(gy), uint32(min(int64(o.Groups)*int64(sk.s), int64(l.d.maxGroups[2])))}, scratch: sk.bytes})
-		rreads := []span{ss}
-		if o.Bias.Buf != nil {
-			rreads = append(rreads, reads[2])
+		pbinds := []bind{binds[0], binds[1], binds[2], sb}
+		if dw != nil {
+			pbinds = append(pbinds, binds[4:]...)
 		}
-		rreads = append(rreads, resRead...)
+		l.add(dispatch{shader: "convgemmk" + sep + "_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
+			binds: pbinds, reads: in, writes: []span{ss}, push: pp,
+			groups: [3]uint32{uint32(gx), uint32(gy), uint32(min(int64(o.Groups)*int64(sk.s), int64(l.d.maxGroups[2])))}, scratch: sk.bytes})
+		rreads := append([]span{ss}, epi...)
 		one := realBits(dt, 1)
 		rflags := flags & 1
 		if o.Res.Buf != nil {
@@ -255,8 +320,8 @@ func (l *lowering) convGEMM(o *rt.Conv, dt rt.DType, kdt string, half bool, nw i
 		return
 	}
 	gz := uint32(min(int64(o.Groups), int64(l.d.maxGroups[2])))
-	l.add(dispatch{shader: "convgemm_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
-		binds: binds, reads: append(reads, resRead...), writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), gz}})
+	l.add(dispatch{shader: "convgemm" + sep + "_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
+		binds: binds, reads: append(in, epi...), writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), gz}})
 }
 
 func (l *lowering) ConvTranspose(o *rt.ConvTranspose) {

@@ -243,6 +243,8 @@ func (d *device) lowerOp(op rt.Op, probe bool) ([]dispatch, error) {
 	l := &lowering{d: d, op: op, probe: probe}
 	if o, ok := op.(*rt.Attention); ok { // optional: not in rt.OpLowerer
 		l.attention(o)
+	} else if o, ok := op.(*rt.SepConv); ok { // optional too
+		l.SepConv(o)
 	} else if !rt.LowerOp(op, l) {
 		return nil, &rt.UnsupportedError{Backend: backendName, Op: op.OpName(), DType: rt.OpDType(op), Reason: fmt.Sprintf("unknown op type %T", op)}
 	}

@@ -208,6 +208,10 @@ func variants() []variant {
 			}
 			add("convgemm_"+n+"_"+t.name, "convgemm.comp", append(base, t.defs())...)
 			add("convgemmk_"+n+"_"+t.name, "convgemm.comp", append(base, t.defs(), []string{"SPLITK=1"})...)
+			if n != "f64" { // rt.SepConv
+				add("convgemmsep_"+n+"_"+t.name, "convgemm.comp", append(base, t.defs(), []string{"SEPDW=1"})...)
+				add("convgemmksep_"+n+"_"+t.name, "convgemm.comp", append(base, t.defs(), []string{"SPLITK=1", "SEPDW=1"})...)
+			}
 		}
 		add("convt_"+n, "convt.comp", base...)
 		add("pool_"+n, "pool.comp", base...)
