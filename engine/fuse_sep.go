@@ -10,11 +10,14 @@ import "github.com/vrun-go/vrun/rt"
 // the pointwise GEMM loads it: one dispatch instead of two, and the
 // intermediate tensor is never written. The pass runs after the
 // BatchNorm, activation and residual folds have shaped both Convs, for
-// inference plans only; Options.NoFusion keeps the two Convs.
+// inference plans only, without Options.Precision f16 (its f16 weights
+// are for the two Convs); Options.NoFusion keeps the two Convs.
 
 // fuseSepConv replaces depthwise + pointwise Conv pairs with rt.SepConv ops.
 func (p *plan) fuseSepConv() {
-	if !p.mayFuse() {
+	if !p.mayFuse() || p.mode.half != nil {
+		// Precision f16 stores both Convs' weights in f16 (halfWeights),
+		// which SepConv does not take.
 		return
 	}
 	reads := p.rootReads()
