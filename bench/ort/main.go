@@ -20,6 +20,12 @@
 // not the times. The outputs of both are compared (max |Δ| relative to the
 // output's largest magnitude).
 //
+// -profile N then lists, for each model, the -top nodes by median time
+// over N runs on vrun (per-Launch times) and in onnxruntime (its own
+// profiler's kernel times, with each node's op and output shape; its
+// nodes are those after its graph optimisations, a Conv with a fused
+// activation in NCHWc layout named after the activation).
+//
 // onnxruntime-node is looked up in $VRUN_ORT_NODE_MODULES or .ort/node_modules
 // at the repository root (npm install --ignore-scripts --prefix .ort
 // onnxruntime-node, as test.sh does). Without node or onnxruntime-node the
@@ -53,7 +59,7 @@ func main() {
 	short := flag.Bool("short", false, "a quick report (CI): -runs 10 -rounds 1 unless given")
 	only := flag.String("models", "", "comma-separated model names to run (default: all)")
 	profileTop = flag.Int("top", 10, "with -profile, the `number` of nodes listed")
-	profile := flag.Int("profile", 0, "after the table, profile each model's vrun run over `N` runs: per-node median times")
+	profile := flag.Int("profile", 0, "after the table, profile each model over `N` runs on vrun and in onnxruntime: per-node median times")
 	flag.Parse()
 	if *short {
 		set := map[string]bool{}
@@ -182,6 +188,9 @@ func run(threads, runs, rounds, profile int, only string, extra []string) error 
 			if err := profileModel(ctx, m, profile); err != nil {
 				fmt.Printf("%s: profile: %v\n", m.Name, firstLine(err))
 			}
+			if err := profileORT(ort, m, threads, profile); err != nil {
+				fmt.Printf("%s: onnxruntime profile: %v\n", m.Name, firstLine(err))
+			}
 		}
 	}
 	return nil
@@ -232,6 +241,39 @@ func profileModel(ctx context.Context, m *ortpeer.Model, n int) error {
 	byOp := map[string]float64{}
 	for _, r := range rows {
 		byOp[ops[r.node]] += r.med
+	}
+	opNames := make([]string, 0, len(byOp))
+	for op := range byOp {
+		opNames = append(opNames, op)
+	}
+	sort.Slice(opNames, func(a, b int) bool { return byOp[opNames[a]] > byOp[opNames[b]] })
+	fmt.Printf("  by op:")
+	for _, op := range opNames {
+		fmt.Printf(" %s %.1f%%", op, 100*byOp[op]/total)
+	}
+	fmt.Println()
+	return nil
+}
+
+// profileORT prints onnxruntime's profile of m over n runs (its per-node
+// median kernel times, after its graph optimisations: a Conv with a fused
+// activation in NCHWc layout is named after the activation), in
+// profileModel's format with each node's op and output shape, so that
+// the two can be read side by side.
+func profileORT(ort *ortpeer.Peer, m *ortpeer.Model, threads, n int) error {
+	nodes, err := ort.Profile(m.ONNX, threads, m.Inputs, n)
+	if err != nil {
+		return err
+	}
+	total := 0.0
+	byOp := map[string]float64{}
+	for _, nt := range nodes {
+		total += nt.MS
+		byOp[nt.Op] += nt.MS
+	}
+	fmt.Printf("%s, onnxruntime: %d nodes, sum of per-node medians %.3f ms over %d runs\n", m.Name, len(nodes), total, n)
+	for _, nt := range nodes[:min(*profileTop, len(nodes))] {
+		fmt.Printf("  %9.4f ms %5.1f%%  %-14s %-16s %s\n", nt.MS, 100*nt.MS/total, nt.Op, nt.Shape, nt.Node)
 	}
 	opNames := make([]string, 0, len(byOp))
 	for op := range byOp {

@@ -6,6 +6,9 @@
 //       -> {"id": K, "outputs": {NAME: {"dtype", "dims", "data"}}, "version": V}
 //   {"cmd": "bench", "id": K, "runs": N}
 //       -> {"ms": [t1, ..., tN]}          (each run's wall time, in ms)
+//   {"cmd": "profile", "model": PATH, "threads": N, "inputs": {...}, "runs": R, "prefix": P}
+//       -> {"file": F}   (onnxruntime's profile of 3 warm-up runs and R
+//                         timed ones, a JSON trace written to F = P_*.json)
 //
 // Sessions use onnxruntime's default graph optimisations (level "all"),
 // the sequential executor, N intra-op threads and one inter-op thread:
@@ -61,6 +64,37 @@ async function bench(req) {
   return { ms };
 }
 
+async function profile(req) {
+  const session = await ort.InferenceSession.create(req.model, {
+    graphOptimizationLevel: 'all',
+    executionMode: 'sequential',
+    intraOpNumThreads: req.threads,
+    interOpNumThreads: 1,
+    enableProfiling: true,
+    profileFilePrefix: req.prefix,
+  });
+  const feeds = {};
+  for (const [name, t] of Object.entries(req.inputs)) feeds[name] = tensor(t);
+  for (let i = 0; i < req.runs + 3; i++) await session.run(feeds);
+  // The trace is written when profiling ends (onnxruntime-node does not
+  // return its name): the newest P_*.json.
+  if (session.endProfiling) session.endProfiling();
+  await session.release();
+  const fs = require('fs');
+  const path = require('path');
+  const dir = path.dirname(req.prefix), base = path.basename(req.prefix) + '_';
+  let best = '', mtime = -1;
+  for (const f of fs.readdirSync(dir)) {
+    if (!f.startsWith(base) || !f.endsWith('.json')) continue;
+    const st = fs.statSync(path.join(dir, f));
+    if (st.mtimeMs > mtime) { best = path.join(dir, f); mtime = st.mtimeMs; }
+  }
+  if (!best) throw new Error('no profile written for ' + req.prefix);
+  return { file: best };
+}
+
+const handlers = { load, bench, profile };
+
 async function main() {
   const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
   for await (const line of rl) {
@@ -68,7 +102,9 @@ async function main() {
     let out;
     try {
       const req = JSON.parse(line);
-      out = req.cmd === 'load' ? await load(req) : await bench(req);
+      const h = handlers[req.cmd];
+      if (!h) throw new Error('unknown command ' + req.cmd);
+      out = await h(req);
     } catch (e) {
       out = { error: String(e && e.message || e) };
     }

@@ -8,6 +8,9 @@ each way on stdin and stdout:
       -> {"id": K, "outputs": {NAME: {"dtype", "dims", "data"}}, "version": V}
   {"cmd": "bench", "id": K, "runs": N}
       -> {"ms": [t1, ..., tN]}          (each run's wall time, in ms)
+  {"cmd": "profile", "model": PATH, "threads": N, "inputs": {...}, "runs": R, "prefix": P}
+      -> {"file": F}   (onnxruntime's profile of 3 warm-up runs and R
+                        timed ones, a JSON trace written to F = P_*.json)
 
 Sessions: CPU execution provider, graph optimisations "all", the
 sequential executor, N intra-op threads and one inter-op thread, as
@@ -29,13 +32,17 @@ def tensor(t):
     return np.frombuffer(base64.b64decode(t["data"]), dtype=dt).reshape(t["dims"]).copy()
 
 
-def load(req):
+def options(req):
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.intra_op_num_threads = req["threads"]
     so.inter_op_num_threads = 1
-    s = ort.InferenceSession(req["model"], so, providers=["CPUExecutionProvider"])
+    return so
+
+
+def load(req):
+    s = ort.InferenceSession(req["model"], options(req), providers=["CPUExecutionProvider"])
     feeds = {name: tensor(t) for name, t in req["inputs"].items()}
     names = [o.name for o in s.get_outputs()]
     res = s.run(None, feeds)
@@ -57,12 +64,25 @@ def bench(req):
     return {"ms": ms}
 
 
+def profile(req):
+    so = options(req)
+    so.enable_profiling = True
+    so.profile_file_prefix = req["prefix"]
+    s = ort.InferenceSession(req["model"], so, providers=["CPUExecutionProvider"])
+    feeds = {name: tensor(t) for name, t in req["inputs"].items()}
+    for _ in range(req["runs"] + 3):
+        s.run(None, feeds)
+    return {"file": s.end_profiling()}
+
+
+handlers = {"load": load, "bench": bench, "profile": profile}
+
 for line in sys.stdin:
     if not line.strip():
         continue
     try:
         req = json.loads(line)
-        out = load(req) if req["cmd"] == "load" else bench(req)
+        out = handlers[req["cmd"]](req)
     except Exception as e:  # reported to the Go side, which names the model
         out = {"error": str(e)}
     sys.stdout.write(json.dumps(out) + "\n")

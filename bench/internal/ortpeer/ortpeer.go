@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/vrun-go/vrun/internal/repo"
@@ -119,6 +120,8 @@ type Peer struct {
 	w   io.WriteCloser
 	in  *json.Encoder
 	out *bufio.Scanner
+	// nprof numbers the profiles' file prefixes.
+	nprof int
 }
 
 // Start starts onnxruntime as r says. The child's stderr goes to ours.
@@ -200,17 +203,26 @@ func (p *Peer) call(req any, resp any) error {
 	return json.Unmarshal(p.out.Bytes(), resp)
 }
 
-// Load opens a session on the ONNX file path with threads intra-op
-// threads and runs it once on in. It returns the session's id for Bench,
-// its outputs and onnxruntime's version.
-func (p *Peer) Load(path string, threads int, in map[string]*rt.Tensor) (id int, outs map[string]*rt.Tensor, version string, err error) {
+// wireInputs encodes inputs for the child.
+func wireInputs(in map[string]*rt.Tensor) (map[string]wireTensor, error) {
 	inputs := map[string]wireTensor{}
 	for name, t := range in {
 		dt, ok := ortTypes[t.DType]
 		if !ok {
-			return 0, nil, "", fmt.Errorf("input %s: dtype %s", name, t.DType)
+			return nil, fmt.Errorf("input %s: dtype %s", name, t.DType)
 		}
 		inputs[name] = wireTensor{dt, t.Shape, base64.StdEncoding.EncodeToString(t.Data)}
+	}
+	return inputs, nil
+}
+
+// Load opens a session on the ONNX file path with threads intra-op
+// threads and runs it once on in. It returns the session's id for Bench,
+// its outputs and onnxruntime's version.
+func (p *Peer) Load(path string, threads int, in map[string]*rt.Tensor) (id int, outs map[string]*rt.Tensor, version string, err error) {
+	inputs, err := wireInputs(in)
+	if err != nil {
+		return 0, nil, "", err
 	}
 	var resp struct {
 		ID      int                   `json:"id"`
@@ -253,4 +265,98 @@ func (p *Peer) Bench(id, runs int) ([]float64, error) {
 		return nil, err
 	}
 	return resp.MS, nil
+}
+
+// NodeTime is one node of onnxruntime's profile of a model.
+type NodeTime struct {
+	// Node is onnxruntime's node name (after its graph optimisations:
+	// "Relu_61_nchwc" for a Conv with a fused ReLU in NCHWc layout).
+	Node string
+	// Op is the node's op type ("Conv", "MaxPool", "ReorderOutput").
+	Op string
+	// Shape is the first output's shape, as 1x64x56x56.
+	Shape string
+	// MS is the median of the node's kernel times over the timed runs.
+	MS float64
+}
+
+// Profile opens a profiling session on the ONNX file path (threads
+// intra-op threads, as Load), runs it on in 3 times to warm up and runs
+// times, and returns onnxruntime's per-node median kernel times, largest
+// first.
+func (p *Peer) Profile(path string, threads int, in map[string]*rt.Tensor, runs int) ([]NodeTime, error) {
+	inputs, err := wireInputs(in)
+	if err != nil {
+		return nil, err
+	}
+	prefix := filepath.Join(p.dir, fmt.Sprintf("profile%d", p.nprof))
+	p.nprof++
+	var resp struct {
+		File string `json:"file"`
+	}
+	req := map[string]any{"cmd": "profile", "model": path, "threads": threads, "inputs": inputs, "runs": runs, "prefix": prefix}
+	if err := p.call(req, &resp); err != nil {
+		return nil, err
+	}
+	f, err := os.ReadFile(resp.File)
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(resp.File)
+	return parseProfile(f, 3)
+}
+
+// parseProfile reads onnxruntime's profile trace (a JSON array of Chrome
+// trace events: one "Node" event NAME_kernel_time per node and run, with
+// its time in µs) and returns each node's median time over its runs after
+// the first skip, largest first.
+func parseProfile(trace []byte, skip int) ([]NodeTime, error) {
+	var events []struct {
+		Cat  string  `json:"cat"`
+		Name string  `json:"name"`
+		Dur  float64 `json:"dur"`
+		Args struct {
+			Op    string             `json:"op_name"`
+			Shape []map[string][]int `json:"output_type_shape"`
+		} `json:"args"`
+	}
+	if err := json.Unmarshal(trace, &events); err != nil {
+		return nil, fmt.Errorf("onnxruntime profile: %w", err)
+	}
+	times := map[string][]float64{}
+	nodes := map[string]*NodeTime{}
+	var order []string
+	for _, e := range events {
+		name, ok := strings.CutSuffix(e.Name, "_kernel_time")
+		if e.Cat != "Node" || !ok {
+			continue
+		}
+		if nodes[name] == nil {
+			nt := &NodeTime{Node: name, Op: e.Args.Op}
+			if len(e.Args.Shape) > 0 {
+				for _, dims := range e.Args.Shape[0] {
+					parts := make([]string, len(dims))
+					for i, d := range dims {
+						parts[i] = fmt.Sprint(d)
+					}
+					nt.Shape = strings.Join(parts, "x")
+				}
+			}
+			nodes[name] = nt
+			order = append(order, name)
+		}
+		times[name] = append(times[name], e.Dur/1e3)
+	}
+	out := make([]NodeTime, 0, len(order))
+	for _, name := range order {
+		ts := times[name]
+		if len(ts) > skip {
+			ts = ts[skip:]
+		}
+		nt := *nodes[name]
+		nt.MS = Median(ts)
+		out = append(out, nt)
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].MS > out[b].MS })
+	return out, nil
 }
