@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -377,6 +378,11 @@ func BenchmarkConvShapes(b *testing.B) {
 					Bias: benchBuf(b, d, rt.F32, c.k), Y: benchBuf(b, d, rt.F32, c.n*c.k*c.oh*c.oh),
 					N: c.n, C: c.c, H: c.h, Width: c.h, K: c.k, OH: c.oh, OW: c.oh, KH: c.kk, KW: c.kk, StrideH: c.s, StrideW: c.s,
 					PadT: c.p, PadL: c.p, DilH: 1, DilW: 1, Groups: c.g, Act: rt.Activation{Fn: rt.Relu}}
+				if os.Getenv("VRUN_CPU_BENCH_NOCONST") == "" {
+					// As the engine runs them: weights in a buffer marked constant.
+					rt.MarkConstant(op.W.Buf)
+					rt.MarkConstant(op.Bias.Buf)
+				}
 				benchOp(b, d, op)
 				flops := 2 * float64(c.n*c.k*c.c/c.g*c.kk*c.kk*c.oh*c.oh)
 				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
