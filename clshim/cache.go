@@ -21,6 +21,9 @@ const (
 	// BuildLogEnv names a file ("-": stderr) that gets a line per
 	// program build.
 	BuildLogEnv = "VRUN_CL_BUILDLOG"
+	// BuildCtxEnv sets how many extra contexts programs are built in
+	// (then loaded from their binaries); unset or 0: none.
+	BuildCtxEnv = "VRUN_CL_BUILDCTX"
 )
 
 // cacheDir returns the directory of cached program binaries:

@@ -49,6 +49,13 @@ type device struct {
 	// program build appends a line; opened is when the device was.
 	buildLog string
 	opened   time.Time
+	// buildCtxs, when non-nil (BuildCtxEnv=N), holds N contexts of the
+	// device in which programs are built from source, each then loaded
+	// into ctx from its binary: a cold-start experiment for drivers that
+	// serialise builds within one context. Created at Open, released by
+	// Close.
+	buildCtxs chan clContext
+	nBuildCtx int
 
 	mu      sync.Mutex // guards everything below and queue
 	closed  bool
@@ -132,6 +139,20 @@ func openDevice(e devEntry) (*device, error) {
 	}
 	d.buildLog = os.Getenv(BuildLogEnv)
 	d.opened = time.Now()
+	if n, err := strconv.Atoi(os.Getenv(BuildCtxEnv)); err == nil && n > 0 {
+		d.buildCtxs = make(chan clContext, n)
+		for range n {
+			c, err := createContext(e.plat, e.dev)
+			if err != nil {
+				break // build in the contexts made so far, or in ctx
+			}
+			d.buildCtxs <- c
+			d.nBuildCtx++
+		}
+		if d.nBuildCtx == 0 {
+			d.buildCtxs = nil
+		}
+	}
 	d.split = !e.caps.cpu
 	d.convRule = os.Getenv(ConvRuleEnv)
 	switch os.Getenv("VRUN_CL_SPLIT") { // measuring cold starts: force either way
@@ -328,6 +349,10 @@ func (d *device) Close() error {
 		}
 		delete(d.progs, k)
 	}
+	for range d.nBuildCtx {
+		releaseContext(<-d.buildCtxs)
+	}
+	d.nBuildCtx = 0
 	releaseQueue(d.queue)
 	releaseContext(d.ctx)
 	// The driver frees the context's buffers and programs to the C heap;
@@ -429,17 +454,46 @@ func (d *device) build(file, opts string) (clProgram, error) {
 		}
 	}
 	start = time.Now()
-	p, err := buildSource(d.ctx, d.ent.dev, src, opts)
+	p, bin, how, err := d.buildFromSource(src, opts)
 	if err != nil {
 		return nil, fmt.Errorf("building kernels/%s (%s) for %s: %w", file, opts, info.Name, err)
 	}
 	d.mu.Lock()
 	d.builds++
 	d.mu.Unlock()
-	bin := programBinary(p)
-	d.logBuild(start, "source", file, opts, len(src), len(bin))
+	d.logBuild(start, how, file, opts, len(src), len(bin))
 	writeCache(d.cacheDir, ck, bin)
 	return p, nil
+}
+
+// buildFromSource builds src with opts in ctx, or, with build contexts
+// (BuildCtxEnv), in one of them, loading the result into ctx from its
+// binary ("source-ctx" in the build log; "source" when it fell back to
+// ctx). It returns the program in ctx and its binary.
+func (d *device) buildFromSource(src, opts string) (clProgram, []byte, string, error) {
+	if d.buildCtxs != nil {
+		c := <-d.buildCtxs
+		bp, err := buildSource(c, d.ent.dev, src, opts)
+		var bin []byte
+		if err == nil {
+			bin = programBinary(bp)
+			releaseProgram(bp)
+		}
+		d.buildCtxs <- c
+		if err != nil {
+			return nil, nil, "", err
+		}
+		if len(bin) > 0 {
+			if p, err := buildBinary(d.ctx, d.ent.dev, bin, opts); err == nil {
+				return p, bin, "source-ctx", nil
+			}
+		}
+	}
+	p, err := buildSource(d.ctx, d.ent.dev, src, opts)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return p, programBinary(p), "source", nil
 }
 
 // logBuild appends one line about a program build that began at start to

@@ -33,10 +33,13 @@
 //     -cl-nv-opt-level=N); they are part of the binary cache's key.
 //   - VRUN_CL_JOBS=N: programs Prepare builds at once (default GOMAXPROCS;
 //     1 tells whether the driver's compiler runs builds in parallel).
+//   - VRUN_CL_BUILDCTX=N: build programs from source in N extra contexts
+//     of the device, then load each into the device's context from its
+//     binary (for drivers that build one program at a time per context).
 //   - VRUN_CL_BUILDLOG=FILE ("-": stderr): one tab-separated line per
 //     program built or loaded from the cache: device, ms from Open to its
-//     start and end, duration, "source" or "cache", file, source and
-//     binary bytes, options.
+//     start and end, duration, "source", "source-ctx" or "cache", file,
+//     source and binary bytes, options.
 //   - VRUN_CL_CONV=wide: the former convolution tile rule (no narrow
 //     tiles), for comparing speeds.
 //

@@ -40,15 +40,18 @@ func TestProgramCacheSecondProcess(t *testing.T) {
 // TestColdStartKnobs checks the cold-start experiment knobs read at Open:
 // VRUN_CL_OPTS reaches every program (here -DMMA_UNROLL=2, which the GEMM
 // must still compute correctly with), VRUN_CL_JOBS sets Prepare's build
-// concurrency and VRUN_CL_BUILDLOG gets one line per program built.
+// concurrency, VRUN_CL_BUILDCTX builds in other contexts (the programs
+// loaded from their binaries must work) and VRUN_CL_BUILDLOG gets one
+// line per program built.
 func TestColdStartKnobs(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "builds.log")
 	t.Setenv(BuildOptsEnv, "-DMMA_UNROLL=2")
 	t.Setenv(BuildJobsEnv, "3")
 	t.Setenv(BuildLogEnv, log)
+	t.Setenv(BuildCtxEnv, "2")
 	forEachDevice(t, func(t *testing.T, dev *device) {
-		if dev.jobs != 3 || !strings.Contains(dev.opts, "-DMMA_UNROLL=2") {
-			t.Fatalf("jobs %d, opts %q: want 3 and -DMMA_UNROLL=2", dev.jobs, dev.opts)
+		if dev.jobs != 3 || !strings.Contains(dev.opts, "-DMMA_UNROLL=2") || dev.nBuildCtx != 2 {
+			t.Fatalf("jobs %d, opts %q, %d build contexts: want 3, -DMMA_UNROLL=2, 2", dev.jobs, dev.opts, dev.nBuildCtx)
 		}
 		defer func() { dev.gemmForce = nil }()
 		dev.gemmForce = &gemmShape{32, 32, 16, 4, 4}
@@ -68,8 +71,8 @@ func TestColdStartKnobs(t *testing.T) {
 		}
 		for _, l := range lines {
 			f := strings.Split(l, "\t")
-			if len(f) != 9 || (f[4] != "source" && f[4] != "cache") || !strings.Contains(f[8], "-DMMA_UNROLL=2") {
-				t.Fatalf("log line %q: want 9 tab-separated fields, source or cache, the options", l)
+			if len(f) != 9 || (f[4] != "source-ctx" && f[4] != "cache") || !strings.Contains(f[8], "-DMMA_UNROLL=2") {
+				t.Fatalf("log line %q: want 9 tab-separated fields, source-ctx or cache, the options", l)
 			}
 		}
 	})

@@ -23,6 +23,8 @@
 #   VRUN_CL_SPLIT=0|1   whole kernel files, or one kernel per program
 #   VRUN_CL_OPTS=...    extra build options for every program
 #   VRUN_CL_CONV=wide   the former conv tiles (a different program set)
+#   VRUN_CL_BUILDCTX=N  build in N extra contexts, load the binaries
+#                       (par > 1 where the driver serialises per context)
 set -u
 if [ $# -lt 3 ]; then
 	echo "usage: $0 VRUN MODEL.onnx DEVICE [NAME=ENV...]" >&2
@@ -37,7 +39,8 @@ if [ $# -eq 0 ]; then
 		"mad=VRUN_CL_OPTS=-cl-mad-enable" "fast=VRUN_CL_OPTS=-cl-fast-relaxed-math" \
 		"nvopt0=VRUN_CL_OPTS=-cl-nv-opt-level=0" "nvopt1=VRUN_CL_OPTS=-cl-nv-opt-level=1" \
 		"nvopt2=VRUN_CL_OPTS=-cl-nv-opt-level=2" "unroll1=VRUN_CL_OPTS=-DMMA_UNROLL=1" \
-		"unroll4=VRUN_CL_OPTS=-DMMA_UNROLL=4" "wide=VRUN_CL_CONV=wide"
+		"unroll4=VRUN_CL_OPTS=-DMMA_UNROLL=4" "wide=VRUN_CL_CONV=wide" \
+		"ctx4=VRUN_CL_BUILDCTX=4" "ctx16=VRUN_CL_BUILDCTX=16"
 fi
 printf '%-9s %9s %9s %6s %10s %10s %5s %12s\n' setting plan_ms first_ms progs build_sum build_max par warm_med_ms
 for s in "$@"; do
@@ -59,7 +62,7 @@ for s in "$@"; do
 		"$vrun" -device "$dev" -bench 50 -resident -json "$model" 2>/dev/null |
 		sed -n '/"bench"/,$s/.*"median_ms": *\([0-9.]*\).*/\1/p')
 	awk -F'\t' -v n="$name" -v p="$plan" -v f="$first" -v w="${warm:-0}" '
-		$5 == "source" { k++; s += $4; if ($4 > m) m = $4; if (!lo || $2 < lo) lo = $2; if ($3 > hi) hi = $3 }
+		$5 ~ /^source/ { k++; s += $4; if ($4 > m) m = $4; if (!lo || $2 < lo) lo = $2; if ($3 > hi) hi = $3 }
 		END { printf "%-9s %9.1f %9.1f %6d %10.1f %10.1f %5.2f %12.3f\n", n, p, f, k, s, m, (hi > lo ? s / (hi - lo) : 0), w }' "$log"
 	rm -rf "$c"
 done
