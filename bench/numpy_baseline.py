@@ -62,13 +62,13 @@ def suite(path):
         sec, runs = timing.median_time(fn, **bounds)
         print(json.dumps({"kind": kind, "case": case, "impl": "numpy", "ms": sec * 1e3, "runs": runs}), flush=True)
 
-    for c in spec.get("gemm", []):
+    for c in (spec.get("gemm") or []):
         n = c["n"]
         a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
         b = rng.uniform(-1, 1, (n, n)).astype(np.float32)
         y = np.empty((n, n), np.float32)
         emit("gemm", c["case"], lambda: np.matmul(a, b, out=y))
-    for c in spec.get("gemv", []):
+    for c in (spec.get("gemv") or []):
         k, n = c["k"], c["n"]
         x = rng.uniform(-1, 1, k).astype(np.float32)
         y = np.empty(n, np.float32)

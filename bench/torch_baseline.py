@@ -160,12 +160,12 @@ def suite(path):
     def rnd(*shape):
         return torch.rand(*shape, generator=g, device=dev) - 0.5
 
-    for c in spec.get("gemm", []):
+    for c in (spec.get("gemm") or []):
         n = c["n"]
         a, b, y = rnd(n, n), rnd(n, n), torch.empty(n, n, device=dev)
         emit("gemm", c["case"], "pytorch", lambda: torch.matmul(a, b, out=y))
         del a, b, y
-    for c in spec.get("gemv", []):
+    for c in (spec.get("gemv") or []):
         k, n = c["k"], c["n"]
         x = rnd(1, k)
         if c["form"] == "xA":
@@ -176,7 +176,7 @@ def suite(path):
             xt = x.t().contiguous()
             emit("gemv", c["case"], "pytorch", lambda: torch.matmul(w, xt, out=y))
         del w, x, y
-    for c in spec.get("conv", []):
+    for c in (spec.get("conv") or []):
         x = rnd(c["n"], c["c"], c["h"], c["h"])
         w = rnd(c["k"], c["c"] // c["groups"], c["kh"], c["kh"])
         b = rnd(c["k"])
@@ -187,7 +187,7 @@ def suite(path):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "models"))
         import export
         twins = export.models()
-    for mdl in spec.get("models", []):
+    for mdl in (spec.get("models") or []):
         name, batch, shape = mdl["name"], mdl["batch"], mdl["shape"]
         if name not in twins:
             continue  # no torch twin in testdata/models/export.py: no baseline

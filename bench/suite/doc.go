@@ -33,8 +33,10 @@
 // convolutions; a software driver of a GPU API (lavapipe, pocl) a subset
 // of the CPU's.
 //
-// Baselines run after vrun, each on the same cases as the class of device
-// it compares with: bench/numpy_baseline.py -suite (GEMM and GEMV, with
+// Baselines run on the same cases as the class of device they compare
+// with, those of the CPU right after vrun's CPU backend (onnxruntime
+// model by model, alternating with vrun), PyTorch on CUDA after every
+// device: bench/numpy_baseline.py -suite (GEMM and GEMV, with
 // OpenBLAS first on the library path where installed, as
 // bench/compare.py), bench/torch_baseline.py suite on the CPU (-threads
 // threads) and on CUDA (eager and CUDA-graph replay for models; models

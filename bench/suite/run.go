@@ -231,6 +231,66 @@ func run(o runOpts, logf func(string, ...any)) (*File, error) {
 			logf("saving %s: %v", o.out, err)
 		}
 	}
+	// baseline runs one baseline on the cases of class, once.
+	ran := map[string]bool{}
+	baseline := func(name, class string) {
+		if ran[name+"/"+class] || !anyClass[class] {
+			return
+		}
+		ran[name+"/"+class] = true
+		if !want[name] {
+			f.Baselines = append(f.Baselines, Baseline{Name: name, Class: class, Skipped: "not asked for (-baselines)"})
+			return
+		}
+		cs := casesFor(class, false, o.quick)
+		filterKinds(&cs, o.kinds)
+		var pm []pyModel
+		var om []*ortModel
+		for _, ms := range models {
+			for _, batch := range batchesFor(ms.m, class, o.batches) {
+				in, err := batchInputs(ms.m, batch)
+				if err != nil {
+					continue
+				}
+				x := in[ms.m.Graph.Tensors[ms.m.Graph.Inputs()[0]].Name]
+				pm = append(pm, pyModel{Name: ms.m.Name, Batch: batch, Shape: x.Shape, DType: torchDType(x.DType)})
+				if class == ClassCPU {
+					om = append(om, &ortModel{Model: ms.m, batch: batch, probeMS: ms.ms[class]})
+				}
+			}
+		}
+		var b Baseline
+		var res []Result
+		switch name {
+		case "numpy":
+			b, res = runPython("numpy", "numpy", "bench/numpy_baseline.py", []string{"-suite"}, openblasEnv(o.threads),
+				specOf("cpu", o.threads, cs, nil, ktm), class, tmp, logf)
+		case "pytorch":
+			dev := "cpu"
+			if class == ClassGPU {
+				dev = "cuda"
+			}
+			spec := specOf(dev, o.threads, cs, pm, ktm)
+			spec.MinTime = max(ktm.minTime, mtm.minTime).Seconds()
+			b, res = runPython("pytorch", "torch", "bench/torch_baseline.py", []string{"suite"}, nil, spec, class, tmp, logf)
+		case "onnxruntime":
+			if ort == nil {
+				return
+			}
+			if !ortDone {
+				for _, m := range om {
+					ort.time(m.Model, m.batch, m.probeMS)
+				}
+			}
+			b, res = ort.done()
+		}
+		if b.Skipped != "" {
+			logf("baseline %s (%s): skipped: %s", name, class, b.Skipped)
+		}
+		f.Baselines = append(f.Baselines, b)
+		f.Results = append(f.Results, res...)
+		save()
+	}
 	for _, d := range deviceList(o.backends) {
 		if d.Skipped != "" {
 			logf("%s: skipped: %s", d.Spec, d.Skipped)
@@ -273,69 +333,22 @@ func run(o runOpts, logf func(string, ...any)) (*File, error) {
 			ortDone = true
 		}
 		save()
+		if strings.HasPrefix(d.Spec, "cpu") {
+			// The CPU's baselines right after the CPU backend, so that
+			// both sides see about the same load on a shared machine.
+			baseline("onnxruntime", ClassCPU)
+			baseline("numpy", ClassCPU)
+			baseline("pytorch", ClassCPU)
+		}
 	}
 	f.Section = sectionFor()
 	// PyTorch on the GPU first: the baseline a GPU run is for, should the
-	// run be cut short.
+	// run be cut short. (The CPU baselines ran right after the CPU
+	// backend, when it was in the list.)
 	for _, bc := range []struct{ name, class string }{
 		{"pytorch", ClassGPU}, {"onnxruntime", ClassCPU}, {"numpy", ClassCPU}, {"pytorch", ClassCPU},
 	} {
-		name, class := bc.name, bc.class
-		if !anyClass[class] {
-			continue
-		}
-		if !want[name] {
-			f.Baselines = append(f.Baselines, Baseline{Name: name, Class: class, Skipped: "not asked for (-baselines)"})
-			continue
-		}
-		cs := casesFor(class, false, o.quick)
-		filterKinds(&cs, o.kinds)
-		var pm []pyModel
-		var om []*ortModel
-		for _, ms := range models {
-			for _, batch := range batchesFor(ms.m, class, o.batches) {
-				in, err := batchInputs(ms.m, batch)
-				if err != nil {
-					continue
-				}
-				x := in[ms.m.Graph.Tensors[ms.m.Graph.Inputs()[0]].Name]
-				pm = append(pm, pyModel{Name: ms.m.Name, Batch: batch, Shape: x.Shape, DType: torchDType(x.DType)})
-				if class == ClassCPU {
-					om = append(om, &ortModel{Model: ms.m, batch: batch, probeMS: ms.ms[class]})
-				}
-			}
-		}
-		var b Baseline
-		var res []Result
-		switch name {
-		case "numpy":
-			b, res = runPython("numpy", "numpy", "bench/numpy_baseline.py", []string{"-suite"}, openblasEnv(o.threads),
-				specOf("cpu", o.threads, cs, nil, ktm), class, tmp, logf)
-		case "pytorch":
-			dev := "cpu"
-			if class == ClassGPU {
-				dev = "cuda"
-			}
-			spec := specOf(dev, o.threads, cs, pm, ktm)
-			spec.MinTime = max(ktm.minTime, mtm.minTime).Seconds()
-			b, res = runPython("pytorch", "torch", "bench/torch_baseline.py", []string{"suite"}, nil, spec, class, tmp, logf)
-		case "onnxruntime":
-			if ort == nil {
-				continue
-			}
-			if !ortDone {
-				for _, m := range om {
-					ort.time(m.Model, m.batch, m.probeMS)
-				}
-			}
-			b, res = ort.done()
-		}
-		if b.Skipped != "" {
-			logf("baseline %s (%s): skipped: %s", name, class, b.Skipped)
-		}
-		f.Baselines = append(f.Baselines, b)
-		f.Results = append(f.Results, res...)
-		save()
+		baseline(bc.name, bc.class)
 	}
 	f.Machine.LoadAvg = loadAvg()
 	return f, f.Validate()

@@ -257,6 +257,41 @@ func TestRunQuick(t *testing.T) {
 	}
 }
 
+// TestRunQuickNumPy runs the smoke test with the NumPy baseline, where
+// there is a Python with NumPy: the baseline's cases come back and pair
+// with vrun's.
+func TestRunQuickNumPy(t *testing.T) {
+	if py, why := python("numpy"); py == "" {
+		t.Skip(why)
+	}
+	out := filepath.Join(t.TempDir(), "r.json")
+	var so, se bytes.Buffer
+	if code := mainErr([]string{"run", "-quick", "-backends", "cpu", "-baselines", "numpy", "-kinds", "gemm,gemv", "-out", out}, &so, &se); code != 0 {
+		t.Fatalf("exit %d: %s", code, se.String())
+	}
+	f, err := ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range f.Baselines {
+		if b.Name == "numpy" && b.Skipped != "" {
+			t.Fatalf("numpy skipped: %s", b.Skipped)
+		}
+	}
+	for _, kind := range []string{"gemm", "gemv"} {
+		rows, impls := comparisons(f, kind)
+		if len(rows) == 0 || len(impls) != 1 || impls[0] != "numpy" {
+			t.Fatalf("%s: %d rows, baselines %v", kind, len(rows), impls)
+		}
+		for _, c := range rows {
+			b, ok := c.base["numpy"]
+			if _, rok := ratio(c.vrun, b); !ok || !rok {
+				t.Errorf("%s %s: no NumPy ratio (%+v)", kind, c.vrun.Case, b)
+			}
+		}
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	b, err := os.ReadFile(filepath.Join("testdata", "small.json"))
 	if err != nil {
