@@ -11,7 +11,16 @@ func (l *lowering) Conv(o *rt.Conv) {
 	if cols == 0 || o.K == 0 {
 		return
 	}
-	if l.dnnConv(o) {
+	switch {
+	case useSplitK() && (forceSK.on || skSmallGrid(o)):
+		l.convSK(o, pickSK(o))
+		return
+	case o.Res.Buf != nil: // convResSupported: the small-grid path is on
+		if !l.dnnConvRes(o) {
+			l.convSK(o, pickSK(o))
+		}
+		return
+	case l.dnnConv(o):
 		return
 	}
 	args := (&argw{}).u(l.ptr(o.X)).u(l.ptr(o.W)).u(l.ptr(o.Bias)).u(l.ptr(o.Y)).

@@ -211,6 +211,9 @@ func checkConv(t *testing.T, d *Device, cc convCase, dt rt.DType, shift, profile
 // f16 for every case, and that cuDNN, when present, runs exactly the
 // eligible cases.
 func TestConvCudnn(t *testing.T) {
+	// These small convolutions would take the split-K path (convsk.go,
+	// checked by TestConvSplitK): keep them on cuDNN here.
+	t.Setenv(splitKEnv, "0")
 	d := openTest(t, true)
 	present := cudnnPresent(t)
 	for _, dt := range []rt.DType{rt.F32, rt.F64, rt.F16} {
@@ -279,6 +282,7 @@ func TestConvCudnn(t *testing.T) {
 // TestConvCudnnReset records Convs, replays, Resets and records others on
 // the same stream (descriptors freed, workspace regrown), then Closes.
 func TestConvCudnnReset(t *testing.T) {
+	t.Setenv(splitKEnv, "0") // keep the small convolutions on cuDNN
 	d := openTest(t, true)
 	if !cudnnPresent(t) {
 		t.Skip("cuDNN not in use")

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/vrun-go/vrun/rt"
@@ -262,6 +263,15 @@ const (
 	kAttentionF64
 	kAttentionH128
 	kAttentionF128
+	kConvSKHN
+	kConvSKHU
+	kConvSKFN
+	kConvSKFU
+	kConvSKDN
+	kConvSKDU
+	kConvSKRH
+	kConvSKRF
+	kConvSKRD
 	numKernels
 )
 
@@ -340,6 +350,9 @@ type Device struct {
 	ioSize   int64
 
 	dnn dnnDevice // cuDNN state (cudnn.go)
+
+	// skUsed counts the Convs recorded on the small-grid path (convsk.go).
+	skUsed atomic.Int64
 }
 
 // ioChunk is the size of the pinned staging buffer of Device.Write/Read.

@@ -145,8 +145,14 @@
 // broadcast into Y and blended with beta = 1; the activation runs as an
 // elementwise kernel. Every other Conv, and every Conv when cuDNN is
 // missing or VRUN_CUDA_CUDNN=0, runs on the package's own implicit-GEMM
-// kernel; DeviceInfo.Details says which ("cudnn", "conv"). ConvTranspose,
-// Pool, Reduce, Softmax, Normalize and Gather have direct kernels.
+// kernel; DeviceInfo.Details says which ("cudnn", "conv"). A Conv whose
+// output gives too few 64x64 tiles to fill the GPU (batch 1 from 28x28
+// down) runs instead on narrow-tile implicit-GEMM kernels with the GEMM
+// depth split across blocks (split-K into a per-stream scratch buffer,
+// then a deterministic reduction applying bias, residual and activation),
+// which also compute rt.Conv.Res; VRUN_CUDA_SPLITK=0 turns that path off
+// (see convsk.go). ConvTranspose, Pool, Reduce, Softmax, Normalize and
+// Gather have direct kernels.
 //
 // # Errors
 //

@@ -20,6 +20,11 @@ type launch struct {
 	// statusAt, when > 0, is the byte offset in args of the kernel's
 	// index-status fields (u64 status, i64 tag), which Stream.Launch sets.
 	statusAt int
+	// scratchAt, when > 0, is the byte offset in args of the address of
+	// the stream's scratch buffer (the split-K partial sums, convsk.go),
+	// which Stream.prepare sets; scratch is the bytes the launch needs.
+	scratchAt int
+	scratch   int64
 }
 
 // Supports reports whether the device can run op with its dtypes.
@@ -45,6 +50,9 @@ func unsupported(op rt.Op, dt rt.DType, reason string) error {
 func supports(op rt.Op) error {
 	if o, ok := op.(*rt.Attention); ok {
 		return attentionSupported(o)
+	}
+	if o, ok := op.(*rt.Conv); ok && o.Res.Buf != nil {
+		return convResSupported(o)
 	}
 	return rt.ReferenceSupport(BackendName, op)
 }

@@ -169,6 +169,8 @@ var kernelEntryNames = []string{
 	"gemm_h", "gemm_f", "gemm_d", "conv_h", "conv_f", "conv_d", "convt_h", "convt_f", "convt_d",
 	"pool_h", "pool_f", "pool_d", "gather",
 	"attention_h64", "attention_f64", "attention_h128", "attention_f128",
+	"convsk_h_n", "convsk_h_u", "convsk_f_n", "convsk_f_u", "convsk_d_n", "convsk_d_u",
+	"convskr_h", "convskr_f", "convskr_d",
 }
 
 // indexedEntryNames are the entry points of indexed.ptx.

@@ -59,6 +59,12 @@ type Stream struct {
 
 	dnn dnnStream // cuDNN handle and workspace (cudnn.go)
 
+	// scratch holds the split-K partial sums of the small-grid Convs
+	// (convsk.go): scratchSize bytes, grown by prepare to the largest
+	// need of the recorded launches, freed by Close.
+	scratch     C.CUdeviceptr
+	scratchSize int64
+
 	events []C.CUevent
 	times  rt.LaunchTimes // of the last Submit, with profile
 
@@ -259,6 +265,9 @@ func (s *Stream) prepare() error {
 	if err := s.dnnPrepare(); err != nil {
 		return err
 	}
+	if err := s.scratchPrepare(); err != nil {
+		return err
+	}
 	if s.profile {
 		for len(s.events) < 2*s.nLaunch {
 			var e C.CUevent
@@ -266,6 +275,45 @@ func (s *Stream) prepare() error {
 				return err
 			}
 			s.events = append(s.events, e)
+		}
+	}
+	return nil
+}
+
+// scratchPrepare grows the scratch buffer to the largest need of the
+// recorded launches and writes its address into their arguments. It runs
+// before any capture, with the context current and no Submit pending.
+func (s *Stream) scratchPrepare() error {
+	var need int64
+	for i := range s.cmds {
+		for _, l := range s.cmds[i].launches {
+			need = max(need, l.scratch)
+		}
+	}
+	if need == 0 {
+		return nil
+	}
+	if need > s.scratchSize {
+		if s.scratch != 0 {
+			C.vr_cuMemFree(s.scratch)
+			s.scratch, s.scratchSize = 0, 0
+		}
+		n := (need + 1<<20 - 1) &^ (1<<20 - 1)
+		var p C.CUdeviceptr
+		if err := check(C.vr_cuMemAlloc(&p, C.size_t(n)), "cuMemAlloc_v2 (split-K scratch)"); err != nil {
+			if errors.Is(err, rt.ErrOutOfMemory) {
+				return &rt.OOMError{Backend: BackendName, Request: n, Heap: "device memory of " + s.dev.info.Spec(),
+					Detail: "split-K convolution scratch: " + err.Error()}
+			}
+			return err
+		}
+		s.scratch, s.scratchSize = p, n
+	}
+	for i := range s.cmds {
+		for j := range s.cmds[i].launches {
+			if l := &s.cmds[i].launches[j]; l.scratchAt > 0 {
+				binary.LittleEndian.PutUint64(l.args[l.scratchAt:], uint64(s.scratch))
+			}
 		}
 	}
 	return nil
@@ -636,6 +684,10 @@ func (s *Stream) Close() error {
 			s.blasWS = 0
 		}
 		s.dnnClose()
+		if s.scratch != 0 {
+			C.vr_cuMemFree(s.scratch)
+			s.scratch, s.scratchSize = 0, 0
+		}
 		if s.pinned != nil {
 			C.vr_cuMemFreeHost(s.pinned)
 			s.pinned, s.pinnedSize = nil, 0

@@ -4,4 +4,5 @@
 #include "ew.cu"
 #include "reduce.cu"
 #include "nn.cu"
+#include "convsk.cu"
 #include "attention.cu"
