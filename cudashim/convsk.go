@@ -88,15 +88,35 @@ type skPlan struct {
 	bytes int64
 }
 
+// convSKMinDepth and convSKMaxOut bound the convolutions the small-grid
+// path takes from cuDNN: a GEMM depth of at least convSKMinDepth and at
+// most convSKMaxOut outputs per group. In the batch-1 sweep on an H200
+// (BenchmarkConvSweepCUDA, docs/benchmarks.md) the path won on every
+// layer with depth >= 512 and <= 100K outputs (resnet18's 3x3 layers
+// from 28x28 down: 2.0-2.8x; resnet50's 1x1 layers of depth 1024-2048:
+// 1.8-2.7x; mobilenet_v2's projections from 576-960 channels: 1.7-1.9x)
+// and lost where the depth is shallow (1x1 convolutions from 64-256
+// channels, squeezenet's 3x3 from 32: cuDNN 1.1-1.9x faster) or the
+// output large (resnet18's first layer, 56x56x64: cuDNN 1.9x; squeezenet's
+// 1000-class 1x1: 1.3x).
+const (
+	convSKMinDepth = 512
+	convSKMaxOut   = 1 << 17
+)
+
 // skSmallGrid reports whether o's output tiles are too few to fill the
-// GPU and o is GEMM-shaped (not depthwise, at least 8 output channels per
-// group, a GEMM depth of at least 4): the small-grid path's rule.
+// GPU, o is GEMM-shaped (not depthwise, at least 8 output channels per
+// group, a GEMM depth of at least 4) and deep and small enough that the
+// path beats cuDNN: the small-grid path's rule.
 func skSmallGrid(o *rt.Conv) bool {
 	cg, kg := o.C/o.Groups, o.K/o.Groups
-	if cg == 1 || kg < 8 || cg*o.KH*o.KW < 4 {
+	if cg == 1 || kg < 8 || cg*o.KH*o.KW < convSKMinDepth {
 		return false
 	}
 	cols := int(rt.Extent(o.N, o.OH, o.OW))
+	if int64(kg)*int64(cols) > convSKMaxOut {
+		return false
+	}
 	return int64(tiles(kg, 64))*int64(tiles(cols, 64))*int64(o.Groups) < convSKTarget
 }
 

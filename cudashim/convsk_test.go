@@ -38,20 +38,24 @@ func TestConvSKPlan(t *testing.T) {
 		{"r18l4", conv(1, 512, 7, 512, 3, 1, 1, 1), true, "n", 16, 288},
 		// 256 x 196: 2 x 7 "n" tiles; 2304 deep: 16 slices of 144.
 		{"r18l3", conv(1, 256, 14, 256, 3, 1, 1, 1), true, "n", 16, 144},
-		// 64 x 3136: 1 x 98 "u" tiles -> 3 slices of 192 (576 deep).
-		{"r18l1", conv(1, 64, 56, 64, 3, 1, 1, 1), true, "u", 3, 192},
-		// 32 x 784 at 1x1 over 192 channels: 1 x 25 "u" tiles -> 6 slices of 32.
-		{"mbpw28", conv(1, 192, 28, 32, 1, 1, 0, 1), true, "u", 6, 32},
+		// 64 x 3136 outputs: more than convSKMaxOut, cuDNN.
+		{"r18l1", conv(1, 64, 56, 64, 3, 1, 1, 1), false, "", 0, 0},
+		// 1x1 over 192 channels: shallower than convSKMinDepth, cuDNN.
+		{"mbpw28", conv(1, 192, 28, 32, 1, 1, 0, 1), false, "", 0, 0},
+		// 160 x 49 at 1x1 over 960 channels: 2 x 2 "n" tiles -> 15 slices of 64.
+		{"mbpw7b", conv(1, 960, 7, 160, 1, 1, 0, 1), true, "n", 15, 64},
+		// squeezenet's classifier, 1000 x 169 outputs: cuDNN.
+		{"sqcls", conv(1, 512, 13, 1000, 1, 1, 0, 1), false, "", 0, 0},
 		// depthwise: cuDNN.
 		{"dw", conv(1, 96, 14, 96, 3, 1, 1, 96), false, "", 0, 0},
 		// batch 32 fills the GPU: cuDNN.
 		{"b32", conv(32, 64, 56, 64, 3, 1, 1, 1), false, "", 0, 0},
 		// a single input channel counts as depthwise: cuDNN.
 		{"c1", conv(1, 1, 28, 16, 3, 1, 1, 1), false, "", 0, 0},
-		// too shallow to split (18 deep: no slice of convSKMinK).
-		{"shallow", conv(1, 2, 28, 16, 3, 1, 1, 1), true, "u", 1, 18},
-		// conv1 of resnet18: 392 "u" tiles fill the GPU unsplit.
-		{"r18conv1", conv(1, 3, 224, 64, 7, 2, 3, 1), true, "u", 1, 147},
+		// shallow: cuDNN.
+		{"shallow", conv(1, 2, 28, 16, 3, 1, 1, 1), false, "", 0, 0},
+		// conv1 of resnet18 (147 deep): cuDNN.
+		{"r18conv1", conv(1, 3, 224, 64, 7, 2, 3, 1), false, "", 0, 0},
 	} {
 		if got := skSmallGrid(c.o); got != c.small {
 			t.Errorf("%s: skSmallGrid = %v, want %v", c.name, got, c.small)
@@ -279,7 +283,8 @@ func TestConvSplitKStream(t *testing.T) {
 	}
 	defer rs.Close()
 	s := rs.(*Stream)
-	// a: 32 -> 64 channels, 3x3 on 14x14; b: 64 -> 128, 3x3 on a's output.
+	// a: 64 -> 64 channels, 3x3 on 14x14; b: 64 -> 128, 3x3 on a's output
+	// (576 deep: the small-grid rule's).
 	mk := func(c, k int, xr rt.Ref, x *rt.Tensor) (*rt.Conv, *rt.Tensor) {
 		o := &rt.Conv{N: 1, C: c, H: 14, Width: 14, K: k, OH: 14, OW: 14, KH: 3, KW: 3, StrideH: 1, StrideW: 1,
 			PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1, Act: rt.Activation{Fn: rt.Relu}}
@@ -290,9 +295,9 @@ func TestConvSplitKStream(t *testing.T) {
 		_, o.Y = devTensor(t, d, y0)
 		return o, w
 	}
-	x := randTensor(rng, dt, 32*14*14)
+	x := randTensor(rng, dt, 64*14*14)
 	_, xr := devTensor(t, d, x)
-	a, wa := mk(32, 64, xr, x)
+	a, wa := mk(64, 64, xr, x)
 	b, wb := mk(64, 128, a.Y, nil)
 	used := d.skUsed.Load()
 	for _, o := range []*rt.Conv{a, b} {
@@ -326,15 +331,17 @@ func TestConvSplitKStream(t *testing.T) {
 	check(a, x, wa, ya)
 	check(b, yat, wb, readBack(t, d, b.Y, 128*14*14*4))
 	small := s.scratchSize
-	// Reset, then a Conv with a larger scratch need: 512 -> 512 on 7x7.
+	// Reset, then a Conv with a larger scratch need: 1024 -> 1024 on 7x7
+	// (16 slices of 1024 x 49 floats: 3.2 MB, past the first buffer's
+	// 1 MiB rounding).
 	s.Reset()
-	x2 := randTensor(rng, dt, 512*7*7)
+	x2 := randTensor(rng, dt, 1024*7*7)
 	_, x2r := devTensor(t, d, x2)
-	c := &rt.Conv{N: 1, C: 512, H: 7, Width: 7, K: 512, OH: 7, OW: 7, KH: 3, KW: 3, StrideH: 1, StrideW: 1,
+	c := &rt.Conv{N: 1, C: 1024, H: 7, Width: 7, K: 1024, OH: 7, OW: 7, KH: 3, KW: 3, StrideH: 1, StrideW: 1,
 		PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1, X: x2r}
-	w2 := randTensor(rng, dt, 512*512*9)
+	w2 := randTensor(rng, dt, 1024*1024*9)
 	_, c.W = devTensor(t, d, w2)
-	y2, _ := rt.NewTensor(dt, 512*49)
+	y2, _ := rt.NewTensor(dt, 1024*49)
 	_, c.Y = devTensor(t, d, y2)
 	if err := s.Launch(c); err != nil {
 		t.Fatal(err)
@@ -350,7 +357,7 @@ func TestConvSplitKStream(t *testing.T) {
 	if s.scratchSize <= small {
 		t.Errorf("scratch %d bytes after a larger need, was %d", s.scratchSize, small)
 	}
-	check(c, x2, w2, readBack(t, d, c.Y, 512*49*4))
+	check(c, x2, w2, readBack(t, d, c.Y, 1024*49*4))
 }
 
 // TestConvRes checks a Conv with a residual taking every route: the
@@ -375,7 +382,12 @@ func TestConvRes(t *testing.T) {
 				checkSKAuto(t, d, big, dt)
 			})
 		}
-		t.Run(dt.String()+"/small", func(t *testing.T) { checkSKAuto(t, d, skCases[0], dt) })
+		small := skCases[0]
+		small.name, small.c = "3x3/c64/bias+relu+res", 64 // 576 deep: the small-grid rule's
+		if !skSmallGrid(small.op()) {
+			t.Fatalf("%s is not a small grid", small.name)
+		}
+		t.Run(dt.String()+"/small", func(t *testing.T) { checkSKAuto(t, d, small, dt) })
 	}
 	o := skCases[0].op()
 	o.X.DType, o.W.DType, o.Y.DType = rt.F32, rt.F32, rt.F32
