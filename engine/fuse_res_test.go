@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"math"
+	"os"
 	"testing"
 
 	"github.com/vrun-go/vrun/engine"
@@ -17,15 +18,16 @@ import (
 // graphs are MobileNetV2's and ResNet's blocks: 1×1 expand, depthwise 3×3
 // and 1×1 project with BatchNormalization, then Add and (ResNet) a ReLU
 // after it; odd sizes (9 channels on 9×7, 13 expanded). It runs on the
-// CPU and on each GPU backend present: the CPU and Vulkan fold, the
-// others keep the Add.
+// CPU and on each GPU backend present; all of them fold.
 func TestFuseResidual(t *testing.T) {
 	forEachBackend(t, testFuseResidual)
 }
 
 func testFuseResidual(t *testing.T, spec string) {
 	const c, e, h, w = 9, 13, 9, 7 // 9 output channels: the GEMM conv on Vulkan (8 or more)
-	folds := spec == "cpu" || spec == "vulkan:0" || spec == "opencl:0"
+	// Every backend folds: CUDA's through its small-grid convolution path
+	// (unless VRUN_CUDA_SPLITK=0).
+	folds := spec != "cuda:0" || os.Getenv("VRUN_CUDA_SPLITK") != "0"
 	cases := []struct {
 		name     string
 		left     bool   // Add(residual, conv) rather than Add(conv, residual)
