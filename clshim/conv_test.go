@@ -54,9 +54,9 @@ func convRef(o *rt.Conv, x, w, b []float64) []float64 {
 // group) against a float64 reference: odd shapes, strides, padding,
 // dilation, groups, batch, bias and fused activations, each without and
 // with a residual (rt.Conv.Res, added before the activation). Tolerance
-// relative to the sum of |x*w| (+ |res|): 1e-5 for f32 and f64 (f32
-// accumulation), 4e-3 for f16 (f16 inputs and outputs, f32
-// accumulation).
+// relative to the sum of |x*w| (+ |res|): 1e-5 for f32, f64 (f32
+// accumulation) and f32 with f16 weights (against the f16-rounded
+// weights), 4e-3 for f16 (f16 inputs and outputs, f32 accumulation).
 func TestConvKernels(t *testing.T) {
 	type cc struct {
 		n, c, h, w, k, kh, kw, sh, sw, pt, pl, dh, dw, g int
@@ -96,12 +96,21 @@ func TestConvKernels(t *testing.T) {
 			if c.bias {
 				b = gen(c.k)
 			}
-			for _, dt := range []rt.DType{rt.F32, rt.F16, rt.F64} {
+			// f32w16: f32 activations with f16 weights (rt.HalfWeights,
+			// -precision f16).
+			for _, kind := range []struct {
+				dt   rt.DType
+				half bool
+			}{{rt.F32, false}, {rt.F32, true}, {rt.F16, false}, {rt.F64, false}} {
+				dt, wdt, label := kind.dt, kind.dt, kind.dt.String()
+				if kind.half {
+					wdt, label = rt.F16, "f32w16"
+				}
 				if dt == rt.F16 && !dev.Info().FP16 || dt == rt.F64 && !dev.Info().FP64 {
 					continue
 				}
-				// Round the inputs to dt so that the reference sees what the device sees.
-				up := func(v []float64) ([]float64, rt.Buffer) {
+				// Round the inputs to their dtype so that the reference sees what the device sees.
+				upAs := func(dt rt.DType, v []float64) ([]float64, rt.Buffer) {
 					tt, _ := rt.NewTensor(dt, len(v))
 					r := make([]float64, len(v))
 					for i, f := range v {
@@ -110,10 +119,11 @@ func TestConvKernels(t *testing.T) {
 					}
 					return r, backendtest.Upload(t, dev, tt.Data)
 				}
+				up := func(v []float64) ([]float64, rt.Buffer) { return upAs(dt, v) }
 				xr, xb := up(x)
-				wr, wb := up(w)
+				wr, wb := upAs(wdt, w)
 				o.X = rt.Ref{Buf: xb, DType: dt, Shape: []int{c.n, c.c, c.h, c.w}}
-				o.W = rt.Ref{Buf: wb, DType: dt, Shape: []int{c.k, c.c / c.g, c.kh, c.kw}}
+				o.W = rt.Ref{Buf: wb, DType: wdt, Shape: []int{c.k, c.c / c.g, c.kh, c.kw}}
 				var br []float64
 				o.Bias = rt.Ref{}
 				if b != nil {
@@ -137,7 +147,7 @@ func TestConvKernels(t *testing.T) {
 					tol = 4e-3
 				}
 				shapes := append(append([]gemmShape{}, allGEMMShapes...), convNarrow[:]...)
-				if dt != rt.F32 { // fewer programs to build
+				if dt != rt.F32 || kind.half { // fewer programs to build
 					shapes = []gemmShape{{64, 64, 16, 4, 4}, {32, 32, 16, 4, 4}, convNarrow[1]}
 				}
 				type variant struct {
@@ -153,7 +163,7 @@ func TestConvKernels(t *testing.T) {
 					for _, withRes := range []bool{false, true} {
 						s := v.s
 						dev.gemmForce, dev.splitForce = &s, v.splits
-						name := fmt.Sprintf("case%d/%s/%dx%d_%dx%d/split%d/res%v", ci, dt, s.tm, s.tn, s.wm, s.wn, v.splits, withRes)
+						name := fmt.Sprintf("case%d/%s/%dx%d_%dx%d/split%d/res%v", ci, label, s.tm, s.tn, s.wm, s.wn, v.splits, withRes)
 						want := make([]float64, len(pre))
 						for i, p := range pre {
 							if withRes {
