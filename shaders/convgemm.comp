@@ -31,7 +31,11 @@
 // geometry (unit dilation, one group). The push constants that a single
 // group and unit dilation leave free carry the rest (see the defines
 // below): the element offsets of DWW (binding 5) and DWB (binding 6, flag
-// 8), and the depthwise activation with its two parameters as halves.
+// 8), and the depthwise activation with its two parameters as halves. The
+// depthwise kernel is 3x3: fetch only loads the 9 taps of each B element
+// into registers (rb holds 9 per element), and store_stage, which runs
+// after the multiply of the current slice, weighs and sums them, so the
+// loads' latency hides behind the multiply as the plain loader's does.
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -74,10 +78,12 @@ layout(push_constant) uniform PC {
 #define dwAct dw
 #define dwActAB G
 #define NGROUPS 1u
+#define TAPS 9u
 layout(std430, binding = 5) readonly buffer BDW { W_T dww[]; };
 layout(std430, binding = 6) readonly buffer BDB { X_T dwb[]; };
 #else
 #define NGROUPS pc.G
+#define TAPS 1u
 #endif
 layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
 layout(std430, binding = 1) readonly buffer BW { W_T w[]; };
@@ -114,14 +120,32 @@ uint sw4(uint v, uint k) { return v ^ (k & 7u); }
 #define BK0 (tid / BN)
 #define BKS (NT / BN)
 
-void store_stage(uint tid, uint st, CT ra[LA], CT rb[LB]) {
+// store_stage stores slice k0 (depth < KE; ok: the column exists).
+void store_stage(uint tid, uint st, uint k0, uint KE, bool ok, CT ra[LA], CT rb[LB * TAPS]) {
 	[[unroll]] for (uint r = 0u; r < LA; r++) {
 		uint m = AM0 + r * AMS, k = AK0;
 		As(st * SA + k * BM4 + sw4(m >> 2, k))[m & 3u] = ra[r];
 	}
 	[[unroll]] for (uint r = 0u; r < LB; r++) {
 		uint n = BN0, k = BK0 + r * BKS;
+#ifdef SEPDW
+		// the depthwise output of channel gk: its 9 taps weighed, the
+		// bias and the activation
+		uint gk = k0 + k;
+		CT v = CT(0);
+		if (ok && gk < KE) {
+			v = (pc.flags & 8u) != 0u ? CT(X_LD(dwb[pc.offDB + gk])) : CT(0);
+			uint wb = pc.offDW + gk * TAPS;
+			[[unroll]] for (uint j = 0u; j < TAPS; j++) v = fma(CT(W_LD(dww[wb + j])), rb[r * TAPS + j], v);
+			if (pc.dwAct != 0u) {
+				vec2 ab = unpackHalf2x16(pc.dwActAB);
+				v = act_apply(pc.dwAct, v, CT(ab.x), CT(ab.y));
+			}
+		}
+		Bs(st * SB + k * BN4 + sw4(n >> 2, k))[n & 3u] = v;
+#else
 		Bs(st * SB + k * BN4 + sw4(n >> 2, k))[n & 3u] = rb[r];
+#endif
 	}
 }
 
@@ -134,7 +158,7 @@ void col_split(uint col, out uint n, out uint p) {
 // fetch loads slice k0 of this invocation's A and B elements. xb is the
 // element offset of X[n, g*Cg, 0, 0] of the column, ih0/iw0 its window
 // origin, p its pixel; ok = the column exists.
-void fetch(uint tid, uint k0, uint KE, uint wbase, uint m0, bool ok, uint xb, int ih0, int iw0, uint p, out CT ra[LA], out CT rb[LB]) {
+void fetch(uint tid, uint k0, uint KE, uint wbase, uint m0, bool ok, uint xb, int ih0, int iw0, uint p, out CT ra[LA], out CT rb[LB * TAPS]) {
 	uint KD = pc.KD;
 	[[unroll]] for (uint r = 0u; r < LA; r++) {
 		uint gm = m0 + AM0 + r * AMS, gk = k0 + AK0;
@@ -143,28 +167,22 @@ void fetch(uint tid, uint k0, uint KE, uint wbase, uint m0, bool ok, uint xb, in
 	uint khw = pc.KH * pc.KW;
 	bool pw = (pc.flags & 2u) != 0u;
 	uint hw = pc.H * pc.W;
+#ifdef SEPDW
+	// the 3x3 taps of channel gk's depthwise window (store_stage sums them)
+	[[unroll]] for (uint r = 0u; r < LB; r++) {
+		uint gk = k0 + BK0 + r * BKS;
+		bool inside = ok && gk < KE;
+		uint xc = xb + min(gk, KE - 1u) * hw;
+		[[unroll]] for (uint j = 0u; j < TAPS; j++) {
+			int ih = ih0 + int(j / 3u), iw = iw0 + int(j % 3u);
+			rb[r * TAPS + j] = inside && ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W) ? CT(X_LD(x[xc + uint(ih) * pc.W + uint(iw)])) : CT(0);
+		}
+	}
+#else
 	[[unroll]] for (uint r = 0u; r < LB; r++) {
 		uint gk = k0 + BK0 + r * BKS;
 		CT v = CT(0);
 		if (ok && gk < KE) {
-#ifdef SEPDW
-			CT s = (pc.flags & 8u) != 0u ? CT(X_LD(dwb[pc.offDB + gk])) : CT(0);
-			uint wb = pc.offDW + gk * khw, xc = xb + gk * hw;
-			for (uint kh = 0u; kh < pc.KH; kh++) {
-				int ih = ih0 + int(kh);
-				if (ih < 0 || ih >= int(pc.H)) continue;
-				for (uint kw = 0u; kw < pc.KW; kw++) {
-					int iw = iw0 + int(kw);
-					if (iw >= 0 && iw < int(pc.W))
-						s = fma(CT(W_LD(dww[wb + kh * pc.KW + kw])), CT(X_LD(x[xc + uint(ih) * pc.W + uint(iw)])), s);
-				}
-			}
-			if (pc.dwAct != 0u) {
-				vec2 ab = unpackHalf2x16(pc.dwActAB);
-				s = act_apply(pc.dwAct, s, CT(ab.x), CT(ab.y));
-			}
-			v = s;
-#else
 			if (pw) {
 				v = CT(X_LD(x[xb + gk * hw + p]));
 			} else {
@@ -174,10 +192,10 @@ void fetch(uint tid, uint k0, uint KE, uint wbase, uint m0, bool ok, uint xb, in
 				if (ih >= 0 && ih < int(pc.H) && iw >= 0 && iw < int(pc.W))
 					v = CT(X_LD(x[xb + c * hw + uint(ih) * pc.W + uint(iw)]));
 			}
-#endif
 		}
 		rb[r] = v;
 	}
+#endif
 }
 
 void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN / 4], uint grp) {
@@ -247,9 +265,9 @@ void main() {
 		CT4 acc[TM][TN / 4];
 		[[unroll]] for (uint i = 0u; i < TM; i++)
 			[[unroll]] for (uint h = 0u; h < TN / 4u; h++) acc[i][h] = CT4(0);
-		CT ra[LA], rb[LB];
+		CT ra[LA], rb[LB * TAPS];
 		fetch(tid, kb, ke, wbase, m0, ok, xb, ih0, iw0, p, ra, rb);
-		store_stage(tid, 0u, ra, rb);
+		store_stage(tid, 0u, kb, ke, ok, ra, rb);
 		barrier();
 
 		for (uint t = 0u; t < ntiles; t++) {
@@ -266,7 +284,7 @@ void main() {
 						[[unroll]] for (uint h = 0u; h < TN / 4u; h++)
 							acc[q * 4u + c][h] = fma(CT4(va[q][c]), vb[h], acc[q * 4u + c][h]);
 			}
-			if (more) store_stage(tid, cur ^ 1u, ra, rb);
+			if (more) store_stage(tid, cur ^ 1u, kb + (t + 1u) * BK, ke, ok, ra, rb);
 			barrier();
 		}
 

@@ -4,6 +4,7 @@ package vulkan
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/vrun-go/vrun/rt"
 	"github.com/x448/float16"
@@ -151,18 +152,27 @@ func (l *lowering) Conv(o *rt.Conv) {
 		o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, nw, &o.Act)
 }
 
+// sepConvEnv turns rt.SepConv off when "0" (the engine then keeps the two
+// convolutions), to compare.
+const sepConvEnv = "VRUN_VK_SEPCONV"
+
 // SepConv lowers a depthwise-separable pair to convgemm.comp's SEPDW
 // variants: the pointwise GEMM, whose B loader computes the depthwise
-// outputs (f32 and f16, one dtype throughout, unit depthwise dilation).
+// outputs (f32 and f16, one dtype throughout, a 3x3 undilated depthwise
+// kernel).
 func (l *lowering) SepConv(o *rt.SepConv) {
 	dt := o.DW.X.DType
 	if dt != rt.F32 && dt != rt.F16 {
 		l.err = l.unsupported(dt, "SepConv runs in f32 and f16")
 		return
 	}
+	if os.Getenv(sepConvEnv) == "0" {
+		l.err = l.unsupported(dt, "SepConv turned off by %s=0", sepConvEnv)
+		return
+	}
 	d := &o.DW
-	if d.DilH != 1 || d.DilW != 1 {
-		l.err = l.unsupported(dt, "SepConv with a dilated depthwise convolution")
+	if d.DilH != 1 || d.DilW != 1 || d.KH != 3 || d.KW != 3 {
+		l.err = l.unsupported(dt, "SepConv with a %dx%d depthwise kernel of dilation %dx%d (3x3, undilated only)", d.KH, d.KW, d.DilH, d.DilW)
 		return
 	}
 	if d.Act.Fn != rt.Copy && (!halfExact(d.Act.Alpha) || !halfExact(d.Act.Beta)) {

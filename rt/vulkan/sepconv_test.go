@@ -22,16 +22,17 @@ type sepCase struct {
 
 // TestSepConv checks rt.SepConv on every convgemm tile (the first case on
 // a GPU; on lavapipe two tiles in f32; the others on the default tile), with and without split-K, in f32 and f16, against a float64 reference of the two
-// convolutions; a dilated depthwise convolution and f64 are refused.
+// convolutions; a dilated or 5x5 depthwise convolution, VRUN_VK_SEPCONV=0
+// and an activation parameter not exact in f16 are refused.
 func TestSepConv(t *testing.T) {
 	d := testDevice(t)
 	r := rand.New(rand.NewSource(61))
 	relu6 := rt.Activation{Fn: rt.Clip, Alpha: 0, Beta: 6}
 	cases := []sepCase{
-		{1, 13, 9, 7, 20, 3, 3, 1, 1, true, true, true, relu6, rt.Activation{}},               // MobileNetV2's dw + projection with the shortcut
-		{2, 17, 10, 11, 9, 3, 3, 2, 1, false, true, false, relu6, rt.Activation{Fn: rt.Relu}}, // stride 2, no depthwise bias
-		{1, 6, 8, 9, 33, 5, 5, 1, 2, true, false, true, rt.Activation{Fn: rt.Relu}, rt.Activation{Fn: rt.Sigmoid}},
-		{1, 40, 5, 5, 24, 3, 3, 1, 0, true, true, false, rt.Activation{}, relu6}, // no padding
+		{1, 13, 9, 7, 20, 3, 3, 1, 1, true, true, true, relu6, rt.Activation{}},                                    // MobileNetV2's dw + projection with the shortcut
+		{2, 17, 10, 11, 9, 3, 3, 2, 1, false, true, false, relu6, rt.Activation{Fn: rt.Relu}},                      // stride 2, no depthwise bias
+		{1, 6, 8, 9, 33, 3, 3, 2, 0, true, false, true, rt.Activation{Fn: rt.Relu}, rt.Activation{Fn: rt.Sigmoid}}, // stride 2, no padding
+		{1, 40, 5, 5, 24, 3, 3, 1, 0, true, true, false, rt.Activation{}, relu6},                                   // no padding
 	}
 	defer func() { forceGemmTile, forceSplitK = "", 0 }()
 	for _, dt := range []rt.DType{rt.F32, rt.F16} {
@@ -63,7 +64,18 @@ func TestSepConv(t *testing.T) {
 	if err := d.Supports(op); !errors.As(err, &ue) {
 		t.Errorf("dilated depthwise: %v, want an *rt.UnsupportedError", err)
 	}
+	c5 := c
+	c5.KH, c5.KW, c5.p = 5, 5, 2
+	op, _ = newSepConv(t, d, r, rt.F32, c5)
+	if err := d.Supports(op); !errors.As(err, &ue) {
+		t.Errorf("5x5 depthwise: %v, want an *rt.UnsupportedError", err)
+	}
 	op, _ = newSepConv(t, d, r, rt.F32, c)
+	t.Setenv(sepConvEnv, "0")
+	if err := d.Supports(op); !errors.As(err, &ue) {
+		t.Errorf("%s=0: %v, want an *rt.UnsupportedError", sepConvEnv, err)
+	}
+	t.Setenv(sepConvEnv, "")
 	op.DW.Act = rt.Activation{Fn: rt.Clip, Alpha: 0, Beta: 6.0001}
 	if err := d.Supports(op); !errors.As(err, &ue) {
 		t.Errorf("depthwise clip at 6.0001 (not exact in f16): %v, want an *rt.UnsupportedError", err)
