@@ -214,6 +214,7 @@ func TestConvCudnn(t *testing.T) {
 	// These small convolutions would take the split-K path (convsk.go,
 	// checked by TestConvSplitK): keep them on cuDNN here.
 	t.Setenv(splitKEnv, "0")
+	t.Setenv(dwEnv, "0") // depthwise cases on cuDNN too
 	d := openTest(t, true)
 	present := cudnnPresent(t)
 	for _, dt := range []rt.DType{rt.F32, rt.F64, rt.F16} {
@@ -283,6 +284,7 @@ func TestConvCudnn(t *testing.T) {
 // the same stream (descriptors freed, workspace regrown), then Closes.
 func TestConvCudnnReset(t *testing.T) {
 	t.Setenv(splitKEnv, "0") // keep the small convolutions on cuDNN
+	t.Setenv(dwEnv, "0")      // and the depthwise ones
 	d := openTest(t, true)
 	if !cudnnPresent(t) {
 		t.Skip("cuDNN not in use")

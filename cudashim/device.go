@@ -272,6 +272,9 @@ const (
 	kConvSKRH
 	kConvSKRF
 	kConvSKRD
+	kDWConvH
+	kDWConvF
+	kDWConvD
 	numKernels
 )
 

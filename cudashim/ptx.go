@@ -171,6 +171,7 @@ var kernelEntryNames = []string{
 	"attention_h64", "attention_f64", "attention_h128", "attention_f128",
 	"convsk_h_n", "convsk_h_u", "convsk_f_n", "convsk_f_u", "convsk_d_n", "convsk_d_u",
 	"convskr_h", "convskr_f", "convskr_d",
+	"dwconv_h", "dwconv_f", "dwconv_d",
 }
 
 // indexedEntryNames are the entry points of indexed.ptx.
