@@ -284,7 +284,7 @@ func TestConvCudnn(t *testing.T) {
 // the same stream (descriptors freed, workspace regrown), then Closes.
 func TestConvCudnnReset(t *testing.T) {
 	t.Setenv(splitKEnv, "0") // keep the small convolutions on cuDNN
-	t.Setenv(dwEnv, "0")      // and the depthwise ones
+	t.Setenv(dwEnv, "0")     // and the depthwise ones
 	d := openTest(t, true)
 	if !cudnnPresent(t) {
 		t.Skip("cuDNN not in use")
