@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/vrun-go/vrun/rt"
@@ -145,14 +146,55 @@ func submits(d rt.Device, op rt.Op, reps int, tm timing) (float64, int, error) {
 	if err := run(); err != nil {
 		return 0, 0, err
 	}
+	t, n, err := tm.median(run)
+	return t / float64(reps), n, err
+}
+
+// minSample is the shortest time one sample may take: a millisecond, or 20
+// steps of a coarse clock (under Wine time.Now moves in steps of a
+// millisecond or more). Runs shorter than that are timed several to a
+// sample, so that no sample reads 0.
+var minSample = sync.OnceValue(func() time.Duration {
+	step := time.Duration(math.MaxInt64)
+	for i := 0; i < 3; i++ {
+		t0 := time.Now()
+		t1 := time.Now()
+		for t1.Sub(t0) <= 0 {
+			t1 = time.Now()
+		}
+		step = min(step, t1.Sub(t0))
+	}
+	return max(time.Millisecond, 20*step)
+})
+
+// median times calls of run, after the caller's warm-up, and returns the
+// median time of one call in ms and the number of samples: at least
+// tm.minRuns and until tm.minTime has passed, at most tm.maxRuns, each
+// sample as many calls as take minSample.
+func (tm timing) median(run func() error) (float64, int, error) {
+	k := 1
+	for {
+		t0 := time.Now()
+		for i := 0; i < k; i++ {
+			if err := run(); err != nil {
+				return 0, 0, err
+			}
+		}
+		if time.Since(t0) >= minSample() || k >= 1<<20 {
+			break
+		}
+		k *= 2
+	}
 	var ms []float64
 	start := time.Now()
 	for len(ms) < tm.maxRuns && (len(ms) < tm.minRuns || time.Since(start) < tm.minTime) {
 		t0 := time.Now()
-		if err := run(); err != nil {
-			return 0, 0, err
+		for i := 0; i < k; i++ {
+			if err := run(); err != nil {
+				return 0, 0, err
+			}
 		}
-		ms = append(ms, float64(time.Since(t0))/1e6/float64(reps))
+		ms = append(ms, float64(time.Since(t0))/1e6/float64(k))
 	}
 	return median(ms), len(ms), nil
 }

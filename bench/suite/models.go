@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/vrun-go/vrun"
 	"github.com/vrun-go/vrun/bench/internal/ortpeer"
@@ -175,16 +174,7 @@ func timeModel(m *ortpeer.Model, dev Device, batch int, tm timing) (float64, int
 			return 0, 0, err
 		}
 	}
-	var ms []float64
-	start := time.Now()
-	for len(ms) < tm.maxRuns && (len(ms) < tm.minRuns || time.Since(start) < tm.minTime) {
-		t0 := time.Now()
-		if err := run(); err != nil {
-			return 0, 0, err
-		}
-		ms = append(ms, float64(time.Since(t0))/1e6)
-	}
-	return median(ms), len(ms), nil
+	return tm.median(run)
 }
 
 // batchesFor lists the batches a model runs at on a device: its own, and

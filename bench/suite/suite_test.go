@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -334,4 +335,23 @@ func FuzzReplaceSection(f *testing.F) {
 			t.Fatalf("not idempotent: %v\n%q\n%q", err, out, again)
 		}
 	})
+}
+
+// TestTimingBatchesShortRuns checks that runs shorter than minSample are
+// timed several to a sample (a coarse clock, as under Wine, would time a
+// single one as 0 and the rates as +Inf) and the median is positive and
+// finite.
+func TestTimingBatchesShortRuns(t *testing.T) {
+	calls := 0
+	tm := timing{minRuns: 3, maxRuns: 3}
+	ms, n, err := tm.median(func() error { calls++; return nil })
+	if err != nil || n != 3 {
+		t.Fatalf("median: %v, %d samples, want 3", err, n)
+	}
+	if !(ms > 0) || math.IsInf(ms, 0) {
+		t.Errorf("median of an empty run = %v ms, want a positive finite time", ms)
+	}
+	if calls <= 2*n {
+		t.Errorf("%d calls for %d samples: short runs were not batched", calls, n)
+	}
 }
