@@ -78,6 +78,21 @@ def bandwidth():
         print(f"torch {name:24} {moved / _gpu_seconds(fn) / 1e9:9.1f} GB/s", flush=True)
 
 
+def cuda_graph(fn):
+    """Captures fn into a CUDA graph after three warm-up calls on a side
+    stream (as PyTorch's docs do), and returns the graph to replay."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g
+
+
 def models():
     """Batch-1 and batch-32 latency of the CNNs, batch 1 and 8 of the BERT-like
     encoder (testdata/models/export.py), eager and CUDA-graph replay (median of
@@ -99,15 +114,7 @@ def models():
                 for _ in range(10):
                     m(x)
                 torch.cuda.synchronize()
-                g = torch.cuda.CUDAGraph()
-                s = torch.cuda.Stream()
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    for _ in range(3):
-                        m(x)
-                torch.cuda.current_stream().wait_stream(s)
-                with torch.cuda.graph(g):
-                    m(x)
+                g = cuda_graph(lambda: m(x))
                 for mode, fn in (("eager", lambda: m(x)), ("graph", g.replay)):
                     ts = []
                     for _ in range(50):
@@ -201,15 +208,7 @@ def suite(path):
         if dev == "cuda":
             try:
                 with torch.no_grad():
-                    s = torch.cuda.Stream()
-                    s.wait_stream(torch.cuda.current_stream())
-                    with torch.cuda.stream(s):
-                        for _ in range(3):
-                            m(x)
-                    torch.cuda.current_stream().wait_stream(s)
-                    gr = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(gr):
-                        m(x)
+                    gr = cuda_graph(lambda: m(x))
                 emit("model", name, "pytorch-graph", gr.replay, batch=batch, reps=1)
             except Exception as e:
                 print(json.dumps({"kind": "model", "case": name, "batch": batch, "impl": "pytorch-graph",

@@ -242,16 +242,7 @@ func profileModel(ctx context.Context, m *ortpeer.Model, n int) error {
 	for _, r := range rows {
 		byOp[ops[r.node]] += r.med
 	}
-	opNames := make([]string, 0, len(byOp))
-	for op := range byOp {
-		opNames = append(opNames, op)
-	}
-	sort.Slice(opNames, func(a, b int) bool { return byOp[opNames[a]] > byOp[opNames[b]] })
-	fmt.Printf("  by op:")
-	for _, op := range opNames {
-		fmt.Printf(" %s %.1f%%", op, 100*byOp[op]/total)
-	}
-	fmt.Println()
+	printByOp(byOp, total)
 	return nil
 }
 
@@ -275,16 +266,7 @@ func profileORT(ort *ortpeer.Peer, m *ortpeer.Model, threads, n int) error {
 	for _, nt := range nodes[:min(*profileTop, len(nodes))] {
 		fmt.Printf("  %9.4f ms %5.1f%%  %-14s %-16s %s\n", nt.MS, 100*nt.MS/total, nt.Op, nt.Shape, nt.Node)
 	}
-	opNames := make([]string, 0, len(byOp))
-	for op := range byOp {
-		opNames = append(opNames, op)
-	}
-	sort.Slice(opNames, func(a, b int) bool { return byOp[opNames[a]] > byOp[opNames[b]] })
-	fmt.Printf("  by op:")
-	for _, op := range opNames {
-		fmt.Printf(" %s %.1f%%", op, 100*byOp[op]/total)
-	}
-	fmt.Println()
+	printByOp(byOp, total)
 	return nil
 }
 
@@ -341,4 +323,18 @@ func minOf(v []float64) float64 {
 		m = min(m, x)
 	}
 	return m
+}
+
+// printByOp prints each op's share of total, largest first.
+func printByOp(byOp map[string]float64, total float64) {
+	opNames := make([]string, 0, len(byOp))
+	for op := range byOp {
+		opNames = append(opNames, op)
+	}
+	sort.Slice(opNames, func(a, b int) bool { return byOp[opNames[a]] > byOp[opNames[b]] })
+	fmt.Printf("  by op:")
+	for _, op := range opNames {
+		fmt.Printf(" %s %.1f%%", op, 100*byOp[op]/total)
+	}
+	fmt.Println()
 }
