@@ -151,26 +151,35 @@ func submits(d rt.Device, op rt.Op, reps int, tm timing) (float64, int, error) {
 }
 
 // minSample is the shortest time one sample may take: a millisecond, or 20
-// steps of a coarse clock (under Wine time.Now moves in steps of a
+// ticks of a coarse clock (under Wine time.Now may move in steps of a
 // millisecond or more). Runs shorter than that are timed several to a
 // sample, so that no sample reads 0.
 var minSample = sync.OnceValue(func() time.Duration {
-	step := time.Duration(math.MaxInt64)
+	// The period between two changes of the clock, after waiting for one
+	// (the wait alone is anywhere between 0 and a period); the longest of 3.
+	var tick time.Duration
 	for i := 0; i < 3; i++ {
-		t0 := time.Now()
-		t1 := time.Now()
-		for t1.Sub(t0) <= 0 {
-			t1 = time.Now()
-		}
-		step = min(step, t1.Sub(t0))
+		t1 := nextTick(time.Now())
+		tick = max(tick, nextTick(t1).Sub(t1))
 	}
-	return max(time.Millisecond, 20*step)
+	return max(time.Millisecond, 20*tick)
 })
+
+// nextTick waits until the clock reads later than t and returns that time.
+func nextTick(t time.Time) time.Time {
+	for {
+		if u := time.Now(); u.Sub(t) > 0 {
+			return u
+		}
+	}
+}
 
 // median times calls of run, after the caller's warm-up, and returns the
 // median time of one call in ms and the number of samples: at least
 // tm.minRuns and until tm.minTime has passed, at most tm.maxRuns, each
-// sample as many calls as take minSample.
+// sample as many calls as take minSample. Should the median still read 0
+// (a clock coarser than minSample found), it measures again with 4 times
+// the calls a sample.
 func (tm timing) median(run func() error) (float64, int, error) {
 	k := 1
 	for {
@@ -185,18 +194,23 @@ func (tm timing) median(run func() error) (float64, int, error) {
 		}
 		k *= 2
 	}
-	var ms []float64
-	start := time.Now()
-	for len(ms) < tm.maxRuns && (len(ms) < tm.minRuns || time.Since(start) < tm.minTime) {
-		t0 := time.Now()
-		for i := 0; i < k; i++ {
-			if err := run(); err != nil {
-				return 0, 0, err
+	for {
+		var ms []float64
+		start := time.Now()
+		for len(ms) < tm.maxRuns && (len(ms) < tm.minRuns || time.Since(start) < tm.minTime) {
+			t0 := time.Now()
+			for i := 0; i < k; i++ {
+				if err := run(); err != nil {
+					return 0, 0, err
+				}
 			}
+			ms = append(ms, float64(time.Since(t0))/1e6/float64(k))
 		}
-		ms = append(ms, float64(time.Since(t0))/1e6/float64(k))
+		if m := median(ms); m > 0 || k >= 1<<22 {
+			return m, len(ms), nil
+		}
+		k *= 4
 	}
-	return median(ms), len(ms), nil
 }
 
 func median(v []float64) float64 {
