@@ -25,9 +25,9 @@ import (
 // blocks of 32 outputs along the phase-plane rows, so that a 13-wide
 // plane uses 169 of 224 lanes, these use every lane whatever the plane's
 // width; but each output is stored by a scatter and the packed weights
-// are a cached copy compared with the weights in full on every run (the
-// backend cannot tell constant weights), so they pay only on short rows
-// with many taps (ocwPick).
+// are a cached copy compared with the weights in full on every run
+// (unless they lie in a buffer marked constant), so they pay only on
+// short rows with many taps (ocwPick).
 
 // ocwMode forces the channels-in-lanes kernels on (1) or off (-1) for
 // every convolution they can run; 0 lets ocwPick choose (tests and
@@ -60,11 +60,15 @@ func useOcw(o *rt.Conv) bool {
 // and the weights compared every run outweigh the lanes saved), and the
 // weights are packed into a cached copy compared in full on every run,
 // so large ones (ResNet's 512-channel 3×3, 2.4 M weights) are left to
-// the other paths.
+// the other paths unless they lie in a buffer marked constant (as the
+// engine's are: no comparison and no copy; ResNet's 512 3×3 on 7×7,
+// single-thread CPU µs at load 1-1.4, three alternating rounds: 1250-1458
+// against 1426-1556 on the wide direct kernels, whose 64-output blocks
+// use 49 of 64 lanes).
 func ocwPick(o *rt.Conv) bool {
 	taps := o.C * o.KH * o.KW
 	return o.KH*o.KW > 1 && o.StrideH == 1 && o.StrideW == 1 && o.OW <= 16 &&
-		taps >= 432 && o.K >= 128 && o.K%64 == 0 && o.K*taps <= 1<<20
+		taps >= 432 && o.K >= 128 && o.K%64 == 0 && (o.K*taps <= 1<<20 || constRef(o.W))
 }
 
 // ocwBlocks returns the output-channel blocks of K channels: block i is
@@ -126,11 +130,18 @@ func ocwWeights(w, bias []float32, K, taps int, wConst, bConst bool) (*ocwPacked
 	key := &w[0]
 	kp := (K + 15) / 16 * 16
 	e := ocwCache.find(func(c *ocwPacked) bool { return c.key == key && c.bkey == bkey && c.taps == taps && c.k == K })
-	if e != nil && (wConst || bytes.Equal(asBytes(e.src), asBytes(w))) && (bConst || bytes.Equal(asBytes(e.bias), asBytes(bias))) {
+	if e != nil && (wConst || (e.src != nil && bytes.Equal(asBytes(e.src), asBytes(w)))) &&
+		(bConst || (e.bias != nil && bytes.Equal(asBytes(e.bias), asBytes(bias))) || bias == nil) {
 		return e, func() {}
 	}
-	ne := &ocwPacked{key: key, bkey: bkey, src: slices.Clone(w), taps: taps, k: K, w: make([]float32, kp*taps), b: make([]float32, kp)}
-	if bias != nil {
+	// Weights in a constant buffer are not copied: the entry is dropped
+	// when the buffer is written or freed, and an entry without a copy
+	// matches only constant weights.
+	ne := &ocwPacked{key: key, bkey: bkey, taps: taps, k: K, w: make([]float32, kp*taps), b: make([]float32, kp)}
+	if !wConst {
+		ne.src = slices.Clone(w)
+	}
+	if bias != nil && !bConst {
 		ne.bias = slices.Clone(bias)
 	}
 	ocwPack(w, bias, K, taps, ne.w, ne.b)
@@ -170,12 +181,16 @@ func ocwConv(o *rt.Conv, x, w, bias, y []float32) {
 	hiOff := maxOffset("ocwConv", p.offs)
 	// Tasks: (block, group of rows), block-major so that a worker's
 	// tasks of one block reuse its weights; about 128 outputs a task,
-	// fewer where that leaves the workers under two tasks each.
-	rows := min(o.OH, max(1, (128+o.OW-1)/o.OW))
-	for rows > 1 && nb*((o.OH+rows-1)/rows) < 2*workers() {
-		rows--
+	// more groups where that leaves the workers under two tasks each or
+	// a count of tasks that parallelFor's chunks (two a worker) do not
+	// split evenly; groups of rows differ by at most one row.
+	ngr := (o.OH + max(1, (128+o.OW-1)/o.OW) - 1) / max(1, (128+o.OW-1)/o.OW)
+	if w := workers(); w > 1 {
+		for ngr < o.OH && (nb*ngr < 2*w || (nb*ngr)%(2*w) != 0) && nb*ngr < 16*w {
+			ngr++
+		}
 	}
-	ngr := (o.OH + rows - 1) / rows
+	rows := (o.OH + ngr - 1) / ngr
 	tasks := nb * ngr
 	// Taps in chunks of at most ocwChunkBytes of weights (whole windows).
 	tc := p.taps
@@ -199,7 +214,7 @@ func ocwConv(o *rt.Conv, x, w, bias, y []float32) {
 				wb := pk.w[k0*p.taps : (k0+16*nv)*p.taps]
 				bb := pk.b[k0 : k0+16*nv]
 				nt, start := ocwTiles(o.OW, ocwMaxP(nv))
-				oh0, oh1 := gr*rows, min(o.OH, (gr+1)*rows)
+				oh0, oh1 := gr*o.OH/ngr, (gr+1)*o.OH/ngr
 				for c0 := 0; c0 < p.taps; c0 += tc {
 					c1 := min(p.taps, c0+tc)
 					offs, wc := p.offs[c0:c1], wb[c0*16*nv:]

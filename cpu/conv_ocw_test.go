@@ -153,6 +153,8 @@ func TestConvOcw(t *testing.T) {
 		{n: 1, c: 12, h: 20, w: 17, k: 24, kh: 3, kw: 3, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 2, dw: 2, g: 1, act: relu}, // dilated
 		{n: 1, c: 3, h: 23, w: 23, k: 64, kh: 3, kw: 3, sh: 2, sw: 2, dh: 1, dw: 1, g: 1, bias: true, act: relu},                  // RGB stride 2
 		{n: 1, c: 16, h: 13, w: 13, k: 64, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true, act: relu},
+		// Three blocks of 64 channels: four groups of 3-4 rows on two workers.
+		{n: 1, c: 21, h: 13, w: 13, k: 192, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true, act: relu},
 	}
 	save, saveMode := convCases, ocwMode
 	defer func() { convCases, ocwMode = save, saveMode }()
@@ -224,7 +226,7 @@ func TestOcwPick(t *testing.T) {
 		{16, 55, 64, 3, 1, 1, false},    // fire 3, 4
 		{512, 13, 1000, 1, 1, 0, false}, // classifier 1×1
 		{64, 13, 256, 1, 1, 0, false},   // expand1x1
-		{512, 7, 512, 3, 1, 1, false},   // ResNet: 2.4 M weights
+		{512, 7, 512, 3, 1, 1, false},   // ResNet: 2.4 M weights, not constant
 		{3, 224, 64, 3, 2, 0, false},    // first layer
 	} {
 		oh := (c.h+2*c.p-c.kk)/c.s + 1
@@ -233,5 +235,23 @@ func TestOcwPick(t *testing.T) {
 		if got := useOcw(o); got != c.want {
 			t.Errorf("%d→%d %d×%d on %d×%d: useOcw = %v, want %v", c.c, c.k, c.kk, c.kk, c.h, c.h, got, c.want)
 		}
+	}
+	// ResNet's 512 3×3 with its weights in a buffer marked constant (as
+	// the engine's are): no copy to compare, so the kernels take it.
+	d := NewDevice()
+	defer d.Close()
+	wb, err := d.Alloc(4 * 512 * 512 * 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Free()
+	o := &rt.Conv{X: rt.Ref{DType: rt.F32}, W: rt.Ref{Buf: wb, DType: rt.F32}, N: 1, C: 512, H: 7, Width: 7, K: 512, OH: 7, OW: 7,
+		KH: 3, KW: 3, StrideH: 1, StrideW: 1, PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1}
+	if useOcw(o) {
+		t.Error("512→512 3×3 on 7×7, weights not marked constant: useOcw = true, want false")
+	}
+	rt.MarkConstant(wb)
+	if !useOcw(o) {
+		t.Error("512→512 3×3 on 7×7, weights marked constant: useOcw = false, want true")
 	}
 }
