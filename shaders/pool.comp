@@ -20,6 +20,13 @@ layout(push_constant) uniform PC {
 } pc;
 layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
 layout(std430, binding = 1) writeonly buffer BY { Y_T y[]; };
+#ifdef VEC
+#include "vec.glsl"
+layout(std430, binding = 0) readonly buffer BX4 { X_VT x4[]; };
+// PV: the outputs per invocation of poolv (spec constant 1: 2 or 4).
+layout(constant_id = 1) const uint PV = 4u;
+#define PVMAX 4u
+#endif
 
 // pool3: the 3×3, dilation-1 max and average pools with their nine loads
 // issued together: each is clamped into the image and masked after it
@@ -69,7 +76,77 @@ void pool3(uint total) {
 	}
 }
 
+#ifdef VEC
+// poolv (the VEC variants): the 3×3, dilation-1, stride-2 max and average
+// pools with pad left at most 1 on rows of a multiple of 4 items (at an
+// offset that is a multiple of 4): an invocation computes PV adjacent
+// outputs of a row from the 2*PV+2 input columns they span, per input
+// row one scalar load (the column left of them), PV/2 vector loads and
+// one scalar load (the column right of them), against 9 loads an output
+// (clamped into the image and masked after, as in pool3).
+void poolv() {
+	uint nq = (pc.OW + PV - 1u) / PV;
+	uint total = pc.NC * pc.OH * nq;
+	uint W = pc.W, W4 = W >> 2;
+	bool pl1 = pc.pl != 0u;
+	GRID_LOOP(r, total) {
+		uint q = r % nq;
+		uint t = r / nq;
+		uint oh = t % pc.OH;
+		uint nc = t / pc.OH;
+		int ih0 = int(oh * pc.sh) - int(pc.pt);
+		uint c0 = 2u * PV * q; // column of v[.][1], a multiple of 4
+		uint base = pc.offX + nc * pc.H * W;
+		CT v[3][2u * PVMAX + 2u];
+		bool okH[3];
+		uint vh = 0u, ph = 0u;
+		[[unroll]] for (uint kh = 0u; kh < 3u; kh++) {
+			int ih = ih0 + int(kh);
+			okH[kh] = ih >= 0 && ih < int(pc.H);
+			vh += okH[kh] ? 1u : 0u;
+			ph += ih >= -int(pc.pt) && ih < int(pc.H + pc.pb) ? 1u : 0u;
+			uint rb = base + uint(clamp(ih, 0, int(pc.H) - 1)) * W;
+			v[kh][0] = CT(X_LD(x[rb + min(max(c0, 1u) - 1u, W - 1u)]));
+			[[unroll]] for (uint u = 0u; u < PV / 2u; u++) {
+				vec4 e = vec4(X_VLD(x4[(rb >> 2) + min(c0 / 4u + u, W4 - 1u)]));
+				v[kh][1u + 4u * u] = CT(e.x);
+				v[kh][2u + 4u * u] = CT(e.y);
+				v[kh][3u + 4u * u] = CT(e.z);
+				v[kh][4u + 4u * u] = CT(e.w);
+			}
+			v[kh][2u * PV + 1u] = CT(X_LD(x[rb + min(c0 + 2u * PV, W - 1u)]));
+		}
+		uint ybase = pc.offY + (nc * pc.OH + oh) * pc.OW;
+		[[unroll]] for (uint i = 0u; i < PV; i++) {
+			uint ow = PV * q + i;
+			if (ow < pc.OW) {
+				CT acc = pc.fn == 0u ? -CT(M_INF) : CT(0);
+				uint vw = 0u, pw = 0u;
+				[[unroll]] for (uint kw = 0u; kw < 3u; kw++) {
+					// input column c0 + 2i - pl + kw: v[.][2i + kw] with pad 1,
+					// v[.][2i + kw + 1] with pad 0
+					int iw = int(c0 + 2u * i + kw) - int(pc.pl);
+					bool inW = iw >= 0 && iw < int(W);
+					vw += inW ? 1u : 0u;
+					pw += iw >= -int(pc.pl) && iw < int(W + pc.pr) ? 1u : 0u;
+					[[unroll]] for (uint kh = 0u; kh < 3u; kh++) {
+						CT e = pl1 ? v[kh][2u * i + kw] : v[kh][2u * i + kw + 1u];
+						if (inW && okH[kh]) acc = pc.fn == 0u ? max(acc, e) : acc + e;
+					}
+				}
+				if (pc.fn != 0u) acc /= CT(pc.cip != 0u ? ph * pw : vh * vw);
+				y[ybase + ow] = Y_ST(acc);
+			}
+		}
+	}
+}
+#endif
+
 void main() {
+#ifdef VEC
+	poolv();
+	return;
+#endif
 	uint total = pc.NC * pc.OH * pc.OW;
 	if (pc.KH == 3u && pc.KW == 3u && pc.dh == 1u && pc.dw == 1u && pc.fn <= 1u && pc.H > 0u && pc.W > 0u) {
 		pool3(total);

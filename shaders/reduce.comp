@@ -111,6 +111,8 @@ void store(uint r, AT s, AT m) {
 #endif
 
 #ifdef VROWS
+layout(constant_id = 2) const uint VU = 8u;
+
 vec4 rcomb4(uint fn, vec4 a, vec4 b) {
 	switch (fn) {
 	case 2u: return max(a, b);
@@ -129,10 +131,11 @@ vec4 rmap4(uint fn, vec4 v) {
 
 // vrows (the VROWS variants: float functions but LogSumExp, contiguous
 // rows of a multiple of 4 items at offsets that are multiples of 4):
-// vrows.glsl's teams of pc.selectLast lanes; each lane keeps UNR/2 vector
-// loads in flight and as many vector accumulators, the team combines
-// them with subgroupShuffleXor (and, for a workgroup per row, through
-// shared memory).
+// vrows.glsl's teams of pc.selectLast lanes; each lane keeps VU vector
+// loads in flight (spec constant 2, rt/vulkan's reduceVecLoads) and as
+// many vector accumulators, the team combines them with
+// subgroupShuffleXor (and, for a workgroup per row, through shared
+// memory).
 void vrows() {
 	uint L = pc.selectLast, n4 = pc.n >> 2, fn = pc.fn;
 	uint team, lane, nteams;
@@ -141,16 +144,16 @@ void vrows() {
 	uint w = min(L, gl_SubgroupSize);
 	for (uint r = team; r < pc.outer; r += nteams) {
 		uint bx = (pc.offX >> 2) + r * n4;
-		vec4 a[UNR / 2u];
-		[[unroll]] for (uint j = 0u; j < UNR / 2u; j++) a[j] = init;
+		vec4 a[VU];
+		[[unroll]] for (uint j = 0u; j < VU; j++) a[j] = init;
 		uint k = lane;
-		for (; k + (UNR / 2u - 1u) * L < n4; k += (UNR / 2u) * L) {
-			vec4 v[UNR / 2u];
-			[[unroll]] for (uint j = 0u; j < UNR / 2u; j++) v[j] = vec4(X_VLD(x4[bx + k + j * L]));
-			[[unroll]] for (uint j = 0u; j < UNR / 2u; j++) a[j] = rcomb4(fn, a[j], rmap4(fn, v[j]));
+		for (; k + (VU - 1u) * L < n4; k += VU * L) {
+			vec4 v[VU];
+			[[unroll]] for (uint j = 0u; j < VU; j++) v[j] = vec4(X_VLD(x4[bx + k + j * L]));
+			[[unroll]] for (uint j = 0u; j < VU; j++) a[j] = rcomb4(fn, a[j], rmap4(fn, v[j]));
 		}
 		for (; k < n4; k += L) a[0] = rcomb4(fn, a[0], rmap4(fn, vec4(X_VLD(x4[bx + k]))));
-		[[unroll]] for (uint j = 1u; j < UNR / 2u; j++) a[0] = rcomb4(fn, a[0], a[j]);
+		[[unroll]] for (uint j = 1u; j < VU; j++) a[0] = rcomb4(fn, a[0], a[j]);
 		AT acc = rcomb(fn, rcomb(fn, AT(a[0].x), AT(a[0].y)), rcomb(fn, AT(a[0].z), AT(a[0].w)));
 		for (uint s = w >> 1; s > 0u; s >>= 1) acc = rcomb(fn, acc, subgroupShuffleXor(acc, s));
 		if (L >= WG) {

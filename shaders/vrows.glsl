@@ -4,11 +4,13 @@
 // subgroupShuffleXor), or L >= WG, the whole workgroup (reduced through
 // shared memory). A lane holds up to VC 4-item vectors of its row in
 // registers (vector j at lane + j*L), loaded with one 128-bit load each
-// (64-bit for f16), so X is read once. rt/vulkan's vrowLanes picks L.
+// (64-bit for f16), so X is read once. rt/vulkan's vrowLanes picks L,
+// and vrowSpec the workgroup size (spec constant 0) for L >= WG and VC
+// (spec constant 1, at most 8: the registers held for the row).
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "vec.glsl"
 
-#define VC 8u
+layout(constant_id = 1) const uint VC = 8u;
 
 // vrows_team sets the team of this invocation, its lane in the team and
 // the number of teams of the dispatch.

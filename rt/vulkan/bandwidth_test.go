@@ -379,6 +379,25 @@ func BenchmarkBandwidth(b *testing.B) {
 	run("layernorm-rows-novec", layernorm, 2*nb, novecRows)
 	run("layernorm-rows-nocache", layernorm, 2*nb, nocache)
 	run("layernorm-rows-nosg", layernorm, 2*nb, nosg)
+	// the long rows' workgroup size (-wg<size>) and the vectors a lane
+	// holds fixed at vrowVectors (-fullvc, the former VC)
+	knob := func(p *int, v int) func() func() {
+		return func() func() {
+			old := *p
+			*p = v
+			return func() { *p = old }
+		}
+	}
+	fullvc := func() func() {
+		vrowFullVC = true
+		return func() { vrowFullVC = false }
+	}
+	for _, wg := range []int{256, 512, 1024} {
+		run(fmt.Sprintf("softmax-rows-wg%d", wg), softmax, 2*nb, knob(&vrowWG, wg))
+		run(fmt.Sprintf("layernorm-rows-wg%d", wg), layernorm, 2*nb, knob(&vrowWG, wg))
+	}
+	run("softmax-rows-fullvc", softmax, 2*nb, fullvc)
+	run("layernorm-rows-fullvc", layernorm, 2*nb, fullvc)
 	// short rows (attention scores, BERT's hidden size): several rows per
 	// subgroup (vrows.glsl's teams) or one (-novec: sgrows), and the teams'
 	// lanes per row forced (-l<lanes>)
@@ -398,6 +417,7 @@ func BenchmarkBandwidth(b *testing.B) {
 		run(c.name, op, bytes, nil)
 		run(c.name+"-novec", op, bytes, novecRows)
 		run(c.name+"-nosg", op, bytes, nosg)
+		run(c.name+"-fullvc", op, bytes, fullvc)
 		for _, l := range []int{4, 8, 16, 32, wgSize} {
 			if l*vrowVectors*4 >= n {
 				run(fmt.Sprintf("%s-l%d", c.name, l), op, bytes, lanes(l))
@@ -411,6 +431,12 @@ func BenchmarkBandwidth(b *testing.B) {
 	run("sum-rows-novec", sumRows, nb, novecRows)
 	run("sum-rows-l32", sumRows, nb, lanes(32))
 	run("sum-rows-l256", sumRows, nb, lanes(wgSize))
+	for _, wg := range []int{512, 1024} {
+		run(fmt.Sprintf("sum-rows-wg%d", wg), sumRows, nb, knob(&reduceWG, wg))
+	}
+	for _, vu := range []int{4, 16} {
+		run(fmt.Sprintf("sum-rows-vu%d", vu), sumRows, nb, knob(&reduceVecLoads, vu))
+	}
 	nc, h, w := 32*64, 112, 112
 	if isCPU(d) {
 		nc = 8
@@ -418,9 +444,13 @@ func BenchmarkBandwidth(b *testing.B) {
 	oh, ow := 56, 56
 	in := newBuf(b, d, dt, nc*h*w, vals[:min(ne, nc*h*w)])
 	out := newBuf(b, d, dt, nc*oh*ow, nil)
-	run("maxpool-3x3s2", func() rt.Op {
+	pool := func() rt.Op {
 		return &rt.Pool{Fn: rt.MaxPool, X: in.ref([]int{nc, h, w}, nil), Y: out.ref([]int{nc, oh, ow}, nil),
 			NC: nc, H: h, W: w, OH: oh, OW: ow, KH: 3, KW: 3, StrideH: 2, StrideW: 2,
 			PadT: 1, PadL: 1, PadB: 1, PadR: 1, DilH: 1, DilW: 1}
-	}, float64(nc*h*w*4)*5/4, nil)
+	}
+	// poolv's outputs per invocation (-pv2), and off (-pv0: pool3)
+	run("maxpool-3x3s2", pool, float64(nc*h*w*4)*5/4, nil)
+	run("maxpool-3x3s2-pv2", pool, float64(nc*h*w*4)*5/4, knob(&poolVec, 2))
+	run("maxpool-3x3s2-pv0", pool, float64(nc*h*w*4)*5/4, knob(&poolVec, 0))
 }

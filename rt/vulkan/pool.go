@@ -8,6 +8,19 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
+// poolVec is the outputs per invocation of pool.comp's VEC variants
+// (poolv: 3×3, stride-2 max and average pools on rows of a multiple of 4
+// items, with vector loads), 2 or 4; 0 (benchmarks) turns them off.
+var poolVec = 4
+
+// poolVecOK reports whether poolv runs o, whose X starts at element
+// offset off within its binding.
+func poolVecOK(o *rt.Pool, off uint32) bool {
+	return (poolVec == 2 || poolVec == 4) && (o.X.DType == rt.F32 || o.X.DType == rt.F16) &&
+		(o.Fn == rt.MaxPool || o.Fn == rt.AvgPool) && o.KH == 3 && o.KW == 3 && o.DilH == 1 && o.DilW == 1 &&
+		o.StrideW == 2 && o.PadL <= 1 && o.H > 0 && o.W > 0 && o.W%4 == 0 && off%4 == 0
+}
+
 func (l *lowering) Pool(o *rt.Pool) {
 	dt := o.X.DType
 	if !l.floatOnly(dt) {
@@ -49,5 +62,12 @@ func (l *lowering) Pool(o *rt.Pool) {
 	push := []uint32{uint32(o.NC), uint32(o.H), uint32(o.W), uint32(o.OH), uint32(o.OW), uint32(o.KH), uint32(o.KW), uint32(o.StrideH),
 		uint32(o.StrideW), uint32(o.PadT), uint32(o.PadL), uint32(o.PadB), uint32(o.PadR), uint32(o.DilH), uint32(o.DilW), uint32(o.Fn),
 		cip, uint32(o.P), offs[0], offs[1]}
+	if poolVecOK(o, offs[0]) {
+		pv := int64(poolVec)
+		n := int64(o.NC) * int64(o.OH) * ((int64(o.OW) + pv - 1) / pv)
+		l.add(dispatch{shader: "poolv_" + dt.String(), spec: []uint32{wgSize, uint32(pv)}, binds: binds, reads: reads, writes: writes,
+			push: push, groups: groups1D(l.d, n, wgSize)})
+		return
+	}
 	l.add(dispatch{shader: "pool_" + dt.String(), spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, push: push, groups: groups1D(l.d, ny, wgSize)})
 }

@@ -29,75 +29,86 @@ func TestPool(t *testing.T) {
 		{2, 10, 12, 3, 3, 1, 1, 1, 0, 1, 2, 1, 1, 0},
 		{3, 14, 15, 3, 3, 2, 2, 1, 1, 0, 1, 1, 1, 1},
 		{2, 2, 1, 3, 3, 1, 2, 1, 2, 1, 1, 1, 1, 0},
+		// stride 2, rows of a multiple of 4 (pool.comp's poolv, with
+		// poolVec 4 and 2): pad left 1 and 0, outputs past the row's
+		// vectors, a ragged last group of outputs
+		{3, 9, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},
+		{2, 7, 12, 3, 3, 3, 2, 0, 0, 1, 1, 1, 1, 1},
+		{2, 5, 4, 3, 3, 2, 2, 1, 1, 1, 3, 1, 1, 0},
+		{1, 6, 20, 3, 3, 1, 2, 1, 0, 1, 0, 1, 1, 0},
 	}
-	for _, dt := range floatDTypes {
-		for _, c := range cases {
-			OH := (c.H+c.pt+c.pb-c.dh*(c.KH-1)-1)/c.sh + 1 + c.extra
-			OW := (c.W+c.pl+c.pr-c.dw*(c.KW-1)-1)/c.sw + 1 + c.extra
-			x := randVals(r, dt, c.NC*c.H*c.W, -2, 2)
-			for _, fn := range []rt.PoolFn{rt.MaxPool, rt.AvgPool, rt.LpPool} {
-				for _, cip := range []bool{false, true} {
-					for _, p := range []int{1, 2, 3} {
-						if (fn != rt.LpPool && p != 2) || (fn != rt.AvgPool && cip) {
-							continue
-						}
-						yb := newBuf(t, d, dt, c.NC*OH*OW, nil)
-						op := &rt.Pool{Fn: fn, X: newBuf(t, d, dt, len(x), x).ref([]int{len(x)}, nil), Y: yb.ref([]int{c.NC * OH * OW}, nil),
-							NC: c.NC, H: c.H, W: c.W, OH: OH, OW: OW, KH: c.KH, KW: c.KW, StrideH: c.sh, StrideW: c.sw,
-							PadT: c.pt, PadL: c.pl, PadB: c.pb, PadR: c.pr, DilH: c.dh, DilW: c.dw, CountIncludePad: cip, P: p}
-						if !supported(t, d, op) {
-							continue
-						}
-						backendtest.Run(t, d, op)
-						got := yb.read(t, d)
-						want := make([]float64, len(got))
-						for nc := 0; nc < c.NC; nc++ {
-							for oh := 0; oh < OH; oh++ {
-								for ow := 0; ow < OW; ow++ {
-									acc, cnt, pad := 0.0, 0, 0
-									if fn == rt.MaxPool {
-										acc = math.Inf(-1)
-									}
-									for kh := 0; kh < c.KH; kh++ {
-										for kw := 0; kw < c.KW; kw++ {
-											ih, iw := oh*c.sh-c.pt+kh*c.dh, ow*c.sw-c.pl+kw*c.dw
-											if ih >= -c.pt && ih < c.H+c.pb && iw >= -c.pl && iw < c.W+c.pr {
-												pad++
-											}
-											if ih < 0 || ih >= c.H || iw < 0 || iw >= c.W {
-												continue
-											}
-											v := x[(nc*c.H+ih)*c.W+iw]
-											cnt++
-											switch fn {
-											case rt.MaxPool:
-												acc = math.Max(acc, v)
-											case rt.AvgPool:
-												acc += v
-											default:
-												acc += math.Pow(math.Abs(v), float64(p))
+	defer func() { poolVec = 4 }()
+	for _, pv := range []int{4, 2} {
+		poolVec = pv
+		for _, dt := range floatDTypes {
+			for _, c := range cases {
+				OH := (c.H+c.pt+c.pb-c.dh*(c.KH-1)-1)/c.sh + 1 + c.extra
+				OW := (c.W+c.pl+c.pr-c.dw*(c.KW-1)-1)/c.sw + 1 + c.extra
+				x := randVals(r, dt, c.NC*c.H*c.W, -2, 2)
+				for _, fn := range []rt.PoolFn{rt.MaxPool, rt.AvgPool, rt.LpPool} {
+					for _, cip := range []bool{false, true} {
+						for _, p := range []int{1, 2, 3} {
+							if (fn != rt.LpPool && p != 2) || (fn != rt.AvgPool && cip) {
+								continue
+							}
+							yb := newBuf(t, d, dt, c.NC*OH*OW, nil)
+							op := &rt.Pool{Fn: fn, X: newBuf(t, d, dt, len(x), x).ref([]int{len(x)}, nil), Y: yb.ref([]int{c.NC * OH * OW}, nil),
+								NC: c.NC, H: c.H, W: c.W, OH: OH, OW: OW, KH: c.KH, KW: c.KW, StrideH: c.sh, StrideW: c.sw,
+								PadT: c.pt, PadL: c.pl, PadB: c.pb, PadR: c.pr, DilH: c.dh, DilW: c.dw, CountIncludePad: cip, P: p}
+							if !supported(t, d, op) {
+								continue
+							}
+							backendtest.Run(t, d, op)
+							got := yb.read(t, d)
+							want := make([]float64, len(got))
+							for nc := 0; nc < c.NC; nc++ {
+								for oh := 0; oh < OH; oh++ {
+									for ow := 0; ow < OW; ow++ {
+										acc, cnt, pad := 0.0, 0, 0
+										if fn == rt.MaxPool {
+											acc = math.Inf(-1)
+										}
+										for kh := 0; kh < c.KH; kh++ {
+											for kw := 0; kw < c.KW; kw++ {
+												ih, iw := oh*c.sh-c.pt+kh*c.dh, ow*c.sw-c.pl+kw*c.dw
+												if ih >= -c.pt && ih < c.H+c.pb && iw >= -c.pl && iw < c.W+c.pr {
+													pad++
+												}
+												if ih < 0 || ih >= c.H || iw < 0 || iw >= c.W {
+													continue
+												}
+												v := x[(nc*c.H+ih)*c.W+iw]
+												cnt++
+												switch fn {
+												case rt.MaxPool:
+													acc = math.Max(acc, v)
+												case rt.AvgPool:
+													acc += v
+												default:
+													acc += math.Pow(math.Abs(v), float64(p))
+												}
 											}
 										}
-									}
-									switch fn {
-									case rt.AvgPool:
-										if cip {
-											acc /= float64(pad)
-										} else {
-											acc /= float64(cnt)
+										switch fn {
+										case rt.AvgPool:
+											if cip {
+												acc /= float64(pad)
+											} else {
+												acc /= float64(cnt)
+											}
+										case rt.LpPool:
+											acc = math.Pow(acc, 1/float64(p))
 										}
-									case rt.LpPool:
-										acc = math.Pow(acc, 1/float64(p))
+										want[(nc*OH+oh)*OW+ow] = acc
 									}
-									want[(nc*OH+oh)*OW+ow] = acc
 								}
 							}
+							tol := tolFor(dt)
+							if dt == rt.F32 && fn == rt.LpPool {
+								tol = 2e-5
+							}
+							compare(t, fmt.Sprintf("pool %s %s %+v cip=%v p=%d pv=%d", dt, fn, c, cip, p, pv), got, want, tol)
 						}
-						tol := tolFor(dt)
-						if dt == rt.F32 && fn == rt.LpPool {
-							tol = 2e-5
-						}
-						compare(t, fmt.Sprintf("pool %s %s %+v cip=%v p=%d", dt, fn, c, cip, p), got, want, tol)
 					}
 				}
 			}

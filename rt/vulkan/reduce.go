@@ -53,10 +53,59 @@ const sgShuffle = 0x10
 // vrowVectors is the 4-item vectors a lane of softmax.comp and
 // normalize.comp's VROWS variants holds (vrows.glsl's VC), and
 // vrowTarget the vectors per lane vrowLanes aims at.
-const (
-	vrowVectors = 8
-	vrowTarget  = 4
+const vrowVectors = 8
+
+// vrowTarget is the vectors per lane vrowLanes aims at: 8 puts rows of
+// 128 on 4 lanes (H200: 0.72x of the copy bandwidth against 0.51x on the
+// 8 lanes of the former 4).
+var vrowTarget = 8
+
+// Knobs of the row kernels' geometry (benchmarks; BenchmarkBandwidth
+// times each against its default):
+//   - vrowWG and reduceWG: the workgroup size of softmax and layer norm's
+//     VROWS variants, and of reduce.comp's, for rows given to a whole
+//     workgroup (0: wgSize; capped by the device and rounded down to a
+//     multiple of the subgroup size);
+//   - vrowFullVC: softmax and layer norm's VROWS variants hold vrowVectors
+//     vectors per lane whatever the row needs (the former fixed VC),
+//     instead of just the row's (vrows.glsl's VC, spec constant 1), which
+//     frees registers for more rows in flight;
+//   - reduceVecLoads: the vector loads in flight per lane of reduce.comp's
+//     VROWS variants (its VU, spec constant 2; 1 to 16).
+var (
+	vrowWG         int
+	reduceWG       int
+	vrowFullVC     bool
+	reduceVecLoads = 8
 )
+
+// rowWG is the workgroup size for rows given to a whole workgroup with
+// the knob k (vrowWG or reduceWG).
+func (l *lowering) rowWG(k int) int {
+	wg := wgSize
+	if k > 0 {
+		wg = k
+	}
+	ns := max(int(l.d.phys.caps.subgroupSize), 1)
+	wg = min(wg, int(l.d.phys.limits.MaxComputeWorkGroupInvocations))
+	wg -= wg % ns
+	return max(wg, ns)
+}
+
+// vrowSpec is the specialization of a VROWS variant of softmax.comp or
+// normalize.comp for lanes per row of n items: the workgroup size
+// (spec constant 0) and VC, the vectors a lane holds (spec constant 1).
+func (l *lowering) vrowSpec(lanes, n int) []uint32 {
+	wg := wgSize
+	if lanes > int(l.d.phys.caps.subgroupSize) {
+		wg = lanes
+	}
+	vc := vrowVectors
+	if !vrowFullVC {
+		vc = min(max((n/4+lanes-1)/lanes, 1), vrowVectors)
+	}
+	return []uint32{uint32(wg), uint32(vc)}
+}
 
 // noVecRows (tests, benchmarks) turns the VROWS variants off;
 // vrowForceLanes, when > 0, sets their lanes per row (a power of two up
@@ -75,15 +124,17 @@ var (
 // most vrowTarget vectors, up to the subgroup size; rows that need more
 // lanes than a subgroup go to a whole workgroup (wgSize).
 func (l *lowering) vrowLanes(dt rt.DType, n int, offs ...uint32) int {
-	if noRowCache || n > wgSize*vrowVectors*4 {
+	wg := l.rowWG(vrowWG)
+	if noRowCache || n > wg*vrowVectors*4 {
 		return 0
 	}
-	return l.vecRowLanes(dt, n, vrowTarget, vrowVectors, offs)
+	return l.vecRowLanes(dt, n, vrowTarget, vrowVectors, wg, offs)
 }
 
 // vecRowLanes is vrowLanes for target vectors per lane, and a whole
-// workgroup when a subgroup's lanes would take more than most each.
-func (l *lowering) vecRowLanes(dt rt.DType, n, target, most int, offs []uint32) int {
+// workgroup of wg invocations when a subgroup's lanes would take more
+// than most each (vrowForceLanes == wgSize forces that).
+func (l *lowering) vecRowLanes(dt rt.DType, n, target, most, wg int, offs []uint32) int {
 	c := l.d.phys.caps
 	ns := int(c.subgroupSize)
 	if noVecRows || noSubgroupRows || dt == rt.F64 || !l.d.hasSubgroupArith() || c.subgroupOps&sgShuffle == 0 ||
@@ -97,7 +148,10 @@ func (l *lowering) vecRowLanes(dt rt.DType, n, target, most int, offs []uint32) 
 	}
 	n4 := n / 4
 	if f := vrowForceLanes; f > 0 {
-		if f == wgSize || (f <= ns && f&(f-1) == 0 && n4 <= f*most) {
+		if f == wgSize {
+			return wg
+		}
+		if f <= ns && f&(f-1) == 0 && n4 <= f*most {
 			return f
 		}
 		return 0
@@ -107,7 +161,7 @@ func (l *lowering) vecRowLanes(dt rt.DType, n, target, most int, offs []uint32) 
 		lanes *= 2
 	}
 	if n4 > lanes*most {
-		return wgSize
+		return wg
 	}
 	return lanes
 }
@@ -120,9 +174,10 @@ const (
 	reduceMost   = 16
 )
 
-// vrowGroups is the workgroup grid of rows rows for lanes per row.
-func (l *lowering) vrowGroups(rows int64, lanes int) [3]uint32 {
-	per := int64(max(wgSize/lanes, 1))
+// vrowGroups is the workgroup grid of rows rows for lanes per row in
+// workgroups of spec[0] invocations.
+func (l *lowering) vrowGroups(rows int64, lanes int, spec []uint32) [3]uint32 {
+	per := int64(max(int(spec[0])/lanes, 1))
 	return groups2D(l.d, (rows+per-1)/per)
 }
 
@@ -192,13 +247,19 @@ func (l *lowering) Reduce(o *rt.Reduce) {
 	if o.SelectLast {
 		sel = 1
 	}
+	spec := []uint32{wgSize}
 	if o.Inner == 1 && !arg && o.Fn != rt.LogSumExp && isFloat(dt) {
-		if lanes := l.vecRowLanes(dt, o.N, reduceTarget, reduceMost, offs[:1]); lanes > 0 {
+		if lanes := l.vecRowLanes(dt, o.N, reduceTarget, reduceMost, l.rowWG(reduceWG), offs[:1]); lanes > 0 {
 			// word 4 (selectLast) carries the lanes
-			shader, sel, groups = "reducev_"+dt.String(), uint32(lanes), l.vrowGroups(total, lanes)
+			wg := wgSize
+			if lanes > int(l.d.phys.caps.subgroupSize) {
+				wg = lanes
+			}
+			spec = []uint32{uint32(wg), 1, uint32(min(max(reduceVecLoads, 1), 16))}
+			shader, sel, groups = "reducev_"+dt.String(), uint32(lanes), l.vrowGroups(total, lanes, spec)
 		}
 	}
-	l.add(dispatch{shader: shader, spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, groups: groups,
+	l.add(dispatch{shader: shader, spec: spec, binds: binds, reads: reads, writes: writes, groups: groups,
 		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), uint32(o.Fn), sel, offs[0], offs[1], mode}})
 }
 
@@ -236,14 +297,16 @@ func (l *lowering) Softmax(o *rt.Softmax) {
 	if o.Inner == 1 {
 		lanes = l.vrowLanes(dt, o.N, offs...)
 	}
+	spec := []uint32{wgSize}
 	if lanes > 0 {
-		shader, mode, groups = "softmaxv_"+dt.String(), 4, l.vrowGroups(total, lanes)
+		spec = l.vrowSpec(lanes, o.N)
+		shader, mode, groups = "softmaxv_"+dt.String(), 4, l.vrowGroups(total, lanes, spec)
 	}
 	lg := uint32(0)
 	if o.Log {
 		lg = 1
 	}
-	l.add(dispatch{shader: shader, spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes, groups: groups,
+	l.add(dispatch{shader: shader, spec: spec, binds: binds, reads: reads, writes: writes, groups: groups,
 		push: []uint32{uint32(o.Outer), uint32(o.N), uint32(o.Inner), lg, offs[0], offs[1], mode, uint32(lanes)}})
 }
 
@@ -294,11 +357,13 @@ func (l *lowering) Normalize(o *rt.Normalize) {
 		groups = l.sgRowGroups(int64(o.Outer))
 	}
 	lanes := l.vrowLanes(dt, o.N, offs...)
+	spec := []uint32{wgSize}
 	if lanes > 0 {
-		shader, groups = "normalizev_"+dt.String(), l.vrowGroups(int64(o.Outer), lanes)
+		spec = l.vrowSpec(lanes, o.N)
+		shader, groups = "normalizev_"+dt.String(), l.vrowGroups(int64(o.Outer), lanes, spec)
 	}
 	e := realBits(dt, o.Eps)
-	l.add(dispatch{shader: shader, spec: []uint32{wgSize}, binds: binds, reads: reads, writes: writes,
+	l.add(dispatch{shader: shader, spec: spec, binds: binds, reads: reads, writes: writes,
 		groups: groups,
 		push:   []uint32{uint32(o.Outer), uint32(o.N), flags, uint32(lanes), offs[0], offs[1], offs[2], offs[3], e[0], e[1]}})
 }

@@ -215,6 +215,9 @@ func variants() []variant {
 		}
 		add("convt_"+n, "convt.comp", base...)
 		add("pool_"+n, "pool.comp", base...)
+		if n != "f64" { // rt/vulkan's poolVec
+			add("poolv_"+n, "pool.comp", append(base, []string{"VEC=1"})...)
+		}
 	}
 	// f16 weights with f32 activations (rt.HalfWeights): the weight
 	// operand (matmul's and gemv's B, the convolutions' W) in slot W.
