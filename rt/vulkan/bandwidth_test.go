@@ -434,7 +434,7 @@ func BenchmarkBandwidth(b *testing.B) {
 	for _, wg := range []int{512, 1024} {
 		run(fmt.Sprintf("sum-rows-wg%d", wg), sumRows, nb, knob(&reduceWG, wg))
 	}
-	for _, vu := range []int{4, 16} {
+	for _, vu := range []int{8, 16} {
 		run(fmt.Sprintf("sum-rows-vu%d", vu), sumRows, nb, knob(&reduceVecLoads, vu))
 	}
 	nc, h, w := 32*64, 112, 112
@@ -449,8 +449,8 @@ func BenchmarkBandwidth(b *testing.B) {
 			NC: nc, H: h, W: w, OH: oh, OW: ow, KH: 3, KW: 3, StrideH: 2, StrideW: 2,
 			PadT: 1, PadL: 1, PadB: 1, PadR: 1, DilH: 1, DilW: 1}
 	}
-	// poolv's outputs per invocation (-pv2), and off (-pv0: pool3)
+	// poolv's outputs per invocation (-pv4), and off (-pv0: pool3)
 	run("maxpool-3x3s2", pool, float64(nc*h*w*4)*5/4, nil)
-	run("maxpool-3x3s2-pv2", pool, float64(nc*h*w*4)*5/4, knob(&poolVec, 2))
+	run("maxpool-3x3s2-pv4", pool, float64(nc*h*w*4)*5/4, knob(&poolVec, 4))
 	run("maxpool-3x3s2-pv0", pool, float64(nc*h*w*4)*5/4, knob(&poolVec, 0))
 }

@@ -11,7 +11,9 @@ import (
 // poolVec is the outputs per invocation of pool.comp's VEC variants
 // (poolv: 3×3, stride-2 max and average pools on rows of a multiple of 4
 // items, with vector loads), 2 or 4; 0 (benchmarks) turns them off.
-var poolVec = 4
+// H200, 2026-12-04 (BenchmarkBandwidth, 200 runs, same run): 2 reads
+// 2665 GB/s of GPU time, 4 2404, the scalar pool3 2330.
+var poolVec = 2
 
 // poolVecOK reports whether poolv runs o, whose X starts at element
 // offset off within its binding.

@@ -37,7 +37,7 @@ func TestPool(t *testing.T) {
 		{2, 5, 4, 3, 3, 2, 2, 1, 1, 1, 3, 1, 1, 0},
 		{1, 6, 20, 3, 3, 1, 2, 1, 0, 1, 0, 1, 1, 0},
 	}
-	defer func() { poolVec = 4 }()
+	defer func(pv int) { poolVec = pv }(poolVec)
 	for _, pv := range []int{4, 2} {
 		poolVec = pv
 		for _, dt := range floatDTypes {

@@ -55,10 +55,12 @@ const sgShuffle = 0x10
 // vrowTarget the vectors per lane vrowLanes aims at.
 const vrowVectors = 8
 
-// vrowTarget is the vectors per lane vrowLanes aims at: 8 puts rows of
-// 128 on 4 lanes (H200: 0.72x of the copy bandwidth against 0.51x on the
-// 8 lanes of the former 4).
-var vrowTarget = 8
+// vrowTarget is the vectors per lane vrowLanes aims at: 2 puts rows of
+// 128 on 16 lanes and leaves rows of 768 on a subgroup's 32. H200,
+// 2026-12-04 (BenchmarkBandwidth, one run; the copy kernel 3846 GB/s of
+// GPU time): softmax rows of 128 on 16 lanes 3496, on 8 3423, on 4 (the
+// former target 8) 3017; layer norm 3403, 3379, 3011.
+var vrowTarget = 2
 
 // Knobs of the row kernels' geometry (benchmarks; BenchmarkBandwidth
 // times each against its default):
@@ -72,11 +74,17 @@ var vrowTarget = 8
 //     frees registers for more rows in flight;
 //   - reduceVecLoads: the vector loads in flight per lane of reduce.comp's
 //     VROWS variants (its VU, spec constant 2; 1 to 16).
+//
+// H200, 2026-12-04 (BenchmarkBandwidth, one run; the copy kernel 3846 GB/s
+// of GPU time): softmax and layer norm rows of 8192 on workgroups of 512
+// 3267 and 3180 GB/s, of 256 3064 and 3057, of 1024 2879 and 2830; the
+// full VC changed nothing (3067, 3052); sum rows with 4 loads in flight
+// 3438, 8 2925, 16 751; reduce workgroups of 512 or 1024 lost (1012, 546).
 var (
-	vrowWG         int
+	vrowWG         = 512
 	reduceWG       int
 	vrowFullVC     bool
-	reduceVecLoads = 8
+	reduceVecLoads = 4
 )
 
 // rowWG is the workgroup size for rows given to a whole workgroup with

@@ -78,12 +78,13 @@ func TestVecRows(t *testing.T) {
 	ns := int(dev.phys.caps.subgroupSize)
 	vec := dev.hasSubgroupArith() && dev.phys.caps.subgroupOps&sgShuffle != 0
 	t.Logf("subgroup size %d, VROWS variants %v", ns, vec)
+	rowWG := (&lowering{d: dev}).rowWG(vrowWG) // a whole workgroup's row
 	lanes := []int{0, wgSize}
 	for l := 1; l <= ns; l *= 2 {
 		lanes = append(lanes, l)
 	}
 	for _, dt := range []rt.DType{rt.F32, rt.F16} {
-		for _, n := range []int{4, 12, 128, 132, 768, 1024, 2052, 8192, 8196} {
+		for _, n := range []int{4, 12, 128, 132, 768, 1024, 2052, 8192, 8196, 16384, 16388} {
 			for _, off := range []int{0, 4, 2} {
 				for _, force := range lanes {
 					if force != 0 && (off != 0 || (force != wgSize && n/4 > force*vrowVectors)) {
@@ -95,7 +96,7 @@ func TestVecRows(t *testing.T) {
 						rows = 3
 					}
 					what := fmt.Sprintf("%s n=%d off=%d lanes=%d", dt, n, off, force)
-					wantVec := vec && off%4 == 0 && n <= wgSize*vrowVectors*4
+					wantVec := vec && off%4 == 0 && n <= rowWG*vrowVectors*4
 					xs := randVals(r, dt, off+rows*n, -4, 4)
 					xb := newBuf(t, d, dt, len(xs), xs)
 					xr := xb.ref([]int{rows * n}, nil)
