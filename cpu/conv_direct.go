@@ -537,9 +537,9 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 // dw3Applies reports whether o is a depthwise 3×3 convolution that
 // dw3Conv runs: f32, one output channel per input channel, no dilation,
 // one row and column of padding at the top and left (any at the bottom
-// and right), stride 1 or 2, with the row kernels here.
+// and right), stride 1 or 2, with the row kernels here (AVX-512 or AVX2).
 func dw3Applies(o *rt.Conv) bool {
-	if dcwMaxKB(2) == 0 || o.X.DType != rt.F32 || o.Groups != o.C || o.K != o.C || o.KH != 3 || o.KW != 3 {
+	if !dw3Plane(1, nil, nil, nil, nil, 0, 0, 0, 0, 0, 0) || o.X.DType != rt.F32 || o.Groups != o.C || o.K != o.C || o.KH != 3 || o.KW != 3 {
 		return false
 	}
 	if o.DilH != 1 || o.DilW != 1 || o.PadT != 1 || o.PadL != 1 || o.StrideH != o.StrideW {

@@ -149,7 +149,8 @@ func TestConvWide(t *testing.T) {
 // against a float64 reference: widths around the vector and the
 // stride-2 double-vector sizes, strides 1 and 2, bottom and right
 // padding 0-2, with and without bias, with a fused clamp and with other
-// activations.
+// activations; at every kernel level (the AVX-512 and AVX2 kernels, and
+// the Go loops of convT at levelGo).
 func TestDw3(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(65, 66))
@@ -170,7 +171,15 @@ func TestDw3(t *testing.T) {
 	save := convCases
 	defer func() { convCases = save }()
 	convCases = cases
-	if dcwMaxKB(2) > 0 {
+	for _, lv := range ewLevels() {
+		withLevel(lv, func() { checkDw3(t, e, rng, cases, lv) })
+	}
+}
+
+// checkDw3 runs the TestDw3 cases at kernel level lv.
+func checkDw3(t *testing.T, e *env, rng *rand.Rand, cases []convCase, lv int) {
+	t.Helper()
+	if lv > levelGo {
 		for _, c := range cases {
 			oh, ow := c.out()
 			o := &rt.Conv{X: rt.Ref{DType: rt.F32}, N: c.n, C: c.c, H: c.h, Width: c.w, K: c.k, OH: oh, OW: ow, KH: 3, KW: 3,

@@ -101,9 +101,11 @@ func dcwRunHi(u, kb, n int, x []float32, offs []int, hiOff int, w []float32, ldw
 // y[o*n+i] = clamp(bias + sum over r, k < 3 of w[3r+k] * X[s*o+r-1][s*i+k-1],
 // lo, hi) for o < oh and i < n = len(y)/oh, X being x (h rows of width
 // elements) inside the plane and 0 outside; zero holds width zeros. It
-// reports false where there is no kernel.
+// reports false where there is no kernel (AVX-512, or AVX2 with
+// dw_amd64.s's).
 func dw3Plane(s int, y, x, zero, w []float32, width, h, oh int, bias, lo, hi float32) bool {
-	if kernelLevel() < levelAVX512 || (s != 1 && s != 2) {
+	lv := kernelLevel()
+	if lv < levelAVX2 || (s != 1 && s != 2) {
 		return false
 	}
 	if oh <= 0 || len(y) == 0 {
@@ -114,10 +116,15 @@ func dw3Plane(s int, y, x, zero, w []float32, width, h, oh int, bias, lo, hi flo
 	_ = x[h*width-1]
 	_ = zero[width-1]
 	_ = w[8]
-	if s == 1 {
+	switch {
+	case lv >= levelAVX512 && s == 1:
 		dw3s1(&y[0], n, &x[0], &zero[0], &w[0], width, bias, lo, hi, h, oh)
-	} else {
+	case lv >= levelAVX512:
 		dw3s2(&y[0], n, &x[0], &zero[0], &w[0], width, bias, lo, hi, h, oh)
+	case s == 1:
+		dw3s1Y(&y[0], n, &x[0], &zero[0], &w[0], width, bias, lo, hi, h, oh)
+	default:
+		dw3s2Y(&y[0], n, &x[0], &zero[0], &w[0], width, bias, lo, hi, h, oh)
 	}
 	return true
 }
@@ -127,7 +134,8 @@ func dw3Plane(s int, y, x, zero, w []float32, width, h, oh int, bias, lo, hi flo
 // and x[r*ldx + width + 2j + {0, 1}] (2n <= width). It reports false
 // where there is no kernel.
 func maxPool22Rows(y, x []float32, rows, width, n, ldx int) bool {
-	if kernelLevel() < levelAVX512 {
+	lv := kernelLevel()
+	if lv < levelAVX2 {
 		return false
 	}
 	if rows <= 0 || n <= 0 {
@@ -135,7 +143,11 @@ func maxPool22Rows(y, x []float32, rows, width, n, ldx int) bool {
 	}
 	_ = y[rows*n-1]
 	_ = x[(rows-1)*ldx+width+2*n-1]
-	mp22(&y[0], &x[0], rows, width, n, ldx)
+	if lv >= levelAVX512 {
+		mp22(&y[0], &x[0], rows, width, n, ldx)
+	} else {
+		mp22Y(&y[0], &x[0], rows, width, n, ldx)
+	}
 	return true
 }
 
@@ -143,14 +155,19 @@ func maxPool22Rows(y, x []float32, rows, width, n, ldx int) bool {
 // len(even) == len(odd), and reports whether a kernel did it.
 func deinterleave2(even, odd, src []float32) bool {
 	n := len(even)
-	if kernelLevel() < levelAVX512 || len(odd) != n {
+	lv := kernelLevel()
+	if lv < levelAVX2 || len(odd) != n {
 		return false
 	}
 	if n == 0 {
 		return true
 	}
 	_ = src[2*n-1]
-	deint2(&even[0], &odd[0], &src[0], n)
+	if lv >= levelAVX512 {
+		deint2(&even[0], &odd[0], &src[0], n)
+	} else {
+		deint2Y(&even[0], &odd[0], &src[0], n)
+	}
 	return true
 }
 
@@ -194,13 +211,18 @@ func gemvAxpyFast() bool { return kernelLevel() >= levelAVX512 }
 // len(b) (len(dst) >= 2·len(a)), and reports whether a kernel did it.
 func interleave2(dst, a, b []float32) bool {
 	n := len(a)
-	if kernelLevel() < levelAVX512 || len(b) != n {
+	lv := kernelLevel()
+	if lv < levelAVX2 || len(b) != n {
 		return false
 	}
 	if n == 0 {
 		return true
 	}
 	_ = dst[2*n-1]
-	int2(&dst[0], &a[0], &b[0], n)
+	if lv >= levelAVX512 {
+		int2(&dst[0], &a[0], &b[0], n)
+	} else {
+		int2Y(&dst[0], &a[0], &b[0], n)
+	}
 	return true
 }

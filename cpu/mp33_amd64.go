@@ -12,7 +12,8 @@ func mp33s2(y, x *float32, rows, w, off2, n int, masks uint64, ymask int)
 // 2j + {0, 1, 2}] (off2 is 2w, or w when the third row of the windows is
 // past the plane; 2n < w). It reports false where there is no kernel.
 func maxPool33Rows(y, x []float32, rows, w, off2, n int) bool {
-	if kernelLevel() < levelAVX512 {
+	lv := kernelLevel()
+	if lv < levelAVX2 {
 		return false
 	}
 	if rows <= 0 || n <= 0 {
@@ -23,6 +24,10 @@ func maxPool33Rows(y, x []float32, rows, w, off2, n int) bool {
 	}
 	_ = y[rows*n-1]
 	_ = x[2*(rows-1)*w+off2+2*n]
+	if lv < levelAVX512 {
+		mp33s2Y(&y[0], &x[0], rows, w, off2, n)
+		return true
+	}
 	// The last step's masks: m outputs read columns [0, 2m] of it.
 	m := n - 16*((n-1)/16)
 	cnt := func(c int) uint64 { return uint64(1)<<min(max(c, 0), 16) - 1 }

@@ -14,10 +14,19 @@ import (
 // loop, bit for bit: widths and heights around the 16-output steps and
 // their masked last step, odd and even (ceil mode's windows past the
 // right and bottom edges, with one or two input rows left), NaN and -Inf
-// inputs, and enough planes to split between the workers.
+// inputs, and enough planes to split between the workers; at every
+// kernel level (AVX-512, AVX2, and the Go paths).
 func TestMaxPool33(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(73, 74))
+	for _, lv := range ewLevels() {
+		withLevel(lv, func() { checkMaxPool33(t, e, rng) })
+	}
+}
+
+// checkMaxPool33 runs TestMaxPool33's cases at the current kernel level.
+func checkMaxPool33(t *testing.T, e *env, rng *rand.Rand) {
+	t.Helper()
 	for _, c := range []struct{ nc, h, w int }{
 		{1, 3, 3}, {2, 4, 4}, {3, 5, 33}, {2, 7, 34}, {1, 6, 35}, {2, 9, 36}, {1, 8, 65}, {3, 11, 66}, {1, 3, 97},
 		{64, 111, 111}, {16, 55, 55}, {40, 27, 27}, {5, 14, 31}, {2, 33, 32}, {64, 112, 112}, {3, 4, 3}, {2, 3, 5},
@@ -41,7 +50,7 @@ func TestMaxPool33(t *testing.T) {
 				KH: 3, KW: 3, StrideH: 2, StrideW: 2, PadT: pt, PadL: pl, PadB: max(0, 2*(OH-1)+3-pt-c.h), PadR: max(0, 2*(OW-1)+3-pl-c.w), DilH: 1, DilW: 1}
 			if maxPool33Rows(nil, nil, 0, 0, 0, 0) {
 				if !maxPool33(op, make([]float32, len(xv)), make([]float32, c.nc*OH*OW)) {
-					t.Fatalf("%+v: not a maxPool33 case", op)
+					t.Fatalf("%s %+v: not a maxPool33 case", levelNames[kernelLevel()], op)
 				}
 			}
 			xr, yr := e.region(rt.F32, len(xv), xs), e.region(rt.F32, c.nc*OH*OW, nil)
@@ -64,7 +73,7 @@ func TestMaxPool33(t *testing.T) {
 						}
 						g := got[(p*OH+oh)*OW+ow]
 						if g != m && !(g != g && m != m) {
-							t.Fatalf("%d×%d×%d ceil %v pads %d,%d: y[%d,%d,%d] = %v, want %v", c.nc, c.h, c.w, ceil, pt, pl, p, oh, ow, g, m)
+							t.Fatalf("%s %d×%d×%d ceil %v pads %d,%d: y[%d,%d,%d] = %v, want %v", levelNames[kernelLevel()], c.nc, c.h, c.w, ceil, pt, pl, p, oh, ow, g, m)
 						}
 					}
 				}

@@ -193,10 +193,18 @@ func TestMaxPoolTiled(t *testing.T) {
 // kernel; planes of even height as one run) against a float64 loop, bit
 // for bit: heights even and odd, widths around one and two vectors of
 // outputs, NaN and -Inf inputs, and enough planes to split between the
-// workers.
+// workers; at every kernel level (AVX-512, AVX2, and the Go paths).
 func TestMaxPool22(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(67, 68))
+	for _, lv := range ewLevels() {
+		withLevel(lv, func() { checkMaxPool22(t, e, rng) })
+	}
+}
+
+// checkMaxPool22 runs TestMaxPool22's cases at the current kernel level.
+func checkMaxPool22(t *testing.T, e *env, rng *rand.Rand) {
+	t.Helper()
 	for _, c := range []struct{ nc, h, w int }{
 		{1, 2, 2}, {3, 5, 3}, {2, 28, 28}, {5, 10, 10}, {2, 7, 33}, {4, 4, 64}, {3, 6, 65}, {1, 3, 97}, {700, 28, 28}, {40, 9, 31},
 	} {
@@ -225,7 +233,7 @@ func TestMaxPool22(t *testing.T) {
 					}
 					g := got[(p*OH+oh)*OW+ow]
 					if g != m && !(g != g && m != m) {
-						t.Fatalf("%+v: y[%d][%d][%d] = %v, want %v", c, p, oh, ow, g, m)
+						t.Fatalf("%s %+v: y[%d][%d][%d] = %v, want %v", levelNames[kernelLevel()], c, p, oh, ow, g, m)
 					}
 				}
 			}
