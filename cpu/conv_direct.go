@@ -192,8 +192,9 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 		// 180 → 112, 3→64 3×3 stride 2 on 224×224 315 → 256; ResNet's
 		// 256 3×3 on 14×14 by rows 1289 → 1571 and 64 on 56×56 1176 →
 		// 1263, hence flat).
-		vecs := (o.OW + 15) / 16
-		rowLanes, flatLanes := 16*vecs, p.wq
+		lanes := dcwLanes()
+		vecs := (o.OW + lanes - 1) / lanes
+		rowLanes, flatLanes := lanes*vecs, p.wq
 		p.byRows = vecs >= 2 && (rowLanes <= flatLanes || (p.taps <= 64 && 3*rowLanes <= 4*flatLanes))
 	}
 	nb := (p.kg + mk - 1) / mk

@@ -15,8 +15,16 @@ import (
 // values and tap offsets, with and without the clamp, and sentinels
 // around each output row (nothing written past n).
 func TestDcwRun(t *testing.T) {
+	for _, lv := range ewLevels() {
+		if lv > levelGo {
+			withLevel(lv, func() { t.Run(levelNames[lv], testDcwRun) })
+		}
+	}
+}
+
+func testDcwRun(t *testing.T) {
 	if dcwMaxKB(2) == 0 {
-		t.Skip("no wide direct-convolution kernels here (needs AVX-512, not purego)")
+		t.Skip("no wide direct-convolution kernels here (needs AVX2 or AVX-512, not purego)")
 	}
 	rng := rand.New(rand.NewPCG(61, 62))
 	const sentinel = float32(-12345)
@@ -94,11 +102,93 @@ func TestDcwRun(t *testing.T) {
 	}
 }
 
+// TestDconvRun checks the packed-weight direct-convolution kernels
+// (dconvRun) against a float64 sum: every row count, output lengths
+// around the vector and block sizes of both AVX-512 and AVX2 (the
+// masked last vector), random tap offsets, and sentinels around each
+// output row (nothing written past n).
+func TestDconvRun(t *testing.T) {
+	for _, lv := range ewLevels() {
+		if lv > levelGo {
+			withLevel(lv, func() { t.Run(levelNames[lv], testDconvRun) })
+		}
+	}
+}
+
+func testDconvRun(t *testing.T) {
+	if dconvMaxKB() == 0 {
+		t.Skip("no direct-convolution kernels here (needs AVX2 or AVX-512, not purego)")
+	}
+	rng := rand.New(rand.NewPCG(67, 68))
+	const sentinel = float32(-12345)
+	for kb := 1; kb <= dconvMaxKB(); kb++ {
+		for _, n := range []int{1, 3, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 33, 47, 48, 49, 63, 64, 65, 130} {
+			ntaps := 1 + rng.IntN(20)
+			offs := make([]int, ntaps)
+			hi := 0
+			for i := range offs {
+				offs[i] = rng.IntN(40)
+				hi = max(hi, offs[i])
+			}
+			x := make([]float32, hi+n)
+			for i := range x {
+				x[i] = float32(rng.Float64()*2 - 1)
+			}
+			w := make([]float32, ntaps*kb)
+			for i := range w {
+				w[i] = float32(rng.Float64()*2 - 1)
+			}
+			bias := make([]float32, kb)
+			for i := range bias {
+				bias[i] = float32(rng.Float64()*2 - 1)
+			}
+			ldy := n + rng.IntN(4)
+			y := make([]float32, kb*ldy+2)
+			for i := range y {
+				y[i] = sentinel
+			}
+			dconvRun(kb, n, x, offs, w, bias, y, ldy)
+			for i, got := range y {
+				k, q := i/ldy, i%ldy
+				if k >= kb || q >= n {
+					if got != sentinel {
+						t.Fatalf("kb%d/n%d: y[%d] = %v written outside the rows", kb, n, i, got)
+					}
+					continue
+				}
+				s, sc := float64(bias[k]), math.Abs(float64(bias[k]))
+				for t, off := range offs {
+					p := float64(w[t*kb+k]) * float64(x[q+off])
+					s += p
+					sc += math.Abs(p)
+				}
+				if d := math.Abs(float64(got) - s); d > 1e-5*sc+1e-7 {
+					t.Fatalf("kb%d/n%d: y[%d][%d] = %v, want %v", kb, n, k, q, got, s)
+				}
+			}
+		}
+	}
+}
+
+// TestConvDirectPacked runs the convolution cases with the convolutions
+// of one input channel per group on the packed-weight kernels (dconvRun)
+// rather than the wide ones.
+func TestConvDirectPacked(t *testing.T) {
+	if dconvMaxKB() == 0 {
+		t.Skip("no direct-convolution kernels here (needs AVX2 or AVX-512, not purego)")
+	}
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(69, 70))
+	defer func() { dcwAll = true }()
+	dcwAll = false
+	runConvCases(t, e, rng, []rt.DType{rt.F32}, false)
+}
+
 // TestDcwNaN checks that a NaN reaching the fused ReLU stays NaN, as
 // rt.Relu keeps it.
 func TestDcwNaN(t *testing.T) {
 	if dcwMaxKB(2) == 0 {
-		t.Skip("no wide direct-convolution kernels here (needs AVX-512, not purego)")
+		t.Skip("no wide direct-convolution kernels here (needs AVX2 or AVX-512, not purego)")
 	}
 	x := []float32{1, float32(math.NaN()), -1, 2}
 	w := []float32{1}

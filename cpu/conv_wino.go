@@ -142,7 +142,7 @@ func useWino(o *rt.Conv) *winoKind {
 	case winoMode > 0:
 		return winoF4
 	}
-	if dcwMaxKB(4) < 6 {
+	if max(dcwMaxKB(4), dcwMaxKB(2)) < 6 {
 		return nil
 	}
 	return winoPick(o)
@@ -263,7 +263,7 @@ func (p *winoPlan) fill(o *rt.Conv, xs, dst []float32, cb int) {
 // by 2 (and, for m = 4, by 2 again) into the m column phases. It reports
 // false where the kernel is missing.
 func (p *winoPlan) fillRows(o *rt.Conv, xs, dst []float32, cb int) bool {
-	if dcwMaxKB(4) == 0 {
+	if !deinterleave2(nil, nil, nil) {
 		return false
 	}
 	H, W, wq, m := o.H, o.Width, p.wq, p.wk.m
@@ -459,7 +459,7 @@ func winoConv(o *rt.Conv, wk *winoKind, x, w, bias, y []float32) {
 // (m·i+j)·ld, tile (th, tw) at th·wq + tw) into the output plane yk.
 func (p *winoPlan) interleave(o *rt.Conv, out []float32, ld int, yk []float32, scratch []float32) {
 	OH, OW, m := o.OH, o.OW, p.wk.m
-	if tw := p.tw; len(scratch) >= 8*tw && dcwMaxKB(4) > 0 {
+	if tw := p.tw; len(scratch) >= 8*tw && interleave2(nil, nil, nil) {
 		// Rows of m·tw: for m = 4, even = (phase 0, phase 2), odd = (1,
 		// 3), then (even, odd); for m = 2, (phase 0, phase 1).
 		e, od, row := scratch[:2*tw], scratch[2*tw:4*tw], scratch[4*tw:4*tw+m*tw]

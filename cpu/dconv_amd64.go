@@ -9,15 +9,19 @@ import "unsafe"
 // dconvMaxKB is the most output rows one direct-convolution kernel call
 // computes (0 where there are none).
 func dconvMaxKB() int {
-	if kernelLevel() < levelAVX512 {
-		return 0
+	switch lv := kernelLevel(); {
+	case lv >= levelAVX512:
+		return len(dconvKernels)
+	case lv == levelAVX2:
+		return len(dconvKernelsA)
 	}
-	return len(dconvKernels)
+	return 0
 }
 
 // dconvRun sets y[k*ldy+q] = bias[k] + sum over t of w[t*kb+k] *
 // x[q+offs[t]] for k < kb and q < n with the AVX-512 kernels of
-// dconv_amd64.s (1 <= kb <= dconvMaxKB(), len(offs) >= 1).
+// dconv_amd64.s or the AVX2 ones of dconv_avx2_amd64.s (1 <= kb <=
+// dconvMaxKB(), len(offs) >= 1).
 func dconvRun(kb, n int, x []float32, offs []int, w, bias, y []float32, ldy int) {
 	if n <= 0 {
 		return
@@ -27,7 +31,11 @@ func dconvRun(kb, n int, x []float32, offs []int, w, bias, y []float32, ldy int)
 	_ = w[len(offs)*kb-1]
 	_ = bias[kb-1]
 	_ = y[(kb-1)*ldy+n-1]
-	dconvKernels[kb-1](n, &x[0], &offs[0], len(offs), &w[0], &bias[0], &y[0], ldy)
+	k := dconvKernels[kb-1]
+	if kernelLevel() < levelAVX512 {
+		k = dconvKernelsA[kb-1]
+	}
+	k(n, &x[0], &offs[0], len(offs), &w[0], &bias[0], &y[0], ldy)
 }
 
 // maxOffset returns the largest tap offset of offs. The assembly indexes x
@@ -45,23 +53,37 @@ func maxOffset(who string, offs []int) int {
 
 // dcwMaxKB returns the most output rows one wide direct-convolution
 // kernel call computes with blocks of u vectors (2 or 4; 0 where there
-// are no kernels).
+// are no kernels) of dcwLanes() lanes.
 func dcwMaxKB(u int) int {
-	if kernelLevel() < levelAVX512 {
-		return 0
-	}
-	if u == 4 {
+	switch lv := kernelLevel(); {
+	case lv >= levelAVX512 && u == 4:
 		return len(dcwKernels4)
+	case lv >= levelAVX512:
+		return len(dcwKernels2)
+	case lv == levelAVX2 && u == 4:
+		return len(dcwKernelsA4)
+	case lv == levelAVX2:
+		return len(dcwKernelsA2)
 	}
-	return len(dcwKernels2)
+	return 0
+}
+
+// dcwLanes is the lanes of the wide kernels' vectors: 16 with AVX-512, 8
+// with AVX2.
+func dcwLanes() int {
+	if kernelLevel() >= levelAVX512 {
+		return 16
+	}
+	return 8
 }
 
 // dcwRun computes rows rows of n outputs of kb output channels: for r <
 // rows, k < kb and q < n, y[k*ldy + r*ldyr + q] = bias[k] (or, when acc,
 // its value before) + sum over t of w[k*ldw+t] * x[r*ldxr + q + offs[t]],
 // clamped to [lo, hi] when clamp,
-// with the AVX-512 kernels of dconv_amd64.s that take u vectors a block
-// (1 <= kb <= dcwMaxKB(u), len(offs) >= 1, rows >= 1).
+// with the AVX-512 kernels of dconv_amd64.s (or the AVX2 ones of
+// dconv_avx2_amd64.s) that take u vectors a block (1 <= kb <=
+// dcwMaxKB(u), len(offs) >= 1, rows >= 1).
 func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y []float32, ldy int, clamp, acc bool, lo, hi float32, rows, ldxr, ldyr int) {
 	if n <= 0 || rows <= 0 {
 		return
@@ -89,9 +111,16 @@ func dcwRunHi(u, kb, n int, x []float32, offs []int, hiOff int, w []float32, ldw
 	if acc {
 		c |= 2
 	}
-	k := dcwKernels2[kb-1]
-	if u == 4 {
+	var k dcwKernel
+	switch avx512 := kernelLevel() >= levelAVX512; {
+	case avx512 && u == 4:
 		k = dcwKernels4[kb-1]
+	case avx512:
+		k = dcwKernels2[kb-1]
+	case u == 4:
+		k = dcwKernelsA4[kb-1]
+	default:
+		k = dcwKernelsA2[kb-1]
 	}
 	k(n, &x[0], &offs[0], nt, &w[0], ldw, &bias[0], &y[0], ldy, c, lo, hi, rows, ldxr, ldyr)
 }

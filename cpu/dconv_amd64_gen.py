@@ -502,6 +502,294 @@ def wide_kernel(kb, u):
     return "\n".join(o)
 
 
+# AVX2 + FMA versions (ymm, 8 lanes, 16 registers) of the direct kernels,
+# for machines without AVX-512 (dconv_avx2_amd64.s, dconvavx2decl_gen.go):
+# the same signatures and sums, KB output rows of U vectors of 8 lanes
+# in KB*U accumulators, U vectors of x, one weight and Y15 the mask of
+# the last partial vector (VMASKMOVPS: masked-off lanes are neither read
+# nor written), so KB*U + U + 2 <= 16.
+SHAPES_AVX2 = [(kb, 2) for kb in range(1, 7)]
+WIDE_AVX2 = [(kb, 2) for kb in range(1, 7)] + [(kb, 4) for kb in range(1, 3)]
+
+AVX2_MASK = """
+// avx2Mask: eight all-ones lanes then eight zero lanes; the 8 lanes at
+// avx2Mask+32-4c have the first c (1..8) set.
+DATA ·avx2Mask+0(SB)/8, $0xffffffffffffffff
+DATA ·avx2Mask+8(SB)/8, $0xffffffffffffffff
+DATA ·avx2Mask+16(SB)/8, $0xffffffffffffffff
+DATA ·avx2Mask+24(SB)/8, $0xffffffffffffffff
+DATA ·avx2Mask+32(SB)/8, $0
+DATA ·avx2Mask+40(SB)/8, $0
+DATA ·avx2Mask+48(SB)/8, $0
+DATA ·avx2Mask+56(SB)/8, $0
+GLOBL ·avx2Mask(SB), RODATA|NOPTR, $64
+"""
+
+
+def avx2_mask(e, cnt):
+    """Y15 = the mask of the first cnt (a register holding 1..8) lanes;
+    cnt is clobbered (negated), and so is BX."""
+    e(f"NEGQ {cnt}")
+    e("LEAQ ·avx2Mask+32(SB), BX")
+    e(f"VMOVDQU (BX)({cnt}*4), Y15")
+
+
+def kernel_avx2(kb, u):
+    """dconvA{KB}x{U}: dconv{KB}x{U} (see kernel) with AVX2: blocks of U
+    vectors of 8 lanes, then one vector at a time, the last under a mask."""
+    assert kb * u + u + 2 <= 16
+    name = f"dconvA{kb}x{u}"
+    o = []
+    e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
+    acc = [[f"Y{k * u + v}" for v in range(u)] for k in range(kb)]
+    X = [f"Y{kb * u + v}" for v in range(u)]
+    W = f"Y{kb * u + u}"
+    o.append(f"\n// func {name}(n int, x *float32, offs *int, ntaps int, w, bias, y *float32, ldy int)")
+    o.append(f"TEXT ·{name}(SB), NOSPLIT, $0-64")
+    e("MOVQ n+0(FP), CX")
+    e("MOVQ x+8(FP), SI")
+    e("MOVQ offs+16(FP), R8")
+    e("MOVQ ntaps+24(FP), R9")
+    e("MOVQ w+32(FP), R10")
+    e("MOVQ bias+40(FP), R11")
+    e("MOVQ y+48(FP), DI")
+    e("MOVQ ldy+56(FP), R12")
+    e("SHLQ $2, R12")
+
+    def body(nv, masked, L):
+        for k in range(kb):
+            e(f"VBROADCASTSS {4 * k}(R11), {acc[k][0]}")
+            for v in range(1, nv):
+                e(f"VMOVAPS {acc[k][0]}, {acc[k][v]}")
+        e("MOVQ R8, R13")
+        e("MOVQ R10, R14")
+        e("MOVQ R9, BX")
+        e(f"{L}_tap:")
+        e("MOVQ (R13), AX")
+        e("LEAQ (SI)(AX*4), AX")
+        for v in range(nv):
+            if masked:
+                e(f"VMASKMOVPS {32 * v}(AX), Y15, {X[v]}")
+            else:
+                e(f"VMOVUPS {32 * v}(AX), {X[v]}")
+        for k in range(kb):
+            e(f"VBROADCASTSS {4 * k}(R14), {W}")
+            for v in range(nv):
+                e(f"VFMADD231PS {X[v]}, {W}, {acc[k][v]}")
+        e("ADDQ $8, R13")
+        e(f"ADDQ ${4 * kb}, R14")
+        e("DECQ BX")
+        e(f"JNE {L}_tap")
+        e("MOVQ DI, DX")
+        for k in range(kb):
+            for v in range(nv):
+                if masked:
+                    e(f"VMASKMOVPS {acc[k][v]}, Y15, {32 * v}(DX)")
+                else:
+                    e(f"VMOVUPS {acc[k][v]}, {32 * v}(DX)")
+            if k < kb - 1:
+                e("ADDQ R12, DX")
+
+    e(f"CMPQ CX, ${8 * u}")
+    e(f"JLT {name}_rest")
+    o.append(f"{name}_block:")
+    body(u, False, f"{name}_b")
+    e(f"ADDQ ${32 * u}, SI")
+    e(f"ADDQ ${32 * u}, DI")
+    e(f"SUBQ ${8 * u}, CX")
+    e(f"CMPQ CX, ${8 * u}")
+    e(f"JGE {name}_block")
+    o.append(f"{name}_rest:")
+    e("TESTQ CX, CX")
+    e(f"JLE {name}_done")
+    e("MOVQ CX, AX")
+    e("CMPQ AX, $8")
+    e(f"JLE {name}_mask")
+    e("MOVQ $8, AX")
+    o.append(f"{name}_mask:")
+    avx2_mask(e, "AX")
+    body(1, True, f"{name}_r")
+    e("ADDQ $32, SI")
+    e("ADDQ $32, DI")
+    e("SUBQ $8, CX")
+    e(f"JMP {name}_rest")
+    o.append(f"{name}_done:")
+    e("VZEROUPPER")
+    e("RET")
+    return "\n".join(o)
+
+
+def wide_kernel_avx2(kb, u):
+    """dcwA{KB}x{U}: dcw{KB}x{U} (see wide_kernel) with AVX2: blocks of U
+    vectors of 8 lanes, then one block of the vectors left, the last
+    under the mask Y15; lo and hi go in X[0] and W for the clamp."""
+    assert kb * u + u + 2 <= 16
+    name = f"dcwA{kb}x{u}"
+    o = []
+    e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
+    acc = [[f"Y{k * u + v}" for v in range(u)] for k in range(kb)]
+    X = [f"Y{kb * u + v}" for v in range(u)]
+    W = f"Y{kb * u + u}"
+    LO, HI = X[0], W
+    bases = ["R14", "R8", "R9"]
+    idx = ["", "(DX*1)", "(DX*2)", "(R15*1)"]
+    o.append(f"\n// func {name}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)")
+    o.append(f"TEXT ·{name}(SB), NOSPLIT, $0-112")
+    e("MOVQ ldw+40(FP), DX")
+    e("SHLQ $2, DX")
+    e("LEAQ (DX)(DX*2), R15")
+    o.append(f"{name}_row:")
+    e("MOVQ n+0(FP), CX")
+    e("MOVQ x+8(FP), SI")
+    e("MOVQ y+56(FP), DI")
+
+    def body(nv, masked, L):
+        e("MOVQ clamp+72(FP), AX")
+        e("TESTQ $2, AX")
+        e(f"JNE {L}_yinit")
+        e("MOVQ bias+48(FP), R10")
+        for k in range(kb):
+            e(f"VBROADCASTSS {4 * k}(R10), {acc[k][0]}")
+            for v in range(1, nv):
+                e(f"VMOVAPS {acc[k][0]}, {acc[k][v]}")
+        e(f"JMP {L}_init")
+        o.append(f"{L}_yinit:")
+        e("MOVQ ldy+64(FP), R12")
+        e("SHLQ $2, R12")
+        e("MOVQ DI, R10")
+        for k in range(kb):
+            for v in range(nv):
+                if masked and v == nv - 1:
+                    e(f"VMASKMOVPS {32 * v}(R10), Y15, {acc[k][v]}")
+                else:
+                    e(f"VMOVUPS {32 * v}(R10), {acc[k][v]}")
+            if k < kb - 1:
+                e("ADDQ R12, R10")
+        o.append(f"{L}_init:")
+        e("MOVQ offs+16(FP), R13")
+        e("MOVQ ntaps+24(FP), BX")
+        e("MOVQ w+32(FP), R14")
+        if kb > 4:
+            e("LEAQ (R14)(DX*4), R8")
+        if kb > 8:
+            e("LEAQ (R14)(DX*8), R9")
+        e(f"{L}_tap:")
+        e("MOVQ (R13), AX")
+        e("LEAQ (SI)(AX*4), AX")
+        for v in range(nv):
+            if masked and v == nv - 1:
+                e(f"VMASKMOVPS {32 * v}(AX), Y15, {X[v]}")
+            else:
+                e(f"VMOVUPS {32 * v}(AX), {X[v]}")
+        for k in range(kb):
+            e(f"VBROADCASTSS ({bases[k // 4]}){idx[k % 4]}, {W}")
+            for v in range(nv):
+                e(f"VFMADD231PS {X[v]}, {W}, {acc[k][v]}")
+        e("ADDQ $8, R13")
+        e("ADDQ $4, R14")
+        if kb > 4:
+            e("ADDQ $4, R8")
+        if kb > 8:
+            e("ADDQ $4, R9")
+        e("DECQ BX")
+        e(f"JNE {L}_tap")
+        e("MOVQ ldy+64(FP), R12")
+        e("SHLQ $2, R12")
+        e("MOVQ DI, R10")
+        e("MOVQ clamp+72(FP), AX")
+        e("TESTQ $1, AX")
+        e(f"JEQ {L}_store")
+        e(f"VBROADCASTSS lo+80(FP), {LO}")
+        e(f"VBROADCASTSS hi+84(FP), {HI}")
+        for k in range(kb):
+            for v in range(nv):
+                # Go operand order: Intel's VMAXPS dst, lo, acc, which
+                # returns acc (its second source) when either is NaN.
+                e(f"VMAXPS {acc[k][v]}, {LO}, {acc[k][v]}")
+                e(f"VMINPS {acc[k][v]}, {HI}, {acc[k][v]}")
+        e(f"{L}_store:")
+        for k in range(kb):
+            for v in range(nv):
+                if masked and v == nv - 1:
+                    e(f"VMASKMOVPS {acc[k][v]}, Y15, {32 * v}(R10)")
+                else:
+                    e(f"VMOVUPS {acc[k][v]}, {32 * v}(R10)")
+            if k < kb - 1:
+                e("ADDQ R12, R10")
+
+    e(f"CMPQ CX, ${8 * u}")
+    e(f"JLT {name}_rest")
+    o.append(f"{name}_block:")
+    body(u, False, f"{name}_b")
+    e(f"ADDQ ${32 * u}, SI")
+    e(f"ADDQ ${32 * u}, DI")
+    e(f"SUBQ ${8 * u}, CX")
+    e(f"CMPQ CX, ${8 * u}")
+    e(f"JGE {name}_block")
+    o.append(f"{name}_rest:")
+    e("TESTQ CX, CX")
+    e(f"JLE {name}_next")
+    # The last vector's lanes: CX - 8*(nv-1), in 1..8.
+    e("LEAQ -1(CX), AX")
+    e("ANDQ $7, AX")
+    e("INCQ AX")
+    avx2_mask(e, "AX")
+    for nv in range(1, u + 1):
+        if nv < u:
+            e(f"CMPQ CX, ${8 * nv}")
+            e(f"JGT {name}_r{nv + 1}_check")
+        body(nv, True, f"{name}_r{nv}")
+        e(f"JMP {name}_next")
+        if nv < u:
+            o.append(f"{name}_r{nv + 1}_check:")
+    o.append(f"{name}_next:")
+    e("MOVQ ldxr+96(FP), AX")
+    e("MOVQ x+8(FP), SI")
+    e("LEAQ (SI)(AX*4), SI")
+    e("MOVQ SI, x+8(FP)")
+    e("MOVQ ldyr+104(FP), AX")
+    e("MOVQ y+56(FP), DI")
+    e("LEAQ (DI)(AX*4), DI")
+    e("MOVQ DI, y+56(FP)")
+    e("DECQ rows+88(FP)")
+    e(f"JNE {name}_row")
+    e("VZEROUPPER")
+    e("RET")
+    return "\n".join(o)
+
+
+def avx2_asm():
+    return (HEADER + AVX2_MASK + "\n".join(kernel_avx2(kb, u) for kb, u in SHAPES_AVX2) + "\n" +
+            "\n".join(wide_kernel_avx2(kb, u) for kb, u in WIDE_AVX2) + "\n")
+
+
+def avx2_decl():
+    out = ["// Code generated by dconv_amd64_gen.py -avx2decl; DO NOT EDIT.", "", "//go:build amd64 && !purego", "",
+           "package cpu", ""]
+    for kb, u in SHAPES_AVX2:
+        out.append("//go:noescape")
+        out.append(f"func dconvA{kb}x{u}(n int, x *float32, offs *int, ntaps int, w, bias, y *float32, ldy int)")
+        out.append("")
+    for kb, u in WIDE_AVX2:
+        out.append("//go:noescape")
+        out.append(f"func dcwA{kb}x{u}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)")
+        out.append("")
+    for u in sorted(set(u for _, u in WIDE_AVX2)):
+        out.append(f"// dcwKernelsA{u} are the AVX2 wide kernels of {u} vectors a block, by row count (index KB-1).")
+        out.append(f"var dcwKernelsA{u} = [...]dcwKernel{{")
+        for kb, uu in WIDE_AVX2:
+            if uu == u:
+                out.append(f"\tdcwA{kb}x{u},")
+        out.append("}")
+        out.append("")
+    out.append("// dconvKernelsA are the AVX2 direct-convolution kernels by row count (index KB-1).")
+    out.append("var dconvKernelsA = [...]func(n int, x *float32, offs *int, ntaps int, w, bias, y *float32, ldy int){")
+    for kb, u in SHAPES_AVX2:
+        out.append(f"\tdconvA{kb}x{u},")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
 def dw_mask(o, cnt, k, tmp="R11", zero="R12", sixteen="R13"):
     """Sets mask register k to the low clamp(cnt, 0, 16) bits (cnt is
     clobbered); zero and sixteen hold 0 and 16."""
@@ -947,7 +1235,11 @@ def decl():
 
 
 if __name__ == "__main__":
-    if "-decl" in sys.argv:
+    if "-avx2" in sys.argv:
+        sys.stdout.write(avx2_asm())
+    elif "-avx2decl" in sys.argv:
+        sys.stdout.write(avx2_decl())
+    elif "-decl" in sys.argv:
         sys.stdout.write(decl())
     else:
         sys.stdout.write(HEADER + "\n" + deint_data() + int_data() + "\n".join(kernel(kb, u) for kb, u in SHAPES) + "\n" +

@@ -23,6 +23,8 @@ func dconvRun(_, _ int, _ []float32, _ []int, _, _, _ []float32, _ int) {}
 
 func dcwMaxKB(int) int { return 0 }
 
+func dcwLanes() int { return 16 }
+
 func dcwRun(_, _, _ int, _ []float32, _ []int, _ []float32, _ int, _, _ []float32, _ int, _, _ bool, _, _ float32, _, _, _ int) {
 }
 
