@@ -231,7 +231,8 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 // and benchmarks, VRUN_CPU_DCWU).
 var dcwU = 0
 
-// dcwVectors picks the wide kernels' vectors per block for p: 4 (at most
+// dcwVectors picks the wide kernels' vectors per block for p: with
+// AVX-512, 4 (at most
 // 6 output channels a call, each tap's weights read once per 64 outputs)
 // for few taps (3→64 3×3 stride 2 on 224×224, CPU µs per op at load 2-4:
 // 545-598 with 4 vectors, 563-569 with 2, 793 through the GEMM), else 2
@@ -241,6 +242,15 @@ var dcwU = 0
 func dcwVectors(p *dconvPlan) int {
 	if dcwU == 2 || dcwU == 4 {
 		return dcwU
+	}
+	if dcwLanes() < 16 {
+		// AVX2: 4 vectors a block take at most 2 channels a call (16
+		// registers), which reads the input three times as often as 6
+		// channels of 2 vectors: BenchmarkConvShapes, best of four at
+		// load 4-5, GFLOP/s with 2 / 4 vectors: LeNet's 1→6 5×5 53 / 30,
+		// 3→64 3×3 stride 2 on 224×224 64 / 46, 1×1 16→96 on 112×112
+		// 44 / 30.
+		return 2
 	}
 	if p.taps <= 32 {
 		return 4
