@@ -304,6 +304,35 @@ func BenchmarkMaxPool(b *testing.B) {
 	}
 }
 
+// BenchmarkAvgPool times f32 AveragePools (inception's 3×3 stride 1,
+// densenet's 2×2 stride 2) through avgPoolF32 and, /go, the float64 loops
+// of poolT.
+func BenchmarkAvgPool(b *testing.B) {
+	for _, c := range []struct {
+		name                 string
+		nc, h, w, k, s, o, p int
+	}{
+		{"64x56x56/3x3s1p1", 64, 56, 56, 3, 1, 56, 1},
+		{"128x56x56/2x2s2", 128, 56, 56, 2, 2, 28, 0},
+	} {
+		for _, lv := range []int{hwKernelLevel(), levelGo} {
+			name := c.name
+			if lv == levelGo {
+				name += "/go"
+			}
+			b.Run(name, func(b *testing.B) {
+				withLevel(lv, func() {
+					d := NewDevice()
+					defer d.Close()
+					ow := (c.w+2*c.p-c.k)/c.s + 1
+					benchOp(b, d, &rt.Pool{Fn: rt.AvgPool, X: benchBuf(b, d, rt.F32, c.nc*c.h*c.w), Y: benchBuf(b, d, rt.F32, c.nc*c.o*ow),
+						NC: c.nc, H: c.h, W: c.w, OH: c.o, OW: ow, KH: c.k, KW: c.k, StrideH: c.s, StrideW: c.s, PadT: c.p, PadL: c.p, PadB: c.p, PadR: c.p, DilH: 1, DilW: 1})
+				})
+			})
+		}
+	}
+}
+
 // BenchmarkConvShapes times convolutions of the test models: squeezenet's
 // first layer (3→64, 3×3 stride 2), an expand 3×3 (16→64 on 55×55), a
 // squeeze 1×1 (128→16 on 55×55), its classifier (512→1000 1×1 on 13×13),

@@ -11,10 +11,127 @@ func poolOp(o *rt.Pool) {
 		poolT[float64](o)
 		return
 	}
-	if maxPoolF32(o) {
+	if maxPoolF32(o) || avgPoolF32(o) {
 		return
 	}
 	poolT[float32](o)
+}
+
+// avgPoolF32 runs an f32 AveragePool without dilation with the vector
+// kernels, an output row at a time: the sum of its input rows (binary
+// Add) in a row padded with zeros, the window sums along it (Adds of
+// shifted runs; for stride 2, of the row's even and odd halves), then
+// the division by each window's count (binary Div by a row of counts:
+// the counts are the product of a row's and a column's). It reports
+// whether it could (poolT, which sums in float64, runs the others).
+func avgPoolF32(o *rt.Pool) bool {
+	if o.Fn != rt.AvgPool || o.DilH != 1 || o.DilW != 1 || o.KW < 1 || o.KH < 1 || o.StrideH < 1 || o.StrideW < 1 {
+		return false
+	}
+	if _, ok := sumF32(nil); !ok || !deinterleave2(nil, nil, nil) { // no vector kernels here
+		return false
+	}
+	NC, H, W, OH, OW := o.NC, o.H, o.W, o.OH, o.OW
+	if NC <= 0 || OH <= 0 || OW <= 0 {
+		return true
+	}
+	x := lin[float32](o.X, NC*H*W)
+	y := lin[float32](o.Y, NC*OH*OW)
+	sw := o.StrideW
+	// The window of output column ow covers buf[ow*sw, ow*sw+KW), input
+	// columns from ow*sw - PadL; buf holds the input at [PadL, PadL+W).
+	bufLen := max(o.PadL+W, sw*(OW-1)+o.KW)
+	bufLen += bufLen % 2
+	// counts[k*OW+ow]: the count of output column ow's windows over k
+	// rows (k <= KH), as a float32 to divide by; zeroCount: some is 0.
+	counts := make([]float32, (o.KH+1)*OW)
+	zeroCount := false
+	for ow := 0; ow < OW; ow++ {
+		ws := ow*sw - o.PadL
+		var cc int
+		if o.CountIncludePad {
+			cc = padCount(ws, 1, o.KW, -o.PadL, W+o.PadR)
+		} else {
+			lo, hi := validRange(ws, 1, W, o.KW)
+			cc = hi - lo
+		}
+		for k := 0; k <= o.KH; k++ {
+			counts[k*OW+ow] = float32(k * cc)
+			zeroCount = zeroCount || k*cc == 0
+		}
+	}
+	rowsFn := func(lo, hi int) {
+		bs := getScratch[float32](bufLen + OW + 2*(bufLen/2))
+		buf := (*bs)[:bufLen]
+		acc := (*bs)[bufLen : bufLen+OW]
+		ev := (*bs)[bufLen+OW : bufLen+OW+bufLen/2]
+		od := (*bs)[bufLen+OW+bufLen/2 : bufLen+OW+bufLen]
+		clear(buf)
+		mid := buf[o.PadL : o.PadL+W]
+		for r := lo; r < hi; r++ {
+			c, oh := r/OH, r%OH
+			xp := x[c*H*W : (c+1)*H*W]
+			hs := oh*o.StrideH - o.PadT
+			kh0, kh1 := validRange(hs, 1, H, o.KH)
+			if kh0 >= kh1 {
+				clear(mid)
+			} else {
+				copy(mid, xp[(hs+kh0)*W:(hs+kh0+1)*W])
+				for kh := kh0 + 1; kh < kh1; kh++ {
+					binaryF32(rt.Add, formVV, mid, mid, xp[(hs+kh)*W:(hs+kh+1)*W])
+				}
+			}
+			yr := y[r*OW : (r+1)*OW]
+			switch {
+			case sw == 1:
+				copy(acc, buf[:OW])
+				for k := 1; k < o.KW; k++ {
+					binaryF32(rt.Add, formVV, acc, acc, buf[k:k+OW])
+				}
+			case sw == 2:
+				deinterleave2(ev, od, buf)
+				copy(acc, ev[:OW])
+				for k := 1; k < o.KW; k++ {
+					h := ev
+					if k%2 == 1 {
+						h = od
+					}
+					binaryF32(rt.Add, formVV, acc, acc, h[k/2:k/2+OW])
+				}
+			default:
+				for ow := range acc {
+					var s float32
+					for _, v := range buf[ow*sw : ow*sw+o.KW] {
+						s += v
+					}
+					acc[ow] = s
+				}
+			}
+			k := kh1 - kh0
+			if o.CountIncludePad {
+				k = padCount(hs, 1, o.KH, -o.PadT, H+o.PadB)
+			}
+			k = max(0, k)
+			cnt := counts[k*OW : (k+1)*OW]
+			binaryF32(rt.Div, formVV, yr, acc, cnt)
+			if zeroCount {
+				for i, v := range cnt {
+					if v == 0 {
+						yr[i] = 0
+					}
+				}
+			}
+		}
+		putScratch(bs)
+	}
+	rows := NC * OH
+	work := rows * (OW*o.KW + W*o.KH)
+	if work < 1<<16 {
+		rowsFn(0, rows)
+	} else {
+		parallelFor(rows, max(1, (1<<14)/max(OW*o.KW+W*o.KH, 1)), rowsFn)
+	}
+	return true
 }
 
 // maxPoolF32 runs an f32 MaxPool (no dilation, horizontal stride 1 or 2)

@@ -240,3 +240,72 @@ func checkMaxPool22(t *testing.T, e *env, rng *rand.Rand) {
 		}
 	}
 }
+
+// TestAvgPoolF32 runs f32 AveragePools (avgPoolF32 where there are vector
+// kernels, poolT at levelGo) at every kernel level against a float64
+// loop: rows wider than the vectors, windows 1 to 5, strides 1 to 3,
+// padding counted or not, ceil mode (windows past the padding), and
+// enough rows to split between the workers.
+func TestAvgPoolF32(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(95, 96))
+	for _, lv := range ewLevels() {
+		withLevel(lv, func() {
+			for ci, c := range []struct{ nc, h, w, k, s, p int }{
+				{2, 5, 1, 1, 1, 0}, {3, 9, 17, 3, 1, 1}, {2, 8, 33, 3, 2, 1}, {1, 7, 70, 5, 2, 2}, {2, 6, 31, 2, 2, 0},
+				{3, 10, 19, 4, 3, 1}, {64, 28, 28, 3, 1, 1}, {8, 15, 64, 2, 1, 0}, {2, 6, 9, 5, 1, 2},
+			} {
+				for _, cip := range []bool{false, true} {
+					for _, ceil := range []bool{false, true} {
+						num := c.w + 2*c.p - c.k
+						numH := c.h + 2*c.p - c.k
+						OW, OH := num/c.s+1, numH/c.s+1
+						pr, pb := c.p, c.p
+						if ceil {
+							OW, OH = (num+c.s-1)/c.s+1, (numH+c.s-1)/c.s+1
+						}
+						if OW < 1 || OH < 1 {
+							continue
+						}
+						xv := randVals(rng, c.nc*c.h*c.w, -3, 3)
+						xs := stored(rt.F32, xv)
+						xr, yr := e.region(rt.F32, len(xv), xs), e.region(rt.F32, c.nc*OH*OW, nil)
+						e.run(&rt.Pool{Fn: rt.AvgPool, X: xr.ref(len(xv)), Y: yr.ref(c.nc * OH * OW), NC: c.nc, H: c.h, W: c.w, OH: OH, OW: OW,
+							KH: c.k, KW: c.k, StrideH: c.s, StrideW: c.s, PadT: c.p, PadL: c.p, PadB: pb, PadR: pr, DilH: 1, DilW: 1, CountIncludePad: cip})
+						got := e.values(yr)
+						for p := 0; p < c.nc; p++ {
+							for oh := 0; oh < OH; oh++ {
+								for ow := 0; ow < OW; ow++ {
+									s, cnt, padcnt := 0.0, 0, 0
+									for i := 0; i < c.k; i++ {
+										for j := 0; j < c.k; j++ {
+											ih, iw := oh*c.s-c.p+i, ow*c.s-c.p+j
+											if ih >= -c.p && ih < c.h+pb && iw >= -c.p && iw < c.w+pr {
+												padcnt++
+											}
+											if ih < 0 || ih >= c.h || iw < 0 || iw >= c.w {
+												continue
+											}
+											s += xs[(p*c.h+ih)*c.w+iw]
+											cnt++
+										}
+									}
+									if cip {
+										cnt = padcnt
+									}
+									want := 0.0
+									if cnt > 0 {
+										want = s / float64(cnt)
+									}
+									if g := got[(p*OH+oh)*OW+ow]; math.Abs(g-want) > 2e-6*(1+math.Abs(want)) {
+										t.Fatalf("%s case %d cip %v ceil %v: y[%d,%d,%d] = %v, want %v", levelNames[lv], ci, cip, ceil, p, oh, ow, g, want)
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
