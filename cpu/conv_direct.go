@@ -580,6 +580,15 @@ func dw3Conv(o *rt.Conv, x, w, bias, y []float32) {
 	zs := getScratch[float32](W)
 	zero := *zs
 	clear(zero)
+	// Narrow planes of the same size as their input run whole on the flat
+	// kernel (dw3Flat), where rows of one or two vectors, each masked,
+	// cost the row kernels most of their time.
+	var cm []float32
+	if s == 1 && OH == H && OW == W && W <= dw3FlatMaxW && H*W <= dw3FlatMaxHW && dw3Flat(nil, nil, nil, nil, 0, 0, 0, 0) {
+		cs := getScratch[float32](72 * ((H*W + 7) / 8))
+		defer putScratch(cs)
+		cm = dw3FlatMasks(*cs, W, H*W)
+	}
 	planes := o.N * o.C
 	grain := max(1, 8192/max(1, OH*OW))
 	parallelFor(planes, grain, func(p0, p1 int) {
@@ -591,11 +600,48 @@ func dw3Conv(o *rt.Conv, x, w, bias, y []float32) {
 			if bias != nil {
 				b = bias[c]
 			}
-			dw3Plane(s, yp, xp, zero, w[c*9:c*9+9], W, H, OH, b, lo, hi)
+			if cm != nil {
+				dw3Flat(yp, xp, w[c*9:c*9+9], cm, W, b, lo, hi)
+			} else {
+				dw3Plane(s, yp, xp, zero, w[c*9:c*9+9], W, H, OH, b, lo, hi)
+			}
 			if !clamp {
 				actApply(o.Act.Fn, o.Act.Alpha, o.Act.Beta, yp)
 			}
 		}
 	})
 	putScratch(zs)
+}
+
+// dw3FlatMaxW is the widest plane dw3Conv runs on the flat kernel, and
+// dw3FlatMaxHW the largest (its masks take 288 bytes a vector of 8).
+// BenchmarkConvShapes, single-thread CPU µs at load 5-6, row kernels
+// against flat: 960 planes of 7×7 90-128 → 50-77, 384 of 14×14 106-127
+// → 51-83, 192 of 28×28 167-196 → 94-159.
+var dw3FlatMaxW, dw3FlatMaxHW = 32, 1024
+
+// dw3FlatMasks fills cm with the masks of the flat kernel for planes of
+// hw elements in rows of width and returns it: for the vector of outputs
+// [8v, 8v+8) and tap (r, k), 8 lanes at cm[72v + 8(3r+k):], set (all-ones
+// bit patterns) where the tap's element, q + (r-1)·width + k-1 for
+// output q, is inside the plane and its column inside q's row.
+func dw3FlatMasks(cm []float32, width, hw int) []float32 {
+	nv := (hw + 7) / 8
+	cm = cm[:72*nv]
+	ones := math.Float32frombits(^uint32(0))
+	for q := 0; q < 8*nv; q++ {
+		v, j, col := q/8, q%8, q%width
+		for r := 0; r < 3; r++ {
+			for k := 0; k < 3; k++ {
+				i := q + (r-1)*width + k - 1
+				c := col + k - 1
+				m := float32(0)
+				if i >= 0 && i < hw && c >= 0 && c < width {
+					m = ones
+				}
+				cm[72*v+8*(3*r+k)+j] = m
+			}
+		}
+	}
+	return cm
 }

@@ -258,6 +258,15 @@ func TestDw3(t *testing.T) {
 			cases = append(cases, c)
 		}
 	}
+	// Padding 1 all round, stride 1, narrow planes: the flat kernel
+	// (dw3Flat) at levelAVX2.
+	for i, w := range []int{1, 2, 3, 7, 8, 9, 14, 15, 16, 17, 28, 31, 32, 33} {
+		h := []int{1, 2, 3, 7, 9, 14}[i%6]
+		c := convCase{n: 1 + i%2, c: 2 + i%3, h: h, w: w, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1,
+			dh: 1, dw: 1, bias: i%2 == 0, act: acts[i%len(acts)]}
+		c.k, c.g = c.c, c.c
+		cases = append(cases, c)
+	}
 	save := convCases
 	defer func() { convCases = save }()
 	convCases = cases

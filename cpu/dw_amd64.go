@@ -9,3 +9,23 @@ package cpu
 // levelAVX2 and their AVX-512 namesakes at levelAVX512.
 
 //go:generate sh -c "/usr/bin/python3 dw_amd64_gen.py > dw_amd64.s && /usr/bin/python3 dw_amd64_gen.py -decl | gofmt > dwdecl_gen.go"
+
+// dw3Flat computes a depthwise 3×3 stride-1 convolution of the plane x
+// (rows of width, len(x) elements) with padding 1 all round into y (the
+// same size), as dw3Plane, over the flat plane with dw3f1Y: cm holds
+// dw3FlatMasks(width, len(x)). It runs at levelAVX2 only (AVX-512 keeps
+// its row kernels) and reports false where it does not.
+func dw3Flat(y, x, w, cm []float32, width int, bias, lo, hi float32) bool {
+	if kernelLevel() != levelAVX2 {
+		return false
+	}
+	hw := len(x)
+	if hw == 0 {
+		return true
+	}
+	_ = y[hw-1]
+	_ = w[8]
+	_ = cm[72*((hw+7)/8)-1]
+	dw3f1Y(&y[0], &x[0], &w[0], &cm[0], width, hw, bias, lo, hi)
+	return true
+}

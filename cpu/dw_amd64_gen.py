@@ -350,6 +350,94 @@ def dw3s2Y():
     return a.text()
 
 
+DWF_SIG = "(y, x, w, cm *float32, width, hw int, bias, lo, hi float32)"
+
+
+def dw3f1Y():
+    """dw3f1Y(y, x, w, cm *float32, width, hw int, bias, lo, hi float32):
+    a depthwise 3×3 stride-1 convolution of a plane of hw/width rows of
+    width with padding 1 all round (output plane the input's size),
+    computed over the flat plane, 8 outputs q a vector whatever the rows:
+    tap (r, k) of output q reads x[q + (r-1)*width + k-1], under the mask
+    cm holds for the vector and tap (72 lanes a vector, 8 a tap, r-major):
+    lanes whose column is at the row's edge (k = 0 at column 0, k = 2 at
+    column width-1) or whose element is outside the plane are clear. So
+    narrow planes (7×7, 14×14) take whole vectors where the row kernels
+    took a masked one or two per row. Vectors whose taps all lie inside
+    the plane (q0 >= width+1, q0+8+width < hw) load plainly, ANDed with
+    the column masks of taps (1, 0) and (1, 2); the others load every tap
+    under its mask. y[q] = clamp(bias + sum, lo, hi)."""
+    a = Asm("dw3f1Y", DWF_SIG, "$0-60")
+    e = a.e
+    e("MOVQ y+0(FP), DI")
+    e("MOVQ x+8(FP), SI")
+    e("MOVQ w+16(FP), CX")
+    for i in range(9):
+        e(f"VBROADCASTSS {4 * i}(CX), {W[i]}")
+    e("VBROADCASTSS bias+48(FP), Y9")
+    e("VBROADCASTSS lo+52(FP), Y10")
+    e("VBROADCASTSS hi+56(FP), Y11")
+    e("MOVQ cm+24(FP), CX")
+    e("MOVQ width+32(FP), BX")
+    e("MOVQ hw+40(FP), DX")
+    e("LEAQ (BX*4), R14")  # a row, bytes
+    e("XORQ AX, AX")
+
+    def body(masked):
+        e("LEAQ (SI)(AX*4), R9")
+        e("MOVQ R9, R8")
+        e("SUBQ R14, R8")
+        e("LEAQ (R9)(R14*1), R12")
+        first = True
+        for r, P in enumerate(("R8", "R9", "R12")):
+            for k in (1, 0, 2):
+                wr = W[3 * r + k]
+                src = f"{4 * (k - 1)}({P})"
+                if masked:
+                    e(f"VMOVUPS {32 * (3 * r + k)}(CX), Y14")
+                    e(f"VMASKMOVPS {src}, Y14, Y13")
+                elif k == 1:
+                    e(f"VMULPS {src}, {wr}, Y12" if first else f"VFMADD231PS {src}, {wr}, Y12")
+                    first = False
+                    continue
+                else:
+                    e(f"VMOVUPS {src}, Y13")
+                    e(f"VANDPS {32 * (3 + k)}(CX), Y13, Y13")
+                e(f"VMULPS Y13, {wr}, Y12" if first else f"VFMADD231PS Y13, {wr}, Y12")
+                first = False
+        dw_finish(a, "Y12")
+
+    e("dw3f1Y_loop:")
+    e("CMPQ AX, DX")
+    e("JGE dw3f1Y_end")
+    # Inside: q0 >= width+1 and q0 <= hw - width - 9.
+    e("LEAQ 1(BX), R8")
+    e("CMPQ AX, R8")
+    e("JLT dw3f1Y_edge")
+    e("MOVQ DX, R8")
+    e("SUBQ BX, R8")
+    e("SUBQ $9, R8")
+    e("CMPQ AX, R8")
+    e("JGT dw3f1Y_edge")
+    body(False)
+    e("VMOVUPS Y12, (DI)(AX*4)")
+    e("JMP dw3f1Y_next")
+    e("dw3f1Y_edge:")
+    body(True)
+    e("MOVQ DX, R9")
+    e("SUBQ AX, R9")
+    e("LEAQ (DI)(AX*4), R8")
+    a.store_part(12, "R9", "R8")
+    e("dw3f1Y_next:")
+    e("ADDQ $8, AX")
+    e("ADDQ $288, CX")
+    e("JMP dw3f1Y_loop")
+    e("dw3f1Y_end:")
+    e("VZEROUPPER")
+    e("RET")
+    return a.text()
+
+
 def pairmax(a, x, y, d, t):
     """d = max(x, y), x when x is NaN, else y when y is (t is scratch)."""
     a.e(f"VMAXPS {y}, {x}, {d}")  # Intel max(x, y): y when unordered
@@ -621,6 +709,7 @@ def decl():
            "package cpu", ""]
     for nm in ("dw3s1Y", "dw3s2Y"):
         out += ["//go:noescape", f"func {nm}{DW_SIG}", ""]
+    out += ["//go:noescape", f"func dw3f1Y{DWF_SIG}", ""]
     out += ["//go:noescape", "func mp22Y(y, x *float32, rows, width, n, ldx int)", ""]
     out += ["//go:noescape", "func mp33s2Y(y, x *float32, rows, w, off2, n int)", ""]
     out += ["//go:noescape", "func deint2Y(even, odd, src *float32, n int)", ""]
@@ -632,4 +721,4 @@ if __name__ == "__main__":
     if "-decl" in sys.argv:
         sys.stdout.write(decl())
     else:
-        sys.stdout.write(HEADER + "\n" + data() + "\n".join(f() for f in (dw3s1Y, dw3s2Y, mp22Y, mp33s2Y, deint2Y, int2Y)) + "\n")
+        sys.stdout.write(HEADER + "\n" + data() + "\n".join(f() for f in (dw3s1Y, dw3s2Y, dw3f1Y, mp22Y, mp33s2Y, deint2Y, int2Y)) + "\n")

@@ -111,6 +111,68 @@ func TestDw3PlaneGuarded(t *testing.T) {
 	}
 }
 
+// TestDw3FlatGuarded runs the flat depthwise kernel (dw3Flat, levelAVX2)
+// on planes and outputs placed against inaccessible pages, widths 1 to
+// 40 and heights 1 to 9, against a float64 loop.
+func TestDw3FlatGuarded(t *testing.T) {
+	rng := rand.New(rand.NewPCG(97, 98))
+	withLevel(levelAVX2, func() {
+		if !dw3Flat(nil, nil, nil, nil, 0, 0, 0, 0) {
+			t.Skip("no flat kernel at this level")
+		}
+		for width := 1; width <= 40; width++ {
+			for h := 1; h <= 9; h++ {
+				for _, atEnd := range []bool{true, false} {
+					hw := h * width
+					x, fx := guarded(t, hw, atEnd)
+					y, fy := guarded(t, hw, atEnd)
+					for i := range x {
+						x[i] = float32(rng.NormFloat64())
+					}
+					if (width+h)%3 == 0 {
+						x[rng.IntN(hw)] = float32(math.NaN())
+					}
+					w := make([]float32, 9)
+					for i := range w {
+						w[i] = float32(rng.NormFloat64())
+					}
+					bias, lo, hi := float32(-0.25), float32(math.Inf(-1)), float32(math.Inf(1))
+					if h%2 == 0 {
+						lo, hi = 0, 1
+					}
+					cm := dw3FlatMasks(make([]float32, 72*((hw+7)/8)), width, hw)
+					if !dw3Flat(y, x, w, cm, width, bias, lo, hi) {
+						t.Fatal("dw3Flat reported no kernel")
+					}
+					for o := 0; o < h; o++ {
+						for i := 0; i < width; i++ {
+							sum := float64(bias)
+							for r := 0; r < 3; r++ {
+								for k := 0; k < 3; k++ {
+									ih, iw := o+r-1, i+k-1
+									if ih >= 0 && ih < h && iw >= 0 && iw < width {
+										sum += float64(w[3*r+k]) * float64(x[ih*width+iw])
+									}
+								}
+							}
+							want := min(max(sum, float64(lo)), float64(hi))
+							if sum != sum {
+								want = sum
+							}
+							got := float64(y[o*width+i])
+							if (got != got) != (want != want) || math.Abs(got-want) > 1e-5*(1+math.Abs(want)) {
+								t.Fatalf("width %d h %d atEnd %v: y[%d][%d] = %v, want %v", width, h, atEnd, o, i, got, want)
+							}
+						}
+					}
+					fx()
+					fy()
+				}
+			}
+		}
+	})
+}
+
 // TestMaxPoolRowsGuarded runs the 2×2 and 3×3/2 max-pool row kernels on
 // inputs and outputs placed against inaccessible pages, widths 1 to 60,
 // NaN and -Inf inputs, against a loop, bit for bit.

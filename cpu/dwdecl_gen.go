@@ -11,6 +11,9 @@ func dw3s1Y(y *float32, n int, x, zero, w *float32, width int, bias, lo, hi floa
 func dw3s2Y(y *float32, n int, x, zero, w *float32, width int, bias, lo, hi float32, h, oh int)
 
 //go:noescape
+func dw3f1Y(y, x, w, cm *float32, width, hw int, bias, lo, hi float32)
+
+//go:noescape
 func mp22Y(y, x *float32, rows, width, n, ldx int)
 
 //go:noescape

@@ -11,7 +11,9 @@ import (
 // turns them off (convolutions with many channels then run as GEMMs);
 // VRUN_CPU_WINO=1 or -1 forces Winograd F(4,3) on or off where it applies;
 // VRUN_CPU_OCW=1 or -1 forces the channels-in-lanes kernels on or off;
-// VRUN_CPU_MP33=0 turns the 3×3 stride-2 max-pooling kernel off.
+// VRUN_CPU_MP33=0 turns the 3×3 stride-2 max-pooling kernel off;
+// VRUN_CPU_DW3FLAT sets the widest plane of the flat depthwise kernel
+// (dw3FlatMaxW; 0: none).
 func init() {
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_NPMAXN")); err == nil {
 		npMaxN = v
@@ -39,5 +41,8 @@ func init() {
 	}
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCWPW")); err == nil {
 		dcwPointwise = v != 0
+	}
+	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DW3FLAT")); err == nil {
+		dw3FlatMaxW = v
 	}
 }
