@@ -293,13 +293,14 @@ func BenchmarkMaxPool(b *testing.B) {
 		{"8x15x13/2x2s2", 16, 15, 13, 2, 2, 7, 0},
 		{"lenet/384x28x28/2x2s2", 384, 28, 28, 2, 2, 14, 0},
 		{"lenet/1024x10x10/2x2s2", 1024, 10, 10, 2, 2, 5, 0},
+		{"resnet/64x112x112/3x3s2p1", 64, 112, 112, 3, 2, 56, 1},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			d := NewDevice()
 			defer d.Close()
-			ow := (c.w-c.k)/c.s + 1
+			ow := (c.w+2*c.p-c.k)/c.s + 1
 			benchOp(b, d, &rt.Pool{Fn: rt.MaxPool, X: benchBuf(b, d, rt.F32, c.nc*c.h*c.w), Y: benchBuf(b, d, rt.F32, c.nc*c.o*ow),
-				NC: c.nc, H: c.h, W: c.w, OH: c.o, OW: ow, KH: c.k, KW: c.k, StrideH: c.s, StrideW: c.s, DilH: 1, DilW: 1})
+				NC: c.nc, H: c.h, W: c.w, OH: c.o, OW: ow, KH: c.k, KW: c.k, StrideH: c.s, StrideW: c.s, PadT: c.p, PadL: c.p, PadB: c.p, PadR: c.p, DilH: 1, DilW: 1})
 		})
 	}
 }

@@ -911,8 +911,8 @@ mp22Y_done:
 	VZEROUPPER
 	RET
 
-// func mp33s2Y(y, x *float32, rows, w, off2, n int)
-TEXT ·mp33s2Y(SB), NOSPLIT, $0-48
+// func mp33s2Y(y, x *float32, rows, w, off2, n, ldy int)
+TEXT ·mp33s2Y(SB), NOSPLIT, $0-56
 	MOVQ y+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ rows+16(FP), R14
@@ -1071,7 +1071,8 @@ mp33s2Y_stored5:
 	JMP mp33s2Y_col
 mp33s2Y_next:
 	LEAQ (SI)(R8*8), SI
-	LEAQ (DI)(DX*4), DI
+	MOVQ ldy+48(FP), CX
+	LEAQ (DI)(CX*4), DI
 	DECQ R14
 	JNE mp33s2Y_row
 mp33s2Y_done:

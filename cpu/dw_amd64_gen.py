@@ -7,7 +7,7 @@ dwdecl_gen.go, their declarations (go generate ./cpu):
     func dw3s1Y(y *float32, n int, x, zero, w *float32, width int, bias, lo, hi float32, h, oh int)
     func dw3s2Y(...the same...)
     func mp22Y(y, x *float32, rows, width, n, ldx int)
-    func mp33s2Y(y, x *float32, rows, w, off2, n int)
+    func mp33s2Y(y, x *float32, rows, w, off2, n, ldy int)
     func deint2Y(even, odd, src *float32, n int)
     func int2Y(dst, a, b *float32, n int)
 
@@ -516,14 +516,14 @@ def mp22Y():
 
 
 def mp33s2Y():
-    """mp33s2Y(y, x *float32, rows, w, off2, n int): for r < rows and j <
-    n, y[r*n+j] = max over i < 3, c < 3 of x[2r*w + off(i) + 2j + c]
+    """mp33s2Y(y, x *float32, rows, w, off2, n, ldy int): for r < rows
+    and j < n, y[r*ldy+j] = max over i < 3, c < 3 of x[2r*w + off(i) + 2j + c]
     (off(0) = 0, off(1) = w, off(2) = off2), NaN when any is (2n < w). 8
     outputs a step: the vertical maxima of columns [2j, 2j+16) give c = 0
     (evens) and c = 1 (odds), those of [2j+2, 2j+18) the evens of c = 2;
     the last step of a row (column 2j+17 past 2n, the last one x need
     hold) loads under masks, columns [2j, 2j+2m] for its m outputs."""
-    a = Asm("mp33s2Y", "(y, x *float32, rows, w, off2, n int)", "$0-48")
+    a = Asm("mp33s2Y", "(y, x *float32, rows, w, off2, n, ldy int)", "$0-56")
     e = a.e
     e("MOVQ y+0(FP), DI")
     e("MOVQ x+8(FP), SI")
@@ -592,7 +592,8 @@ def mp33s2Y():
     e("JMP mp33s2Y_col")
     e("mp33s2Y_next:")
     e("LEAQ (SI)(R8*8), SI")
-    e("LEAQ (DI)(DX*4), DI")
+    e("MOVQ ldy+48(FP), CX")
+    e("LEAQ (DI)(CX*4), DI")
     e("DECQ R14")
     e("JNE mp33s2Y_row")
     e("mp33s2Y_done:")
@@ -711,7 +712,7 @@ def decl():
         out += ["//go:noescape", f"func {nm}{DW_SIG}", ""]
     out += ["//go:noescape", f"func dw3f1Y{DWF_SIG}", ""]
     out += ["//go:noescape", "func mp22Y(y, x *float32, rows, width, n, ldx int)", ""]
-    out += ["//go:noescape", "func mp33s2Y(y, x *float32, rows, w, off2, n int)", ""]
+    out += ["//go:noescape", "func mp33s2Y(y, x *float32, rows, w, off2, n, ldy int)", ""]
     out += ["//go:noescape", "func deint2Y(even, odd, src *float32, n int)", ""]
     out += ["//go:noescape", "func int2Y(dst, a, b *float32, n int)", ""]
     return "\n".join(out)

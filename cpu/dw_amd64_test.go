@@ -248,6 +248,40 @@ func TestMaxPoolRowsGuarded(t *testing.T) {
 						}
 						fx()
 						fy()
+						if lv != levelAVX2 {
+							continue
+						}
+						// Output rows ldy = n+3 apart, the gaps untouched.
+						ldy := n + 3
+						y2, fy2 := guarded(t, (rows-1)*ldy+n, atEnd)
+						for i := range y2 {
+							y2[i] = 7
+						}
+						x, fx = guarded(t, 2*(rows-1)*width+off2+2*n+1, atEnd)
+						for i := range x {
+							x[i] = float32(rng.NormFloat64())
+						}
+						if !maxPool33RowsLd(y2, x, rows, width, off2, n, ldy) {
+							t.Fatal("maxPool33RowsLd reported no kernel")
+						}
+						for r := 0; r < rows; r++ {
+							for j := 0; j < ldy && r*ldy+j < len(y2); j++ {
+								m := float32(7)
+								if j < n {
+									m = float32(math.Inf(-1))
+									for _, off := range []int{0, width, off2} {
+										for c := 0; c < 3; c++ {
+											m = nanMax(m, x[2*r*width+off+2*j+c])
+										}
+									}
+								}
+								if !same(y2[r*ldy+j], m) {
+									t.Fatalf("mp33 ldy width %d off2 %d atEnd %v: y[%d][%d] = %v, want %v", width, off2, atEnd, r, j, y2[r*ldy+j], m)
+								}
+							}
+						}
+						fx()
+						fy2()
 					}
 				}
 			}

@@ -25,7 +25,7 @@ func maxPool33Rows(y, x []float32, rows, w, off2, n int) bool {
 	_ = y[rows*n-1]
 	_ = x[2*(rows-1)*w+off2+2*n]
 	if lv < levelAVX512 {
-		mp33s2Y(&y[0], &x[0], rows, w, off2, n)
+		mp33s2Y(&y[0], &x[0], rows, w, off2, n, n)
 		return true
 	}
 	// The last step's masks: m outputs read columns [0, 2m] of it.
@@ -33,5 +33,24 @@ func maxPool33Rows(y, x []float32, rows, w, off2, n int) bool {
 	cnt := func(c int) uint64 { return uint64(1)<<min(max(c, 0), 16) - 1 }
 	masks := cnt(2*m+1) | cnt(2*m+1-16)<<16 | cnt(2*m-1)<<32 | cnt(2*m-1-16)<<48
 	mp33s2(&y[0], &x[0], rows, w, off2, n, masks, 1<<m-1)
+	return true
+}
+
+// maxPool33RowsLd is maxPool33Rows with output rows ldy apart (y[r*ldy +
+// j], ldy >= n), in one call at levelAVX2; elsewhere it reports false
+// (AVX-512 keeps a call a row).
+func maxPool33RowsLd(y, x []float32, rows, w, off2, n, ldy int) bool {
+	if kernelLevel() != levelAVX2 {
+		return false
+	}
+	if rows <= 0 || n <= 0 {
+		return true
+	}
+	if 2*n >= w || (off2 != w && off2 != 2*w) || ldy < n {
+		panic("cpu: maxPool33RowsLd: windows outside the row")
+	}
+	_ = y[(rows-1)*ldy+n-1]
+	_ = x[2*(rows-1)*w+off2+2*n]
+	mp33s2Y(&y[0], &x[0], rows, w, off2, n, ldy)
 	return true
 }

@@ -30,9 +30,12 @@ func maxPool33(o *rt.Pool, x, y []float32) bool {
 	plane := func(c int) {
 		xp := x[c*H*W : (c+1)*H*W]
 		yp := y[c*OH*OW : (c+1)*OH*OW]
-		if pl == 0 && nf == OW && hf > pt {
+		switch {
+		case pl == 0 && nf == OW && hf > pt:
 			maxPool33Rows(yp[pt*OW:], xp[(2*pt-pt)*W:], hf-pt, W, 2*W, OW)
-		} else {
+		case hf > pt && nf > 0 && maxPool33RowsLd(yp[pt*OW+pl:], xp[(2*pt-pt)*W+2*pl-pl:], hf-pt, W, 2*W, nf, OW):
+			// The rows in one call, OW apart (AVX2).
+		default:
 			for oh := pt; oh < hf; oh++ {
 				maxPool33Rows(yp[oh*OW+pl:oh*OW+pl+nf], xp[(2*oh-pt)*W+2*pl-pl:], 1, W, 2*W, nf)
 			}
