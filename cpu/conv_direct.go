@@ -7,7 +7,7 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// Direct convolution (f32, AVX-512): each image's input planes of one
+// Direct convolution (f32, AVX-512 or AVX2 + FMA): each image's input planes of one
 // group are copied, zero-padded, into a scratch buffer, split into stride
 // phases: phase (a, b) of a channel holds the padded plane's rows a, a+sh,
 // a+2sh... and, of those, the columns b, b+sw, ... So that output (oh, ow)

@@ -24,10 +24,13 @@
 // register-blocked micro-kernel chosen at run time: AVX-512F assembly
 // (12x32 f32, 12x16 f64) or AVX2+FMA assembly (6x16 f32, 6x8 f64) on amd64
 // CPUs that have them, a portable 4x4 Go kernel elsewhere or with the purego
-// build tag. M == 1 or N == 1 takes a GEMV path. Conv lowers to the
-// GEMM through im2col (or directly for 1x1 convolutions) and uses a direct
-// loop for depthwise convolutions. The package has no cgo and builds on
-// every GOOS/GOARCH.
+// build tag. M == 1 or N == 1 takes a GEMV path. f32 Conv runs, on amd64
+// with AVX-512 or AVX2+FMA, on direct-convolution kernels (conv_direct.go),
+// Winograd F(4,3) and F(2,3) for 3x3 stride-1 shapes where they pay
+// (conv_wino.go) and depthwise 3x3 plane kernels; otherwise it lowers to
+// the GEMM through im2col (or directly for 1x1 convolutions) and uses a
+// direct loop for depthwise convolutions. The package has no cgo and
+// builds on every GOOS/GOARCH.
 //
 // Deviations and choices where rt leaves room: integer division and
 // modulo by zero give 0; float-to-integer casts truncate, map NaN to 0 and
