@@ -145,7 +145,7 @@ func useWino(o *rt.Conv) *winoKind {
 	if max(dcwMaxKB(4), dcwMaxKB(2)) < 6 {
 		return nil
 	}
-	return winoPick(o)
+	return winoPick(o, winoRatesAt(kernelLevel()))
 }
 
 // winoPick is the shape heuristic: the Winograd algorithm whose estimated
@@ -170,17 +170,26 @@ func useWino(o *rt.Conv) *winoKind {
 // GEMMs are narrow (tiles, plus the junk column, in 32-wide panels) and
 // its transformed weights, 4× the weights, come from memory; F(2,3) has
 // four times the tiles and 16/9 of the weights.
-func winoPick(o *rt.Conv) *winoKind {
+//
+// With AVX2 (8-lane kernels, 6 output channels a direct call) the
+// rates are refitted (winoRatesAt) to BenchmarkConvShapes' single-thread
+// CPU µs, best of six at load 6-7, F(4,3) / F(2,3) / direct: ResNet 64 on
+// 56×56 1780 / 2298 / 3552, 128 on 28×28 1914 / 1978 / 2923, 256 on
+// 14×14 3285 / 2228 / 3797, 512 on 7×7 6754 / 4558 / 3375; squeezenet
+// 64→256 on 13×13 818 / 622 / 817, 32→128 on 27×27 701 / 643 / 697,
+// 48→192 on 13×13 579 / 419 / 422, 16→64 on 55×55 858 / 942 / 727: the
+// same picks for ResNet, and F(2,3) for squeezenet's 64→256 too.
+func winoPick(o *rt.Conv, r winoRates) *winoKind {
 	C, K, N := float64(o.C), float64(o.K), float64(o.N)
-	best := N * 2 * 9 * C * K * float64(o.OH*o.OW) / winoDirectRate
+	best := N * 2 * 9 * C * K * float64(o.OH*o.OW) / r.direct
 	var pick *winoKind
 	for _, wk := range []*winoKind{winoF4, winoF2} {
 		p := newWinoPlan(o, wk)
 		a2 := float64(wk.a * wk.a)
-		gemm := 2 * a2 * C * K * float64(p.l) / (winoGemmRate * min(1, C/64))
-		weights := a2 * 4 * C * K / winoMemRate
-		trans := (C*float64(p.pl) + K*float64(p.l)) * float64(wk.m*wk.m) / 16 * winoTransCost
-		compare := 2 * 9 * 4 * C * K / winoMemRate
+		gemm := 2 * a2 * C * K * float64(p.l) / (r.gemm * min(1, C/64))
+		weights := a2 * 4 * C * K / r.mem
+		trans := (C*float64(p.pl) + K*float64(p.l)) * float64(wk.m*wk.m) / 16 * r.trans
+		compare := 2 * 9 * 4 * C * K / r.mem
 		if t := N*(gemm+weights+trans) + compare; t < best {
 			best, pick = t, wk
 		}
@@ -188,14 +197,19 @@ func winoPick(o *rt.Conv) *winoKind {
 	return pick
 }
 
-// The rates and costs of winoWins: flops per second, bytes per second,
-// seconds per element.
-const (
-	winoDirectRate = 170e9
-	winoGemmRate   = 150e9
-	winoMemRate    = 25e9
-	winoTransCost  = 15e-9
-)
+// winoRates are winoPick's rates and costs: the direct kernels' and
+// the GEMMs' flops per second, bytes per second from memory, and seconds
+// per transformed element.
+type winoRates struct{ direct, gemm, mem, trans float64 }
+
+// winoRatesAt returns the rates fitted at kernel level lv: with AVX-512
+// or with AVX2 (see winoPick).
+func winoRatesAt(lv int) winoRates {
+	if lv < levelAVX512 {
+		return winoRates{direct: 70e9, gemm: 125e9, mem: 10e9, trans: 40e-9}
+	}
+	return winoRates{direct: 170e9, gemm: 150e9, mem: 25e9, trans: 15e-9}
+}
 
 // winoPlan is the tile layout of a Winograd convolution.
 type winoPlan struct {

@@ -191,21 +191,28 @@ func TestInterleave2(t *testing.T) {
 
 // TestWinoPick pins the shape heuristic's choices on the ResNet-18 and
 // squeezenet 3×3 stride-1 layers to those BenchmarkConvShapes measured
-// best (see winoPick): F(4,3) for 64 on 56×56 and 128 on 28×28, F(2,3)
-// for 256 on 14×14, the direct kernels elsewhere.
+// best (see winoPick), with the rates of AVX-512 (m) and of AVX2 (m2):
+// F(4,3) for 64 on 56×56 and 128 on 28×28, F(2,3) for 256 on 14×14, the
+// direct kernels elsewhere; with AVX2 F(2,3) for 64→256 on 13×13 and
+// F(4,3) for 32→128 on 27×27 too.
 func TestWinoPick(t *testing.T) {
-	for _, c := range []struct{ c, h, k, m int }{
-		{64, 56, 64, 4}, {128, 28, 128, 4}, {256, 14, 256, 2}, {512, 7, 512, 0},
-		{16, 55, 64, 0}, {32, 27, 128, 0}, {48, 13, 192, 0}, {64, 13, 256, 0},
+	for _, c := range []struct{ c, h, k, m, m2 int }{
+		{64, 56, 64, 4, 4}, {128, 28, 128, 4, 4}, {256, 14, 256, 2, 2}, {512, 7, 512, 0, 0},
+		{16, 55, 64, 0, 0}, {32, 27, 128, 0, 4}, {48, 13, 192, 0, 0}, {64, 13, 256, 0, 2},
 	} {
 		o := &rt.Conv{X: rt.Ref{DType: rt.F32}, N: 1, C: c.c, H: c.h, Width: c.h, K: c.k, OH: c.h, OW: c.h, KH: 3, KW: 3,
 			StrideH: 1, StrideW: 1, PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1}
-		m := 0
-		if wk := winoPick(o); wk != nil {
-			m = wk.m
-		}
-		if m != c.m {
-			t.Errorf("%d→%d on %d×%d: F(%d,3) picked, want F(%d,3) (0: direct)", c.c, c.k, c.h, c.h, m, c.m)
+		for _, lv := range []int{levelAVX512, levelAVX2} {
+			m, want := 0, c.m
+			if lv == levelAVX2 {
+				want = c.m2
+			}
+			if wk := winoPick(o, winoRatesAt(lv)); wk != nil {
+				m = wk.m
+			}
+			if m != want {
+				t.Errorf("%s: %d→%d on %d×%d: F(%d,3) picked, want F(%d,3) (0: direct)", levelNames[lv], c.c, c.k, c.h, c.h, m, want)
+			}
 		}
 	}
 }
