@@ -29,8 +29,11 @@
 // Winograd F(4,3) and F(2,3) for 3x3 stride-1 shapes where they pay
 // (conv_wino.go) and depthwise 3x3 plane kernels; otherwise it lowers to
 // the GEMM through im2col (or directly for 1x1 convolutions) and uses a
-// direct loop for depthwise convolutions. The package has no cgo and
-// builds on every GOOS/GOARCH.
+// direct loop for depthwise convolutions. f32 MaxPool has row kernels
+// for 2x2 and 3x3 stride-2 windows (AVX-512 and AVX2), and f32 MaxPool and
+// AveragePool otherwise run on the vectorised elementwise kernels where
+// the CPU has them. The package has no cgo and builds on every
+// GOOS/GOARCH.
 //
 // Deviations and choices where rt leaves room: integer division and
 // modulo by zero give 0; float-to-integer casts truncate, map NaN to 0 and
