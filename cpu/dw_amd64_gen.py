@@ -11,11 +11,17 @@ dwdecl_gen.go, their declarations (go generate ./cpu):
     func deint2Y(even, odd, src *float32, n int)
     func int2Y(dst, a, b *float32, n int)
 
-compute what their AVX-512 namesakes (without the Y) do; see dconv_amd64.go
-and mp33_amd64.go. Nothing outside the operands is read or written: a
-vector that reaches past an edge is loaded with VMASKMOVPS (masked-off
-lanes read as 0 and never fault), its masks being 8-lane windows of the
-table dwMaskY (lanes j < c set: the window at entry 8-c); a last partial
+compute what their AVX-512 namesakes (without the Y) do (mp33s2Y with
+output rows ldy apart); see dconv_amd64.go and mp33_amd64.go. One has no
+AVX-512 namesake:
+
+    func dw3f1Y(y, x, w, cm *float32, width, hw int, bias, lo, hi float32)
+
+the depthwise 3×3 stride-1 kernel over a narrow plane taken flat (see
+its doc). Nothing outside the operands is read or written: a vector that
+reaches past an edge is loaded with VMASKMOVPS (masked-off lanes read as
+0 and never fault), its masks being 8-lane windows of the table dwMaskY
+(see mask_ptr) or, for dw3f1Y, of a table of the caller's; a last partial
 vector of outputs is stored 4, 2 and 1 lanes at a time.
 
 Stride 2 takes the even and odd columns of two vectors with VSHUFPS, which
