@@ -7,7 +7,8 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// Channels-in-lanes direct convolution (f32, AVX-512; ocw_amd64.s): the
+// Channels-in-lanes direct convolution (f32, AVX-512; ocw_amd64.s, and
+// AVX2, ocw_avx2_amd64.s, which ocwPick leaves unused): the
 // lanes of a vector are 16 output channels, as in onnxruntime's NCHWc
 // kernels, but the input and output stay NCHW. The input planes are laid
 // out as the direct convolutions lay them out (dconvPlan: padded, split
@@ -36,7 +37,7 @@ var ocwMode = 0
 
 // ocwCan reports whether the channels-in-lanes kernels can run o.
 func ocwCan(o *rt.Conv) bool {
-	return ocwMaxP(4) > 0 && o.X.DType == rt.F32 && o.Groups == 1 && o.C > 1 && o.K >= 1 && o.OH > 0 && o.OW > 0
+	return ocwMaxP(1) > 0 && o.X.DType == rt.F32 && o.Groups == 1 && o.C > 1 && o.K >= 1 && o.OH > 0 && o.OW > 0
 }
 
 // useOcw reports whether o runs on the channels-in-lanes kernels.
@@ -65,20 +66,35 @@ func useOcw(o *rt.Conv) bool {
 // single-thread CPU µs at load 1-1.4, three alternating rounds: 1250-1458
 // against 1426-1556 on the wide direct kernels, whose 64-output blocks
 // use 49 of 64 lanes).
+//
+// With AVX2 the kernels take 16 channels (two vectors) and up to 6
+// positions a call and leave their tiles to be copied out in Go (no
+// scatters); they lose or tie wherever the other paths are picked
+// (single-thread CPU µs, best of four at load 4-5, against the wide
+// direct kernels: ResNet's 512 3×3 on 7×7 3522 against 3290, 64→128
+// 3×3 stride 2 1841 against 1703, 1×1 960→320 on 7×7 651 against 485;
+// they beat the direct kernels on ResNet's 256 3×3 on 14×14, 2792
+// against 3477, and squeezenet's 48→192 on 13×13, 358 against 396, but
+// not Winograd F(2,3), 2069-2233 and 358-419), so they run only when
+// forced (ocwMode).
 func ocwPick(o *rt.Conv) bool {
+	if ocwMaxV() < 4 {
+		return false
+	}
 	taps := o.C * o.KH * o.KW
 	return o.KH*o.KW > 1 && o.StrideH == 1 && o.StrideW == 1 && o.OW <= 16 &&
 		taps >= 432 && o.K >= 128 && o.K%64 == 0 && (o.K*taps <= 1<<20 || constRef(o.W))
 }
 
 // ocwBlocks returns the output-channel blocks of K channels: block i is
-// channels [16·start[i], 16·start[i+1]) clipped to K, at most 4 vectors.
-func ocwBlocks(K int) (nb int, vecs func(i int) (k0, nv int)) {
+// channels [16·start[i], 16·start[i+1]) clipped to K, at most mv
+// vectors (ocwMaxV).
+func ocwBlocks(K, mv int) (nb int, vecs func(i int) (k0, nv int)) {
 	nvec := (K + 15) / 16
-	nb = (nvec + 3) / 4
+	nb = (nvec + mv - 1) / mv
 	return nb, func(i int) (int, int) {
-		v0 := 4 * i
-		return 16 * v0, min(4, nvec-v0)
+		v0 := mv * i
+		return 16 * v0, min(mv, nvec-v0)
 	}
 }
 
@@ -90,6 +106,7 @@ type ocwPacked struct {
 	bias    []float32 // the bias it was packed with (nil: none)
 	w, b    []float32
 	taps, k int
+	mv      int // vectors a block (ocwBlocks)
 }
 
 // ocwCache keeps the packed weights of recent convolutions, at most
@@ -97,9 +114,9 @@ type ocwPacked struct {
 var ocwCache = weightCache[ocwPacked]{limit: 64 << 20, size: func(e *ocwPacked) int { return 4 * (len(e.src) + len(e.w)) }}
 
 // ocwPack packs w ([K, taps]) and bias (nil: none) into blocks of 16·nv
-// channels, [tap][16·nv] each, zero past K.
-func ocwPack(w, bias []float32, K, taps int, pw, pb []float32) {
-	nb, vecs := ocwBlocks(K)
+// channels (at most mv vectors), [tap][16·nv] each, zero past K.
+func ocwPack(w, bias []float32, K, taps, mv int, pw, pb []float32) {
+	nb, vecs := ocwBlocks(K, mv)
 	for i := 0; i < nb; i++ {
 		k0, nv := vecs(i)
 		kb := min(16*nv, K-k0)
@@ -129,7 +146,10 @@ func ocwWeights(w, bias []float32, K, taps int, wConst, bConst bool) (*ocwPacked
 	}
 	key := &w[0]
 	kp := (K + 15) / 16 * 16
-	e := ocwCache.find(func(c *ocwPacked) bool { return c.key == key && c.bkey == bkey && c.taps == taps && c.k == K })
+	mv := ocwMaxV()
+	e := ocwCache.find(func(c *ocwPacked) bool {
+		return c.key == key && c.bkey == bkey && c.taps == taps && c.k == K && c.mv == mv
+	})
 	if e != nil && (wConst || (e.src != nil && bytes.Equal(asBytes(e.src), asBytes(w)))) &&
 		(bConst || (e.bias != nil && bytes.Equal(asBytes(e.bias), asBytes(bias))) || bias == nil) {
 		return e, func() {}
@@ -137,14 +157,14 @@ func ocwWeights(w, bias []float32, K, taps int, wConst, bConst bool) (*ocwPacked
 	// Weights in a constant buffer are not copied: the entry is dropped
 	// when the buffer is written or freed, and an entry without a copy
 	// matches only constant weights.
-	ne := &ocwPacked{key: key, bkey: bkey, taps: taps, k: K, w: make([]float32, kp*taps), b: make([]float32, kp)}
+	ne := &ocwPacked{key: key, bkey: bkey, taps: taps, k: K, mv: mv, w: make([]float32, kp*taps), b: make([]float32, kp)}
 	if !wConst {
 		ne.src = slices.Clone(w)
 	}
 	if bias != nil && !bConst {
 		ne.bias = slices.Clone(bias)
 	}
-	ocwPack(w, bias, K, taps, ne.w, ne.b)
+	ocwPack(w, bias, K, taps, mv, ne.w, ne.b)
 	ocwCache.replace(e, ne)
 	return ne, func() {}
 }
@@ -170,7 +190,7 @@ func ocwConv(o *rt.Conv, x, w, bias, y []float32) {
 	pk, done := ocwWeights(w, bias, o.K, p.taps, constRef(o.W), constRef(o.Bias))
 	defer done()
 	lo, hi, clamp := clampAct(o.Act)
-	nb, vecs := ocwBlocks(o.K)
+	nb, vecs := ocwBlocks(o.K, pk.mv)
 	P := o.OH * o.OW
 	bufLen := p.buf
 	if p.inPlace {
@@ -194,7 +214,7 @@ func ocwConv(o *rt.Conv, x, w, bias, y []float32) {
 	tasks := nb * ngr
 	// Taps in chunks of at most ocwChunkBytes of weights (whole windows).
 	tc := p.taps
-	if lim := max(1, ocwChunkBytes/256); p.taps > lim+lim/4 {
+	if lim := max(1, ocwChunkBytes/(64*pk.mv)); p.taps > lim+lim/4 {
 		nch := (p.taps + lim - 1) / lim
 		tc = (p.taps + nch - 1) / nch
 		if kk := o.KH * o.KW; tc > kk {

@@ -47,6 +47,8 @@ func gemvAxpyFast() bool { return false }
 
 func ocwMaxP(int) int { return 0 }
 
+func ocwMaxV() int { return 4 }
+
 func ocwRun(_, _, _ int, _ []float32, _ []int, _ int, _, _, _ []float32, _, _ bool, _ []float32, _ int, _ bool, _, _ float32) {
 }
 
