@@ -201,8 +201,8 @@ func deinterleave2(even, odd, src []float32) bool {
 }
 
 // gemvAxpyAsm adds sum over p < len(x) of x[p]·mat[p*ld+j] to acc[j] for
-// j in [j0, j1), streaming mat row by row, eight rows a pass (AVX-512),
-// and reports whether the kernels apply.
+// j in [j0, j1), streaming mat row by row, eight rows a pass (AVX-512 or
+// AVX2+FMA), and reports whether the kernels apply.
 func gemvAxpyAsm[T floatT](x, mat []T, ld int, acc []T, j0, j1 int) bool {
 	if !gemvAxpyFast() {
 		return false
@@ -215,26 +215,32 @@ func gemvAxpyAsm[T floatT](x, mat []T, ld int, acc []T, j0, j1 int) bool {
 	_ = acc[j1-1]
 	var z T
 	f64 := unsafe.Sizeof(z) == 8
+	k8, k1 := gemvAcc8S, gemvAcc1S
+	d8, d1 := gemvAcc8D, gemvAcc1D
+	if kernelLevel() < levelAVX512 {
+		k8, k1 = gemvAcc8SY, gemvAcc1SY
+		d8, d1 = gemvAcc8DY, gemvAcc1DY
+	}
 	p := 0
 	for ; p+8 <= k; p += 8 {
 		if f64 {
-			gemvAcc8D((*float64)(unsafe.Pointer(&acc[j0])), (*float64)(unsafe.Pointer(&mat[p*ld+j0])), ld, (*float64)(unsafe.Pointer(&x[p])), n)
+			d8((*float64)(unsafe.Pointer(&acc[j0])), (*float64)(unsafe.Pointer(&mat[p*ld+j0])), ld, (*float64)(unsafe.Pointer(&x[p])), n)
 		} else {
-			gemvAcc8S((*float32)(unsafe.Pointer(&acc[j0])), (*float32)(unsafe.Pointer(&mat[p*ld+j0])), ld, (*float32)(unsafe.Pointer(&x[p])), n)
+			k8((*float32)(unsafe.Pointer(&acc[j0])), (*float32)(unsafe.Pointer(&mat[p*ld+j0])), ld, (*float32)(unsafe.Pointer(&x[p])), n)
 		}
 	}
 	for ; p < k; p++ {
 		if f64 {
-			gemvAcc1D((*float64)(unsafe.Pointer(&acc[j0])), (*float64)(unsafe.Pointer(&mat[p*ld+j0])), ld, (*float64)(unsafe.Pointer(&x[p])), n)
+			d1((*float64)(unsafe.Pointer(&acc[j0])), (*float64)(unsafe.Pointer(&mat[p*ld+j0])), ld, (*float64)(unsafe.Pointer(&x[p])), n)
 		} else {
-			gemvAcc1S((*float32)(unsafe.Pointer(&acc[j0])), (*float32)(unsafe.Pointer(&mat[p*ld+j0])), ld, (*float32)(unsafe.Pointer(&x[p])), n)
+			k1((*float32)(unsafe.Pointer(&acc[j0])), (*float32)(unsafe.Pointer(&mat[p*ld+j0])), ld, (*float32)(unsafe.Pointer(&x[p])), n)
 		}
 	}
 	return true
 }
 
 // gemvAxpyFast reports whether gemvAxpyAsm has kernels here.
-func gemvAxpyFast() bool { return kernelLevel() >= levelAVX512 }
+func gemvAxpyFast() bool { return kernelLevel() >= levelAVX2 }
 
 // interleave2 sets dst[2i] = a[i] and dst[2i+1] = b[i] for i < len(a) ==
 // len(b) (len(dst) >= 2·len(a)), and reports whether a kernel did it.

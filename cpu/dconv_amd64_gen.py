@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Generates dconv_amd64.s, the direct-convolution kernels and the GEMV
-row-accumulation kernels (go generate ./cpu).
+row-accumulation kernels, AVX-512 and AVX2 (go generate ./cpu).
 
 Every kernel has the Go signature
 
@@ -344,6 +344,88 @@ def gemv_acc(r, esz):
     e("VZEROUPPER")
     e("RET")
     return "\n".join(o)
+
+
+# ---- GEMV row accumulation, AVX2 (gemvAcc{r}{S,D}Y) ----------------------
+# The AVX2+FMA forms of gemvAcc: the same contract with YMM vectors, four
+# a step (two FMA chains each), then one a step, then element by element.
+
+GEMV_ROWS_Y = [8, 1]
+
+
+def gemv_acc_y(r, esz):
+    """gemvAcc{r}{S,D}Y(acc, b *T, ldb int, x *T, n int): acc[j] += sum over
+    i < r of x[i] * b[i*ldb+j] for j < n (AVX2+FMA)."""
+    t = "S" if esz == 4 else "D"
+    ps = "PS" if esz == 4 else "PD"
+    ss = "SS" if esz == 4 else "SD"
+    lanes = 32 // esz
+    name = f"gemvAcc{r}{t}Y"
+    rows = ["SI", "R9", "R10", "R11", "R12", "R13", "R14", "BX"][:r]
+    o = [f"\n// func {name}(acc, b *float{esz * 8}, ldb int, x *float{esz * 8}, n int)",
+         f"TEXT ·{name}(SB), NOSPLIT, $0-40"]
+    e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
+    e("MOVQ acc+0(FP), DI")
+    e("MOVQ b+8(FP), SI")
+    e("MOVQ ldb+16(FP), R8")
+    e(f"SHLQ ${2 if esz == 4 else 3}, R8")
+    e("MOVQ x+24(FP), DX")
+    e("MOVQ n+32(FP), CX")
+    for i in range(1, r):
+        e(f"LEAQ ({rows[i - 1]})(R8*1), {rows[i]}")
+    for i in range(r):
+        e(f"VBROADCAST{ss} {esz * i}(DX), Y{8 + i}")
+    e("XORQ AX, AX")
+    # Four vectors a step; rows below half accumulate into Y0-Y3, the
+    # others into Y4-Y7, so that the FMA latency does not bound the loop.
+    half = (r + 1) // 2
+    e(f"{name}_four:")
+    e(f"CMPQ CX, ${4 * lanes}")
+    e(f"JLT {name}_one")
+    for v in range(4):
+        e(f"VMOVUP{t} {32 * v}(DI)(AX*1), Y{v}")
+    for i in range(r):
+        for v in range(4):
+            off = f"{32 * v}" if v else ""
+            if i == half:
+                e(f"VMUL{ps} {off}({rows[i]})(AX*1), Y{8 + i}, Y{4 + v}")
+            elif i < half:
+                e(f"VFMADD231{ps} {off}({rows[i]})(AX*1), Y{8 + i}, Y{v}")
+            else:
+                e(f"VFMADD231{ps} {off}({rows[i]})(AX*1), Y{8 + i}, Y{4 + v}")
+    for v in range(4):
+        if r > half:
+            e(f"VADD{ps} Y{4 + v}, Y{v}, Y{v}")
+        e(f"VMOVUP{t} Y{v}, {32 * v}(DI)(AX*1)")
+    e("ADDQ $128, AX")
+    e(f"SUBQ ${4 * lanes}, CX")
+    e(f"JMP {name}_four")
+    e(f"{name}_one:")
+    e(f"CMPQ CX, ${lanes}")
+    e(f"JLT {name}_tail")
+    e(f"VMOVUP{t} (DI)(AX*1), Y0")
+    for i in range(r):
+        e(f"VFMADD231{ps} ({rows[i]})(AX*1), Y{8 + i}, Y0")
+    e(f"VMOVUP{t} Y0, (DI)(AX*1)")
+    e("ADDQ $32, AX")
+    e(f"SUBQ ${lanes}, CX")
+    e(f"JMP {name}_one")
+    e(f"{name}_tail:")
+    e("TESTQ CX, CX")
+    e(f"JLE {name}_done")
+    e(f"VMOV{ss} (DI)(AX*1), X0")
+    for i in range(r):
+        e(f"VFMADD231{ss} ({rows[i]})(AX*1), X{8 + i}, X0")
+    e(f"VMOV{ss} X0, (DI)(AX*1)")
+    e(f"ADDQ ${esz}, AX")
+    e("DECQ CX")
+    e(f"JMP {name}_tail")
+    e(f"{name}_done:")
+    e("VZEROUPPER")
+    e("RET")
+    return "\n".join(o)
+
+# ---- end of the AVX2 GEMV section ------------------------------------------
 
 
 # Wide kernels (dcw): weights read in place, w[k*ldw+t], so that a
@@ -1204,6 +1286,12 @@ def decl():
             out.append("//go:noescape")
             out.append(f"func gemvAcc{r}{t}(acc, b *float{esz * 8}, ldb int, x *float{esz * 8}, n int)")
             out.append("")
+    for esz in (4, 8):
+        for r in GEMV_ROWS_Y:
+            t = "S" if esz == 4 else "D"
+            out.append("//go:noescape")
+            out.append(f"func gemvAcc{r}{t}Y(acc, b *float{esz * 8}, ldb int, x *float{esz * 8}, n int)")
+            out.append("")
     for kb, u in WIDE:
         out.append("//go:noescape")
         out.append(f"func dcw{kb}x{u}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)")
@@ -1244,4 +1332,5 @@ if __name__ == "__main__":
     else:
         sys.stdout.write(HEADER + "\n" + deint_data() + int_data() + "\n".join(kernel(kb, u) for kb, u in SHAPES) + "\n" +
                          "\n".join(wide_kernel(kb, u) for kb, u in WIDE) + "\n" + dw3s1() + "\n" + dw3s2() + "\n" + mp22() + "\n" + DEINT + INT2 +
-                         "\n".join(gemv_acc(r, esz) for esz in (4, 8) for r in GEMV_ROWS) + "\n")
+                         "\n".join(gemv_acc(r, esz) for esz in (4, 8) for r in GEMV_ROWS) + "\n" +
+                         "\n".join(gemv_acc_y(r, esz) for esz in (4, 8) for r in GEMV_ROWS_Y) + "\n")

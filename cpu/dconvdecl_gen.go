@@ -47,6 +47,18 @@ func gemvAcc8D(acc, b *float64, ldb int, x *float64, n int)
 func gemvAcc1D(acc, b *float64, ldb int, x *float64, n int)
 
 //go:noescape
+func gemvAcc8SY(acc, b *float32, ldb int, x *float32, n int)
+
+//go:noescape
+func gemvAcc1SY(acc, b *float32, ldb int, x *float32, n int)
+
+//go:noescape
+func gemvAcc8DY(acc, b *float64, ldb int, x *float64, n int)
+
+//go:noescape
+func gemvAcc1DY(acc, b *float64, ldb int, x *float64, n int)
+
+//go:noescape
 func dcw1x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
 
 //go:noescape

@@ -223,3 +223,81 @@ func TestMatMulSmall(t *testing.T) {
 		})
 	}
 }
+
+// TestGEMVKernels checks the matrix-vector kernels directly at each
+// kernel level: the row-streaming x·A kernels (gemvAxpy, eight rows a
+// pass, then one) and the dot-product A·x kernels (gemvDot, four rows a
+// pass), over widths that leave every tail (vector steps, single vectors,
+// single elements), K not a multiple of eight, a leading dimension wider
+// than the row and a column range that starts inside the row, in f32 and
+// f64 against float64 references.
+func TestGEMVKernels(t *testing.T) {
+	defer func(l int) { maxKernelLevel = l }(maxKernelLevel)
+	for lv := hwKernelLevel(); lv >= levelGo; lv-- {
+		maxKernelLevel = lv
+		t.Run(fmt.Sprintf("level%d", lv), func(t *testing.T) {
+			testGEMVKernels[float32](t, 1e-5)
+			testGEMVKernels[float64](t, 1e-13)
+		})
+	}
+}
+
+func testGEMVKernels[T floatT](t *testing.T, tol float64) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, k := range []int{1, 3, 8, 9, 17, 64, 131} {
+		for _, n := range []int{1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 100, 257} {
+			j0 := n % 5
+			ld := j0 + n + 3
+			x := make([]T, k)
+			mat := make([]T, k*ld)
+			for i := range x {
+				x[i] = T(rng.Float64()*2 - 1)
+			}
+			for i := range mat {
+				mat[i] = T(rng.Float64()*2 - 1)
+			}
+			const alpha = 0.75
+			acc := make([]T, j0+n+2)
+			for i := range acc {
+				acc[i] = 99
+			}
+			gemvAxpy(x, mat, ld, acc, T(alpha), j0, j0+n)
+			for j := range acc {
+				if j < j0 || j >= j0+n {
+					if acc[j] != 99 {
+						t.Fatalf("%T k=%d n=%d: gemvAxpy wrote acc[%d] outside [%d, %d)", acc[0], k, n, j, j0, j0+n)
+					}
+					continue
+				}
+				s, sc := 0.0, 0.0
+				for p := 0; p < k; p++ {
+					v := float64(x[p]) * float64(mat[p*ld+j])
+					s += v
+					sc += math.Abs(v)
+				}
+				if d := math.Abs(float64(acc[j]) - alpha*s); d > tol*math.Max(sc, 1) {
+					t.Fatalf("%T k=%d n=%d: gemvAxpy acc[%d] = %v, want %v", acc[0], k, n, j, acc[j], alpha*s)
+				}
+			}
+			// A·x: n rows of k values at stride ldr, outputs at stride 2.
+			ldr := k + n%3
+			a := make([]T, n*ldr)
+			for i := range a {
+				a[i] = T(rng.Float64()*2 - 1)
+			}
+			c := make([]T, 2*n+1)
+			gemvDot(x, a, ldr, c, 2, T(alpha), 0, n)
+			for r := 0; r < n; r++ {
+				s, sc := 0.0, 0.0
+				for p := 0; p < k; p++ {
+					v := float64(x[p]) * float64(a[r*ldr+p])
+					s += v
+					sc += math.Abs(v)
+				}
+				if d := math.Abs(float64(c[2*r]) - alpha*s); d > tol*math.Max(sc, 1) {
+					t.Fatalf("%T k=%d n=%d: gemvDot c[%d] = %v, want %v", c[0], k, n, 2*r, c[2*r], alpha*s)
+				}
+			}
+		}
+	}
+}
