@@ -3,6 +3,7 @@ package cpu
 import (
 	"math/bits"
 	"sync"
+	"unsafe"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -118,15 +119,22 @@ func (g *gemm[T]) run() {
 		g.runOne() // the GEMV paths split large products themselves
 		return
 	}
-	if (g.n <= npMaxN || g.m <= npMaxN) && (g.k >= 32 || g.bpack == nil) && npParallel(g) {
+	if npSmall(g) && (g.k >= 32 || g.bpack == nil) && npParallel(g) {
 		return
 	}
 	ki := kernelFor[T]()
-	mr, nr, kcMax := ki.mr, ki.nr, ki.kc
+	mr, nr := ki.mr, ki.nr
 	if g.m <= max(ki.mc/mr, 1)*mr && g.n >= 4*g.threads*nr {
 		g.runSmallM(ki)
 		return
 	}
+	g.runPacked(ki)
+}
+
+// runPacked runs the GEMM with packed panels of A and B, split between
+// g.threads workers.
+func (g *gemm[T]) runPacked(ki kernelInfo[T]) {
+	mr, nr, kcMax := ki.mr, ki.nr, ki.kc
 	nc0 := min(gemmNC, roundUp(g.n, nr))
 	bps := getScratch[T](min(kcMax, g.k) * nc0)
 	defer putScratch(bps)
@@ -149,9 +157,10 @@ func (g *gemm[T]) run() {
 	for jc := 0; jc < g.n; jc += gemmNC {
 		nc := min(gemmNC, g.n-jc)
 		npan := (nc + nr - 1) / nr
-		for pc := 0; pc < g.k; pc += kcMax {
-			kc := min(kcMax, g.k-pc)
-			first, last := pc == 0, pc+kc == g.k
+		nkb := (g.k + kcMax - 1) / kcMax
+		for kb := range nkb {
+			pc, kc := kBlock(g.k, nkb, kb)
+			first, last := kb == 0, kb == nkb-1
 			// Pack B(pc:pc+kc, jc:jc+nc).
 			g.parallel(npan, max(1, 64/max(kc/64, 1)), func(_, lo, hi int) {
 				for q := lo; q < hi; q++ {
@@ -261,16 +270,28 @@ func (g *gemm[T]) runOne() {
 		npParallel(gp)
 		return
 	}
-	if npGEMM(g) {
+	if npSmall(g) && npGEMM(g) {
 		return
 	}
 	g.runSerial(kernelFor[T]())
 }
 
-// npMaxN: a parallel GEMM with M or N up to this runs with the no-pack
-// kernels (when B comes through bpack, with K at least 32), where packing
-// would cost as much as it saves (measured with BenchmarkGEMM and
-// BenchmarkConvShapes, VRUN_CPU_NPMAXN).
+// npSmall reports whether M or N is small enough for the no-pack kernels
+// to beat packing: npMaxN for f32, the same bytes for f64 (rows of 2 KiB).
+// Beyond it each B panel meets so many row panels, and each A row so many
+// column panels, that packing both pays (on Zen 3, one thread: f32 n=1024
+// 34-39 against 64-71 GFLOP per CPU second packed, f64 n=512 18-22
+// against 25-35).
+func npSmall[T floatT](g *gemm[T]) bool {
+	var z T
+	lim := npMaxN * 4 / int(unsafe.Sizeof(z))
+	return g.n <= lim || g.m <= lim
+}
+
+// npMaxN: a GEMM with M or N up to this (f32; half for f64, see npSmall)
+// runs with the no-pack kernels (in parallel when B comes through bpack,
+// with K at least 32), where packing would cost as much as it saves
+// (measured with BenchmarkGEMM and BenchmarkConvShapes, VRUN_CPU_NPMAXN).
 var npMaxN = 512
 
 // gemmParallelWork is the smallest M·N·K worth splitting between
@@ -279,30 +300,54 @@ var npMaxN = 512
 const gemmParallelWork = 1 << 19
 
 // runSerial runs the GEMM on the calling goroutine without closures or
-// allocations (scratch comes from pools): each K block packs all of A,
-// then every B panel once, right before the row panels use it.
+// allocations (scratch comes from pools), blocked like the parallel
+// driver: for each K block (of even sizes) B is packed once, a block of
+// N columns at a time, and each block of mc rows of A is packed (it stays
+// in L2) and multiplied by every B panel (each stays in L1 while the row
+// panels pass over it).
 func (g *gemm[T]) runSerial(ki kernelInfo[T]) {
 	mr, nr, kcMax := ki.mr, ki.nr, ki.kc
-	kcb := min(kcMax, g.k)
-	mpan := (g.m + mr - 1) / mr
-	aps := getScratch[T](mpan * mr * kcb)
-	bps := getScratch[T](kcb * nr)
+	nkb := (g.k + kcMax - 1) / kcMax
+	kcb := (g.k + nkb - 1) / nkb
+	nc0 := min(gemmNC, roundUp(g.n, nr))
+	mc0 := min(max(ki.mc/mr, 1)*mr, roundUp(g.m, mr))
+	aps := getScratch[T](mc0 * kcb)
+	bps := getScratch[T](kcb * nc0)
 	tps := getScratch[T](mr * nr)
-	ap, bq, tile := *aps, *bps, *tps
-	for pc := 0; pc < g.k; pc += kcMax {
-		kc := min(kcMax, g.k-pc)
-		for r := 0; r < mpan; r++ {
-			g.packA(ap[r*kc*mr:(r+1)*kc*mr], r*mr, mr, pc, kc)
-		}
-		for j0 := 0; j0 < g.n; j0 += nr {
-			g.packPanelB(bq[:kc*nr], pc, kc, j0, nr)
-			g.panels(ki, kc, ap[:mpan*kc*mr], bq[:kc*nr], 0, mpan, j0, pc == 0, tile)
+	ap, bp, tile := *aps, *bps, *tps
+	for jc := 0; jc < g.n; jc += nc0 {
+		nc := min(nc0, g.n-jc)
+		npan := (nc + nr - 1) / nr
+		for kb := range nkb {
+			pc, kc := kBlock(g.k, nkb, kb)
+			for q := range npan {
+				g.packPanelB(bp[q*kc*nr:(q+1)*kc*nr], pc, kc, jc+q*nr, nr)
+			}
+			for ic := 0; ic < g.m; ic += mc0 {
+				mc := min(mc0, g.m-ic)
+				mpan := (mc + mr - 1) / mr
+				for r := range mpan {
+					g.packA(ap[r*kc*mr:(r+1)*kc*mr], ic+r*mr, mr, pc, kc)
+				}
+				for q := range npan {
+					g.panels(ki, kc, ap[:mpan*kc*mr], bp[q*kc*nr:(q+1)*kc*nr], ic, mpan, jc+q*nr, kb == 0, tile)
+				}
+				if kb == nkb-1 {
+					g.epilogue(ic, ic+mc, jc, jc+nc)
+				}
+			}
 		}
 	}
-	g.epilogue(0, g.m, 0, g.n)
 	putScratch(aps)
 	putScratch(bps)
 	putScratch(tps)
+}
+
+// kBlock returns the start and size of K block kb of nkb: the blocks
+// split k evenly (sizes differ by at most one), so that none is tiny.
+func kBlock(k, nkb, kb int) (pc, kc int) {
+	pc = kb * k / nkb
+	return pc, (kb+1)*k/nkb - pc
 }
 
 // runSmallM handles M within one row block: the workers split N, and each
