@@ -132,13 +132,33 @@ func (g *gemm[T]) run() {
 }
 
 // runPacked runs the GEMM with packed panels of A and B, split between
-// g.threads workers.
+// g.threads workers. Each K block (of even sizes) of each block of N
+// columns is one parallel job: the workers share out its MC×NC macro
+// tiles, each packing its block of A and multiplying it by the packed B
+// panels, and then pack the next K block's B panels into the other of two
+// buffers, so that the workers meet once a K block rather than twice
+// (a pack and a compute phase).
 func (g *gemm[T]) runPacked(ki kernelInfo[T]) {
 	mr, nr, kcMax := ki.mr, ki.nr, ki.kc
+	nkb := (g.k + kcMax - 1) / kcMax
+	kcb := (g.k + nkb - 1) / nkb
 	nc0 := min(gemmNC, roundUp(g.n, nr))
-	bps := getScratch[T](min(kcMax, g.k) * nc0)
-	defer putScratch(bps)
-	bp := *bps
+	var bps [2]*[]T
+	var bp [2][]T
+	for i := range bps {
+		if i == 1 && nkb == 1 {
+			break
+		}
+		bps[i] = getScratch[T](kcb * nc0)
+		bp[i] = *bps[i]
+	}
+	defer func() {
+		for _, b := range bps {
+			if b != nil {
+				putScratch(b)
+			}
+		}
+	}()
 	mc0 := min(max(ki.mc/mr, 1)*mr, roundUp(g.m, mr))
 	if mb := (g.m + mc0 - 1) / mc0; g.threads > 1 && mb < 4*g.threads {
 		// Few row blocks: make their number a multiple of the workers and
@@ -154,32 +174,49 @@ func (g *gemm[T]) runPacked(ki kernelInfo[T]) {
 			}
 		}
 	}()
-	for jc := 0; jc < g.n; jc += gemmNC {
-		nc := min(gemmNC, g.n-jc)
+	for jc := 0; jc < g.n; jc += nc0 {
+		nc := min(nc0, g.n-jc)
 		npan := (nc + nr - 1) / nr
-		nkb := (g.k + kcMax - 1) / kcMax
+		// B packing tasks of pg panels (about 64 KiB each).
+		pg := max(1, 64<<10/(kcb*nr*8))
+		npk := (npan + pg - 1) / pg
+		packTask := func(buf []T, kb, t int) {
+			pc, kc := kBlock(g.k, nkb, kb)
+			for q := t * pg; q < min(npan, (t+1)*pg); q++ {
+				g.packPanelB(buf[q*kc*nr:(q+1)*kc*nr], pc, kc, jc+q*nr, nr)
+			}
+		}
+		g.parallel(npk, 1, func(_, lo, hi int) {
+			for t := lo; t < hi; t++ {
+				packTask(bp[0], 0, t)
+			}
+		})
+		mb := (g.m + mc0 - 1) / mc0
+		parts := 1
+		if g.threads > 1 && mb%g.threads != 0 {
+			// Enough tasks that the last round leaves few workers idle.
+			parts = max(1, min(npan/8, (8*g.threads+mb-1)/mb))
+		}
+		ncomp := mb * parts
 		for kb := range nkb {
 			pc, kc := kBlock(g.k, nkb, kb)
 			first, last := kb == 0, kb == nkb-1
-			// Pack B(pc:pc+kc, jc:jc+nc).
-			g.parallel(npan, max(1, 64/max(kc/64, 1)), func(_, lo, hi int) {
-				for q := lo; q < hi; q++ {
-					g.packPanelB(bp[q*kc*nr:(q+1)*kc*nr], pc, kc, jc+q*nr, nr)
-				}
-			})
-			mb := (g.m + mc0 - 1) / mc0
-			parts := 1
-			if g.threads > 1 && mb%g.threads != 0 {
-				// Enough tasks that the last round leaves few workers idle.
-				parts = max(1, min(npan/8, (8*g.threads+mb-1)/mb))
+			cur, next := bp[kb%2], bp[(kb+1)%2]
+			ntask := ncomp
+			if !last {
+				ntask += npk
 			}
-			g.parallel(mb*parts, 1, func(w, lo, hi int) {
-				if aps[w] == nil {
-					aps[w] = getScratch[T](mc0 * min(kcMax, g.k))
-				}
-				ap := *aps[w]
+			g.parallel(ntask, 1, func(w, lo, hi int) {
 				var tile [12 * 32]T
 				for t := lo; t < hi; t++ {
+					if t >= ncomp {
+						packTask(next, kb+1, t-ncomp)
+						continue
+					}
+					if aps[w] == nil {
+						aps[w] = getScratch[T](mc0 * kcb)
+					}
+					ap := *aps[w]
 					ib, part := t/parts, t%parts
 					ic := ib * mc0
 					mc := min(mc0, g.m-ic)
@@ -192,7 +229,7 @@ func (g *gemm[T]) runPacked(ki kernelInfo[T]) {
 						g.packA(ap[r*kc*mr:(r+1)*kc*mr], ic+r*mr, mr, pc, kc)
 					}
 					for q := p0; q < p1; q++ {
-						g.panels(ki, kc, ap, bp[q*kc*nr:(q+1)*kc*nr], ic, mpan, jc+q*nr, first, tile[:])
+						g.panels(ki, kc, ap, cur[q*kc*nr:(q+1)*kc*nr], ic, mpan, jc+q*nr, first, tile[:])
 					}
 					if last {
 						g.epilogue(ic, ic+mc, jc+p0*nr, min(jc+p1*nr, g.n))

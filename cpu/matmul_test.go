@@ -301,3 +301,112 @@ func testGEMVKernels[T floatT](t *testing.T, tol float64) {
 		}
 	}
 }
+
+// TestGEMMDrivers runs each GEMM driver directly (the packed serial and
+// parallel ones, the small-M one and the no-pack ones, serial and
+// parallel) at each kernel level, on shapes with edge tiles in M and N,
+// several K blocks of uneven sizes, A and B transposed or not, alpha, a
+// bias and an activation, with 1 to 3 workers, in f32 and f64 against a
+// float64 reference.
+func TestGEMMDrivers(t *testing.T) {
+	defer func(l int) { maxKernelLevel = l }(maxKernelLevel)
+	for lv := hwKernelLevel(); lv >= levelGo; lv-- {
+		maxKernelLevel = lv
+		t.Run(fmt.Sprintf("level%d", lv), func(t *testing.T) {
+			testGEMMDrivers[float32](t, 2e-5)
+			testGEMMDrivers[float64](t, 1e-12)
+		})
+	}
+}
+
+func testGEMMDrivers[T floatT](t *testing.T, tol float64) {
+	rng := rand.New(rand.NewPCG(43, 44))
+	shapes := [][3]int{{1, 5, 3}, {7, 33, 9}, {13, 70, 600}, {61, 47, 300}, {100, 130, 777}, {203, 97, 513}, {150, 800, 65}}
+	drivers := []string{"serial", "packed", "smallM", "np", "npParallel"}
+	for si, s := range shapes {
+		m, n, k := s[0], s[1], s[2]
+		ta, tb := si%2 == 1, si%3 != 0
+		lda, ldb := k, n
+		if ta {
+			lda = m
+		}
+		if tb {
+			ldb = k
+		}
+		a := make([]T, m*k)
+		b := make([]T, k*n)
+		bias := make([]T, n)
+		for i := range a {
+			a[i] = T(rng.Float64()*2 - 1)
+		}
+		for i := range b {
+			b[i] = T(rng.Float64()*2 - 1)
+		}
+		for i := range bias {
+			bias[i] = T(rng.Float64()*2 - 1)
+		}
+		alpha, beta := 1.0, 0.5
+		if si%2 == 0 {
+			alpha = 0.75
+		}
+		act := rt.Activation{Fn: rt.Relu}
+		want := make([]float64, m*n)
+		scale := make([]float64, m*n)
+		for i := range m {
+			for j := range n {
+				sum, sc := 0.0, 0.0
+				for p := range k {
+					x, y := float64(a[i*lda+p]), 0.0
+					if ta {
+						x = float64(a[p*lda+i])
+					}
+					if tb {
+						y = float64(b[j*ldb+p])
+					} else {
+						y = float64(b[p*ldb+j])
+					}
+					sum += x * y
+					sc += math.Abs(x * y)
+				}
+				v := alpha*sum + beta*float64(bias[j])
+				want[i*n+j] = max(v, 0)
+				scale[i*n+j] = math.Max(math.Abs(alpha)*sc+math.Abs(beta*float64(bias[j])), 1)
+			}
+		}
+		for _, drv := range drivers {
+			for threads := 1; threads <= 3; threads++ {
+				if (drv == "serial" || drv == "np") && threads > 1 {
+					continue
+				}
+				c := make([]T, m*n)
+				for i := range c {
+					c[i] = T(math.NaN())
+				}
+				g := &gemm[T]{m: m, n: n, k: k, a: a, lda: lda, ta: ta, b: b, ldb: ldb, tb: tb, c: c, ldc: n,
+					alpha: T(alpha), bias: bias, bcs: 1, beta: T(beta), act: act, threads: threads}
+				ki := kernelFor[T]()
+				switch drv {
+				case "serial":
+					g.runSerial(ki)
+				case "packed":
+					g.runPacked(ki)
+				case "smallM":
+					g.runSmallM(ki)
+				case "np":
+					if !npGEMM(g) {
+						continue
+					}
+				case "npParallel":
+					if !npParallel(g) {
+						continue
+					}
+				}
+				for i, v := range c {
+					if d := math.Abs(float64(v) - want[i]); !(d <= tol*scale[i]) {
+						t.Fatalf("%T %v ta=%v tb=%v %s threads=%d: C[%d,%d] = %v, want %v", v, s, ta, tb, drv, threads, i/n, i%n, v, want[i])
+					}
+				}
+			}
+		}
+	}
+}
