@@ -160,9 +160,11 @@ func (g *gemm[T]) runPacked(ki kernelInfo[T]) {
 		}
 	}()
 	mc0 := min(max(ki.mc/mr, 1)*mr, roundUp(g.m, mr))
-	if mb := (g.m + mc0 - 1) / mc0; g.threads > 1 && mb < 4*g.threads {
-		// Few row blocks: make their number a multiple of the workers and
-		// their sizes even.
+	if mb := (g.m + mc0 - 1) / mc0; g.threads > 1 && mb < 8*g.threads {
+		// Not many row blocks: make their number a multiple of the workers
+		// and their sizes even, so that no worker waits for the last one
+		// (1024 rows, 2 workers: 12 blocks of 90 rows, rather than 11 of
+		// 96 each cut in two, which packed A twice).
 		mb = roundUp(mb, g.threads)
 		mc0 = roundUp((g.m+mb-1)/mb, mr)
 	}
@@ -498,6 +500,10 @@ func (g *gemm[T]) packA(dst []T, i0, mr, p0, kc int) {
 		}
 		return
 	}
+	if mv == 6 && mr == 6 {
+		packA6(dst, g.a[i0*g.lda+p0:], g.lda, kc, al)
+		return
+	}
 	for r := 0; r < mv; r++ {
 		src := g.a[(i0+r)*g.lda+p0 : (i0+r)*g.lda+p0+kc]
 		for p, v := range src {
@@ -511,10 +517,48 @@ func (g *gemm[T]) packA(dst []T, i0, mr, p0, kc int) {
 	}
 }
 
+// packA6 packs al times six rows of kc values of a (row stride lda) as
+// kc groups of 6, reading the rows side by side (the AVX2 kernels' panels:
+// the row-by-row loop's strided stores took a tenth of a 1024³ GEMM).
+func packA6[T floatT](dst, a []T, lda, kc int, al T) {
+	r0 := a[:kc]
+	r1 := a[lda : lda+kc]
+	r2 := a[2*lda : 2*lda+kc]
+	r3 := a[3*lda : 3*lda+kc]
+	r4 := a[4*lda : 4*lda+kc]
+	r5 := a[5*lda : 5*lda+kc]
+	dst = dst[:6*kc]
+	if al == 1 {
+		for p := range r0 {
+			d := (*[6]T)(dst[6*p:])
+			d[0], d[1], d[2], d[3], d[4], d[5] = r0[p], r1[p], r2[p], r3[p], r4[p], r5[p]
+		}
+		return
+	}
+	for p := range r0 {
+		d := (*[6]T)(dst[6*p:])
+		d[0], d[1], d[2], d[3], d[4], d[5] = al*r0[p], al*r1[p], al*r2[p], al*r3[p], al*r4[p], al*r5[p]
+	}
+}
+
 // packB packs B(p0:p0+kc, j0:j0+nr) as kc groups of nr values, zero beyond N.
 func (g *gemm[T]) packB(dst []T, p0, kc, j0, nr int) {
 	nv := min(nr, g.n-j0)
 	if !g.tb {
+		var z T
+		if nv == nr && nr*int(unsafe.Sizeof(z)) == 64 && kc > 0 {
+			// Full panels of 64 bytes a row (the AVX2 kernels'): copied as
+			// such, without a call to memmove per row (that took 5 % of
+			// a 1024³ f32 GEMM).
+			_ = dst[kc*nr-1]
+			_ = g.b[(p0+kc-1)*g.ldb+j0+nr-1]
+			for p := 0; p < kc; p++ {
+				d := (*[8]uint64)(unsafe.Pointer(&dst[p*nr]))
+				s := (*[8]uint64)(unsafe.Pointer(&g.b[(p0+p)*g.ldb+j0]))
+				d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7] = s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
+			}
+			return
+		}
 		for p := 0; p < kc; p++ {
 			src := g.b[(p0+p)*g.ldb+j0 : (p0+p)*g.ldb+j0+nv]
 			d := dst[p*nr : p*nr+nr]
