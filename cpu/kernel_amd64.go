@@ -198,10 +198,11 @@ func npBlock[T floatT](g *gemm[T], i0, i1, j0, j1 int) {
 	bq, tile := *bps, *tps
 	// B is read in place, unless rows a multiple of 4 KiB apart put a
 	// panel's kc rows into a few cache sets (L1 and L2 alike) while many
-	// row panels reuse it: then it is packed (one thread, f32 n=1024:
-	// 34-39 GFLOP per CPU second in place, 52 packed).
+	// row panels reuse it: then it is packed (AVX2 on Zen 3, one thread,
+	// f32 n=1024: 34-39 GFLOP per CPU second in place, 52 packed; the
+	// AVX-512 path keeps its Zen 5 tuning).
 	var z T
-	alias := g.ldb*int(unsafe.Sizeof(z))%4096 == 0 && i1-i0 > mrMax
+	alias := g.ldb*int(unsafe.Sizeof(z))%4096 == 0 && i1-i0 > mrMax && kernelLevel() < levelAVX512
 	direct := !g.tb && g.bpack == nil && !alias
 	for pc := 0; pc < g.k; pc += kcMax {
 		kc := min(kcMax, g.k-pc)

@@ -309,7 +309,8 @@ func (g *gemm[T]) runOne() {
 		npParallel(gp)
 		return
 	}
-	if npSmall(g) && npGEMM(g) {
+	if (npSmall(g) || kernelLevel() >= levelAVX512) && npGEMM(g) {
+		// (The AVX-512 drivers keep their Zen 5 tuning: no-pack serially.)
 		return
 	}
 	g.runSerial(kernelFor[T]())
@@ -321,9 +322,14 @@ func (g *gemm[T]) runOne() {
 // column panels, that packing both pays (on Zen 3, one thread: f32 n=1024
 // 34-39 against 64-71 GFLOP per CPU second packed, f64 n=512 18-22
 // against 25-35).
+//
+// The AVX-512 kernels keep npMaxN for both, as tuned on Zen 5.
 func npSmall[T floatT](g *gemm[T]) bool {
 	var z T
-	lim := npMaxN * 4 / int(unsafe.Sizeof(z))
+	lim := npMaxN
+	if kernelLevel() < levelAVX512 {
+		lim = npMaxN * 4 / int(unsafe.Sizeof(z))
+	}
 	return g.n <= lim || g.m <= lim
 }
 
