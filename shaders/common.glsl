@@ -28,8 +28,15 @@
 #define CT float
 #endif
 
+// The workgroup size is specialization constant 0 (local_size_x_id), or
+// the constant LOCAL_SIZE where a kernel defines it (glslang 15 writes a
+// specialized size for SPIR-V 1.6 as LocalSizeId, which needs
+// maintenance4).
+#ifdef LOCAL_SIZE
+layout(local_size_x = LOCAL_SIZE) in;
+#else
 layout(local_size_x_id = 0) in;
-// The workgroup size is specialization constant 0 (local_size_x_id).
+#endif
 #define WG gl_WorkGroupSize.x
 
 // Elementwise kernels walk a rank-RANK index space; push constants carry

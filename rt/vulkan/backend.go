@@ -229,6 +229,7 @@ func validationError(msgs []string) error {
 type instance struct {
 	h        vkInst
 	validate bool             // created with VK_LAYER_KHRONOS_validation
+	api      uint32           // the instance's Vulkan version (1.3 where the loader has it, else 1.2)
 	pds      []unsafe.Pointer // physical devices
 	phys     []rawPhys        // their descriptions
 
@@ -292,11 +293,15 @@ func newInstance(validate bool) (*instance, error) {
 			return nil, fmt.Errorf("vulkan: VRUN_VK_VALIDATION is set but VK_EXT_debug_utils is missing")
 		}
 	}
+	// Vulkan 1.3 where the loader has it: mmcm2.comp is SPIR-V 1.6.
+	if vkInstanceVersion() >= vk.MakeVersion(1, 3, 0) {
+		api = vk.MakeVersion(1, 3, 0)
+	}
 	h, r := vkCreateInstance(api, vkHasInstanceExt("VK_KHR_portability_enumeration"), validate)
 	if r != vk.Success {
 		return nil, fmt.Errorf("vulkan: vkCreateInstance: %v: %w", vkErr(r), rt.ErrUnavailable)
 	}
-	in := &instance{h: h, validate: validate}
+	in := &instance{h: h, validate: validate, api: api}
 	pds, r := h.physicalDevices()
 	if r != vk.Success {
 		h.destroy()

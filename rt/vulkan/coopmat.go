@@ -157,11 +157,18 @@ func pickCoopMat(props []coopMatProp, c caps, hasExt bool, sharedLim uint32, ena
 	return coopShape{}, false
 }
 
-// coopMatMul lowers an f16 MatMul to mmcm.comp when the device has a
-// cooperative-matrix shape; it reports whether it did.
+// coopMatMul lowers an f16 MatMul to mmcm2.comp where the device runs it
+// (coop2MatMul), else to mmcm.comp when the device has a cooperative-matrix
+// shape; it reports whether it did.
 func (l *lowering) coopMatMul(o *rt.MatMul, dt rt.DType, binds []bind, reads, writes []span, push []uint32, bz uint32) bool {
 	p := l.d.phys
-	if dt != rt.F16 || !p.coopOK || o.M < 16 || o.N < 16 || o.K < 16 || p.limits.MaxComputeWorkGroupInvocations < 256 {
+	if dt != rt.F16 || o.M < 16 || o.N < 16 || o.K < 16 {
+		return false
+	}
+	if l.coop2MatMul(o, binds, reads, writes, push, bz) {
+		return true
+	}
+	if !p.coopOK || p.limits.MaxComputeWorkGroupInvocations < 256 {
 		return false
 	}
 	if l.d.coopFailed.Load() {

@@ -32,6 +32,9 @@ type physInfo struct {
 	coopProps  []coopMatProp
 	coop       coopShape // the f16 cooperative-matrix GEMM shape, if coopOK
 	coopOK     bool
+	coop2      []coop2Block // mmcm2.comp's blocks the device runs (none: no NV2 GEMM)
+	flexProps  []coopFlexProp
+	khrProps   []coopMatProp
 }
 
 // physInfo describes physical device index; the cooperative-matrix choice
@@ -41,8 +44,11 @@ func (in *instance) physInfo(index int) *physInfo {
 	p := &physInfo{pd: in.pds[index], qfam: -1, unifiedTyp: -1, heap: -1,
 		props: r.props, limits: r.limits, memTypes: r.memTypes, memHeaps: r.memHeaps,
 		caps: r.caps, coopProps: r.coopProps}
-	p.exts = map[string]bool{nvCoopExt: r.nvCoop, "VK_KHR_cooperative_matrix": r.khrCoop}
+	p.exts = map[string]bool{nvCoopExt: r.nvCoop, "VK_KHR_cooperative_matrix": r.khrCoop, "VK_NV_cooperative_matrix2": r.nvCoop2}
 	p.coop, p.coopOK = pickCoopMat(p.coopProps, p.caps, r.nvCoop, p.limits.MaxComputeSharedMemorySize, coopEnabled())
+	p.flexProps, p.khrProps = r.flexProps, r.khrProps
+	p.coop2 = pickCoop2(p.flexProps, p.caps, r.khrCoop && r.nvCoop2, min(in.api, p.props.ApiVersion),
+		p.limits.MaxComputeSharedMemorySize, coopEnabled() && coop2Enabled())
 
 	// Prefer a compute queue without graphics (async compute), else any.
 	for pass := 0; pass < 2 && p.qfam < 0; pass++ {
@@ -157,7 +163,7 @@ func (p *physInfo) details() [][2]string {
 		d = append(d, [2]string{fmt.Sprintf("memory type %d", i), fmt.Sprintf("heap %d%s", t.heap, memFlags(vk.MemoryPropertyFlagBits(t.flags)))})
 	}
 	var cm []string
-	for _, e := range []string{"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix"} {
+	for _, e := range []string{"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix", "VK_NV_cooperative_matrix2"} {
 		if p.exts[e] {
 			cm = append(cm, e)
 		}
@@ -169,6 +175,13 @@ func (p *physInfo) details() [][2]string {
 		cm = append(cm, "f16 GEMM "+p.coop.String())
 	}
 	d = append(d, [2]string{"cooperative matrix", strings.Join(cm, ", ")})
+	if p.exts["VK_NV_cooperative_matrix2"] {
+		c2 := p.caps.coop2
+		d = append(d, [2]string{"cooperative matrix 2", fmt.Sprintf("workgroup scope %s (max %d invocations, %s reserved shared), flexible dimensions %s (max %d, %d shapes), per-element %s, tensor addressing %s",
+			yes(c2.workgroupScope), c2.maxWorkgroupSize, kib(uint64(c2.reservedShared)), yes(c2.flexibleDimensions), c2.maxDimension, len(p.flexProps),
+			yes(c2.perElementOps), yes(c2.tensorAddressing))})
+	}
+	d = append(d, [2]string{"f16 GEMM", p.gemmPath()})
 	return d
 }
 
@@ -203,7 +216,8 @@ type device struct {
 	bufMapped bool
 	stageType int // host-visible coherent type for staging
 
-	coopFailed atomic.Bool // the cooperative-matrix pipeline could not be created
+	coopFailed  atomic.Bool // the cooperative-matrix pipeline could not be created
+	coop2Failed atomic.Bool // an mmcm2.comp pipeline could not be created
 
 	mu      sync.Mutex
 	buffers map[*buffer]struct{}
@@ -255,8 +269,20 @@ func openDevice(index int) (rt.Device, error) {
 		d.valID = newValidationID()
 	}
 	en := p.caps
-	en.coopMatrix, en.vkMemModel = p.coopOK, p.coopOK
+	en.coopMatrix, en.vkMemModel = p.coopOK, p.coopOK || len(p.coop2) > 0
+	en.coop2.enable = len(p.coop2) > 0
 	vd, r := in.h.createDevice(p.pd, uint32(p.qfam), en)
+	if r != vk.Success && en.coop2.enable {
+		// A driver that lists VK_NV_cooperative_matrix2 but cannot create
+		// a device with it: without it (mmcm.comp or matmul.comp).
+		if d.valID != 0 {
+			_ = d.valErr() // the failed attempt's messages
+		}
+		p.coop2 = nil
+		p.info.Details = p.details()
+		en.coop2.enable, en.vkMemModel = false, p.coopOK
+		vd, r = in.h.createDevice(p.pd, uint32(p.qfam), en)
+	}
 	if r != vk.Success {
 		err := fmt.Errorf("vulkan: vkCreateDevice on %s: %v: %w", p.info.Name, vkErr(r), rt.ErrUnavailable)
 		if verr := d.valErr(); verr != nil {

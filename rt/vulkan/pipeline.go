@@ -206,6 +206,9 @@ func (d *device) Prepare(ops []rt.Op) error {
 				// falls back to matmul.comp.
 				d.coopFailed.Store(true)
 			}
+			if errs[i] != nil && isCoop2Variant(w.name) {
+				d.coop2Failed.Store(true) // as in coop2MatMul
+			}
 		}()
 	}
 	wg.Wait()

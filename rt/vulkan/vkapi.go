@@ -119,8 +119,11 @@ type rawPhys struct {
 	queues    []queueFamily
 	nvCoop    bool // VK_NV_cooperative_matrix
 	khrCoop   bool // VK_KHR_cooperative_matrix
+	nvCoop2   bool // VK_NV_cooperative_matrix2
 	caps      caps
 	coopProps []coopMatProp
+	khrProps  []coopMatProp  // VK_KHR_cooperative_matrix shapes
+	flexProps []coopFlexProp // VK_NV_cooperative_matrix2 flexible-dimension shapes
 }
 
 // caps are the Vulkan 1.1/1.2 capabilities read through the feature and
@@ -128,6 +131,7 @@ type rawPhys struct {
 type caps struct {
 	hasFeatures2, vk12                                                                bool
 	coopMatrix, vkMemModel                                                            bool // VK_NV_cooperative_matrix feature, vulkanMemoryModel
+	coop2                                                                             coop2Caps
 	storage16, shaderFloat16, storage8, shaderInt8, shaderInt64, shaderFloat64, int16 bool
 	subgroupSize, subgroupOps, driverID                                               uint32
 	maxAlloc                                                                          uint64
@@ -195,11 +199,32 @@ func (in vkInst) describe(pd unsafe.Pointer) rawPhys {
 		r.coopProps = append(r.coopProps, coopMatProp{M: uint32(x.MSize), N: uint32(x.NSize), K: uint32(x.KSize),
 			A: uint32(x.AType), B: uint32(x.BType), C: uint32(x.CType), D: uint32(x.DType), Scope: uint32(x.scope)})
 	}
+	r.nvCoop2 = p.hasNVCoop2 != 0
+	r.caps.coop2 = coop2Caps{
+		khrCoopMatrix: c.khrCoopMatrix != 0, workgroupScope: c.c2WorkgroupScope != 0,
+		flexibleDimensions: c.c2FlexibleDimensions != 0, perElementOps: c.c2PerElementOperations != 0,
+		tensorAddressing: c.c2TensorAddressing != 0, conversions: c.c2Conversions != 0,
+		maxWorkgroupSize: uint32(c.c2MaxWorkgroupSize), maxDimension: uint32(c.c2MaxDimension),
+		reservedShared: uint32(c.c2ReservedShared),
+	}
+	for i := 0; i < int(p.khrCount); i++ {
+		x := p.khr[i]
+		r.khrProps = append(r.khrProps, coopMatProp{M: uint32(x.MSize), N: uint32(x.NSize), K: uint32(x.KSize),
+			A: uint32(x.AType), B: uint32(x.BType), C: uint32(x.CType), D: uint32(x.ResultType), Scope: uint32(x.scope)})
+	}
+	for i := 0; i < int(p.flexCount); i++ {
+		x := p.flex[i]
+		r.flexProps = append(r.flexProps, coopFlexProp{MGran: uint32(x.MGranularity), NGran: uint32(x.NGranularity), KGran: uint32(x.KGranularity),
+			A: uint32(x.AType), B: uint32(x.BType), C: uint32(x.CType), D: uint32(x.ResultType), Scope: uint32(x.scope),
+			Invocations: uint32(x.workgroupInvocations)})
+	}
 	return r
 }
 
 // createDevice creates a device with one queue of family qfam and en's
-// features enabled (VK_NV_cooperative_matrix with en.coopMatrix).
+// features enabled (VK_NV_cooperative_matrix with en.coopMatrix;
+// VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2 with
+// en.coop2.enable, with the NV2 features en.coop2 reports).
 func (in vkInst) createDevice(pd unsafe.Pointer, qfam uint32, en caps) (vkDev, vk.Result) {
 	var c C.vr_caps
 	c.hasFeatures2, c.vk12 = cBool32(en.hasFeatures2), cBool32(en.vk12)
@@ -207,6 +232,13 @@ func (in vkInst) createDevice(pd unsafe.Pointer, qfam uint32, en caps) (vkDev, v
 	c.storage8, c.shaderInt8 = cBool32(en.storage8), cBool32(en.shaderInt8)
 	c.shaderInt64, c.shaderFloat64, c.shaderInt16 = cBool32(en.shaderInt64), cBool32(en.shaderFloat64), cBool32(en.int16)
 	c.coopMatrix, c.vkMemModel = cBool32(en.coopMatrix), cBool32(en.vkMemModel)
+	if en.coop2.enable {
+		c.coop2 = 1
+		c2 := &en.coop2
+		c.c2WorkgroupScope, c.c2FlexibleDimensions = cBool32(c2.workgroupScope), cBool32(c2.flexibleDimensions)
+		c.c2PerElementOperations, c.c2TensorAddressing = cBool32(c2.perElementOps), cBool32(c2.tensorAddressing)
+		c.c2Conversions = cBool32(c2.conversions)
+	}
 	var p *C.vr_dev
 	r := C.vr_create_device(in.p, pd, C.uint32_t(qfam), &c, &p)
 	return vkDev{p}, vk.Result(r)

@@ -341,6 +341,62 @@ typedef struct {
 	int32_t scope;
 } vr_CooperativeMatrixPropertiesNV;
 
+// VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2 (Vulkan headers
+// 1.3.255 and 1.3.301: newer than the vulkan_core.h that the layout test
+// checks against, so these mirrors have lower-case names that it skips and
+// their sTypes are enumerators; the values are the registry's).
+enum {
+	VR_ST_COOPMAT_FEATURES_KHR = 1000506000,
+	VR_ST_COOPMAT_PROPERTIES_KHR = 1000506001,
+	VR_ST_COOPMAT2_FEATURES_NV = 1000593000,
+	VR_ST_COOPMAT_FLEX_PROPERTIES_NV = 1000593001,
+	VR_ST_COOPMAT2_PROPERTIES_NV = 1000593002,
+};
+
+// VkPhysicalDeviceCooperativeMatrixFeaturesKHR
+typedef struct {
+	int32_t sType;
+	void* pNext;
+	uint32_t cooperativeMatrix;
+	uint32_t cooperativeMatrixRobustBufferAccess;
+} vr_coopmatFeaturesKHR;
+
+// VkCooperativeMatrixPropertiesKHR
+typedef struct {
+	int32_t sType;
+	void* pNext;
+	uint32_t MSize, NSize, KSize;
+	int32_t AType, BType, CType, ResultType;
+	uint32_t saturatingAccumulation;
+	int32_t scope;
+} vr_coopmatPropsKHR;
+
+// VkPhysicalDeviceCooperativeMatrix2FeaturesNV
+typedef struct {
+	int32_t sType;
+	void* pNext;
+	uint32_t workgroupScope, flexibleDimensions, reductions, conversions, perElementOperations,
+		tensorAddressing, blockLoads;
+} vr_coopmat2FeaturesNV;
+
+// VkPhysicalDeviceCooperativeMatrix2PropertiesNV
+typedef struct {
+	int32_t sType;
+	void* pNext;
+	uint32_t workgroupScopeMaxWorkgroupSize, flexibleDimensionsMaxDimension, workgroupScopeReservedSharedMemory;
+} vr_coopmat2PropsNV;
+
+// VkCooperativeMatrixFlexibleDimensionsPropertiesNV
+typedef struct {
+	int32_t sType;
+	void* pNext;
+	uint32_t MGranularity, NGranularity, KGranularity;
+	int32_t AType, BType, CType, ResultType;
+	uint32_t saturatingAccumulation;
+	int32_t scope;
+	uint32_t workgroupInvocations;
+} vr_coopmatFlexPropsNV;
+
 typedef struct {
 	int32_t sType;
 	void* pNext;
@@ -683,6 +739,8 @@ typedef struct {
 	VR_FN(void, GetPhysicalDeviceFeatures2, (void*, vr_PhysicalDeviceFeatures2*))
 	VR_FN(void, GetPhysicalDeviceProperties2, (void*, vr_PhysicalDeviceProperties2*))
 	VR_FN(int32_t, GetPhysicalDeviceCooperativeMatrixPropertiesNV, (void*, uint32_t*, vr_CooperativeMatrixPropertiesNV*))
+	VR_FN(int32_t, GetPhysicalDeviceCooperativeMatrixPropertiesKHR, (void*, uint32_t*, vr_coopmatPropsKHR*))
+	VR_FN(int32_t, GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV, (void*, uint32_t*, vr_coopmatFlexPropsNV*))
 	VR_FN(int32_t, CreateDevice, (void*, const vr_DeviceCreateInfo*, const void*, void**))
 	VR_FN(vr_pfn, GetDeviceProcAddr, (void*, const char*))
 	VR_FN(int32_t, CreateDebugUtilsMessengerEXT, (void*, const vr_DebugUtilsMessengerCreateInfoEXT*, const void*, uint64_t*))
@@ -873,6 +931,8 @@ static int32_t vr_create_instance(vr_gipa_t g, uint32_t api, int portability, in
 	VR_LOAD(GetPhysicalDeviceFeatures2);
 	VR_LOAD(GetPhysicalDeviceProperties2);
 	VR_LOAD(GetPhysicalDeviceCooperativeMatrixPropertiesNV);
+	VR_LOAD(GetPhysicalDeviceCooperativeMatrixPropertiesKHR);
+	VR_LOAD(GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV);
 	VR_LOAD(CreateDevice);
 	VR_LOAD(GetDeviceProcAddr);
 	VR_LOAD(CreateDebugUtilsMessengerEXT);
@@ -931,6 +991,12 @@ static int32_t vr_physical_devices(vr_inst* in, void** out, uint32_t max, uint32
 typedef struct {
 	uint32_t hasFeatures2, vk12;
 	uint32_t coopMatrix, vkMemModel;
+	// VK_KHR_cooperative_matrix's cooperativeMatrix and the
+	// VK_NV_cooperative_matrix2 features vrun uses (as the input of
+	// vr_create_device, coop2 enables both extensions and all five).
+	uint32_t khrCoopMatrix, coop2;
+	uint32_t c2WorkgroupScope, c2FlexibleDimensions, c2PerElementOperations, c2TensorAddressing, c2Conversions;
+	uint32_t c2MaxWorkgroupSize, c2MaxDimension, c2ReservedShared;
 	uint32_t storage16, shaderFloat16, storage8, shaderInt8, shaderInt64, shaderFloat64, shaderInt16;
 	uint32_t subgroupSize, subgroupOps, driverID;
 	uint64_t maxMemoryAllocationSize;
@@ -945,10 +1011,14 @@ typedef struct {
 	vr_PhysicalDeviceMemoryProperties mem;
 	uint32_t queueFamilyCount;
 	vr_QueueFamilyProperties queueFamilies[VRUN_MAX_QUEUE_FAMILIES];
-	uint32_t hasNVCoop, hasKHRCoop;
+	uint32_t hasNVCoop, hasKHRCoop, hasNVCoop2;
 	vr_caps caps;
 	uint32_t coopCount;
 	vr_CooperativeMatrixPropertiesNV coop[VRUN_MAX_COOP_PROPS];
+	uint32_t khrCount; // VK_KHR_cooperative_matrix shapes
+	vr_coopmatPropsKHR khr[VRUN_MAX_COOP_PROPS];
+	uint32_t flexCount; // VK_NV_cooperative_matrix2 flexible-dimension shapes
+	vr_coopmatFlexPropsNV flex[VRUN_MAX_COOP_PROPS];
 } vr_physinfo;
 
 static int vr_has_device_ext(vr_inst* in, void* pd, const char* name) {
@@ -968,30 +1038,47 @@ typedef struct {
 	vr_PhysicalDeviceVulkan11Features f11;
 	vr_PhysicalDeviceVulkan12Features f12;
 	vr_PhysicalDeviceCooperativeMatrixFeaturesNV cf;
+	vr_coopmatFeaturesKHR kf;
+	vr_coopmat2FeaturesNV c2;
 } vr_features;
 
 // vr_chain_features zeroes c and links features 2 → Vulkan 1.1 → Vulkan
-// 1.2 (where vk12) → NV cooperative matrix (where vk12 and coop).
-static void vr_chain_features(vr_features* c, int vk12, int coop) {
+// 1.2 (where vk12) → NV cooperative matrix (where vk12 and coop) → KHR
+// cooperative matrix and NV cooperative matrix 2 (where vk12 and coop2).
+static void vr_chain_features(vr_features* c, int vk12, int coop, int coop2) {
 	memset(c, 0, sizeof *c);
 	c->f2.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
 	c->f11.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
 	c->f12.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
 	c->cf.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+	c->kf.sType = VR_ST_COOPMAT_FEATURES_KHR;
+	c->c2.sType = VR_ST_COOPMAT2_FEATURES_NV;
 	c->f2.pNext = &c->f11;
-	if (vk12) c->f11.pNext = &c->f12;
-	if (vk12 && coop) c->f12.pNext = &c->cf;
+	if (!vk12) return;
+	void** tail = &c->f11.pNext;
+	*tail = &c->f12; tail = &c->f12.pNext;
+	if (coop) { *tail = &c->cf; tail = &c->cf.pNext; }
+	if (coop2) { *tail = &c->kf; c->kf.pNext = &c->c2; }
 }
 
-static void vr_query_caps(vr_inst* in, void* pd, uint32_t apiVersion, uint32_t nvCoop, vr_caps* out) {
+// vr_query_caps reads pd's features and properties; coop2 (the device
+// has VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2) adds their
+// feature and property structs to the chains.
+static void vr_query_caps(vr_inst* in, void* pd, uint32_t apiVersion, uint32_t nvCoop, uint32_t coop2, vr_caps* out) {
 	memset(out, 0, sizeof(*out));
 	if (!in->GetPhysicalDeviceFeatures2 || !in->GetPhysicalDeviceProperties2 || apiVersion < ((1u << 22) | (1u << 12))) return;
 	out->hasFeatures2 = 1;
 	out->vk12 = apiVersion >= ((1u << 22) | (2u << 12));
 	vr_features c;
-	vr_chain_features(&c, out->vk12, nvCoop);
+	vr_chain_features(&c, out->vk12, nvCoop, coop2);
 	in->GetPhysicalDeviceFeatures2(pd, &c.f2);
 	out->coopMatrix = c.cf.cooperativeMatrix;
+	out->khrCoopMatrix = c.kf.cooperativeMatrix;
+	out->c2WorkgroupScope = c.c2.workgroupScope;
+	out->c2FlexibleDimensions = c.c2.flexibleDimensions;
+	out->c2PerElementOperations = c.c2.perElementOperations;
+	out->c2TensorAddressing = c.c2.tensorAddressing;
+	out->c2Conversions = c.c2.conversions;
 	out->vkMemModel = c.f12.f[VR_F12_VULKAN_MEMORY_MODEL];
 	out->storage16 = c.f11.f[VR_F11_STORAGE_BUFFER_16BIT];
 	out->storage8 = c.f12.f[VR_F12_STORAGE_BUFFER_8BIT];
@@ -1011,10 +1098,17 @@ static void vr_query_caps(vr_inst* in, void* pd, uint32_t apiVersion, uint32_t n
 	m3.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
 	drv.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
 	id.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
+	vr_coopmat2PropsNV c2p;
+	memset(&c2p, 0, sizeof c2p);
+	c2p.sType = VR_ST_COOPMAT2_PROPERTIES_NV;
 	p2->pNext = &sg; sg.pNext = &m3; m3.pNext = &id;
 	if (out->vk12) id.pNext = &drv;
+	if (out->vk12 && coop2) drv.pNext = &c2p;
 	in->GetPhysicalDeviceProperties2(pd, p2);
 	free(p2);
+	out->c2MaxWorkgroupSize = c2p.workgroupScopeMaxWorkgroupSize;
+	out->c2MaxDimension = c2p.flexibleDimensionsMaxDimension;
+	out->c2ReservedShared = c2p.workgroupScopeReservedSharedMemory;
 	out->subgroupSize = sg.subgroupSize;
 	out->subgroupOps = sg.supportedOperations;
 	out->maxMemoryAllocationSize = m3.maxMemoryAllocationSize;
@@ -1040,7 +1134,29 @@ static void vr_describe(vr_inst* in, void* pd, vr_physinfo* out) {
 	out->queueFamilyCount = nq;
 	out->hasNVCoop = vr_has_device_ext(in, pd, "VK_NV_cooperative_matrix");
 	out->hasKHRCoop = vr_has_device_ext(in, pd, "VK_KHR_cooperative_matrix");
-	vr_query_caps(in, pd, out->props.apiVersion, out->hasNVCoop, &out->caps);
+	out->hasNVCoop2 = vr_has_device_ext(in, pd, "VK_NV_cooperative_matrix2");
+	uint32_t coop2 = out->hasKHRCoop && out->hasNVCoop2;
+	vr_query_caps(in, pd, out->props.apiVersion, out->hasNVCoop, coop2, &out->caps);
+	if (out->hasKHRCoop && out->caps.khrCoopMatrix && in->GetPhysicalDeviceCooperativeMatrixPropertiesKHR) {
+		uint32_t n = 0;
+		int32_t r = in->GetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &n, NULL);
+		if (r == VR_SUCCESS && n > 0) {
+			if (n > VRUN_MAX_COOP_PROPS) n = VRUN_MAX_COOP_PROPS;
+			for (uint32_t i = 0; i < n; i++) out->khr[i].sType = VR_ST_COOPMAT_PROPERTIES_KHR;
+			r = in->GetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &n, out->khr);
+			if (r == VR_SUCCESS || r == VR_INCOMPLETE) out->khrCount = n;
+		}
+	}
+	if (coop2 && out->caps.c2FlexibleDimensions && in->GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) {
+		uint32_t n = 0;
+		int32_t r = in->GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(pd, &n, NULL);
+		if (r == VR_SUCCESS && n > 0) {
+			if (n > VRUN_MAX_COOP_PROPS) n = VRUN_MAX_COOP_PROPS;
+			for (uint32_t i = 0; i < n; i++) out->flex[i].sType = VR_ST_COOPMAT_FLEX_PROPERTIES_NV;
+			r = in->GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV(pd, &n, out->flex);
+			if (r == VR_SUCCESS || r == VR_INCOMPLETE) out->flexCount = n;
+		}
+	}
 	if (out->hasNVCoop && out->caps.coopMatrix && in->GetPhysicalDeviceCooperativeMatrixPropertiesNV) {
 		uint32_t n = 0;
 		int32_t r = in->GetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &n, NULL);
@@ -1062,8 +1178,16 @@ static void vr_describe(vr_inst* in, void* pd, vr_physinfo* out) {
 static int32_t vr_create_device(vr_inst* in, void* pd, uint32_t qfam, const vr_caps* en, vr_dev** out) {
 	*out = NULL;
 	vr_features c;
-	vr_chain_features(&c, en->vk12, en->coopMatrix);
+	vr_chain_features(&c, en->vk12, en->coopMatrix, en->coop2);
 	c.cf.cooperativeMatrix = en->vk12 && en->coopMatrix;
+	if (en->vk12 && en->coop2) {
+		c.kf.cooperativeMatrix = 1;
+		c.c2.workgroupScope = en->c2WorkgroupScope;
+		c.c2.flexibleDimensions = en->c2FlexibleDimensions;
+		c.c2.perElementOperations = en->c2PerElementOperations;
+		c.c2.tensorAddressing = en->c2TensorAddressing;
+		c.c2.conversions = en->c2Conversions;
+	}
 	c.f12.f[VR_F12_VULKAN_MEMORY_MODEL] = en->vkMemModel;
 	c.f2.features[VR_F_SHADER_FLOAT64] = en->shaderFloat64;
 	c.f2.features[VR_F_SHADER_INT64] = en->shaderInt64;
@@ -1078,13 +1202,19 @@ static int32_t vr_create_device(vr_inst* in, void* pd, uint32_t qfam, const vr_c
 		.sType = VR_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = qfam, .queueCount = 1,
 		.pQueuePriorities = &prio,
 	};
-	const char* exts[1] = {"VK_NV_cooperative_matrix"};
+	const char* exts[3];
+	uint32_t nexts = 0;
+	if (en->vk12 && en->coopMatrix) exts[nexts++] = "VK_NV_cooperative_matrix";
+	if (en->vk12 && en->coop2) {
+		exts[nexts++] = "VK_KHR_cooperative_matrix";
+		exts[nexts++] = "VK_NV_cooperative_matrix2";
+	}
 	vr_DeviceCreateInfo ci = {
 		.sType = VR_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = en->hasFeatures2 ? (const void*)&c.f2 : NULL,
 		.queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
 	};
-	if (en->vk12 && en->coopMatrix) {
-		ci.enabledExtensionCount = 1;
+	if (nexts > 0) {
+		ci.enabledExtensionCount = nexts;
 		ci.ppEnabledExtensionNames = exts;
 	}
 	void* device = NULL;

@@ -269,12 +269,39 @@ func variants() []variant {
 					fmt.Sprintf("BN=%d", blk.bn), fmt.Sprintf("BKN=%d", blk.bk)})
 		}
 	}
+	// f16 GEMM on workgroup-scope cooperative matrices (NV2; compiled by
+	// glslang 15), per block and operand transposition (rt/vulkan's
+	// coop2Blocks).
+	for _, blk := range coop2Blocks {
+		f16 := dt("f16")
+		for _, tr := range []string{"nn", "tn", "nt", "tt"} {
+			ta, tb := 0, 0
+			if tr[0] == 't' {
+				ta = 1
+			}
+			if tr[1] == 't' {
+				tb = 1
+			}
+			name := fmt.Sprintf("mmcm2_f16_%dx%dk%d_%s", blk.bm, blk.bn, blk.bk, tr)
+			add(name, "mmcm2.comp", slot("X", f16), slot("Y", f16), needs(f16),
+				[]string{fmt.Sprintf("BM=%d", blk.bm), fmt.Sprintf("BN=%d", blk.bn), fmt.Sprintf("BK=%d", blk.bk),
+					fmt.Sprintf("LOCAL_SIZE=%d", blk.wg), fmt.Sprintf("TA=%d", ta), fmt.Sprintf("TB=%d", tb)})
+		}
+	}
 	for _, n := range []string{"i32", "i64"} {
 		x := dt(n)
 		base := [][]string{slot("X", x), slot("Y", x), needs(x)}
 		add("reduce_"+n, "reduce.comp", base...)
 	}
 	return vs
+}
+
+// coop2Blocks are mmcm2.comp's workgroup blocks: BM x BN outputs, K in
+// slices of BK, wg invocations (rt/vulkan's coop2Blocks).
+var coop2Blocks = []struct{ bm, bn, bk, wg int }{
+	{128, 256, 64, 256}, {128, 128, 64, 256}, {64, 64, 64, 128},
+	// sweep alternatives (BenchmarkGEMMCoop2)
+	{128, 256, 32, 256}, {256, 128, 64, 256}, {128, 128, 32, 256},
 }
 
 func (t tile) defs() []string {
@@ -306,6 +333,56 @@ func typesHeader() string {
 	return b.String()
 }
 
+// glslang15Exts are the extensions whose sources need glslang 15: Debian
+// 12's glslc (shaderc 2023.2, glslang 12) compiles GL_NV_cooperative_matrix
+// only. A source that enables one of them is compiled by glslang15 for
+// Vulkan 1.3 (SPIR-V 1.6); every other source by glslc for Vulkan 1.2.
+var glslang15Exts = []string{"GL_KHR_cooperative_matrix", "GL_NV_cooperative_matrix2"}
+
+// needsGlslang15 reports whether the source src enables one of
+// glslang15Exts.
+func needsGlslang15(src string) (bool, error) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "#extension" {
+			for _, e := range glslang15Exts {
+				if f[1] == e {
+					return true, nil
+				}
+			}
+		}
+	}
+	return false, nil
+}
+
+// glslang15Cmd returns the command that runs glslangValidator 15:
+// $GLSLANG15 (a glslangValidator 15 binary) when set, else the vendored
+// gen/glslang15.sh, which fetches Debian 13's glslang-tools into a cache
+// folder on first use. It runs it once (--version), so that the fetch
+// happens before the parallel compiles, and checks the version: another
+// glslang would write different SPIR-V than the committed blobs.
+func glslang15Cmd() ([]string, error) {
+	cmd := []string{"bash", filepath.Join("gen", "glslang15.sh")}
+	if p := os.Getenv("GLSLANG15"); p != "" {
+		cmd = []string{p}
+	}
+	c := exec.Command(cmd[0], append(cmd[1:], "--version")...)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --version: %v\n%s", strings.Join(cmd, " "), err, stderr.String())
+	}
+	if !regexp.MustCompile(`(?m)^Glslang Version: [0-9]+:15\.`).Match(out) {
+		return nil, fmt.Errorf("%s is not glslang 15:\n%s", strings.Join(cmd, " "), out)
+	}
+	return cmd, nil
+}
+
 func main() {
 	glslc := os.Getenv("GLSLC")
 	if glslc == "" {
@@ -330,6 +407,24 @@ func main() {
 	}
 	vs := variants()
 	sort.Slice(vs, func(i, j int) bool { return vs[i].name < vs[j].name })
+	g15 := map[string]bool{}
+	for _, v := range vs {
+		if _, seen := g15[v.src]; !seen {
+			need, err := needsGlslang15(v.src)
+			if err != nil {
+				fatal(err)
+			}
+			g15[v.src] = need
+		}
+	}
+	var glslang15 []string
+	for _, need := range g15 {
+		if need && glslang15 == nil {
+			if glslang15, err = glslang15Cmd(); err != nil {
+				fatal(err)
+			}
+		}
+	}
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -343,14 +438,20 @@ func main() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			args := []string{"-fshader-stage=compute", "--target-env=vulkan1.2", "-O", "-I", "."}
+			if g15[v.src] {
+				args = []string{"-V", "--target-env", "vulkan1.3", "-S", "comp", "-I."}
+			}
 			for _, d := range v.defs {
 				args = append(args, "-D"+d)
 			}
 			out := filepath.Join("spv", v.name+".spv")
 			args = append(args, "-o", out, v.src)
 			cmd := exec.Command(glslc, args...)
+			if g15[v.src] {
+				cmd = exec.Command(glslang15[0], append(glslang15[1:], args...)...)
+			}
 			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
+			cmd.Stdout, cmd.Stderr = &stderr, &stderr // glslangValidator reports errors on stdout
 			if err := cmd.Run(); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Sprintf("%s: %v\n%s", v.name, err, stderr.String()))
@@ -361,7 +462,7 @@ func main() {
 	wg.Wait()
 	if len(errs) > 0 {
 		sort.Strings(errs)
-		fatal(fmt.Errorf("glslc failed:\n%s", strings.Join(errs, "\n")))
+		fatal(fmt.Errorf("shader compiler failed:\n%s", strings.Join(errs, "\n")))
 	}
 	want := map[string]bool{}
 	for _, v := range vs {
