@@ -21,7 +21,8 @@
 //
 // Fast path: a block wholly inside Y, K a multiple of BK, and operands
 // whose offsets, batch strides and leading dimensions are multiples of 8
-// halves (host flags 32 and 64): unclamped layouts. Otherwise the layouts
+// halves (host flags 32 and 64): unclamped layouts, the K loop unrolled
+// UNROLL times (-D UNROLL, default 4). Otherwise the layouts
 // clamp: elements outside A or B read as 0 (so the K tail adds nothing)
 // and stores outside Y are dropped.
 //
@@ -29,7 +30,6 @@
 // activation, coopMatPerElementNV applies alpha, beta*Bias and the
 // activation per element in f32. The result is converted to f16 and
 // stored through the clamping layout of Y.
-#define NEED_16BIT 1
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -41,6 +41,9 @@
 #endif
 #ifndef TB
 #define TB 0
+#endif
+#ifndef UNROLL
+#define UNROLL 4
 #endif
 
 layout(push_constant) uniform PC {
@@ -125,7 +128,20 @@ void main() {
 		if (fast) {
 			baseA &= ~7u;
 			baseB &= ~7u;
-			for (uint k0 = 0u; k0 < K; k0 += BK) {
+			uint k0 = 0u;
+#if UNROLL > 1
+			for (; k0 + UNROLL * BK <= K;) {
+				[[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+					MATA ma;
+					MATB mb;
+					LOADA(ma, baseA, la, k0);
+					LOADB(mb, baseB, lb, k0);
+					acc = coopMatMulAdd(ma, mb, acc);
+					k0 += BK;
+				}
+			}
+#endif
+			for (; k0 < K; k0 += BK) {
 				MATA ma;
 				MATB mb;
 				LOADA(ma, baseA, la, k0);

@@ -45,10 +45,15 @@ type coopFlexProp struct {
 const coopWorkgroup = 2
 
 // coop2Block is an mmcm2.comp workgroup block: bm x bn outputs, K walked in
-// slices of bk, wg invocations.
-type coop2Block struct{ bm, bn, bk, wg int }
+// slices of bk, wg invocations, the aligned K loop unrolled unroll times.
+type coop2Block struct{ bm, bn, bk, wg, unroll int }
 
-func (b coop2Block) String() string { return fmt.Sprintf("%dx%dk%d", b.bm, b.bn, b.bk) }
+func (b coop2Block) String() string {
+	if b.unroll != 4 {
+		return fmt.Sprintf("%dx%dk%du%d", b.bm, b.bn, b.bk, b.unroll)
+	}
+	return fmt.Sprintf("%dx%dk%d", b.bm, b.bn, b.bk)
+}
 
 // variant is mmcm2.comp's variant for the block and the operands'
 // transposition.
@@ -67,8 +72,9 @@ func (b coop2Block) variant(ta, tb bool) string {
 // coop2Blocks): the first three are chosen by pickCoop2Block, the others
 // run only when forced (the sweep of BenchmarkGEMMCoop2).
 var coop2Blocks = []coop2Block{
-	{128, 256, 64, 256}, {128, 128, 64, 256}, {64, 64, 64, 128},
-	{128, 256, 32, 256}, {256, 128, 64, 256}, {128, 128, 32, 256},
+	{128, 256, 64, 256, 4}, {128, 128, 64, 256, 4}, {64, 64, 64, 128, 4},
+	{128, 256, 32, 256, 4}, {256, 128, 64, 256, 4}, {128, 128, 32, 256, 4},
+	{128, 256, 64, 256, 1}, {128, 128, 64, 256, 1},
 }
 
 // forceCoop2Block, when set (tests, benchmarks), selects that block.

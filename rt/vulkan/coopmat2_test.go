@@ -52,7 +52,7 @@ func TestPickCoop2(t *testing.T) {
 		{h200, good, true, v12, 49152, true, 0},  // SPIR-V 1.6 needs Vulkan 1.3
 		{h200, good, true, v13, 49152, false, 0}, // VRUN_VK_COOPMAT2=0
 		{h200, good, true, v13, 512, true, 0},    // reserved shared memory
-		{h200, mod(func(c *caps) { c.coop2.maxDimension = 128 }), true, v13, 49152, true, 3},
+		{h200, mod(func(c *caps) { c.coop2.maxDimension = 128 }), true, v13, 49152, true, 4},
 		{h200, mod(func(c *caps) { c.coop2.maxWorkgroupSize = 128 }), true, v13, 49152, true, 1},
 		{h200, mod(func(c *caps) { c.coop2.workgroupScope = false }), true, v13, 49152, true, 0},
 		{h200, mod(func(c *caps) { c.coop2.tensorAddressing = false }), true, v13, 49152, true, 0},

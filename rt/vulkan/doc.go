@@ -59,7 +59,16 @@
 //     for full blocks without bias/activation) where the device lists an
 //     f16xf16->f32 subgroup shape;
 //     VK_NV_cooperative_matrix and its features are enabled at device
-//     creation only then, and VRUN_VK_COOPMAT=0 turns that off.
+//     creation only then, and VRUN_VK_COOPMAT=0 turns that off. Where the
+//     device (Vulkan 1.3) has VK_KHR_cooperative_matrix and
+//     VK_NV_cooperative_matrix2 with workgroup scope, flexible dimensions,
+//     per-element operations and tensor addressing, f16 MatMul runs
+//     mmcm2.comp instead: one workgroup-scope f32 accumulator per
+//     128x256, 128x128 or 64x64 block (K slices of 64), operands loaded
+//     by coopMatLoadTensorNV through tensor layouts (clamped at the edges,
+//     transposes as tensor views), bias and activation per element
+//     (coopMatPerElementNV); see coopmat2.go. VRUN_VK_COOPMAT2=0 turns it
+//     off; DeviceInfo's details name the f16 GEMM kernel in use.
 //   - Bandwidth-bound kernels move 128-bit vectors where the layout lets
 //     them (vec.glsl, vrows.glsl). Unary, Binary and Copy (and casts
 //     between f32, f16 and i32) take their 4-item vector variants

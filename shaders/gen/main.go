@@ -282,10 +282,14 @@ func variants() []variant {
 			if tr[1] == 't' {
 				tb = 1
 			}
-			name := fmt.Sprintf("mmcm2_f16_%dx%dk%d_%s", blk.bm, blk.bn, blk.bk, tr)
-			add(name, "mmcm2.comp", slot("X", f16), slot("Y", f16), needs(f16),
+			blkName := fmt.Sprintf("%dx%dk%d", blk.bm, blk.bn, blk.bk)
+			if blk.unroll != 4 {
+				blkName += fmt.Sprintf("u%d", blk.unroll)
+			}
+			add("mmcm2_f16_"+blkName+"_"+tr, "mmcm2.comp", slot("X", f16), slot("Y", f16), needs(f16),
 				[]string{fmt.Sprintf("BM=%d", blk.bm), fmt.Sprintf("BN=%d", blk.bn), fmt.Sprintf("BK=%d", blk.bk),
-					fmt.Sprintf("LOCAL_SIZE=%d", blk.wg), fmt.Sprintf("TA=%d", ta), fmt.Sprintf("TB=%d", tb)})
+					fmt.Sprintf("LOCAL_SIZE=%d", blk.wg), fmt.Sprintf("UNROLL=%d", blk.unroll),
+					fmt.Sprintf("TA=%d", ta), fmt.Sprintf("TB=%d", tb)})
 		}
 	}
 	for _, n := range []string{"i32", "i64"} {
@@ -297,11 +301,13 @@ func variants() []variant {
 }
 
 // coop2Blocks are mmcm2.comp's workgroup blocks: BM x BN outputs, K in
-// slices of BK, wg invocations (rt/vulkan's coop2Blocks).
-var coop2Blocks = []struct{ bm, bn, bk, wg int }{
-	{128, 256, 64, 256}, {128, 128, 64, 256}, {64, 64, 64, 128},
+// slices of BK, wg invocations, the aligned K loop unrolled unroll times
+// (rt/vulkan's coop2Blocks).
+var coop2Blocks = []struct{ bm, bn, bk, wg, unroll int }{
+	{128, 256, 64, 256, 4}, {128, 128, 64, 256, 4}, {64, 64, 64, 128, 4},
 	// sweep alternatives (BenchmarkGEMMCoop2)
-	{128, 256, 32, 256}, {256, 128, 64, 256}, {128, 128, 32, 256},
+	{128, 256, 32, 256, 4}, {256, 128, 64, 256, 4}, {128, 128, 32, 256, 4},
+	{128, 256, 64, 256, 1}, {128, 128, 64, 256, 1},
 }
 
 func (t tile) defs() []string {
