@@ -174,6 +174,15 @@ func (p *physInfo) details() [][2]string {
 	if p.coopOK {
 		cm = append(cm, "f16 GEMM "+p.coop.String())
 	}
+	if len(p.khrProps) > 0 {
+		var ks []string
+		for _, s := range p.khrProps {
+			if s.A == coopF16 && s.C == coopF32 && s.Scope == coopSubgroup {
+				ks = append(ks, coopShape{s.M, s.N, s.K}.String())
+			}
+		}
+		cm = append(cm, fmt.Sprintf("KHR: %d shapes (f16->f32 subgroup %s)", len(p.khrProps), strings.Join(ks, " ")))
+	}
 	d = append(d, [2]string{"cooperative matrix", strings.Join(cm, ", ")})
 	if p.exts["VK_NV_cooperative_matrix2"] {
 		c2 := p.caps.coop2

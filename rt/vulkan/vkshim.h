@@ -1044,8 +1044,9 @@ typedef struct {
 
 // vr_chain_features zeroes c and links features 2 → Vulkan 1.1 → Vulkan
 // 1.2 (where vk12) → NV cooperative matrix (where vk12 and coop) → KHR
-// cooperative matrix and NV cooperative matrix 2 (where vk12 and coop2).
-static void vr_chain_features(vr_features* c, int vk12, int coop, int coop2) {
+// cooperative matrix (where vk12 and khr) → NV cooperative matrix 2 (where
+// vk12, khr and coop2).
+static void vr_chain_features(vr_features* c, int vk12, int coop, int khr, int coop2) {
 	memset(c, 0, sizeof *c);
 	c->f2.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
 	c->f11.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
@@ -1058,19 +1059,20 @@ static void vr_chain_features(vr_features* c, int vk12, int coop, int coop2) {
 	void** tail = &c->f11.pNext;
 	*tail = &c->f12; tail = &c->f12.pNext;
 	if (coop) { *tail = &c->cf; tail = &c->cf.pNext; }
-	if (coop2) { *tail = &c->kf; c->kf.pNext = &c->c2; }
+	if (khr) { *tail = &c->kf; tail = &c->kf.pNext; }
+	if (khr && coop2) *tail = &c->c2;
 }
 
-// vr_query_caps reads pd's features and properties; coop2 (the device
-// has VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2) adds their
-// feature and property structs to the chains.
-static void vr_query_caps(vr_inst* in, void* pd, uint32_t apiVersion, uint32_t nvCoop, uint32_t coop2, vr_caps* out) {
+// vr_query_caps reads pd's features and properties; khr (the device has
+// VK_KHR_cooperative_matrix) and coop2 (and VK_NV_cooperative_matrix2) add
+// their feature and property structs to the chains.
+static void vr_query_caps(vr_inst* in, void* pd, uint32_t apiVersion, uint32_t nvCoop, uint32_t khr, uint32_t coop2, vr_caps* out) {
 	memset(out, 0, sizeof(*out));
 	if (!in->GetPhysicalDeviceFeatures2 || !in->GetPhysicalDeviceProperties2 || apiVersion < ((1u << 22) | (1u << 12))) return;
 	out->hasFeatures2 = 1;
 	out->vk12 = apiVersion >= ((1u << 22) | (2u << 12));
 	vr_features c;
-	vr_chain_features(&c, out->vk12, nvCoop, coop2);
+	vr_chain_features(&c, out->vk12, nvCoop, khr, coop2);
 	in->GetPhysicalDeviceFeatures2(pd, &c.f2);
 	out->coopMatrix = c.cf.cooperativeMatrix;
 	out->khrCoopMatrix = c.kf.cooperativeMatrix;
@@ -1136,7 +1138,7 @@ static void vr_describe(vr_inst* in, void* pd, vr_physinfo* out) {
 	out->hasKHRCoop = vr_has_device_ext(in, pd, "VK_KHR_cooperative_matrix");
 	out->hasNVCoop2 = vr_has_device_ext(in, pd, "VK_NV_cooperative_matrix2");
 	uint32_t coop2 = out->hasKHRCoop && out->hasNVCoop2;
-	vr_query_caps(in, pd, out->props.apiVersion, out->hasNVCoop, coop2, &out->caps);
+	vr_query_caps(in, pd, out->props.apiVersion, out->hasNVCoop, out->hasKHRCoop, coop2, &out->caps);
 	if (out->hasKHRCoop && out->caps.khrCoopMatrix && in->GetPhysicalDeviceCooperativeMatrixPropertiesKHR) {
 		uint32_t n = 0;
 		int32_t r = in->GetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &n, NULL);
@@ -1178,7 +1180,7 @@ static void vr_describe(vr_inst* in, void* pd, vr_physinfo* out) {
 static int32_t vr_create_device(vr_inst* in, void* pd, uint32_t qfam, const vr_caps* en, vr_dev** out) {
 	*out = NULL;
 	vr_features c;
-	vr_chain_features(&c, en->vk12, en->coopMatrix, en->coop2);
+	vr_chain_features(&c, en->vk12, en->coopMatrix, en->coop2, en->coop2);
 	c.cf.cooperativeMatrix = en->vk12 && en->coopMatrix;
 	if (en->vk12 && en->coop2) {
 		c.kf.cooperativeMatrix = 1;
