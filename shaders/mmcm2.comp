@@ -19,12 +19,12 @@
 // select the transposed operands (a transposing tensor view), so each
 // variant has one straight loop.
 //
-// Fast path: a block wholly inside Y, K a multiple of BK, and operands
-// whose offsets, batch strides and leading dimensions are multiples of 8
-// halves (host flags 32 and 64): unclamped layouts, the K loop unrolled
-// UNROLL times (-D UNROLL, default 4). Otherwise the layouts
-// clamp: elements outside A or B read as 0 (so the K tail adds nothing)
-// and stores outside Y are dropped.
+// Fast path: a block wholly inside Y and operands whose offsets, batch
+// strides and leading dimensions are multiples of 8 halves (host flags 32
+// and 64) read the whole BK slices of K through unclamped layouts, the
+// loop unrolled UNROLL times (-D UNROLL, default 4). The K tail, and every
+// slice of other blocks, go through clamping layouts: elements outside A
+// or B read as 0 (so the tail adds nothing). Stores outside Y are dropped.
 //
 // Epilogue: alpha alone is a scalar multiply; with a bias (flag 4) or an
 // activation, coopMatPerElementNV applies alpha, beta*Bias and the
@@ -94,7 +94,8 @@ float epi(const in uint r, const in uint c, const in float v, const in uint m0, 
 void main() {
 	uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
 	uint M = pc.M, N = pc.N, K = pc.K;
-	bool fast = (pc.flags & 96u) == 96u && m0 + BM <= M && n0 + BN <= N && K % BK == 0u;
+	bool fast = (pc.flags & 96u) == 96u && m0 + BM <= M && n0 + BN <= N;
+	uint kfull = fast ? K / BK * BK : 0u; // slices read unclamped
 	uint lda = TA != 0 ? M : K, ldb = TB != 0 ? K : N;
 	tensorViewNV<2, false, 1, 0> tview = createTensorViewNV(2, false, 1, 0);
 	tensorLayoutNV<2> la = createTensorLayoutNV(2), lb = createTensorLayoutNV(2);
@@ -125,37 +126,35 @@ void main() {
 	for (uint bt = gl_WorkGroupID.z; bt < pc.batch; bt += gl_NumWorkGroups.z) {
 		uint baseA = pc.offA + bt * pc.sA, baseB = pc.offB + bt * pc.sB;
 		MATC acc = MATC(0.0);
+		uint k0 = 0u;
 		if (fast) {
-			baseA &= ~7u;
-			baseB &= ~7u;
-			uint k0 = 0u;
+			uint ba = baseA & ~7u, bb = baseB & ~7u;
 #if UNROLL > 1
-			for (; k0 + UNROLL * BK <= K;) {
+			for (; k0 + UNROLL * BK <= kfull;) {
 				[[unroll]] for (uint u = 0u; u < UNROLL; u++) {
 					MATA ma;
 					MATB mb;
-					LOADA(ma, baseA, la, k0);
-					LOADB(mb, baseB, lb, k0);
+					LOADA(ma, ba, la, k0);
+					LOADB(mb, bb, lb, k0);
 					acc = coopMatMulAdd(ma, mb, acc);
 					k0 += BK;
 				}
 			}
 #endif
-			for (; k0 < K; k0 += BK) {
+			for (; k0 < kfull; k0 += BK) {
 				MATA ma;
 				MATB mb;
-				LOADA(ma, baseA, la, k0);
-				LOADB(mb, baseB, lb, k0);
+				LOADA(ma, ba, la, k0);
+				LOADB(mb, bb, lb, k0);
 				acc = coopMatMulAdd(ma, mb, acc);
 			}
-		} else {
-			for (uint k0 = 0u; k0 < K; k0 += BK) {
-				MATA ma;
-				MATB mb;
-				LOADA(ma, baseA, lac, k0);
-				LOADB(mb, baseB, lbc, k0);
-				acc = coopMatMulAdd(ma, mb, acc);
-			}
+		}
+		for (; k0 < K; k0 += BK) { // the K tail, or everything off the fast path
+			MATA ma;
+			MATB mb;
+			LOADA(ma, baseA, lac, k0);
+			LOADB(mb, baseB, lbc, k0);
+			acc = coopMatMulAdd(ma, mb, acc);
 		}
 		if ((pc.flags & 4u) != 0u || pc.act != 0u) {
 			coopMatPerElementNV(acc, acc, epi, m0, n0);

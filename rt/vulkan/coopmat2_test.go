@@ -137,6 +137,8 @@ func TestMatMulCoop2(t *testing.T) {
 		{1, 128, 256, 64, false, true, -1, -1, [2]int{}, false, rt.Tanh},
 		{2, 256, 128, 64, true, true, 256 * 64, 0, [2]int{}, false, 0},
 		{1, 16, 16, 16, false, false, -1, -1, [2]int{}, false, 0},
+		{1, 256, 256, 200, false, false, -1, -1, [2]int{}, false, 0}, // whole blocks, K tail
+		{2, 128, 256, 72, true, true, -1, -1, [2]int{1, 0}, true, rt.Relu},
 		{1, 300, 17, 700, false, false, -1, -1, [2]int{0, 1}, true, 0},
 	}
 	defer func() { forceCoop2Block = coop2Block{} }()
