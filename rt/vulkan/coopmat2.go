@@ -69,13 +69,21 @@ func (b coop2Block) variant(ta, tb bool) string {
 }
 
 // coop2Blocks are the blocks mmcm2.comp is compiled for (shaders/gen's
-// coop2Blocks): the first three are chosen by pickCoop2Block, the others
-// run only when forced (the sweep of BenchmarkGEMMCoop2).
+// coop2Blocks). pickCoop2Block chooses among coop2Rule; the others run only
+// when forced (the sweep of BenchmarkGEMMCoop2).
 var coop2Blocks = []coop2Block{
 	{128, 256, 64, 256, 4}, {128, 128, 64, 256, 4}, {64, 64, 64, 128, 4},
 	{128, 256, 32, 256, 4}, {256, 128, 64, 256, 4}, {128, 128, 32, 256, 4},
 	{128, 256, 64, 256, 1}, {128, 128, 64, 256, 1},
 }
+
+// coop2Rule are the blocks pickCoop2Block chooses from, largest first:
+// 128x128 with K slices of 64 and no unrolling, and 64x64 (128
+// invocations). On the H200 (driver 580, BenchmarkGEMMCoop2, gpu-TFLOP/s
+// at n = 1024/2048/4096/8192) 128x128k64u1 ran 57/149/151/159, 64x64k64
+// 74/103/104/106, 128x256k32 34/149/147/155, 128x256k64 26/79/93/95,
+// 256x128k64 22/65/73/74.
+var coop2Rule = []coop2Block{{128, 128, 64, 256, 1}, {64, 64, 64, 128, 4}}
 
 // forceCoop2Block, when set (tests, benchmarks), selects that block.
 var forceCoop2Block coop2Block
@@ -124,8 +132,8 @@ func coop2Groups(b coop2Block, m, n, batch int) int64 {
 }
 
 // pickCoop2Block chooses among the device's blocks for an m x n (x batch)
-// output: the largest of 128x256, 128x128 and 64x64 (K slices of 64) that
-// still gives at least coop2MinGroups workgroups, else the one with most.
+// output: the first of coop2Rule that gives at least coop2MinGroups
+// workgroups, else the last the device has (the one with most).
 func pickCoop2Block(m, n, batch int, have []coop2Block) (coop2Block, bool) {
 	in := func(b coop2Block) bool {
 		for _, h := range have {
@@ -139,7 +147,7 @@ func pickCoop2Block(m, n, batch int, have []coop2Block) (coop2Block, bool) {
 		return forceCoop2Block, in(forceCoop2Block)
 	}
 	var last coop2Block
-	for _, b := range coop2Blocks[:3] {
+	for _, b := range coop2Rule {
 		if !in(b) {
 			continue
 		}

@@ -64,7 +64,8 @@
 //     VK_NV_cooperative_matrix2 with workgroup scope, flexible dimensions,
 //     per-element operations and tensor addressing, f16 MatMul runs
 //     mmcm2.comp instead: one workgroup-scope f32 accumulator per
-//     128x256, 128x128 or 64x64 block (K slices of 64), operands loaded
+//     128x128 block, or 64x64 where that gives too few workgroups (K
+//     slices of 64; coop2Rule, other blocks for the sweep), operands loaded
 //     by coopMatLoadTensorNV through tensor layouts (clamped at the edges,
 //     transposes as tensor views), bias and activation per element
 //     (coopMatPerElementNV); see coopmat2.go. VRUN_VK_COOPMAT2=0 turns it
