@@ -302,10 +302,10 @@ func variants() []variant {
 
 // coop2Blocks are mmcm2.comp's workgroup blocks: BM x BN outputs, K in
 // slices of BK, wg invocations, the aligned K loop unrolled unroll times
-// (rt/vulkan's coop2Blocks).
+// (rt/vulkan's coop2Blocks; its coop2Rule picks 128x128k64u1 or 64x64k64,
+// the others are for BenchmarkGEMMCoop2's sweep).
 var coop2Blocks = []struct{ bm, bn, bk, wg, unroll int }{
 	{128, 256, 64, 256, 4}, {128, 128, 64, 256, 4}, {64, 64, 64, 128, 4},
-	// sweep alternatives (BenchmarkGEMMCoop2)
 	{128, 256, 32, 256, 4}, {256, 128, 64, 256, 4}, {128, 128, 32, 256, 4},
 	{128, 256, 64, 256, 1}, {128, 128, 64, 256, 1},
 }
