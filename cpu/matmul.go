@@ -282,6 +282,18 @@ func (g *gemm[T]) serial() bool {
 	return g.threads == 1 || workers() == 1 || int64(g.m)*int64(g.n)*int64(g.k) < gemmParallelWork
 }
 
+// gemvSerial is serial for the GEMV path: a matrix-vector product reads
+// each matrix element once, so it is split from gemvParallelBytes of
+// matrix on.
+func (g *gemm[T]) gemvSerial() bool {
+	var z T
+	return g.threads == 1 || workers() == 1 || int64(g.m)*int64(g.n)*int64(g.k)*int64(unsafe.Sizeof(z)) < gemvParallelBytes
+}
+
+// gemvParallelBytes is the least matrix that the GEMV path splits between
+// workers: 512 KiB, 256×512 f32 (about 10 µs from L3 on one core).
+const gemvParallelBytes = 1 << 19
+
 // runOne runs the GEMM on the calling goroutine, except that the GEMV
 // path splits a large matrix-vector product. It neither allocates nor
 // lets g escape, so that callers can keep g on the stack.
@@ -300,7 +312,7 @@ func (g *gemm[T]) runOne() {
 		// gemv reads B directly; x·B with B not transposed is the no-pack
 		// kernels' one-row case, below, unless the row-streaming kernels
 		// are there.
-		g.gemv(!g.serial())
+		g.gemv(!g.gemvSerial())
 		return
 	}
 	if !g.serial() && g.m == 1 && npApplies(g) {
@@ -659,7 +671,9 @@ func (g *gemm[T]) gemv(par bool) {
 	c, alpha := g.c, g.alpha
 	if dot {
 		if par {
-			parallelFor(nout, max(16, 4096/max(k/64, 1)), func(lo, hi int) {
+			// chunks of about 256 KiB of rows (f32), at least one a worker
+			grain := min(max(16, 4096/max(k/64, 1)), max(16, (nout+workers()-1)/workers()))
+			parallelFor(nout, grain, func(lo, hi int) {
 				gemvDot(x, mat, ld, c, os, alpha, lo, hi)
 			})
 		} else {
