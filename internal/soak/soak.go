@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -95,8 +96,11 @@ func Measure() (Sample, error) {
 }
 
 // Growth is the RSS growth over samples after the first warm of them:
-// the largest RSS after warm-up less the RSS at its end, and the slope of
-// a least-squares line through those samples in bytes per sample.
+// the largest RSS after warm-up less the RSS at its end, and the
+// Theil–Sen slope through those samples (the median of the slopes between
+// every pair), in bytes per sample. Unlike a least-squares line, the
+// median is not pulled up by one sample where the driver's allocator
+// happened to hold a few more pages; a steady leak still shows in full.
 func Growth(samples []Sample, warm int) (peak int64, slope float64) {
 	if warm < 1 {
 		warm = 1
@@ -109,14 +113,19 @@ func Growth(samples []Sample, warm int) (peak int64, slope float64) {
 	for _, s := range rest {
 		peak = max(peak, s.RSS-base)
 	}
-	n := float64(len(rest))
-	if n < 2 {
+	var slopes []float64
+	for i := range rest {
+		for j := i + 1; j < len(rest); j++ {
+			slopes = append(slopes, float64(rest[j].RSS-rest[i].RSS)/float64(j-i))
+		}
+	}
+	if len(slopes) == 0 {
 		return peak, 0
 	}
-	var sx, sy, sxx, sxy float64
-	for i, s := range rest {
-		x, y := float64(i), float64(s.RSS)
-		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	slices.Sort(slopes)
+	h := len(slopes) / 2
+	if len(slopes)%2 == 1 {
+		return peak, slopes[h]
 	}
-	return peak, (n*sxy - sx*sy) / (n*sxx - sx*sx)
+	return peak, (slopes[h-1] + slopes[h]) / 2
 }
