@@ -17,14 +17,19 @@ import (
 type ewUnaryKernel func(dst, x *float32, n int, alpha, beta float32)
 type ewBinaryKernel func(dst, a, b *float32, n int)
 
-// ewBinaryKernelD is a float64 binary kernel (AVX-512).
+// ewBinaryKernelD is a float64 binary kernel.
 type ewBinaryKernelD func(dst, a, b *float64, n int)
+
+// ewAffineKernelD is a float64 affine kernel, y = alpha*x + beta.
+type ewAffineKernelD func(dst, x *float64, n int, alpha, beta float64)
 
 var (
 	ewUnaryAsm  [levelAVX512 + 1][rt.NumUnaryFns]ewUnaryKernel
 	ewBinaryAsm [levelAVX512 + 1][rt.NumBinaryFns][3]ewBinaryKernel
-	// ewBinaryAsmD holds the float64 kernels (AVX-512) by function and form.
-	ewBinaryAsmD [rt.NumBinaryFns][3]ewBinaryKernelD
+	// ewBinaryAsmD holds the float64 kernels (AVX-512, AVX2) by level,
+	// function and form; ewAffineAsmD the affine ones by level.
+	ewBinaryAsmD [levelAVX512 + 1][rt.NumBinaryFns][3]ewBinaryKernelD
+	ewAffineAsmD [levelAVX512 + 1]ewAffineKernelD
 )
 
 // unaryF32 computes y = fn(x) (len(y) == len(x), the same or disjoint
@@ -77,28 +82,30 @@ func runBinaryKernel[T float32 | float64](k func(dst, a, b *T, n int), form int,
 }
 
 // binaryVecF64 computes y = a fn b in the given form with a vectorised
-// float64 kernel (AVX-512: Add, Sub, Mul, Div) and reports whether it
-// could; the vector operands have len(y) elements, the scalar one at least
-// one.
+// float64 kernel (AVX-512 or AVX2: Add, Sub, Mul, Div) and reports whether
+// it could; the vector operands have len(y) elements, the scalar one at
+// least one.
 func binaryVecF64(fn rt.BinaryFn, form int, y, a, b []float64) bool {
-	if kernelLevel() < levelAVX512 || int(fn) >= rt.NumBinaryFns || ewBinaryAsmD[fn][form] == nil {
+	lv := kernelLevel()
+	if lv < levelAVX2 || int(fn) >= rt.NumBinaryFns || ewBinaryAsmD[lv][fn][form] == nil {
 		return false
 	}
-	runBinaryKernel(ewBinaryAsmD[fn][form], form, y, a, b)
+	runBinaryKernel(ewBinaryAsmD[lv][fn][form], form, y, a, b)
 	return true
 }
 
 // affineF64 computes y = alpha*x + beta (the product rounded before the
-// sum) with the AVX-512 kernel and reports whether it could.
+// sum) with the AVX-512 or AVX2 kernel and reports whether it could.
 func affineF64(y, x []float64, alpha, beta float64) bool {
-	if kernelLevel() < levelAVX512 {
+	lv := kernelLevel()
+	if lv < levelAVX2 || ewAffineAsmD[lv] == nil {
 		return false
 	}
 	if len(x) == 0 {
 		return true
 	}
 	y = y[:len(x)]
-	ewAffineDZ(&y[0], &x[0], len(x), alpha, beta)
+	ewAffineAsmD[lv](&y[0], &x[0], len(x), alpha, beta)
 	return true
 }
 

@@ -279,11 +279,56 @@ func ewDivSVDZ(dst, a, b *float64, n int)
 //go:noescape
 func ewAffineDZ(dst, x *float64, n int, alpha, beta float64)
 
+//go:noescape
+func ewAddVVDY(dst, a, b *float64, n int)
+
+//go:noescape
+func ewAddVSDY(dst, a, b *float64, n int)
+
+//go:noescape
+func ewAddSVDY(dst, a, b *float64, n int)
+
+//go:noescape
+func ewSubVVDY(dst, a, b *float64, n int)
+
+//go:noescape
+func ewSubVSDY(dst, a, b *float64, n int)
+
+//go:noescape
+func ewSubSVDY(dst, a, b *float64, n int)
+
+//go:noescape
+func ewMulVVDY(dst, a, b *float64, n int)
+
+//go:noescape
+func ewMulVSDY(dst, a, b *float64, n int)
+
+//go:noescape
+func ewMulSVDY(dst, a, b *float64, n int)
+
+//go:noescape
+func ewDivVVDY(dst, a, b *float64, n int)
+
+//go:noescape
+func ewDivVSDY(dst, a, b *float64, n int)
+
+//go:noescape
+func ewDivSVDY(dst, a, b *float64, n int)
+
+//go:noescape
+func ewAffineDY(dst, x *float64, n int, alpha, beta float64)
+
 func init() {
-	ewBinaryAsmD[rt.Add] = [3]ewBinaryKernelD{ewAddVVDZ, ewAddVSDZ, ewAddSVDZ}
-	ewBinaryAsmD[rt.Sub] = [3]ewBinaryKernelD{ewSubVVDZ, ewSubVSDZ, ewSubSVDZ}
-	ewBinaryAsmD[rt.Mul] = [3]ewBinaryKernelD{ewMulVVDZ, ewMulVSDZ, ewMulSVDZ}
-	ewBinaryAsmD[rt.Div] = [3]ewBinaryKernelD{ewDivVVDZ, ewDivVSDZ, ewDivSVDZ}
+	ewBinaryAsmD[levelAVX512][rt.Add] = [3]ewBinaryKernelD{ewAddVVDZ, ewAddVSDZ, ewAddSVDZ}
+	ewBinaryAsmD[levelAVX512][rt.Sub] = [3]ewBinaryKernelD{ewSubVVDZ, ewSubVSDZ, ewSubSVDZ}
+	ewBinaryAsmD[levelAVX512][rt.Mul] = [3]ewBinaryKernelD{ewMulVVDZ, ewMulVSDZ, ewMulSVDZ}
+	ewBinaryAsmD[levelAVX512][rt.Div] = [3]ewBinaryKernelD{ewDivVVDZ, ewDivVSDZ, ewDivSVDZ}
+	ewAffineAsmD[levelAVX512] = ewAffineDZ
+	ewBinaryAsmD[levelAVX2][rt.Add] = [3]ewBinaryKernelD{ewAddVVDY, ewAddVSDY, ewAddSVDY}
+	ewBinaryAsmD[levelAVX2][rt.Sub] = [3]ewBinaryKernelD{ewSubVVDY, ewSubVSDY, ewSubSVDY}
+	ewBinaryAsmD[levelAVX2][rt.Mul] = [3]ewBinaryKernelD{ewMulVVDY, ewMulVSDY, ewMulSVDY}
+	ewBinaryAsmD[levelAVX2][rt.Div] = [3]ewBinaryKernelD{ewDivVVDY, ewDivVSDY, ewDivSVDY}
+	ewAffineAsmD[levelAVX2] = ewAffineDY
 }
 
 func init() {
