@@ -375,6 +375,13 @@ func BenchmarkConvShapes(b *testing.B) {
 		{"mbv2/pw/32-16/112", 1, 32, 112, 16, 1, 1, 0, 112, 1},
 		{"mbv2/pw/96-24/56", 1, 96, 56, 24, 1, 1, 0, 56, 1},
 		{"mbv2/pw/960-320/7", 1, 960, 7, 320, 1, 1, 0, 7, 1},
+		{"mbv2/pw/160-960/7", 1, 160, 7, 960, 1, 1, 0, 7, 1},
+		{"mbv2/pw/960-160/7", 1, 960, 7, 160, 1, 1, 0, 7, 1},
+		{"mbv2/pw/576-160/7", 1, 576, 7, 160, 1, 1, 0, 7, 1},
+		{"mbv2/pw/96-576/14", 1, 96, 14, 576, 1, 1, 0, 14, 1},
+		{"mbv2/pw/64-384/14", 1, 64, 14, 384, 1, 1, 0, 14, 1},
+		{"mbv2/pw/384-64/14", 1, 384, 14, 64, 1, 1, 0, 14, 1},
+		{"mbv2/pw/192-32/28", 1, 192, 28, 32, 1, 1, 0, 28, 1},
 		{"mbv2/dw/960/7/3x3", 1, 960, 7, 960, 3, 1, 1, 7, 960},
 	} {
 		// 3×3 stride-1 convolutions run every path: the heuristic's
@@ -385,20 +392,24 @@ func BenchmarkConvShapes(b *testing.B) {
 		paths := []string{""}
 		if c.kk == 3 && c.s == 1 && c.g == 1 {
 			paths = []string{"/auto", "/wino", "/wino2", "/direct", "/im2col", "/ocw"}
+		} else if c.g == 1 && c.c > 1 && c.kk == 1 {
+			paths = []string{"", "/direct", "/panels", "/im2col", "/ocw"}
 		} else if c.g == 1 && c.c > 1 {
 			paths = []string{"", "/direct", "/ocw"}
 		}
 		for _, path := range paths {
 			b.Run(c.name+path, func(b *testing.B) {
-				saveW, saveD, saveO := winoMode, dcwOn, ocwMode
-				defer func() { winoMode, dcwOn, ocwMode = saveW, saveD, saveO }()
+				saveW, saveD, saveO, saveP := winoMode, dcwOn, ocwMode, pwMode
+				defer func() { winoMode, dcwOn, ocwMode, pwMode = saveW, saveD, saveO, saveP }()
 				switch path {
 				case "/wino":
 					winoMode = 1
 				case "/wino2":
 					winoMode = 2
 				case "/direct":
-					winoMode, ocwMode = -1, -1
+					winoMode, ocwMode, pwMode = -1, -1, -1
+				case "/panels":
+					winoMode, ocwMode, pwMode = -1, -1, 1
 				case "/im2col":
 					winoMode, dcwOn, ocwMode = -1, false, -1
 				case "/ocw":

@@ -490,6 +490,10 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 		p.o, p.res = nil, nil
 		dconvPlans.Put(p)
 	}()
+	if pwApplies(p) {
+		pwConv(p, x, y)
+		return
+	}
 	units := o.N * o.Groups
 	nkb := len(p.kb0) - 1
 	outLen := p.mk * p.rows * p.wq

@@ -28,10 +28,15 @@ var convResCases = []convCase{
 // inputs in [-1, 1]; tolerance 1e-4 (f32) and 1e-12 (f64) relative to
 // the sum of the magnitudes of the terms.
 func TestConvRes(t *testing.T) {
+	testConvRes(t, []rt.DType{rt.F32, rt.F64}, append(append([]convCase{}, convCases...), convResCases...))
+}
+
+// testConvRes is TestConvRes for the dtypes dts and the cases cases.
+func testConvRes(t *testing.T, dts []rt.DType, cases []convCase) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(61, 62))
-	for _, dt := range []rt.DType{rt.F32, rt.F64} {
-		for ci, c := range append(append([]convCase{}, convCases...), convResCases...) {
+	for _, dt := range dts {
+		for ci, c := range cases {
 			for _, same := range []bool{false, true} {
 				oh, ow := c.out()
 				cg := c.c / c.g

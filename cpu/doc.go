@@ -27,7 +27,9 @@
 // build tag. M == 1 or N == 1 takes a GEMV path. f32 Conv runs, on amd64
 // with AVX-512 or AVX2+FMA, on direct-convolution kernels (conv_direct.go),
 // Winograd F(4,3) and F(2,3) for 3x3 stride-1 shapes where they pay
-// (conv_wino.go) and depthwise 3x3 plane kernels; otherwise it lowers to
+// (conv_wino.go), depthwise 3x3 plane kernels and, with AVX2 on planes of
+// at most 256 outputs, 1x1 kernels over packed column panels
+// (conv_pw.go); otherwise it lowers to
 // the GEMM through im2col (or directly for 1x1 convolutions) and uses a
 // direct loop for depthwise convolutions. f32 MaxPool has row kernels
 // for 2x2 and 3x3 stride-2 windows (AVX-512 and AVX2), and f32 MaxPool and
