@@ -1,19 +1,18 @@
 #!/usr/bin/python3
 """Generates dw_amd64.s, the AVX2+FMA (8 lanes, 16 YMM registers) versions
-of the depthwise 3×3 plane kernels, the 2×2 and 3×3/2 max-pool row kernels
-and the (de)interleave kernels of dconv_amd64.s and mp33_amd64.s, and
-dwdecl_gen.go, their declarations (go generate ./cpu):
+of the depthwise 3×3 plane kernels, the 2×2 max-pool row kernel and the
+(de)interleave kernels of dconv_amd64.s, and dwdecl_gen.go, their
+declarations (go generate ./cpu):
 
     func dw3s1Y(y *float32, n int, x, zero, w *float32, width int, bias, lo, hi float32, h, oh int)
     func dw3s2Y(...the same...)
     func mp22Y(y, x *float32, rows, width, n, ldx int)
-    func mp33s2Y(y, x *float32, rows, w, off2, n, ldy int)
     func deint2Y(even, odd, src *float32, n int)
     func int2Y(dst, a, b *float32, n int)
 
-compute what their AVX-512 namesakes (without the Y) do (mp33s2Y with
-output rows ldy apart); see dconv_amd64.go and mp33_amd64.go. One has no
-AVX-512 namesake:
+compute what their AVX-512 namesakes (without the Y) do; see
+dconv_amd64.go. (The AVX2 3×3/2 max-pool kernel, mp33Y, is generated with
+its AVX-512 namesake by mp33_amd64_gen.py.) One has no AVX-512 namesake:
 
     func dw3f1Y(y, x, w, cm *float32, width, hw int, bias, lo, hi float32)
 
@@ -521,93 +520,6 @@ def mp22Y():
     return a.text()
 
 
-def mp33s2Y():
-    """mp33s2Y(y, x *float32, rows, w, off2, n, ldy int): for r < rows
-    and j < n, y[r*ldy+j] = max over i < 3, c < 3 of x[2r*w + off(i) + 2j + c]
-    (off(0) = 0, off(1) = w, off(2) = off2), NaN when any is (2n < w). 8
-    outputs a step: the vertical maxima of columns [2j, 2j+16) give c = 0
-    (evens) and c = 1 (odds), those of [2j+2, 2j+18) the evens of c = 2;
-    the last step of a row (column 2j+17 past 2n, the last one x need
-    hold) loads under masks, columns [2j, 2j+2m] for its m outputs."""
-    a = Asm("mp33s2Y", "(y, x *float32, rows, w, off2, n, ldy int)", "$0-56")
-    e = a.e
-    e("MOVQ y+0(FP), DI")
-    e("MOVQ x+8(FP), SI")
-    e("MOVQ rows+16(FP), R14")
-    e("MOVQ w+24(FP), R8")
-    e("MOVQ off2+32(FP), R9")
-    e("SHLQ $2, R9")
-    e("MOVQ n+40(FP), DX")
-    e("LEAQ ·dwMaskY+128(SB), R13")
-    e("TESTQ R14, R14")
-    e("JLE mp33s2Y_done")
-
-    def body(masked):
-        # The window rows: SI, BX, R12.
-        for v, off in enumerate((0, 32, 8, 40)):
-            if masked:
-                e(f"VMOVUPS {off}(R11), Y15")
-            regs = []
-            for r, base in enumerate(("SI", "BX", "R12")):
-                y = f"Y{3 * v + r}" if v < 3 or r < 2 else "Y12"
-                if masked:
-                    e(f"VMASKMOVPS {off}({base})(AX*8), Y15, {y}")
-                else:
-                    e(f"VMOVUPS {off}({base})(AX*8), {y}")
-                regs.append(y)
-            # Vertical maxima into the first register of the three.
-            pairmax(a, regs[0], regs[1], "Y13", "Y14")
-            pairmax(a, "Y13", regs[2], regs[0], "Y14")
-        # Y0, Y3: columns +0, +8; Y6, Y9: +2, +10.
-        e("VSHUFPS $0x88, Y3, Y0, Y1")  # c = 0
-        e("VSHUFPS $0xDD, Y3, Y0, Y2")  # c = 1
-        e("VSHUFPS $0x88, Y9, Y6, Y4")  # c = 2
-        pairmax(a, "Y1", "Y2", "Y5", "Y14")
-        pairmax(a, "Y5", "Y4", "Y7", "Y14")
-        e("VPERMPD $0xD8, Y7, Y7")
-
-    e("mp33s2Y_row:")
-    e("LEAQ (SI)(R8*4), BX")
-    e("LEAQ (SI)(R9*1), R12")
-    e("XORQ AX, AX")
-    e("mp33s2Y_col:")
-    e("MOVQ DX, CX")
-    e("SUBQ AX, CX")
-    e("JLE mp33s2Y_next")
-    # Whole vectors read column 2j+17: inside x while 2j+17 <= 2n (and
-    # then inside the row, 2n < w).
-    e("CMPQ CX, $9")
-    e("JLT mp33s2Y_tail")
-    body(False)
-    e("VMOVUPS Y7, (DI)(AX*4)")
-    e("ADDQ $8, AX")
-    e("JMP mp33s2Y_col")
-    e("mp33s2Y_tail:")
-    # m = min(8, CX) outputs: columns [2j, 2j+2m], 2m+1 of them.
-    e("MOVQ CX, R11")
-    e("CMPQ R11, $8")
-    e("JLE mp33s2Y_m")
-    e("MOVQ $8, R11")
-    e("mp33s2Y_m:")
-    e("LEAQ 1(R11)(R11*1), R11")
-    a.mask_ptr("R11")
-    body(True)
-    e("LEAQ (DI)(AX*4), R11")
-    a.store_part(7, "CX", "R11")
-    e("ADDQ $8, AX")
-    e("JMP mp33s2Y_col")
-    e("mp33s2Y_next:")
-    e("LEAQ (SI)(R8*8), SI")
-    e("MOVQ ldy+48(FP), CX")
-    e("LEAQ (DI)(CX*4), DI")
-    e("DECQ R14")
-    e("JNE mp33s2Y_row")
-    e("mp33s2Y_done:")
-    e("VZEROUPPER")
-    e("RET")
-    return a.text()
-
-
 def deint2Y():
     """deint2Y(even, odd, src *float32, n int): even[i] = src[2i], odd[i]
     = src[2i+1] for i < n."""
@@ -718,7 +630,6 @@ def decl():
         out += ["//go:noescape", f"func {nm}{DW_SIG}", ""]
     out += ["//go:noescape", f"func dw3f1Y{DWF_SIG}", ""]
     out += ["//go:noescape", "func mp22Y(y, x *float32, rows, width, n, ldx int)", ""]
-    out += ["//go:noescape", "func mp33s2Y(y, x *float32, rows, w, off2, n, ldy int)", ""]
     out += ["//go:noescape", "func deint2Y(even, odd, src *float32, n int)", ""]
     out += ["//go:noescape", "func int2Y(dst, a, b *float32, n int)", ""]
     return "\n".join(out)
@@ -728,4 +639,4 @@ if __name__ == "__main__":
     if "-decl" in sys.argv:
         sys.stdout.write(decl())
     else:
-        sys.stdout.write(HEADER + "\n" + data() + "\n".join(f() for f in (dw3s1Y, dw3s2Y, dw3f1Y, mp22Y, mp33s2Y, deint2Y, int2Y)) + "\n")
+        sys.stdout.write(HEADER + "\n" + data() + "\n".join(f() for f in (dw3s1Y, dw3s2Y, dw3f1Y, mp22Y, deint2Y, int2Y)) + "\n")

@@ -17,9 +17,6 @@ func dw3f1Y(y, x, w, cm *float32, width, hw int, bias, lo, hi float32)
 func mp22Y(y, x *float32, rows, width, n, ldx int)
 
 //go:noescape
-func mp33s2Y(y, x *float32, rows, w, off2, n, ldy int)
-
-//go:noescape
 func deint2Y(even, odd, src *float32, n int)
 
 //go:noescape

@@ -7,6 +7,9 @@ package cpu
 //go:noescape
 func mp33s2(y, x *float32, rows, w, off2, n int, masks uint64, ymask int)
 
+//go:noescape
+func mp33Y(y, x *float32, rows, w, off2, n, ldy int)
+
 // maxPool33Rows pools 3×3 with stride 2: for r < rows and j < n,
 // y[r*n+j] is the max (NaN when any is NaN) of x[2r*w + {0, w, off2} +
 // 2j + {0, 1, 2}] (off2 is 2w, or w when the third row of the windows is
@@ -25,7 +28,7 @@ func maxPool33Rows(y, x []float32, rows, w, off2, n int) bool {
 	_ = y[rows*n-1]
 	_ = x[2*(rows-1)*w+off2+2*n]
 	if lv < levelAVX512 {
-		mp33s2Y(&y[0], &x[0], rows, w, off2, n, n)
+		mp33Y(&y[0], &x[0], rows, w, off2, n, n)
 		return true
 	}
 	// The last step's masks: m outputs read columns [0, 2m] of it.
@@ -51,6 +54,6 @@ func maxPool33RowsLd(y, x []float32, rows, w, off2, n, ldy int) bool {
 	}
 	_ = y[(rows-1)*ldy+n-1]
 	_ = x[2*(rows-1)*w+off2+2*n]
-	mp33s2Y(&y[0], &x[0], rows, w, off2, n, ldy)
+	mp33Y(&y[0], &x[0], rows, w, off2, n, ldy)
 	return true
 }

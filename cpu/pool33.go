@@ -8,12 +8,11 @@ import (
 
 // maxPool33 runs a 3×3 stride-2 f32 MaxPool with a top and left padding
 // of 0 (squeezenet's, in ceil mode or not) or 1 (ResNet's, after its
-// first convolution) with the row kernel of mp33_amd64.s (AVX-512) or
-// dw_amd64.s (mp33s2Y, AVX2): each output row from its three input rows in
-// one pass (two where the window's first or last row is padding: the
-// kernel reads the second one twice), the windows that reach past an edge
-// in Go. It reports false where it does
-// not apply. Before it, such a pool took a row copy, two Max passes and a
+// first convolution) with the row kernels of mp33_amd64.s (mp33s2,
+// AVX-512; mp33Y, AVX2): each output row from its three input rows in one
+// pass (two where the window's first or last row is padding: the kernel
+// reads the second one twice), the windows that reach past an edge in Go.
+// It reports false where it does not apply. Before it, such a pool took a row copy, two Max passes and a
 // strided horizontal max per output row.
 func maxPool33(o *rt.Pool, x, y []float32) bool {
 	NC, H, W, OH, OW := o.NC, o.H, o.W, o.OH, o.OW

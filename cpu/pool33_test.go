@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -79,5 +80,29 @@ func checkMaxPool33(t *testing.T, e *env, rng *rand.Rand) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkMaxPool33Rows times the 3×3 stride-2 row kernel alone
+// (maxPool33Rows, a plane a call, one thread) on squeezenet's three pools,
+// at the CPU's kernel level.
+func BenchmarkMaxPool33Rows(b *testing.B) {
+	for _, c := range []struct{ nc, h int }{{64, 111}, {128, 55}, {256, 27}} {
+		o := (c.h-3)/2 + 1
+		x, y := make([]float32, c.nc*c.h*c.h), make([]float32, c.nc*o*o)
+		for i := range x {
+			x[i] = float32(i%7) - 3
+		}
+		b.Run(fmt.Sprintf("%dx%dx%d", c.nc, c.h, c.h), func(b *testing.B) {
+			if !maxPool33Rows(nil, nil, 0, 0, 0, 0) {
+				b.Skip("no kernel")
+			}
+			b.SetBytes(int64(4 * (len(x) + len(y))))
+			for b.Loop() {
+				for p := 0; p < c.nc; p++ {
+					maxPool33Rows(y[p*o*o:(p+1)*o*o], x[p*c.h*c.h:], o, c.h, 2*c.h, o)
+				}
+			}
+		})
 	}
 }
