@@ -391,7 +391,7 @@ func BenchmarkConvShapes(b *testing.B) {
 		// choice, the wide direct kernels and the channels-in-lanes ones.
 		paths := []string{""}
 		if c.kk == 3 && c.s == 1 && c.g == 1 {
-			paths = []string{"/auto", "/wino", "/wino2", "/direct", "/im2col", "/ocw"}
+			paths = []string{"/auto", "/wino", "/wino2", "/direct", "/direct-noshare", "/im2col", "/ocw"}
 		} else if c.g == 1 && c.c > 1 && c.kk == 1 {
 			paths = []string{"", "/direct", "/panels", "/im2col", "/ocw"}
 		} else if c.g == 1 && c.c > 1 {
@@ -399,8 +399,8 @@ func BenchmarkConvShapes(b *testing.B) {
 		}
 		for _, path := range paths {
 			b.Run(c.name+path, func(b *testing.B) {
-				saveW, saveD, saveO, saveP := winoMode, dcwOn, ocwMode, pwMode
-				defer func() { winoMode, dcwOn, ocwMode, pwMode = saveW, saveD, saveO, saveP }()
+				saveW, saveD, saveO, saveP, saveS := winoMode, dcwOn, ocwMode, pwMode, dcwSharedPad
+				defer func() { winoMode, dcwOn, ocwMode, pwMode, dcwSharedPad = saveW, saveD, saveO, saveP, saveS }()
 				switch path {
 				case "/wino":
 					winoMode = 1
@@ -408,6 +408,9 @@ func BenchmarkConvShapes(b *testing.B) {
 					winoMode = 2
 				case "/direct":
 					winoMode, ocwMode, pwMode = -1, -1, -1
+				case "/direct-noshare":
+					// The phase rows with all their padding (dcwSharedPadWq).
+					winoMode, ocwMode, pwMode, dcwSharedPad = -1, -1, -1, false
 				case "/panels":
 					winoMode, ocwMode, pwMode = -1, -1, 1
 				case "/im2col":

@@ -118,6 +118,38 @@ type dconvPlan struct {
 	res []float32
 }
 
+// dcwSharedPad lets stride-1 plans of the wide kernels share the right
+// padding columns of a phase-plane row with the left ones of the next
+// (dcwSharedPadWq); tests and benchmarks switch it off to compare.
+var dcwSharedPad = true
+
+// dcwSharedPadWq returns the phase width of a stride-1 convolution o run
+// on the wide kernels as one flat range (outputs of one vector a row or
+// less; wq the width with all its padding, wpd the padded row that the
+// outputs read): the narrowest width at which every tap of a real output
+// still reads the right element, since a read past a row's last column
+// lands in the next row's left padding, zeros, when the columns past wq
+// are all right padding and fewer than PadL. It is taken where it needs
+// fewer vectors over the flat range of outputs, (OH-1)·wq + OW, and only
+// with AVX2 (measured there, where a 7×7 plane takes 8 vectors a channel
+// at wq = 9 and 7 at 8): BenchmarkConvShapes, ResNet's 512 3×3 on 7×7,
+// single-thread CPU µs ... (see dcwVectors).
+func dcwSharedPadWq(o *rt.Conv, wq, wpd int) int {
+	lanes := dcwLanes()
+	if !dcwSharedPad || lanes >= 16 || o.OW > lanes || o.PadL <= 0 {
+		return wq
+	}
+	w2 := max(o.OW, wpd-o.PadL, min(wpd, o.PadL+o.Width))
+	if w2 >= wq {
+		return wq
+	}
+	vecs := func(w int) int { return ((o.OH-1)*w + o.OW + lanes - 1) / lanes }
+	if vecs(w2) < vecs(wq) {
+		return w2
+	}
+	return wq
+}
+
 // dconvPlans recycles plans (and their slices) between runs.
 var dconvPlans sync.Pool
 
@@ -144,8 +176,11 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 	hp := (o.OH-1)*sh + (o.KH-1)*o.DilH + 1
 	wpd := (o.OW-1)*sw + (o.KW-1)*o.DilW + 1
 	p.hq, p.wq = ceilDiv(hp, sh), ceilDiv(wpd, sw)
-	p.ps = sh * sw * p.hq * p.wq
 	p.taps = p.cg * o.KH * o.KW
+	if sw == 1 && dcwMaxKB(2) > 0 && (p.cg > 1 || dcwAll) {
+		p.wq = dcwSharedPadWq(o, p.wq, wpd)
+	}
+	p.ps = sh * sw * p.hq * p.wq
 	hi := 0
 	p.rowPh, p.colPh = 0, 0
 	if sh >= 64 {
@@ -175,6 +210,11 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 	p.nout = (o.OH-1)*p.wq + o.OW
 	p.buf = max(p.cg*p.ps, hi+p.nout)
 	p.inPlace = sh == 1 && sw == 1 && o.PadT == 0 && o.PadL == 0 && p.hq == o.H && p.wq == o.Width && p.buf == p.cg*p.ps
+	if !p.inPlace {
+		// Flat runs into scratch compute whole vectors (chunk): the
+		// buffer reaches the last one's lanes.
+		p.buf = max(p.cg*p.ps, hi+p.nout+dcwLanes()-1)
+	}
 	// Output-channel blocks of at most dconvMaxKB (dcwMaxKB), of even sizes.
 	mk := dconvMaxKB()
 	if dcwMaxKB(2) > 0 && (p.cg > 1 || dcwAll) {
@@ -381,7 +421,7 @@ func (p *dconvPlan) fill2(x, buf []float32, n, g, c0, c1 int) bool {
 }
 
 // chunk computes output rows [oh0, oh1) of channel block i of image n,
-// group g, from the filled buf; out is scratch of dconvMaxKB·rows·wq.
+// group g, from the filled buf; out is scratch of mk·outLd(rows).
 func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 	o := p.o
 	P := o.OH * o.OW
@@ -397,12 +437,19 @@ func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 	switch {
 	case p.wide && (p.wq == o.OW || !p.byRows):
 		// One flat run of nq outputs, straight into y when the phase
-		// width is the output width, else into out and copied.
-		dst, ld := yb[oh0*o.OW:], P
+		// width is the output width, else into out and copied: then
+		// rounded up to whole vectors where the input lies in the
+		// buffer (its padding past nout), so that the kernels' last
+		// vector goes without the mask (the masked loads and stores of
+		// AVX2 cost several plain ones: ResNet's 512 3×3 on 7×7 ...).
+		dst, ld, n := yb[oh0*o.OW:], P, nq
 		if p.wq != o.OW {
-			dst, ld = out, (oh1-oh0)*p.wq
+			dst, ld = out, p.outLd(oh1-oh0)
+			if !p.inPlace {
+				n = roundUp(nq, dcwLanes())
+			}
 		}
-		p.dcw(kb, nq, xb, k0, dst, ld, clamp, lo, hi, 1, 0, 0)
+		p.dcw(kb, n, xb, k0, dst, ld, clamp, lo, hi, 1, 0, 0)
 		if p.wq != o.OW {
 			p.copyOut(out, yb, kb, ld, oh0, oh1)
 		}
@@ -471,6 +518,14 @@ func (p *dconvPlan) dcw(kb, n int, x []float32, k0 int, y []float32, ldy int, cl
 	}
 }
 
+// outLd is the channel stride of a chunk of rows output rows computed
+// into scratch: rows phase-width rows, or the whole vectors of the flat
+// range when more.
+func (p *dconvPlan) outLd(rows int) int {
+	lanes := dcwLanes()
+	return max(rows*p.wq, ((rows-1)*p.wq+p.o.OW+lanes-1)/lanes*lanes)
+}
+
 // copyOut copies output rows [oh0, oh1) of kb channels, computed phase
 // width apart into out (channel stride ldo), to yb.
 func (p *dconvPlan) copyOut(out, yb []float32, kb, ldo, oh0, oh1 int) {
@@ -496,7 +551,7 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 	}
 	units := o.N * o.Groups
 	nkb := len(p.kb0) - 1
-	outLen := p.mk * p.rows * p.wq
+	outLen := p.mk * p.outLd(p.rows)
 	unit := func(buf, out []float32, u int) {
 		n, g := u/o.Groups, u%o.Groups
 		in := p.input(x, buf, n, g, false)

@@ -30,7 +30,7 @@ func testDcwRun(t *testing.T) {
 	const sentinel = float32(-12345)
 	for _, u := range []int{2, 4} {
 		for kb := 1; kb <= dcwMaxKB(u); kb++ {
-			for _, n := range []int{1, 7, 15, 16, 17, 31, 33, 47, 63, 64, 65, 97, 130} {
+			for _, n := range []int{1, 7, 8, 15, 16, 17, 24, 31, 33, 40, 47, 56, 63, 64, 65, 97, 130} {
 				for _, clamp := range []bool{false, true} {
 					rows := 1 + rng.IntN(3)
 					acc := rng.IntN(2) == 0
@@ -289,4 +289,48 @@ func checkDw3(t *testing.T, e *env, rng *rand.Rand, cases []convCase, lv int) {
 		}
 	}
 	runConvCases(t, e, rng, []rt.DType{rt.F32}, false)
+}
+
+// TestConvSharedPad runs stride-1 convolutions of narrow planes, whose
+// phase rows share their padding columns with the next row's on the wide
+// kernels with AVX2 (dcwSharedPadWq), against a float64 reference at every
+// kernel level, with the sharing on and off: symmetric and uneven
+// padding (phase width down to the output width, where the flat range is
+// written straight into y), dilation, row strides, depthwise 5×5 (the
+// wide kernels by dcwAll), Winograd and the channels-in-lanes kernels
+// off so that the direct path runs.
+func TestConvSharedPad(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(91, 92))
+	relu := rt.Activation{Fn: rt.Relu}
+	cases := []convCase{
+		{n: 1, c: 37, h: 7, w: 7, k: 29, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true, act: relu},
+		{n: 2, c: 9, h: 6, w: 5, k: 13, kh: 3, kw: 3, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 1, dw: 1, g: 1, bias: true},
+		{n: 1, c: 11, h: 5, w: 6, k: 7, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 2, pb: 0, pr: 0, dh: 1, dw: 1, g: 1},
+		{n: 1, c: 10, h: 6, w: 5, k: 11, kh: 3, kw: 3, sh: 1, sw: 1, pt: 0, pl: 1, pb: 1, pr: 3, dh: 1, dw: 1, g: 1, bias: true},
+		{n: 1, c: 6, h: 7, w: 4, k: 10, kh: 5, kw: 5, sh: 1, sw: 1, pt: 2, pl: 3, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, act: relu},
+		{n: 1, c: 5, h: 9, w: 6, k: 8, kh: 3, kw: 3, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 2, dw: 2, g: 1, bias: true},
+		{n: 1, c: 12, h: 11, w: 7, k: 9, kh: 3, kw: 3, sh: 2, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true},
+		{n: 2, c: 6, h: 6, w: 6, k: 6, kh: 5, kw: 5, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 1, dw: 1, g: 6, bias: true}, // depthwise
+		{n: 1, c: 130, h: 7, w: 7, k: 70, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true}, // tap chunks
+	}
+	if dcwMaxKB(2) > 0 && dcwLanes() < 16 {
+		// The 7×7 plane takes the shared width (8, not 9).
+		o := &rt.Conv{N: 1, C: 37, H: 7, Width: 7, K: 29, OH: 7, OW: 7, KH: 3, KW: 3, StrideH: 1, StrideW: 1, PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1}
+		p := newDconvPlan(o, make([]float32, 29*37*9), nil)
+		if p.wq != 8 {
+			t.Fatalf("7×7 3×3 plan: phase width %d, want 8", p.wq)
+		}
+	}
+	save, saveW, saveO, saveS := convCases, winoMode, ocwMode, dcwSharedPad
+	defer func() { convCases, winoMode, ocwMode, dcwSharedPad = save, saveW, saveO, saveS }()
+	convCases, winoMode, ocwMode = cases, -1, -1
+	for _, lv := range ewLevels() {
+		for _, on := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/shared=%v", levelNames[lv], on), func(t *testing.T) {
+				dcwSharedPad = on
+				withLevel(lv, func() { runConvCases(t, e, rng, []rt.DType{rt.F32}, false) })
+			})
+		}
+	}
 }
