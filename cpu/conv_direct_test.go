@@ -311,7 +311,7 @@ func TestConvSharedPad(t *testing.T) {
 		{n: 1, c: 6, h: 7, w: 4, k: 10, kh: 5, kw: 5, sh: 1, sw: 1, pt: 2, pl: 3, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, act: relu},
 		{n: 1, c: 5, h: 9, w: 6, k: 8, kh: 3, kw: 3, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 2, dw: 2, g: 1, bias: true},
 		{n: 1, c: 12, h: 11, w: 7, k: 9, kh: 3, kw: 3, sh: 2, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true},
-		{n: 2, c: 6, h: 6, w: 6, k: 6, kh: 5, kw: 5, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 1, dw: 1, g: 6, bias: true}, // depthwise
+		{n: 2, c: 6, h: 6, w: 6, k: 6, kh: 5, kw: 5, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 1, dw: 1, g: 6, bias: true},    // depthwise
 		{n: 1, c: 130, h: 7, w: 7, k: 70, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true}, // tap chunks
 	}
 	if dcwMaxKB(2) > 0 && dcwLanes() < 16 {
