@@ -60,6 +60,9 @@ var convCases = []convCase{
 	{n: 1, c: 3, h: 64, w: 67, k: 21, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Relu}},
 	{n: 1, c: 2, h: 5, w: 3, k: 3, kh: 5, kw: 5, sh: 1, sw: 1, pt: 3, pl: 4, pb: 3, pr: 4, dh: 1, dw: 1, g: 1},                                                 // padding wider than the input
 	{n: 1, c: 3, h: 30, w: 29, k: 40, kh: 7, kw: 7, sh: 2, sw: 2, pt: 3, pl: 3, pb: 3, pr: 3, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Relu}}, // many taps, many channels
+	// A few large planes (a stem): their fill split by phase rows.
+	{n: 1, c: 3, h: 115, w: 117, k: 10, kh: 7, kw: 7, sh: 2, sw: 2, pt: 3, pl: 3, pb: 2, pr: 3, dh: 1, dw: 1, g: 1, bias: true, act: rt.Activation{Fn: rt.Relu}},
+	{n: 1, c: 2, h: 130, w: 131, k: 7, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1},
 }
 
 func TestConv(t *testing.T) {
