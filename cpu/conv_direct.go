@@ -132,8 +132,10 @@ var dcwSharedPad = true
 // are all right padding and fewer than PadL. It is taken where it needs
 // fewer vectors over the flat range of outputs, (OH-1)·wq + OW, and only
 // with AVX2 (measured there, where a 7×7 plane takes 8 vectors a channel
-// at wq = 9 and 7 at 8): BenchmarkConvShapes, ResNet's 512 3×3 on 7×7,
-// single-thread CPU µs ... (see dcwVectors).
+// at wq = 9 and 7 at 8): ResNet's 512 3×3 on 7×7, wall µs, best of 200
+// runs alternating with the sharing off (dcwSharedPad), 2 threads
+// given the cores (chrt -f), 1462 against 1589, one thread 2896 against
+// 3185 (BenchmarkConvShapes' /direct-noshare compares the same).
 func dcwSharedPadWq(o *rt.Conv, wq, wpd int) int {
 	lanes := dcwLanes()
 	if !dcwSharedPad || lanes >= 16 || o.OW > lanes || o.PadL <= 0 {
@@ -328,8 +330,8 @@ func (p *dconvPlan) input(x, buf []float32, n, g int, par bool) []float32 {
 // fill writes the padded phase planes of image n, group g into buf:
 // split between the workers when par and the planes are large, by
 // channels when they are many, else by blocks of phase rows (a stem's
-// three planes of 224×224: its fill, about 5 % of the convolution, no
-// longer leaves the other worker idle).
+// three planes of 224×224, whose fill is about 3 % of its single-thread
+// CPU time, no longer leave the other worker idle meanwhile).
 func (p *dconvPlan) fill(x, buf []float32, n, g int, par bool) {
 	switch {
 	case par && p.cg >= 8 && p.cg*p.ps >= 1<<15:
@@ -453,7 +455,9 @@ func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 		// rounded up to whole vectors where the input lies in the
 		// buffer (its padding past nout), so that the kernels' last
 		// vector goes without the mask (the masked loads and stores of
-		// AVX2 cost several plain ones: ResNet's 512 3×3 on 7×7 ...).
+		// AVX2 cost several plain ones: with the shared padding,
+		// ResNet's 512 3×3 on 7×7 went from 1952-2109 to 1468-1523 µs,
+		// 2 threads, best of 300 given the cores).
 		dst, ld, n := yb[oh0*o.OW:], P, nq
 		if p.wq != o.OW {
 			dst, ld = out, p.outLd(oh1-oh0)
