@@ -16,6 +16,9 @@ func reduceOp(o *rt.Reduce) {
 		}
 		reduceRows(o, reduceRowF[float32])
 	case rt.F64:
+		if reduceLongRowF64(o) {
+			return
+		}
 		reduceRows(o, reduceRowF64)
 	case rt.I32:
 		reduceRows(o, reduceRowI[int32])
@@ -146,6 +149,57 @@ func reduceRowF64(fn rt.ReduceFn, x []float64, base, st, n int, last bool) (floa
 		return reduceRowF(fn, x, base, st, n, last)
 	}
 	return s, 0
+}
+
+// longRowChunk is the number of elements of one long row that
+// reduceLongRowF64 sums a task: a fixed size, so that the partial sums,
+// and the result, do not depend on the number of workers.
+const longRowChunk = 1 << 15
+
+// reduceLongRowF64 reduces one long contiguous f64 row (Outer·Inner == 1,
+// at least 4 chunks; Sum, Mean, SumSquare, L2) in parallel: reduceRowF64's
+// sum of each longRowChunk elements, the partial sums then added in order.
+// reduceRows splits rows between the workers, so that a single row (a
+// vector's norm) ran on one. It reports whether it applied.
+func reduceLongRowF64(o *rt.Reduce) bool {
+	N := o.N
+	if o.Outer != 1 || o.Inner != 1 || N < 4*longRowChunk || workers() < 2 {
+		return false
+	}
+	fn := o.Fn
+	part := fn
+	switch fn {
+	case rt.Sum, rt.Mean:
+		part = rt.Sum
+	case rt.SumSquare, rt.L2:
+		part = rt.SumSquare
+	default:
+		return false
+	}
+	x := lin[float64](o.X, N)
+	y := lin[float64](o.Y, 1)
+	nc := (N + longRowChunk - 1) / longRowChunk
+	ps := getScratch[float64](nc)
+	p := *ps
+	parallelFor(nc, 1, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			b := c * longRowChunk
+			p[c], _ = reduceRowF64(part, x, b, 1, min(longRowChunk, N-b), false)
+		}
+	})
+	s := 0.0
+	for _, v := range p {
+		s += v
+	}
+	putScratch(ps)
+	switch fn {
+	case rt.Mean:
+		s /= float64(N)
+	case rt.L2:
+		s = math.Sqrt(s)
+	}
+	y[0] = s
+	return true
 }
 
 // sum8 sums x in eight interleaved partial sums.

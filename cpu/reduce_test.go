@@ -263,20 +263,27 @@ func TestReduceF32Rows(t *testing.T) {
 }
 
 // TestReduceF64Rows checks the f64 contiguous row reductions (Sum, Mean,
-// SumSquare, L2 in partial sums or the dot kernels) at every kernel level
-// against float64 sums in order, to a relative 1e-12, with NaN and Inf
-// propagated.
+// SumSquare, L2 in partial sums or the dot kernels; one long row in
+// parallel chunks where there are two workers or more) at every kernel
+// level against float64 sums in order, to a relative 1e-12, with NaN and
+// Inf propagated.
 func TestReduceF64Rows(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(43, 44))
 	for _, lv := range ewLevels() {
 		withLevel(lv, func() {
-			for _, n := range []int{1, 15, 16, 17, 31, 100, 1001, 50001} {
+			for _, n := range []int{1, 15, 16, 17, 31, 100, 1001, 50001, 4<<15 + 4095, 4<<15 + 1} {
 				O := 3
+				if n > 4<<15 {
+					O = 1 // one long row: reduceLongRowF64's partial sums in parallel
+				}
 				xv := randVals(rng, O*n, -2, 3)
-				if n > 50 {
+				if n > 50 && O == 3 {
 					xv[n+7] = math.NaN()     // row 1
 					xv[2*n+3] = math.Inf(-1) // row 2
+				}
+				if n == 4<<15+1 {
+					xv[rng.IntN(n)] = math.NaN()
 				}
 				for _, fn := range []rt.ReduceFn{rt.Sum, rt.Mean, rt.SumSquare, rt.L2} {
 					xr, yr := e.region(rt.F64, O*n, xv), e.region(rt.F64, O, nil)
