@@ -109,6 +109,10 @@ type dconvPlan struct {
 	// inPlace: the phase layout is x's own (stride 1, no padding), so
 	// that the kernels read the input planes where they are.
 	inPlace bool
+	// vec: flat runs into scratch are rounded up to multiples of vec
+	// outputs (the vector with AVX2, else 1), which the buffer's and
+	// scratch's lengths allow for.
+	vec int
 	// rowPh, colPh: bit a (b) set when some tap reads row (column) phase
 	// a (b); fill skips the others (1×1 stride-2 convolutions read one
 	// phase in four). All set for strides of 64 or more.
@@ -212,10 +216,12 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 	p.nout = (o.OH-1)*p.wq + o.OW
 	p.buf = max(p.cg*p.ps, hi+p.nout)
 	p.inPlace = sh == 1 && sw == 1 && o.PadT == 0 && o.PadL == 0 && p.hq == o.H && p.wq == o.Width && p.buf == p.cg*p.ps
-	if !p.inPlace {
-		// Flat runs into scratch compute whole vectors (chunk): the
-		// buffer reaches the last one's lanes.
-		p.buf = max(p.cg*p.ps, hi+p.nout+dcwLanes()-1)
+	p.vec = 1
+	if !p.inPlace && dcwLanes() < 16 {
+		// With AVX2, flat runs into scratch compute whole vectors
+		// (chunk): the buffer reaches the last one's lanes.
+		p.vec = dcwLanes()
+		p.buf = max(p.cg*p.ps, hi+p.nout+p.vec-1)
 	}
 	// Output-channel blocks of at most dconvMaxKB (dcwMaxKB), of even sizes.
 	mk := dconvMaxKB()
@@ -460,10 +466,7 @@ func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 		// 2 threads, best of 300 given the cores).
 		dst, ld, n := yb[oh0*o.OW:], P, nq
 		if p.wq != o.OW {
-			dst, ld = out, p.outLd(oh1-oh0)
-			if !p.inPlace {
-				n = roundUp(nq, dcwLanes())
-			}
+			dst, ld, n = out, p.outLd(oh1-oh0), roundUp(nq, p.vec)
 		}
 		p.dcw(kb, n, xb, k0, dst, ld, clamp, lo, hi, 1, 0, 0)
 		if p.wq != o.OW {
@@ -535,11 +538,10 @@ func (p *dconvPlan) dcw(kb, n int, x []float32, k0 int, y []float32, ldy int, cl
 }
 
 // outLd is the channel stride of a chunk of rows output rows computed
-// into scratch: rows phase-width rows, or the whole vectors of the flat
-// range when more.
+// into scratch: rows phase-width rows, or the flat range rounded up to
+// whole vectors (vec) when more.
 func (p *dconvPlan) outLd(rows int) int {
-	lanes := dcwLanes()
-	return max(rows*p.wq, ((rows-1)*p.wq+p.o.OW+lanes-1)/lanes*lanes)
+	return max(rows*p.wq, roundUp((rows-1)*p.wq+p.o.OW, p.vec))
 }
 
 // copyOut copies output rows [oh0, oh1) of kb channels, computed phase
