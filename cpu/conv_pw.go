@@ -1,25 +1,30 @@
 package cpu
 
-// Pointwise (1×1, stride 1, unpadded, ungrouped) f32 convolutions on the
-// AVX2 wide kernels, by column panels: Y[K, P] = W[K, C] · X[C, P] with
-// P = OH·OW, a GEMM whose N (P) is small in MobileNetV2's late layers
-// (49, 196). The wide direct path (directConv) calls the kernels once per
-// block of 6 output channels over all P outputs, reading X in place: every
-// block streams all of X (C rows of P floats, 196 bytes apart on 7×7
-// planes, so that each 16-float read spans two cache lines) from L2 again,
-// which held the kernels at about half their peak. Here X is first packed
-// into panels of 16 columns (the kernels' block of two vectors; the last
-// panel is the P mod 16 columns left, which the kernels take under a
-// mask), each panel C rows of contiguous floats; then each panel, in
-// chunks of at most pwKC taps (16 KiB, L1), meets the blocks of output
-// channels in turn, whose weights are read in place (six rows, 24 bytes a
-// tap) from L2. Bias and a ReLU/Clip are applied by the kernels as they
-// store; a residual and other activations once a task's outputs are done,
-// while they are in cache.
+// Pointwise (1×1, stride 1, unpadded, ungrouped) f32 convolutions with
+// AVX2 by column panels: Y[K, P] = W[K, C] · X[C, P] with P = OH·OW, a
+// GEMM whose N (P) is small in MobileNetV2's late layers (49, 196). The
+// wide direct path (directConv) calls its kernels once per block of 6
+// output channels over all P outputs, reading X in place: every block
+// streams all of X from L2 again (C rows of P floats, 196 bytes apart on
+// 7×7 planes, so that most 16-float reads span two cache lines), and the
+// P mod 16 columns left over take a masked pass of a whole vector (on 7×7
+// planes, one column of 49 cost a fifth of the time in a CPU profile).
 //
-// The workers share tasks of a few channel blocks (their weights at most
-// about pwChunkBytes, so that they stay in L2 across the panels) by
-// groups of panels.
+// Here X is first packed into panels of 16 columns (two vectors), each C
+// rows of contiguous floats; then each panel, in chunks of at most pwKC
+// taps (16 KiB, L1), meets the blocks of output channels in turn, whose
+// weights are read in place (a broadcast a row and tap) from L2, by the
+// kernels of pw_amd64.s (pw_amd64_gen.py): 6 rows of 16 columns, or, for
+// a tail of 3 to 8 columns, 12 rows of 8, the kernels looping over the
+// blocks themselves. A tail of 1 or 2 columns runs as dot products of
+// the weight rows with the packed columns (gemvDotAsm), whose every lane
+// is used. Bias and a ReLU/Clip are applied by the kernels as they store;
+// a residual and other activations once a task's outputs are done, while
+// they are in cache.
+//
+// The workers share tasks of a chunk of output channels (their weights at
+// most about pwChunkBytes, so that they stay in L2 across the panels) and,
+// where the chunks are too few, a group of panels, one task at a time.
 
 import "github.com/vrun-go/vrun/rt"
 
@@ -59,7 +64,8 @@ func pwApplies(p *dconvPlan) bool {
 // 438, 960→320 468 → 347, 160→960 219 → 166, 960→160 235 → 185,
 // 576→160 142 → 110; 576→96 on 14×14 325 → 285, 96→576 249 → 236,
 // 64→384 112 → 108, but 384→64 132 → 136, 192→64 56 → 68; on 28×28
-// 192→32 125 → 156, 32→192 108 → 113, 64→384 450 → 420.
+// 192→32 125 → 156, 32→192 108 → 113, 64→384 450 → 420; SqueezeNet's
+// on 13×13 512→1000 2423 → 1922, 64→256 66 → 65, 48→192 38 → 38.
 func pwPick(o *rt.Conv) bool {
 	P := o.OH * o.OW
 	return P <= 256 && o.K >= 96 && o.C*P >= 4096
