@@ -84,6 +84,35 @@ func reduceRowsF32(o *rt.Reduce) bool {
 		return true
 	}
 	fn := o.Fn
+	if O == 1 && fn != rt.RMax && N >= 4*longRowChunk && workers() > 1 {
+		// One long row (a vector's norm): reduceRangeF32's float64 sums of
+		// each longRowChunk elements in parallel, added in order.
+		nc := (N + longRowChunk - 1) / longRowChunk
+		ps := getScratch[float64](nc)
+		p := *ps
+		part := rt.Sum
+		if fn == rt.SumSquare || fn == rt.L2 {
+			part = rt.SumSquare
+		}
+		parallelFor(nc, 1, func(lo, hi int) {
+			for c := lo; c < hi; c++ {
+				p[c] = sumRangeF32(part, x[c*longRowChunk:min((c+1)*longRowChunk, N)])
+			}
+		})
+		s := 0.0
+		for _, v := range p {
+			s += v
+		}
+		putScratch(ps)
+		switch fn {
+		case rt.Mean:
+			s /= float64(N)
+		case rt.L2:
+			s = math.Sqrt(s)
+		}
+		y[0] = float32(s)
+		return true
+	}
 	parallelFor(O, max(1, (1<<16)/max(N, 1)), func(lo, hi int) { reduceRangeF32(fn, x, y, N, lo, hi) })
 	return true
 }
@@ -99,17 +128,7 @@ func reduceRangeF32(fn rt.ReduceFn, x, y []float32, N, lo, hi int) {
 			}
 			continue
 		}
-		s := 0.0
-		for c := 0; c < N; c += reduceChunk {
-			xc := xr[c:min(c+reduceChunk, N)]
-			var v float32
-			if fn == rt.SumSquare || fn == rt.L2 {
-				v, _ = sumSqDevF32(xc, 0)
-			} else {
-				v, _ = sumF32(xc)
-			}
-			s += float64(v)
-		}
+		s := sumRangeF32(fn, xr)
 		switch fn {
 		case rt.Mean:
 			s /= float64(N)
@@ -118,6 +137,24 @@ func reduceRangeF32(fn rt.ReduceFn, x, y []float32, N, lo, hi int) {
 		}
 		y[r] = float32(s)
 	}
+}
+
+// sumRangeF32 is the sum of x (fn Sum or Mean) or of its squares
+// (SumSquare or L2) in float64, of the float32 sums of each reduceChunk
+// elements by the vector kernels.
+func sumRangeF32(fn rt.ReduceFn, x []float32) float64 {
+	s := 0.0
+	for c := 0; c < len(x); c += reduceChunk {
+		xc := x[c:min(c+reduceChunk, len(x))]
+		var v float32
+		if fn == rt.SumSquare || fn == rt.L2 {
+			v, _ = sumSqDevF32(xc, 0)
+		} else {
+			v, _ = sumF32(xc)
+		}
+		s += float64(v)
+	}
+	return s
 }
 
 // reduceRowF64 is reduceRowF for float64, with contiguous rows (st 1) of

@@ -225,18 +225,25 @@ func TestSoftmaxNormalize(t *testing.T) {
 }
 
 // TestReduceF32Rows checks the vectorised f32 row reductions (Sum, Mean,
-// SumSquare, L2, Max over contiguous rows, chunked past reduceChunk) at
+// SumSquare, L2, Max over contiguous rows, chunked past reduceChunk; one
+// long row in parallel chunks where there are two workers or more) at
 // every kernel level against float64 sums.
 func TestReduceF32Rows(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(41, 42))
 	for _, lv := range ewLevels() {
 		withLevel(lv, func() {
-			for _, n := range []int{0, 1, 17, 100, 5000, 9000} {
+			for _, n := range []int{0, 1, 17, 100, 5000, 9000, 4<<15 + 4095, 4<<15 + 1} {
 				O := 3
+				if n > 4<<15 {
+					O = 1 // one long row: its chunks in parallel
+				}
 				xv := stored(rt.F32, randVals(rng, O*n, -2, 3))
-				if n > 50 {
+				if n > 50 && O == 3 {
 					xv[n+7] = math.NaN() // row 1
+				}
+				if n == 4<<15+1 {
+					xv[rng.IntN(n)] = math.NaN()
 				}
 				for _, fn := range []rt.ReduceFn{rt.Sum, rt.Mean, rt.SumSquare, rt.L2, rt.RMax} {
 					xr, yr := e.region(rt.F32, max(O*n, 1), xv), e.region(rt.F32, O, nil)
