@@ -109,6 +109,16 @@ func affineF64(y, x []float64, alpha, beta float64) bool {
 	return true
 }
 
+// sumSqF64 is the sum of the squares of x with the AVX2 kernel (four FMA
+// chains); it reports false at the other levels (AVX-512 keeps the dot
+// kernels: see reduceRowF64).
+func sumSqF64(x []float64) (float64, bool) {
+	if kernelLevel() != levelAVX2 {
+		return 0, false
+	}
+	return ewSumSqDY(unsafe.SliceData(x), len(x)), true
+}
+
 // The row kernels of softmax, normalisation and reductions: each reports
 // false when this CPU has no vectorised kernel (the callers then run Go
 // loops).

@@ -20,7 +20,8 @@ func guardedF64(t *testing.T, n int, atEnd bool) ([]float64, func()) {
 }
 
 // TestF64KernelsGuarded runs the float64 binary kernels (binaryVecF64,
-// every function and form) and the affine one (affineF64) with operands
+// every function and form), the affine one (affineF64) and the sum of
+// squares (sumSqF64, AVX2) with operands
 // and the output against inaccessible pages, before and after, at every
 // length from 1 to 40 (tails of 1 to 3 lanes on AVX2, 1 to 7 on
 // AVX-512) and at every kernel level this CPU has, against float64 Go
@@ -74,6 +75,16 @@ func TestF64KernelsGuarded(t *testing.T) {
 					for i := range y {
 						if want := alpha*a[i] + beta; y[i] != want && !math.IsNaN(want) {
 							t.Fatalf("%s affine n=%d atEnd %v [%d]: %v, want %v", levelNames[lv], n, atEnd, i, y[i], want)
+						}
+					}
+					if lv == levelAVX2 {
+						got, ok := sumSqF64(a)
+						want := 0.0
+						for _, v := range a {
+							want += v * v
+						}
+						if !ok || math.Abs(got-want) > 1e-14*want*float64(n) {
+							t.Fatalf("%s sumSqF64 n=%d atEnd %v: %v (%v), want %v", levelNames[lv], n, atEnd, got, ok, want)
 						}
 					}
 					freeA()

@@ -19,6 +19,7 @@ func binaryF32(rt.BinaryFn, int, []float32, []float32, []float32) bool { return 
 
 func binaryVecF64(rt.BinaryFn, int, []float64, []float64, []float64) bool { return false }
 func affineF64(_, _ []float64, _, _ float64) bool                         { return false }
+func sumSqF64([]float64) (float64, bool)                                  { return 0, false }
 
 func sumF32([]float32) (float32, bool)                         { return 0, false }
 func maxF32([]float32) (float32, bool)                         { return 0, false }

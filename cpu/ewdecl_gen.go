@@ -318,6 +318,9 @@ func ewDivSVDY(dst, a, b *float64, n int)
 //go:noescape
 func ewAffineDY(dst, x *float64, n int, alpha, beta float64)
 
+//go:noescape
+func ewSumSqDY(x *float64, n int) float64
+
 func init() {
 	ewBinaryAsmD[levelAVX512][rt.Add] = [3]ewBinaryKernelD{ewAddVVDZ, ewAddVSDZ, ewAddSVDZ}
 	ewBinaryAsmD[levelAVX512][rt.Sub] = [3]ewBinaryKernelD{ewSubVVDZ, ewSubVSDZ, ewSubSVDZ}

@@ -158,9 +158,10 @@ func sumRangeF32(fn rt.ReduceFn, x []float32) float64 {
 }
 
 // reduceRowF64 is reduceRowF for float64, with contiguous rows (st 1) of
-// Sum, Mean, SumSquare and L2 summed in independent partial sums (the
-// vector dot kernels for the squares where there are some): one running
-// sum made every addition wait for the previous one.
+// Sum, Mean, SumSquare and L2 summed in independent partial sums (for the
+// squares, the AVX2 sum-of-squares kernel, or the vector dot kernels where
+// there are some): one running sum made every addition wait for the
+// previous one.
 func reduceRowF64(fn rt.ReduceFn, x []float64, base, st, n int, last bool) (float64, int64) {
 	if st != 1 || n < 16 {
 		return reduceRowF(fn, x, base, st, n, last)
@@ -175,7 +176,9 @@ func reduceRowF64(fn rt.ReduceFn, x []float64, base, st, n int, last bool) (floa
 		}
 	case rt.SumSquare, rt.L2:
 		var c [1]float64
-		if !gemvDotAsm(r, r, n, n, c[:], 1, 1, 0, 1) {
+		if v, ok := sumSqF64(r); ok {
+			c[0] = v
+		} else if !gemvDotAsm(r, r, n, n, c[:], 1, 1, 0, 1) {
 			c[0] = sumSq8(r)
 		}
 		s = c[0]
