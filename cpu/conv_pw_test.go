@@ -27,20 +27,20 @@ var pwCases = func() []convCase {
 }()
 
 // TestConvPw runs pwCases (and, with a residual, TestConvRes's shapes)
-// against a float64 reference with the panels forced on, forced off and
-// left to the heuristic, at every kernel level this CPU has (below
+// against a float64 reference with the panels forced on (reading X in
+// place and packed), forced off and left to the heuristic, at every kernel level this CPU has (below
 // levelAVX2 and at AVX-512 the panels do not apply: the other paths are
 // checked instead).
 func TestConvPw(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(103, 104))
 	save := convCases
-	defer func() { convCases, pwMode = save, 0 }()
+	defer func() { convCases, pwMode, pwInPlace = save, 0, 0 }()
 	convCases = pwCases
 	for _, lv := range ewLevels() {
-		for _, mode := range []int{1, -1, 0} {
+		for _, mode := range [][2]int{{1, 1}, {1, -1}, {-1, 0}, {0, 0}} {
 			withLevel(lv, func() {
-				pwMode = mode
+				pwMode, pwInPlace = mode[0], mode[1]
 				runConvCases(t, e, rng, []rt.DType{rt.F32}, false)
 			})
 		}
@@ -54,7 +54,11 @@ func TestConvPwRes(t *testing.T) {
 	defer func() { convCases, pwMode = save, 0 }()
 	convCases = append(append([]convCase{}, pwCases...), convResCases...)
 	pwMode = 1
+	defer func() { pwInPlace = 0 }()
 	for _, lv := range ewLevels() {
-		withLevel(lv, func() { testConvRes(t, []rt.DType{rt.F32}, convCases) })
+		for _, ip := range []int{1, -1} {
+			pwInPlace = ip
+			withLevel(lv, func() { testConvRes(t, []rt.DType{rt.F32}, convCases) })
+		}
 	}
 }

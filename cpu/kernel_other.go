@@ -69,6 +69,6 @@ func maxOffset(who string, offs []int) int {
 
 func pwMaxKB(int) int { return 0 }
 
-func pwRun(_, _, _, _, _ int, _, _ []float32, _ int, _, _ []float32, _ int, _, _ bool, _, _ float32) {
+func pwRun(_, _, _, _, _ int, _ []float32, _ int, _ []float32, _ int, _, _ []float32, _ int, _, _ bool, _, _ float32) {
 	panic("cpu: pwRun without kernels")
 }

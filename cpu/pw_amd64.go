@@ -22,17 +22,18 @@ func pwMaxKB(width int) int {
 }
 
 // pwRun sets y[k*ldy+q] = bias[k] (or, when acc, y[k*ldy+q]) + sum over
-// t < kc of w[k*ldw+t] * x[t*width+q] for k < nblk·kb and q < n, in
+// t < kc of w[k*ldw+t] * x[t*ldx+q] for k < nblk·kb and q < n, in
 // nblk blocks of kb rows, clamped to
 // [lo, hi] when clamp, with the kernels of pw_amd64.s: width is 16 (n in
 // 9..16, kb <= pwMaxKB(16)) or 8 (n in 1..8, kb <= pwMaxKB(8)); x holds kc
-// rows of width floats (zero past n), kc >= 1.
-func pwRun(width, kb, nblk, n, kc int, x, w []float32, ldw int, bias, y []float32, ldy int, clamp, acc bool, lo, hi float32) {
+// rows ldx floats apart of width readable floats each (lanes past n are
+// computed and dropped), kc >= 1.
+func pwRun(width, kb, nblk, n, kc int, x []float32, ldx int, w []float32, ldw int, bias, y []float32, ldy int, clamp, acc bool, lo, hi float32) {
 	if (width == 16 && (n <= 8 || n > 16 || kb > len(pwKernels16))) || (width == 8 && (n < 1 || n > 8 || kb > len(pwKernels8))) ||
 		(width != 8 && width != 16) || kb < 1 || kc < 1 || nblk < 1 {
 		panic("cpu: pwRun: bad shape")
 	}
-	_ = x[kc*width-1]
+	_ = x[(kc-1)*ldx+width-1]
 	_ = w[(nblk*kb-1)*ldw+kc-1]
 	_ = bias[nblk*kb-1]
 	_ = y[(nblk*kb-1)*ldy+n-1]
@@ -47,5 +48,5 @@ func pwRun(width, kb, nblk, n, kc int, x, w []float32, ldw int, bias, y []float3
 	if width == 16 {
 		k = pwKernels16[kb-1]
 	}
-	k(n, kc, nblk, &x[0], &w[0], ldw, &bias[0], &y[0], ldy, f, lo, hi)
+	k(n, kc, nblk, &x[0], ldx, &w[0], ldw, &bias[0], &y[0], ldy, f, lo, hi)
 }

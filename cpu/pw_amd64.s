@@ -16,15 +16,16 @@ DATA ·pwMask+48(SB)/8, $0
 DATA ·pwMask+56(SB)/8, $0
 GLOBL ·pwMask(SB), RODATA|NOPTR, $64
 
-// func pwA1x16(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA1x16(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA1x16(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA1x16(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	SUBQ $8, CX
 	XORQ R13, R13
@@ -36,9 +37,10 @@ TEXT ·pwA1x16(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA1x16_nomask:
 pwA1x16_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA1x16_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VMOVAPS Y0, Y1
 	JMP pwA1x16_init
@@ -56,21 +58,22 @@ pwA1x16_load_done:
 pwA1x16_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 pwA1x16_tap:
 	VMOVUPS 0(SI), Y2
 	VMOVUPS 32(SI), Y3
 	VBROADCASTSS (R14), Y4
 	VFMADD231PS Y2, Y4, Y0
 	VFMADD231PS Y3, Y4, Y1
-	ADDQ $64, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	DECQ BX
 	JNE pwA1x16_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA1x16_store
-	VBROADCASTSS lo+80(FP), Y2
-	VBROADCASTSS hi+84(FP), Y4
+	VBROADCASTSS lo+88(FP), Y2
+	VBROADCASTSS hi+92(FP), Y4
 	VMAXPS Y0, Y2, Y0
 	VMINPS Y0, Y4, Y0
 	VMAXPS Y1, Y2, Y1
@@ -89,8 +92,8 @@ pwA1x16_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA1x16_ret
 	IMUL3Q $1, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $4, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $4, bias+56(FP)
 	IMUL3Q $1, R12, AX
 	ADDQ AX, DI
 	JMP pwA1x16_blk
@@ -98,15 +101,16 @@ pwA1x16_ret:
 	VZEROUPPER
 	RET
 
-// func pwA2x16(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA2x16(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA2x16(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA2x16(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	SUBQ $8, CX
 	XORQ R13, R13
@@ -118,9 +122,10 @@ TEXT ·pwA2x16(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA2x16_nomask:
 pwA2x16_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA2x16_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VMOVAPS Y0, Y1
 	VBROADCASTSS 4(R10), Y2
@@ -146,7 +151,7 @@ pwA2x16_load_done:
 pwA2x16_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 pwA2x16_tap:
 	VMOVUPS 0(SI), Y4
 	VMOVUPS 32(SI), Y5
@@ -156,14 +161,15 @@ pwA2x16_tap:
 	VBROADCASTSS (R14)(DX*1), Y6
 	VFMADD231PS Y4, Y6, Y2
 	VFMADD231PS Y5, Y6, Y3
-	ADDQ $64, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	DECQ BX
 	JNE pwA2x16_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA2x16_store
-	VBROADCASTSS lo+80(FP), Y4
-	VBROADCASTSS hi+84(FP), Y6
+	VBROADCASTSS lo+88(FP), Y4
+	VBROADCASTSS hi+92(FP), Y6
 	VMAXPS Y0, Y4, Y0
 	VMINPS Y0, Y6, Y0
 	VMAXPS Y1, Y4, Y1
@@ -192,8 +198,8 @@ pwA2x16_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA2x16_ret
 	IMUL3Q $2, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $8, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $8, bias+56(FP)
 	IMUL3Q $2, R12, AX
 	ADDQ AX, DI
 	JMP pwA2x16_blk
@@ -201,15 +207,16 @@ pwA2x16_ret:
 	VZEROUPPER
 	RET
 
-// func pwA3x16(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA3x16(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA3x16(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA3x16(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	SUBQ $8, CX
 	XORQ R13, R13
@@ -221,9 +228,10 @@ TEXT ·pwA3x16(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA3x16_nomask:
 pwA3x16_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA3x16_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VMOVAPS Y0, Y1
 	VBROADCASTSS 4(R10), Y2
@@ -257,7 +265,7 @@ pwA3x16_load_done:
 pwA3x16_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 pwA3x16_tap:
 	VMOVUPS 0(SI), Y6
 	VMOVUPS 32(SI), Y7
@@ -270,14 +278,15 @@ pwA3x16_tap:
 	VBROADCASTSS (R14)(DX*2), Y8
 	VFMADD231PS Y6, Y8, Y4
 	VFMADD231PS Y7, Y8, Y5
-	ADDQ $64, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	DECQ BX
 	JNE pwA3x16_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA3x16_store
-	VBROADCASTSS lo+80(FP), Y6
-	VBROADCASTSS hi+84(FP), Y8
+	VBROADCASTSS lo+88(FP), Y6
+	VBROADCASTSS hi+92(FP), Y8
 	VMAXPS Y0, Y6, Y0
 	VMINPS Y0, Y8, Y0
 	VMAXPS Y1, Y6, Y1
@@ -316,8 +325,8 @@ pwA3x16_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA3x16_ret
 	IMUL3Q $3, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $12, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $12, bias+56(FP)
 	IMUL3Q $3, R12, AX
 	ADDQ AX, DI
 	JMP pwA3x16_blk
@@ -325,15 +334,16 @@ pwA3x16_ret:
 	VZEROUPPER
 	RET
 
-// func pwA4x16(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA4x16(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA4x16(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA4x16(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	SUBQ $8, CX
 	XORQ R13, R13
@@ -345,9 +355,10 @@ TEXT ·pwA4x16(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA4x16_nomask:
 pwA4x16_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA4x16_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VMOVAPS Y0, Y1
 	VBROADCASTSS 4(R10), Y2
@@ -389,7 +400,7 @@ pwA4x16_load_done:
 pwA4x16_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 pwA4x16_tap:
 	VMOVUPS 0(SI), Y8
 	VMOVUPS 32(SI), Y9
@@ -405,14 +416,15 @@ pwA4x16_tap:
 	VBROADCASTSS (R14)(R15*1), Y10
 	VFMADD231PS Y8, Y10, Y6
 	VFMADD231PS Y9, Y10, Y7
-	ADDQ $64, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	DECQ BX
 	JNE pwA4x16_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA4x16_store
-	VBROADCASTSS lo+80(FP), Y8
-	VBROADCASTSS hi+84(FP), Y10
+	VBROADCASTSS lo+88(FP), Y8
+	VBROADCASTSS hi+92(FP), Y10
 	VMAXPS Y0, Y8, Y0
 	VMINPS Y0, Y10, Y0
 	VMAXPS Y1, Y8, Y1
@@ -461,8 +473,8 @@ pwA4x16_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA4x16_ret
 	IMUL3Q $4, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $16, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $16, bias+56(FP)
 	IMUL3Q $4, R12, AX
 	ADDQ AX, DI
 	JMP pwA4x16_blk
@@ -470,15 +482,16 @@ pwA4x16_ret:
 	VZEROUPPER
 	RET
 
-// func pwA5x16(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA5x16(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA5x16(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA5x16(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	SUBQ $8, CX
 	XORQ R13, R13
@@ -490,9 +503,10 @@ TEXT ·pwA5x16(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA5x16_nomask:
 pwA5x16_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA5x16_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VMOVAPS Y0, Y1
 	VBROADCASTSS 4(R10), Y2
@@ -542,7 +556,7 @@ pwA5x16_load_done:
 pwA5x16_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 	LEAQ (R14)(DX*4), R8
 pwA5x16_tap:
 	VMOVUPS 0(SI), Y10
@@ -562,15 +576,16 @@ pwA5x16_tap:
 	VBROADCASTSS (R8), Y12
 	VFMADD231PS Y10, Y12, Y8
 	VFMADD231PS Y11, Y12, Y9
-	ADDQ $64, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	ADDQ $4, R8
 	DECQ BX
 	JNE pwA5x16_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA5x16_store
-	VBROADCASTSS lo+80(FP), Y10
-	VBROADCASTSS hi+84(FP), Y12
+	VBROADCASTSS lo+88(FP), Y10
+	VBROADCASTSS hi+92(FP), Y12
 	VMAXPS Y0, Y10, Y0
 	VMINPS Y0, Y12, Y0
 	VMAXPS Y1, Y10, Y1
@@ -629,8 +644,8 @@ pwA5x16_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA5x16_ret
 	IMUL3Q $5, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $20, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $20, bias+56(FP)
 	IMUL3Q $5, R12, AX
 	ADDQ AX, DI
 	JMP pwA5x16_blk
@@ -638,15 +653,16 @@ pwA5x16_ret:
 	VZEROUPPER
 	RET
 
-// func pwA6x16(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA6x16(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA6x16(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA6x16(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	SUBQ $8, CX
 	XORQ R13, R13
@@ -658,9 +674,10 @@ TEXT ·pwA6x16(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA6x16_nomask:
 pwA6x16_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA6x16_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VMOVAPS Y0, Y1
 	VBROADCASTSS 4(R10), Y2
@@ -718,7 +735,7 @@ pwA6x16_load_done:
 pwA6x16_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 	LEAQ (R14)(DX*4), R8
 pwA6x16_tap:
 	VMOVUPS 0(SI), Y12
@@ -741,15 +758,16 @@ pwA6x16_tap:
 	VBROADCASTSS (R8)(DX*1), Y14
 	VFMADD231PS Y12, Y14, Y10
 	VFMADD231PS Y13, Y14, Y11
-	ADDQ $64, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	ADDQ $4, R8
 	DECQ BX
 	JNE pwA6x16_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA6x16_store
-	VBROADCASTSS lo+80(FP), Y12
-	VBROADCASTSS hi+84(FP), Y14
+	VBROADCASTSS lo+88(FP), Y12
+	VBROADCASTSS hi+92(FP), Y14
 	VMAXPS Y0, Y12, Y0
 	VMINPS Y0, Y14, Y0
 	VMAXPS Y1, Y12, Y1
@@ -818,8 +836,8 @@ pwA6x16_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA6x16_ret
 	IMUL3Q $6, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $24, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $24, bias+56(FP)
 	IMUL3Q $6, R12, AX
 	ADDQ AX, DI
 	JMP pwA6x16_blk
@@ -827,15 +845,16 @@ pwA6x16_ret:
 	VZEROUPPER
 	RET
 
-// func pwA1x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA1x8(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA1x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA1x8(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	XORQ R13, R13
 	CMPQ CX, $8
@@ -846,9 +865,10 @@ TEXT ·pwA1x8(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA1x8_nomask:
 pwA1x8_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA1x8_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	JMP pwA1x8_init
 pwA1x8_yinit:
@@ -863,19 +883,20 @@ pwA1x8_load_done:
 pwA1x8_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 pwA1x8_tap:
 	VMOVUPS 0(SI), Y1
 	VBROADCASTSS (R14), Y2
 	VFMADD231PS Y1, Y2, Y0
-	ADDQ $32, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	DECQ BX
 	JNE pwA1x8_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA1x8_store
-	VBROADCASTSS lo+80(FP), Y1
-	VBROADCASTSS hi+84(FP), Y2
+	VBROADCASTSS lo+88(FP), Y1
+	VBROADCASTSS hi+92(FP), Y2
 	VMAXPS Y0, Y1, Y0
 	VMINPS Y0, Y2, Y0
 pwA1x8_store:
@@ -890,8 +911,8 @@ pwA1x8_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA1x8_ret
 	IMUL3Q $1, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $4, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $4, bias+56(FP)
 	IMUL3Q $1, R12, AX
 	ADDQ AX, DI
 	JMP pwA1x8_blk
@@ -899,15 +920,16 @@ pwA1x8_ret:
 	VZEROUPPER
 	RET
 
-// func pwA2x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA2x8(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA2x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA2x8(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	XORQ R13, R13
 	CMPQ CX, $8
@@ -918,9 +940,10 @@ TEXT ·pwA2x8(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA2x8_nomask:
 pwA2x8_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA2x8_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VBROADCASTSS 4(R10), Y1
 	JMP pwA2x8_init
@@ -940,21 +963,22 @@ pwA2x8_load_done:
 pwA2x8_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 pwA2x8_tap:
 	VMOVUPS 0(SI), Y2
 	VBROADCASTSS (R14), Y3
 	VFMADD231PS Y2, Y3, Y0
 	VBROADCASTSS (R14)(DX*1), Y3
 	VFMADD231PS Y2, Y3, Y1
-	ADDQ $32, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	DECQ BX
 	JNE pwA2x8_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA2x8_store
-	VBROADCASTSS lo+80(FP), Y2
-	VBROADCASTSS hi+84(FP), Y3
+	VBROADCASTSS lo+88(FP), Y2
+	VBROADCASTSS hi+92(FP), Y3
 	VMAXPS Y0, Y2, Y0
 	VMINPS Y0, Y3, Y0
 	VMAXPS Y1, Y2, Y1
@@ -975,8 +999,8 @@ pwA2x8_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA2x8_ret
 	IMUL3Q $2, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $8, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $8, bias+56(FP)
 	IMUL3Q $2, R12, AX
 	ADDQ AX, DI
 	JMP pwA2x8_blk
@@ -984,15 +1008,16 @@ pwA2x8_ret:
 	VZEROUPPER
 	RET
 
-// func pwA3x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA3x8(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA3x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA3x8(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	XORQ R13, R13
 	CMPQ CX, $8
@@ -1003,9 +1028,10 @@ TEXT ·pwA3x8(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA3x8_nomask:
 pwA3x8_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA3x8_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VBROADCASTSS 4(R10), Y1
 	VBROADCASTSS 8(R10), Y2
@@ -1030,7 +1056,7 @@ pwA3x8_load_done:
 pwA3x8_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 pwA3x8_tap:
 	VMOVUPS 0(SI), Y3
 	VBROADCASTSS (R14), Y4
@@ -1039,14 +1065,15 @@ pwA3x8_tap:
 	VFMADD231PS Y3, Y4, Y1
 	VBROADCASTSS (R14)(DX*2), Y4
 	VFMADD231PS Y3, Y4, Y2
-	ADDQ $32, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	DECQ BX
 	JNE pwA3x8_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA3x8_store
-	VBROADCASTSS lo+80(FP), Y3
-	VBROADCASTSS hi+84(FP), Y4
+	VBROADCASTSS lo+88(FP), Y3
+	VBROADCASTSS hi+92(FP), Y4
 	VMAXPS Y0, Y3, Y0
 	VMINPS Y0, Y4, Y0
 	VMAXPS Y1, Y3, Y1
@@ -1073,8 +1100,8 @@ pwA3x8_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA3x8_ret
 	IMUL3Q $3, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $12, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $12, bias+56(FP)
 	IMUL3Q $3, R12, AX
 	ADDQ AX, DI
 	JMP pwA3x8_blk
@@ -1082,15 +1109,16 @@ pwA3x8_ret:
 	VZEROUPPER
 	RET
 
-// func pwA4x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA4x8(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA4x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA4x8(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	XORQ R13, R13
 	CMPQ CX, $8
@@ -1101,9 +1129,10 @@ TEXT ·pwA4x8(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA4x8_nomask:
 pwA4x8_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA4x8_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VBROADCASTSS 4(R10), Y1
 	VBROADCASTSS 8(R10), Y2
@@ -1133,7 +1162,7 @@ pwA4x8_load_done:
 pwA4x8_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 pwA4x8_tap:
 	VMOVUPS 0(SI), Y4
 	VBROADCASTSS (R14), Y5
@@ -1144,14 +1173,15 @@ pwA4x8_tap:
 	VFMADD231PS Y4, Y5, Y2
 	VBROADCASTSS (R14)(R15*1), Y5
 	VFMADD231PS Y4, Y5, Y3
-	ADDQ $32, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	DECQ BX
 	JNE pwA4x8_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA4x8_store
-	VBROADCASTSS lo+80(FP), Y4
-	VBROADCASTSS hi+84(FP), Y5
+	VBROADCASTSS lo+88(FP), Y4
+	VBROADCASTSS hi+92(FP), Y5
 	VMAXPS Y0, Y4, Y0
 	VMINPS Y0, Y5, Y0
 	VMAXPS Y1, Y4, Y1
@@ -1184,8 +1214,8 @@ pwA4x8_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA4x8_ret
 	IMUL3Q $4, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $16, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $16, bias+56(FP)
 	IMUL3Q $4, R12, AX
 	ADDQ AX, DI
 	JMP pwA4x8_blk
@@ -1193,15 +1223,16 @@ pwA4x8_ret:
 	VZEROUPPER
 	RET
 
-// func pwA5x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA5x8(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA5x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA5x8(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	XORQ R13, R13
 	CMPQ CX, $8
@@ -1212,9 +1243,10 @@ TEXT ·pwA5x8(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA5x8_nomask:
 pwA5x8_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA5x8_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VBROADCASTSS 4(R10), Y1
 	VBROADCASTSS 8(R10), Y2
@@ -1249,7 +1281,7 @@ pwA5x8_load_done:
 pwA5x8_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 	LEAQ (R14)(DX*4), R8
 pwA5x8_tap:
 	VMOVUPS 0(SI), Y5
@@ -1263,15 +1295,16 @@ pwA5x8_tap:
 	VFMADD231PS Y5, Y6, Y3
 	VBROADCASTSS (R8), Y6
 	VFMADD231PS Y5, Y6, Y4
-	ADDQ $32, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	ADDQ $4, R8
 	DECQ BX
 	JNE pwA5x8_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA5x8_store
-	VBROADCASTSS lo+80(FP), Y5
-	VBROADCASTSS hi+84(FP), Y6
+	VBROADCASTSS lo+88(FP), Y5
+	VBROADCASTSS hi+92(FP), Y6
 	VMAXPS Y0, Y5, Y0
 	VMINPS Y0, Y6, Y0
 	VMAXPS Y1, Y5, Y1
@@ -1310,8 +1343,8 @@ pwA5x8_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA5x8_ret
 	IMUL3Q $5, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $20, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $20, bias+56(FP)
 	IMUL3Q $5, R12, AX
 	ADDQ AX, DI
 	JMP pwA5x8_blk
@@ -1319,15 +1352,16 @@ pwA5x8_ret:
 	VZEROUPPER
 	RET
 
-// func pwA6x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA6x8(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA6x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA6x8(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	XORQ R13, R13
 	CMPQ CX, $8
@@ -1338,9 +1372,10 @@ TEXT ·pwA6x8(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA6x8_nomask:
 pwA6x8_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA6x8_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VBROADCASTSS 4(R10), Y1
 	VBROADCASTSS 8(R10), Y2
@@ -1380,7 +1415,7 @@ pwA6x8_load_done:
 pwA6x8_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 	LEAQ (R14)(DX*4), R8
 pwA6x8_tap:
 	VMOVUPS 0(SI), Y6
@@ -1396,15 +1431,16 @@ pwA6x8_tap:
 	VFMADD231PS Y6, Y7, Y4
 	VBROADCASTSS (R8)(DX*1), Y7
 	VFMADD231PS Y6, Y7, Y5
-	ADDQ $32, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	ADDQ $4, R8
 	DECQ BX
 	JNE pwA6x8_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA6x8_store
-	VBROADCASTSS lo+80(FP), Y6
-	VBROADCASTSS hi+84(FP), Y7
+	VBROADCASTSS lo+88(FP), Y6
+	VBROADCASTSS hi+92(FP), Y7
 	VMAXPS Y0, Y6, Y0
 	VMINPS Y0, Y7, Y0
 	VMAXPS Y1, Y6, Y1
@@ -1449,8 +1485,8 @@ pwA6x8_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA6x8_ret
 	IMUL3Q $6, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $24, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $24, bias+56(FP)
 	IMUL3Q $6, R12, AX
 	ADDQ AX, DI
 	JMP pwA6x8_blk
@@ -1458,15 +1494,16 @@ pwA6x8_ret:
 	VZEROUPPER
 	RET
 
-// func pwA7x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA7x8(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA7x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA7x8(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	XORQ R13, R13
 	CMPQ CX, $8
@@ -1477,9 +1514,10 @@ TEXT ·pwA7x8(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA7x8_nomask:
 pwA7x8_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA7x8_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VBROADCASTSS 4(R10), Y1
 	VBROADCASTSS 8(R10), Y2
@@ -1524,7 +1562,7 @@ pwA7x8_load_done:
 pwA7x8_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 	LEAQ (R14)(DX*4), R8
 pwA7x8_tap:
 	VMOVUPS 0(SI), Y7
@@ -1542,15 +1580,16 @@ pwA7x8_tap:
 	VFMADD231PS Y7, Y8, Y5
 	VBROADCASTSS (R8)(DX*2), Y8
 	VFMADD231PS Y7, Y8, Y6
-	ADDQ $32, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	ADDQ $4, R8
 	DECQ BX
 	JNE pwA7x8_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA7x8_store
-	VBROADCASTSS lo+80(FP), Y7
-	VBROADCASTSS hi+84(FP), Y8
+	VBROADCASTSS lo+88(FP), Y7
+	VBROADCASTSS hi+92(FP), Y8
 	VMAXPS Y0, Y7, Y0
 	VMINPS Y0, Y8, Y0
 	VMAXPS Y1, Y7, Y1
@@ -1601,8 +1640,8 @@ pwA7x8_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA7x8_ret
 	IMUL3Q $7, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $28, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $28, bias+56(FP)
 	IMUL3Q $7, R12, AX
 	ADDQ AX, DI
 	JMP pwA7x8_blk
@@ -1610,15 +1649,16 @@ pwA7x8_ret:
 	VZEROUPPER
 	RET
 
-// func pwA8x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA8x8(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA8x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA8x8(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	XORQ R13, R13
 	CMPQ CX, $8
@@ -1629,9 +1669,10 @@ TEXT ·pwA8x8(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA8x8_nomask:
 pwA8x8_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA8x8_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VBROADCASTSS 4(R10), Y1
 	VBROADCASTSS 8(R10), Y2
@@ -1681,7 +1722,7 @@ pwA8x8_load_done:
 pwA8x8_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 	LEAQ (R14)(DX*4), R8
 pwA8x8_tap:
 	VMOVUPS 0(SI), Y8
@@ -1701,15 +1742,16 @@ pwA8x8_tap:
 	VFMADD231PS Y8, Y9, Y6
 	VBROADCASTSS (R8)(R15*1), Y9
 	VFMADD231PS Y8, Y9, Y7
-	ADDQ $32, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	ADDQ $4, R8
 	DECQ BX
 	JNE pwA8x8_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA8x8_store
-	VBROADCASTSS lo+80(FP), Y8
-	VBROADCASTSS hi+84(FP), Y9
+	VBROADCASTSS lo+88(FP), Y8
+	VBROADCASTSS hi+92(FP), Y9
 	VMAXPS Y0, Y8, Y0
 	VMINPS Y0, Y9, Y0
 	VMAXPS Y1, Y8, Y1
@@ -1766,8 +1808,8 @@ pwA8x8_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA8x8_ret
 	IMUL3Q $8, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $32, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $32, bias+56(FP)
 	IMUL3Q $8, R12, AX
 	ADDQ AX, DI
 	JMP pwA8x8_blk
@@ -1775,15 +1817,16 @@ pwA8x8_ret:
 	VZEROUPPER
 	RET
 
-// func pwA9x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA9x8(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA9x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA9x8(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	XORQ R13, R13
 	CMPQ CX, $8
@@ -1794,9 +1837,10 @@ TEXT ·pwA9x8(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA9x8_nomask:
 pwA9x8_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA9x8_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VBROADCASTSS 4(R10), Y1
 	VBROADCASTSS 8(R10), Y2
@@ -1851,7 +1895,7 @@ pwA9x8_load_done:
 pwA9x8_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 	LEAQ (R14)(DX*4), R8
 	LEAQ (R14)(DX*8), R9
 pwA9x8_tap:
@@ -1874,16 +1918,17 @@ pwA9x8_tap:
 	VFMADD231PS Y9, Y10, Y7
 	VBROADCASTSS (R9), Y10
 	VFMADD231PS Y9, Y10, Y8
-	ADDQ $32, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	ADDQ $4, R8
 	ADDQ $4, R9
 	DECQ BX
 	JNE pwA9x8_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA9x8_store
-	VBROADCASTSS lo+80(FP), Y9
-	VBROADCASTSS hi+84(FP), Y10
+	VBROADCASTSS lo+88(FP), Y9
+	VBROADCASTSS hi+92(FP), Y10
 	VMAXPS Y0, Y9, Y0
 	VMINPS Y0, Y10, Y0
 	VMAXPS Y1, Y9, Y1
@@ -1946,8 +1991,8 @@ pwA9x8_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA9x8_ret
 	IMUL3Q $9, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $36, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $36, bias+56(FP)
 	IMUL3Q $9, R12, AX
 	ADDQ AX, DI
 	JMP pwA9x8_blk
@@ -1955,15 +2000,16 @@ pwA9x8_ret:
 	VZEROUPPER
 	RET
 
-// func pwA10x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA10x8(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA10x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA10x8(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	XORQ R13, R13
 	CMPQ CX, $8
@@ -1974,9 +2020,10 @@ TEXT ·pwA10x8(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA10x8_nomask:
 pwA10x8_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA10x8_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VBROADCASTSS 4(R10), Y1
 	VBROADCASTSS 8(R10), Y2
@@ -2036,7 +2083,7 @@ pwA10x8_load_done:
 pwA10x8_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 	LEAQ (R14)(DX*4), R8
 	LEAQ (R14)(DX*8), R9
 pwA10x8_tap:
@@ -2061,16 +2108,17 @@ pwA10x8_tap:
 	VFMADD231PS Y10, Y11, Y8
 	VBROADCASTSS (R9)(DX*1), Y11
 	VFMADD231PS Y10, Y11, Y9
-	ADDQ $32, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	ADDQ $4, R8
 	ADDQ $4, R9
 	DECQ BX
 	JNE pwA10x8_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA10x8_store
-	VBROADCASTSS lo+80(FP), Y10
-	VBROADCASTSS hi+84(FP), Y11
+	VBROADCASTSS lo+88(FP), Y10
+	VBROADCASTSS hi+92(FP), Y11
 	VMAXPS Y0, Y10, Y0
 	VMINPS Y0, Y11, Y0
 	VMAXPS Y1, Y10, Y1
@@ -2139,8 +2187,8 @@ pwA10x8_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA10x8_ret
 	IMUL3Q $10, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $40, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $40, bias+56(FP)
 	IMUL3Q $10, R12, AX
 	ADDQ AX, DI
 	JMP pwA10x8_blk
@@ -2148,15 +2196,16 @@ pwA10x8_ret:
 	VZEROUPPER
 	RET
 
-// func pwA11x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA11x8(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA11x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA11x8(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	XORQ R13, R13
 	CMPQ CX, $8
@@ -2167,9 +2216,10 @@ TEXT ·pwA11x8(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA11x8_nomask:
 pwA11x8_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA11x8_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VBROADCASTSS 4(R10), Y1
 	VBROADCASTSS 8(R10), Y2
@@ -2234,7 +2284,7 @@ pwA11x8_load_done:
 pwA11x8_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 	LEAQ (R14)(DX*4), R8
 	LEAQ (R14)(DX*8), R9
 pwA11x8_tap:
@@ -2261,16 +2311,17 @@ pwA11x8_tap:
 	VFMADD231PS Y11, Y12, Y9
 	VBROADCASTSS (R9)(DX*2), Y12
 	VFMADD231PS Y11, Y12, Y10
-	ADDQ $32, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	ADDQ $4, R8
 	ADDQ $4, R9
 	DECQ BX
 	JNE pwA11x8_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA11x8_store
-	VBROADCASTSS lo+80(FP), Y11
-	VBROADCASTSS hi+84(FP), Y12
+	VBROADCASTSS lo+88(FP), Y11
+	VBROADCASTSS hi+92(FP), Y12
 	VMAXPS Y0, Y11, Y0
 	VMINPS Y0, Y12, Y0
 	VMAXPS Y1, Y11, Y1
@@ -2345,8 +2396,8 @@ pwA11x8_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA11x8_ret
 	IMUL3Q $11, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $44, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $44, bias+56(FP)
 	IMUL3Q $11, R12, AX
 	ADDQ AX, DI
 	JMP pwA11x8_blk
@@ -2354,15 +2405,16 @@ pwA11x8_ret:
 	VZEROUPPER
 	RET
 
-// func pwA12x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
-TEXT ·pwA12x8(SB), NOSPLIT, $0-88
-	MOVQ ldw+40(FP), DX
+// func pwA12x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+TEXT ·pwA12x8(SB), NOSPLIT, $0-96
+	MOVQ ldw+48(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
-	MOVQ ldy+64(FP), R12
+	MOVQ ldy+72(FP), R12
 	SHLQ $2, R12
-	MOVQ y+56(FP), DI
-	MOVQ flags+72(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ ldx+32(FP), R11
+	SHLQ $2, R11
 	MOVQ n+0(FP), CX
 	XORQ R13, R13
 	CMPQ CX, $8
@@ -2373,9 +2425,10 @@ TEXT ·pwA12x8(SB), NOSPLIT, $0-88
 	VMOVDQU (BX)(CX*4), Y15
 pwA12x8_nomask:
 pwA12x8_blk:
-	TESTQ $2, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $2, AX
 	JNE pwA12x8_yinit
-	MOVQ bias+48(FP), R10
+	MOVQ bias+56(FP), R10
 	VBROADCASTSS 0(R10), Y0
 	VBROADCASTSS 4(R10), Y1
 	VBROADCASTSS 8(R10), Y2
@@ -2445,7 +2498,7 @@ pwA12x8_load_done:
 pwA12x8_init:
 	MOVQ x+24(FP), SI
 	MOVQ kc+8(FP), BX
-	MOVQ w+32(FP), R14
+	MOVQ w+40(FP), R14
 	LEAQ (R14)(DX*4), R8
 	LEAQ (R14)(DX*8), R9
 pwA12x8_tap:
@@ -2474,16 +2527,17 @@ pwA12x8_tap:
 	VFMADD231PS Y12, Y13, Y10
 	VBROADCASTSS (R9)(R15*1), Y13
 	VFMADD231PS Y12, Y13, Y11
-	ADDQ $32, SI
+	ADDQ R11, SI
 	ADDQ $4, R14
 	ADDQ $4, R8
 	ADDQ $4, R9
 	DECQ BX
 	JNE pwA12x8_tap
-	TESTQ $1, R11
+	MOVQ flags+80(FP), AX
+	TESTQ $1, AX
 	JEQ pwA12x8_store
-	VBROADCASTSS lo+80(FP), Y12
-	VBROADCASTSS hi+84(FP), Y13
+	VBROADCASTSS lo+88(FP), Y12
+	VBROADCASTSS hi+92(FP), Y13
 	VMAXPS Y0, Y12, Y0
 	VMINPS Y0, Y13, Y0
 	VMAXPS Y1, Y12, Y1
@@ -2564,8 +2618,8 @@ pwA12x8_store_done:
 	DECQ nblk+16(FP)
 	JEQ pwA12x8_ret
 	IMUL3Q $12, DX, AX
-	ADDQ AX, w+32(FP)
-	ADDQ $48, bias+48(FP)
+	ADDQ AX, w+40(FP)
+	ADDQ $48, bias+56(FP)
 	IMUL3Q $12, R12, AX
 	ADDQ AX, DI
 	JMP pwA12x8_blk

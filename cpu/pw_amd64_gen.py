@@ -5,15 +5,17 @@ convolutions by column panels (conv_pw.go), and their Go declarations
 
 Every kernel has the Go signature
 
-    func pwA{KB}x{W}(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+    func pwA{KB}x{W}(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 and computes, for k < nblk*KB and q < n (n <= W; W is 16 or 8),
 
-    y[k*ldy+q] = bias[k] + sum over t < kc of w[k*ldw+t] * x[t*W+q]
+    y[k*ldy+q] = bias[k] + sum over t < kc of w[k*ldw+t] * x[t*ldx+q]
 
 (or, when flags has bit 1, y[k*ldy+q] before, in place of bias[k]),
-clamped to [lo, hi] when flags has bit 0. x is a packed panel: kc rows of
-W floats, zero past n (every lane is loaded, whole vectors). Only the n
+clamped to [lo, hi] when flags has bit 0. x is a panel of kc rows ldx
+floats apart (packed, ldx = W, or X's rows in place), each of W readable
+floats (every lane is loaded, whole vectors; lanes past n are not
+stored). Only the n
 outputs of each row of y are read and written: the last vector under a
 mask when n < W. kc and nblk must be at least 1. The blocks of KB rows
 go one after another, each over the whole panel, which stays in L1.
@@ -48,7 +50,7 @@ GLOBL ·pwMask(SB), RODATA|NOPTR, $64
 # (KB, W): the kernels.
 SHAPES = [(kb, 16) for kb in range(1, 7)] + [(kb, 8) for kb in range(1, 13)]
 
-SIG = "(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)"
+SIG = "(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)"
 
 
 def kernel(kb, width):
@@ -65,14 +67,15 @@ def kernel(kb, width):
     bases = ["R14", "R8", "R9"]
     idx = ["", "(DX*1)", "(DX*2)", "(R15*1)"]
     o.append(f"\n// func {name}{SIG}")
-    o.append(f"TEXT ·{name}(SB), NOSPLIT, $0-88")
-    e("MOVQ ldw+40(FP), DX")
+    o.append(f"TEXT ·{name}(SB), NOSPLIT, $0-96")
+    e("MOVQ ldw+48(FP), DX")
     e("SHLQ $2, DX")
     e("LEAQ (DX)(DX*2), R15")
-    e("MOVQ ldy+64(FP), R12")
+    e("MOVQ ldy+72(FP), R12")
     e("SHLQ $2, R12")
-    e("MOVQ y+56(FP), DI")
-    e("MOVQ flags+72(FP), R11")
+    e("MOVQ y+64(FP), DI")
+    e("MOVQ ldx+32(FP), R11")
+    e("SHLQ $2, R11")
     # CX: the lanes of the last vector (1..8); R13 = 1 when it is masked.
     e("MOVQ n+0(FP), CX")
     if nv == 2:
@@ -120,9 +123,10 @@ def kernel(kb, width):
                 e("ADDQ R12, R10")
         o.append(f"{L}_done:")
 
-    e("TESTQ $2, R11")
+    e("MOVQ flags+80(FP), AX")
+    e("TESTQ $2, AX")
     e(f"JNE {name}_yinit")
-    e("MOVQ bias+48(FP), R10")
+    e("MOVQ bias+56(FP), R10")
     for k in range(kb):
         e(f"VBROADCASTSS {4 * k}(R10), {acc[k][0]}")
         for v in range(1, nv):
@@ -133,7 +137,7 @@ def kernel(kb, width):
     o.append(f"{name}_init:")
     e("MOVQ x+24(FP), SI")
     e("MOVQ kc+8(FP), BX")
-    e("MOVQ w+32(FP), R14")
+    e("MOVQ w+40(FP), R14")
     if kb > 4:
         e("LEAQ (R14)(DX*4), R8")
     if kb > 8:
@@ -145,7 +149,7 @@ def kernel(kb, width):
         e(f"VBROADCASTSS ({bases[k // 4]}){idx[k % 4]}, {W}")
         for v in range(nv):
             e(f"VFMADD231PS {X[v]}, {W}, {acc[k][v]}")
-    e(f"ADDQ ${32 * nv}, SI")
+    e("ADDQ R11, SI")
     e("ADDQ $4, R14")
     if kb > 4:
         e("ADDQ $4, R8")
@@ -153,11 +157,12 @@ def kernel(kb, width):
         e("ADDQ $4, R9")
     e("DECQ BX")
     e(f"JNE {name}_tap")
-    e("TESTQ $1, R11")
+    e("MOVQ flags+80(FP), AX")
+    e("TESTQ $1, AX")
     e(f"JEQ {name}_store")
     LO, HI = X[0], W
-    e(f"VBROADCASTSS lo+80(FP), {LO}")
-    e(f"VBROADCASTSS hi+84(FP), {HI}")
+    e(f"VBROADCASTSS lo+88(FP), {LO}")
+    e(f"VBROADCASTSS hi+92(FP), {HI}")
     for k in range(kb):
         for v in range(nv):
             # Go operand order: Intel's VMAXPS dst, lo, acc, which returns
@@ -171,8 +176,8 @@ def kernel(kb, width):
     e("DECQ nblk+16(FP)")
     e(f"JEQ {name}_ret")
     e(f"IMUL3Q ${kb}, DX, AX")
-    e("ADDQ AX, w+32(FP)")
-    e(f"ADDQ ${4 * kb}, bias+48(FP)")
+    e("ADDQ AX, w+40(FP)")
+    e(f"ADDQ ${4 * kb}, bias+56(FP)")
     e(f"IMUL3Q ${kb}, R12, AX")
     e("ADDQ AX, DI")
     e(f"JMP {name}_blk")

@@ -12,7 +12,8 @@ import (
 // TestPwRunGuarded runs the pointwise panel kernels (pwRun) at both
 // widths, every row count, one to three blocks, every valid output count
 // n, tap counts 1 to 37, with the bias or accumulating into y, with and
-// without the clamp, against a float64 sum; the panel and y end at an
+// without the clamp, with packed panels and rows further apart, against
+// a float64 sum; the panel and y end at an
 // inaccessible page, so that a lane of y read or written past n (or of x
 // past the panel) faults, and the lanes of y past n must stay as they
 // were. At each kernel level this CPU has that has the kernels.
@@ -35,12 +36,11 @@ func TestPwRunGuarded(t *testing.T) {
 						acc, clamp := (kb+n)%2 == 1, (kb+n)%3 != 0
 						name := fmt.Sprintf("%s/w%d/kb%d/nblk%d/n%d/kc%d/acc=%v/clamp=%v", levelNames[lv], width, kb, nblk, n, kc, acc, clamp)
 						rows := nblk * kb
-						x, freeX := guarded(t, kc*width, true)
+						// Packed (ldx = width) or rows further apart.
+						ldx := width + (kb+n)%2*rng.IntN(20)
+						x, freeX := guarded(t, (kc-1)*ldx+width, true)
 						for i := range x {
-							x[i] = 0
-							if i%width < n {
-								x[i] = float32(rng.Float64()*2 - 1)
-							}
+							x[i] = float32(rng.Float64()*2 - 1)
 						}
 						ldw := kc + rng.IntN(3)
 						w := make([]float32, (rows-1)*ldw+kc)
@@ -59,7 +59,7 @@ func TestPwRunGuarded(t *testing.T) {
 							y0[i] = y[i]
 						}
 						lo, hi := float32(-0.5), float32(0.75)
-						pwRun(width, kb, nblk, n, kc, x, w, ldw, bias, y, ldy, clamp, acc, lo, hi)
+						pwRun(width, kb, nblk, n, kc, x, ldx, w, ldw, bias, y, ldy, clamp, acc, lo, hi)
 						for i := range y {
 							if k, q := i/ldy, i%ldy; q >= n {
 								if y[i] != y0[i] {
@@ -73,7 +73,7 @@ func TestPwRunGuarded(t *testing.T) {
 								s, sc = float64(y0[i]), math.Abs(float64(y0[i]))
 							}
 							for tp := 0; tp < kc; tp++ {
-								p := float64(w[k*ldw+tp]) * float64(x[tp*width+q])
+								p := float64(w[k*ldw+tp]) * float64(x[tp*ldx+q])
 								s += p
 								sc += math.Abs(p)
 							}

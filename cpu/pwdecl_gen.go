@@ -5,61 +5,61 @@
 package cpu
 
 //go:noescape
-func pwA1x16(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA1x16(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA2x16(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA2x16(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA3x16(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA3x16(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA4x16(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA4x16(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA5x16(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA5x16(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA6x16(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA6x16(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA1x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA1x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA2x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA2x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA3x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA3x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA4x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA4x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA5x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA5x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA6x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA6x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA7x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA7x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA8x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA8x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA9x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA9x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA10x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA10x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA11x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA11x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 //go:noescape
-func pwA12x8(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+func pwA12x8(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 // pwKernel is the signature of the pointwise panel kernels.
-type pwKernel func(n, kc, nblk int, x, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
+type pwKernel func(n, kc, nblk int, x *float32, ldx int, w *float32, ldw int, bias, y *float32, ldy, flags int, lo, hi float32)
 
 // pwKernels16 are the 16-column panel kernels by row count (index KB-1).
 var pwKernels16 = [...]pwKernel{
