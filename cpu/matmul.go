@@ -670,7 +670,9 @@ func (g *gemm[T]) gemv(par bool) {
 	}
 	c, alpha := g.c, g.alpha
 	if dot {
-		if par {
+		if par && nout == 1 && k >= 2*longRowChunk {
+			gemvDotSplit(x, mat, c, alpha)
+		} else if par {
 			// chunks of about 256 KiB of rows (f32), at least one a worker
 			grain := min(max(16, 4096/max(k/64, 1)), max(16, (nout+workers()-1)/workers()))
 			parallelFor(nout, grain, func(lo, hi int) {
@@ -721,6 +723,30 @@ func gemvDot[T floatT](x, mat []T, ld int, c []T, os int, alpha T, lo, hi int) {
 	for t := lo; t < hi; t++ {
 		c[t*os] = alpha * dotT(x, mat[t*ld:t*ld+k])
 	}
+}
+
+// gemvDotSplit sets c[0] = alpha * dot(x, mat[:len(x)]) for one long dot
+// product (DOT, or a GEMV with one output), whose rows the parallel GEMV
+// path cannot split: the dots of each longRowChunk elements in parallel,
+// added in order, so that the result is the same whatever the number of
+// workers (the serial path, one thread, sums in its own order).
+func gemvDotSplit[T floatT](x, mat, c []T, alpha T) {
+	k := len(x)
+	nc := (k + longRowChunk - 1) / longRowChunk
+	ps := getScratch[T](nc)
+	p := *ps
+	parallelFor(nc, 1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a, b := i*longRowChunk, min((i+1)*longRowChunk, k)
+			gemvDot(x[a:b], mat[a:b], 0, p, 1, 1, i, i+1)
+		}
+	})
+	var s T
+	for _, v := range p {
+		s += v
+	}
+	putScratch(ps)
+	c[0] = alpha * s
 }
 
 // gemvAxpy sets acc[j] = alpha * sum_p x[p]*mat[p*ld+j] for j in [j0, j1),

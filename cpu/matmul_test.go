@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/vrun-go/vrun/rt"
@@ -404,6 +405,65 @@ func testGEMMDrivers[T floatT](t *testing.T, tol float64) {
 				for i, v := range c {
 					if d := math.Abs(float64(v) - want[i]); !(d <= tol*scale[i]) {
 						t.Fatalf("%T %v ta=%v tb=%v %s threads=%d: C[%d,%d] = %v, want %v", v, s, ta, tb, drv, threads, i/n, i%n, v, want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGEMVDotSplit checks a long dot product (M = N = 1), which the
+// parallel GEMV path splits over K in fixed chunks: against a float64
+// reference at each kernel level, in f32 and f64, for K that ends inside
+// a chunk and K of whole chunks, and with the same bits for 2 and 3
+// workers.
+func TestGEMVDotSplit(t *testing.T) {
+	defer func(l int) { maxKernelLevel = l }(maxKernelLevel)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for lv := hwKernelLevel(); lv >= levelGo; lv-- {
+		maxKernelLevel = lv
+		t.Run(fmt.Sprintf("level%d", lv), func(t *testing.T) {
+			testGEMVDotSplit[float32](t, 1e-6)
+			testGEMVDotSplit[float64](t, 1e-14)
+		})
+	}
+}
+
+func testGEMVDotSplit[T floatT](t *testing.T, tol float64) {
+	rng := rand.New(rand.NewPCG(45, 46))
+	for _, k := range []int{4*longRowChunk + 17, 5 * longRowChunk} {
+		for _, ta := range []bool{false, true} { // x·A (A k×1) or A·x (A 1×k)
+			a := make([]T, k)
+			b := make([]T, k)
+			sum, sc := 0.0, 0.0
+			for i := range k {
+				a[i] = T(rng.Float64()*2 - 1)
+				b[i] = T(rng.Float64()*2 - 1)
+				sum += float64(a[i]) * float64(b[i])
+				sc += math.Abs(float64(a[i]) * float64(b[i]))
+			}
+			const alpha = 0.75
+			var first T
+			for threads := 1; threads <= 3; threads++ {
+				runtime.GOMAXPROCS(threads)
+				if !(&gemm[T]{m: 1, n: 1, k: k, threads: threads}).gemvSerial() != (threads > 1) {
+					t.Fatalf("%T k=%d threads=%d: the GEMV path's split does not follow the thread count", a[0], k, threads)
+				}
+				c := []T{T(math.NaN())}
+				g := &gemm[T]{m: 1, n: 1, k: k, a: a, lda: k, b: b, ldb: 1, tb: ta, c: c, ldc: 1, alpha: alpha, threads: threads}
+				if ta {
+					g.lda, g.ldb = 1, 1
+				}
+				g.run()
+				if d := math.Abs(float64(c[0]) - alpha*sum); !(d <= tol*sc) {
+					t.Fatalf("%T k=%d ta=%v threads=%d: %v, want %v", a[0], k, ta, threads, c[0], alpha*sum)
+				}
+				switch threads {
+				case 2:
+					first = c[0]
+				case 3:
+					if c[0] != first {
+						t.Fatalf("%T k=%d ta=%v: %v with 3 workers, %v with 2", a[0], k, ta, c[0], first)
 					}
 				}
 			}
