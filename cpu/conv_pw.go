@@ -70,8 +70,7 @@ func pwApplies(p *dconvPlan) bool {
 // threads, 64→384 on 14×14 took 100 µs direct and 120 by panels, best
 // of 150 rounds at load 7: the copy is a parallel job of its own, whose
 // wait the direct path does not have) and an X of at least 4096 floats.
-// Minimum
-// single-thread wall µs of 60 alternating rounds at load 6-8, the wide
+// Minimum single-thread wall µs of 60 alternating rounds at load 6-8, the wide
 // direct kernels against the panels, ReLU6: 1×1 320→1280 on 7×7 635 →
 // 438, 960→320 468 → 347, 160→960 219 → 166, 960→160 235 → 185,
 // 576→160 142 → 110; 576→96 on 14×14 325 → 285, 96→576 249 → 236,
