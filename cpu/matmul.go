@@ -731,22 +731,12 @@ func gemvDot[T floatT](x, mat []T, ld int, c []T, os int, alpha T, lo, hi int) {
 // added in order, so that the result is the same whatever the number of
 // workers (the serial path, one thread, sums in its own order).
 func gemvDotSplit[T floatT](x, mat, c []T, alpha T) {
-	k := len(x)
-	nc := (k + longRowChunk - 1) / longRowChunk
-	ps := getScratch[T](nc)
-	p := *ps
-	parallelFor(nc, 1, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			a, b := i*longRowChunk, min((i+1)*longRowChunk, k)
-			gemvDot(x[a:b], mat[a:b], 0, p, 1, 1, i, i+1)
-		}
+	s := chunkedSum(len(x), func(lo, hi int) float64 {
+		var d [1]T
+		gemvDot(x[lo:hi], mat[lo:hi], 0, d[:], 1, 1, 0, 1)
+		return float64(d[0])
 	})
-	var s T
-	for _, v := range p {
-		s += v
-	}
-	putScratch(ps)
-	c[0] = alpha * s
+	c[0] = alpha * T(s)
 }
 
 // gemvAxpy sets acc[j] = alpha * sum_p x[p]*mat[p*ld+j] for j in [j0, j1),

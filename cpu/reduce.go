@@ -87,29 +87,11 @@ func reduceRowsF32(o *rt.Reduce) bool {
 	if O == 1 && fn != rt.RMax && N >= 4*longRowChunk && workers() > 1 {
 		// One long row (a vector's norm): reduceRangeF32's float64 sums of
 		// each longRowChunk elements in parallel, added in order.
-		nc := (N + longRowChunk - 1) / longRowChunk
-		ps := getScratch[float64](nc)
-		p := *ps
 		part := rt.Sum
 		if fn == rt.SumSquare || fn == rt.L2 {
 			part = rt.SumSquare
 		}
-		parallelFor(nc, 1, func(lo, hi int) {
-			for c := lo; c < hi; c++ {
-				p[c] = sumRangeF32(part, x[c*longRowChunk:min((c+1)*longRowChunk, N)])
-			}
-		})
-		s := 0.0
-		for _, v := range p {
-			s += v
-		}
-		putScratch(ps)
-		switch fn {
-		case rt.Mean:
-			s /= float64(N)
-		case rt.L2:
-			s = math.Sqrt(s)
-		}
+		s := finishSum(fn, chunkedSum(N, func(lo, hi int) float64 { return sumRangeF32(part, x[lo:hi]) }), N)
 		y[0] = float32(s)
 		return true
 	}
@@ -128,14 +110,7 @@ func reduceRangeF32(fn rt.ReduceFn, x, y []float32, N, lo, hi int) {
 			}
 			continue
 		}
-		s := sumRangeF32(fn, xr)
-		switch fn {
-		case rt.Mean:
-			s /= float64(N)
-		case rt.L2:
-			s = math.Sqrt(s)
-		}
-		y[r] = float32(s)
+		y[r] = float32(finishSum(fn, sumRangeF32(fn, xr), N))
 	}
 }
 
@@ -218,13 +193,24 @@ func reduceLongRowF64(o *rt.Reduce) bool {
 	}
 	x := lin[float64](o.X, N)
 	y := lin[float64](o.Y, 1)
-	nc := (N + longRowChunk - 1) / longRowChunk
+	s := chunkedSum(N, func(lo, hi int) float64 {
+		v, _ := reduceRowF64(part, x, lo, 1, hi-lo, false)
+		return v
+	})
+	y[0] = finishSum(fn, s, N)
+	return true
+}
+
+// chunkedSum is the sum of part(lo, hi) over [0, n) in longRowChunk
+// pieces, computed in parallel and added in order, so that the result does
+// not depend on the number of workers.
+func chunkedSum(n int, part func(lo, hi int) float64) float64 {
+	nc := (n + longRowChunk - 1) / longRowChunk
 	ps := getScratch[float64](nc)
 	p := *ps
 	parallelFor(nc, 1, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
-			b := c * longRowChunk
-			p[c], _ = reduceRowF64(part, x, b, 1, min(longRowChunk, N-b), false)
+			p[c] = part(c*longRowChunk, min((c+1)*longRowChunk, n))
 		}
 	})
 	s := 0.0
@@ -232,14 +218,19 @@ func reduceLongRowF64(o *rt.Reduce) bool {
 		s += v
 	}
 	putScratch(ps)
+	return s
+}
+
+// finishSum turns the sum (of squares, for L2) of n elements into fn's
+// result: the mean for Mean, the square root for L2.
+func finishSum(fn rt.ReduceFn, s float64, n int) float64 {
 	switch fn {
 	case rt.Mean:
-		s /= float64(N)
+		return s / float64(n)
 	case rt.L2:
-		s = math.Sqrt(s)
+		return math.Sqrt(s)
 	}
-	y[0] = s
-	return true
+	return s
 }
 
 // sum8 sums x in eight interleaved partial sums.
