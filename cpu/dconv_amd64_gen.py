@@ -452,25 +452,51 @@ def gemv_acc_y(r, esz):
 WIDE = [(kb, 2) for kb in range(1, 13)] + [(kb, 4) for kb in range(1, 7)]
 
 
-def wide_kernel(kb, u):
+def wide_kernel(kb, u, avx2=False):
     """dcw{KB}x{U}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int,
     bias, y *float32, ldy int, clamp int, lo, hi float32): for k < KB and
     q < n, y[k*ldy+q] = bias[k] + sum over t < ntaps of w[k*ldw+t] *
     x[q+offs[t]] (y[k*ldy+q] + the sum when clamp has bit 1 set), then
     clamped to [lo, hi] when clamp has bit 0 set. Blocks of U vectors,
     then one block of the vectors left, the last under a mask; rows rows
-    of n outputs, x advancing ldxr and y ldyr elements a row."""
-    name = f"dcw{kb}x{u}"
+    of n outputs, x advancing ldxr and y ldyr elements a row.
+
+    With avx2, dcwA{KB}x{U}: vectors of 8 lanes (ymm), the last partial
+    one under the mask Y15 (VMASKMOVPS), lo and hi in X[0] and W for the
+    clamp, and a last vector of 8 lanes without the mask (VMASKMOVPS
+    loads and stores cost several times VMOVUPS on Zen 3); else zmm
+    vectors of 16 lanes under K1."""
+    if avx2:
+        assert kb * u + u + 2 <= 16
+    name = f"dcwA{kb}x{u}" if avx2 else f"dcw{kb}x{u}"
+    r, vb, lanes = ("Y", 32, 8) if avx2 else ("Z", 64, 16)
     o = []
     e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
-    acc = [[f"Z{k * u + v}" for v in range(u)] for k in range(kb)]
-    X = [f"Z{kb * u + v}" for v in range(u)]
-    W = f"Z{kb * u + u}"
-    LO, HI = "Z30", "Z31"
+    acc = [[f"{r}{k * u + v}" for v in range(u)] for k in range(kb)]
+    X = [f"{r}{kb * u + v}" for v in range(u)]
+    W = f"{r}{kb * u + u}"
+    LO, HI = (X[0], W) if avx2 else ("Z30", "Z31")
     # Weight row k: base R14 (rows 0-3), R8 (4-7), R9 (8-11); index
     # 0, L (DX), 2L, 3L (R15).
     bases = ["R14", "R8", "R9"]
     idx = ["", "(DX*1)", "(DX*2)", "(R15*1)"]
+
+    def load(off, base, dst, masked):
+        if not masked:
+            e(f"VMOVUPS {off}({base}), {dst}")
+        elif avx2:
+            e(f"VMASKMOVPS {off}({base}), Y15, {dst}")
+        else:
+            e(f"VMOVUPS.Z {off}({base}), K1, {dst}")
+
+    def store(src, off, masked):
+        if not masked:
+            e(f"VMOVUPS {src}, {off}(R10)")
+        elif avx2:
+            e(f"VMASKMOVPS {src}, Y15, {off}(R10)")
+        else:
+            e(f"VMOVUPS {src}, K1, {off}(R10)")
+
     o.append(f"\n// func {name}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)")
     o.append(f"TEXT ·{name}(SB), NOSPLIT, $0-112")
     e("MOVQ ldw+40(FP), DX")
@@ -500,10 +526,7 @@ def wide_kernel(kb, u):
         e("MOVQ DI, R10")
         for k in range(kb):
             for v in range(nv):
-                if masked and v == nv - 1:
-                    e(f"VMOVUPS.Z {64 * v}(R10), K1, {acc[k][v]}")
-                else:
-                    e(f"VMOVUPS {64 * v}(R10), {acc[k][v]}")
+                load(vb * v, "R10", acc[k][v], masked and v == nv - 1)
             if k < kb - 1:
                 e("ADDQ R12, R10")
         o.append(f"{L}_init:")
@@ -518,10 +541,7 @@ def wide_kernel(kb, u):
         e("MOVQ (R13), AX")
         e("LEAQ (SI)(AX*4), AX")
         for v in range(nv):
-            if masked and v == nv - 1:
-                e(f"VMOVUPS.Z {64 * v}(AX), K1, {X[v]}")
-            else:
-                e(f"VMOVUPS {64 * v}(AX), {X[v]}")
+            load(vb * v, "AX", X[v], masked and v == nv - 1)
         for k in range(kb):
             e(f"VBROADCASTSS ({bases[k // 4]}){idx[k % 4]}, {W}")
             for v in range(nv):
@@ -551,39 +571,46 @@ def wide_kernel(kb, u):
         e(f"{L}_store:")
         for k in range(kb):
             for v in range(nv):
-                if masked and v == nv - 1:
-                    e(f"VMOVUPS {acc[k][v]}, K1, {64 * v}(R10)")
-                else:
-                    e(f"VMOVUPS {acc[k][v]}, {64 * v}(R10)")
+                store(acc[k][v], vb * v, masked and v == nv - 1)
             if k < kb - 1:
                 e("ADDQ R12, R10")
 
-    e(f"CMPQ CX, ${16 * u}")
+    e(f"CMPQ CX, ${lanes * u}")
     e(f"JLT {name}_rest")
     o.append(f"{name}_block:")
     body(u, False, f"{name}_b")
-    e(f"ADDQ ${64 * u}, SI")
-    e(f"ADDQ ${64 * u}, DI")
-    e(f"SUBQ ${16 * u}, CX")
-    e(f"CMPQ CX, ${16 * u}")
+    e(f"ADDQ ${vb * u}, SI")
+    e(f"ADDQ ${vb * u}, DI")
+    e(f"SUBQ ${lanes * u}, CX")
+    e(f"CMPQ CX, ${lanes * u}")
     e(f"JGE {name}_block")
     o.append(f"{name}_rest:")
     e("TESTQ CX, CX")
     e(f"JLE {name}_next")
-    # The last vector's lanes: CX - 16*(nv-1), in 1..16.
+    # The last vector's lanes: CX - lanes*(nv-1), in 1..lanes.
     e("LEAQ -1(CX), AX")
-    e("ANDQ $15, AX")
+    e(f"ANDQ ${lanes - 1}, AX")
     e("INCQ AX")
-    e("MOVL $1, BX")
-    e("SHLXL AX, BX, BX")  # 1 << AX (AX = 16: 0x10000, DECL -> 0xffff)
-    e("DECL BX")
-    e("KMOVW BX, K1")
+    if avx2:
+        avx2_mask(e, "AX")
+    else:
+        e("MOVL $1, BX")
+        e("SHLXL AX, BX, BX")  # 1 << AX (AX = 16: 0x10000, DECL -> 0xffff)
+        e("DECL BX")
+        e("KMOVW BX, K1")
     for nv in range(1, u + 1):
         if nv < u:
-            e(f"CMPQ CX, ${16 * nv}")
+            e(f"CMPQ CX, ${lanes * nv}")
             e(f"JGT {name}_r{nv + 1}_check")
+        if avx2:
+            e(f"CMPQ CX, ${lanes * nv}")
+            e(f"JEQ {name}_r{nv}f")
         body(nv, True, f"{name}_r{nv}")
         e(f"JMP {name}_next")
+        if avx2:
+            o.append(f"{name}_r{nv}f:")
+            body(nv, False, f"{name}_r{nv}f")
+            e(f"JMP {name}_next")
         if nv < u:
             o.append(f"{name}_r{nv + 1}_check:")
     o.append(f"{name}_next:")
@@ -600,7 +627,6 @@ def wide_kernel(kb, u):
     e("VZEROUPPER")
     e("RET")
     return "\n".join(o)
-
 
 # AVX2 + FMA versions (ymm, 8 lanes, 16 registers) of the direct kernels,
 # for machines without AVX-512 (dconv_avx2_amd64.s, dconvavx2decl_gen.go):
@@ -633,156 +659,9 @@ def avx2_mask(e, cnt):
     e("LEAQ ·avx2Mask+32(SB), BX")
     e(f"VMOVDQU (BX)({cnt}*4), Y15")
 
-
-def wide_kernel_avx2(kb, u):
-    """dcwA{KB}x{U}: dcw{KB}x{U} (see wide_kernel) with AVX2: blocks of U
-    vectors of 8 lanes, then one block of the vectors left, the last
-    under the mask Y15; lo and hi go in X[0] and W for the clamp."""
-    assert kb * u + u + 2 <= 16
-    name = f"dcwA{kb}x{u}"
-    o = []
-    e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
-    acc = [[f"Y{k * u + v}" for v in range(u)] for k in range(kb)]
-    X = [f"Y{kb * u + v}" for v in range(u)]
-    W = f"Y{kb * u + u}"
-    LO, HI = X[0], W
-    bases = ["R14", "R8", "R9"]
-    idx = ["", "(DX*1)", "(DX*2)", "(R15*1)"]
-    o.append(f"\n// func {name}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)")
-    o.append(f"TEXT ·{name}(SB), NOSPLIT, $0-112")
-    e("MOVQ ldw+40(FP), DX")
-    e("SHLQ $2, DX")
-    e("LEAQ (DX)(DX*2), R15")
-    o.append(f"{name}_row:")
-    e("MOVQ n+0(FP), CX")
-    e("MOVQ x+8(FP), SI")
-    e("MOVQ y+56(FP), DI")
-
-    def body(nv, masked, L):
-        e("MOVQ clamp+72(FP), AX")
-        e("TESTQ $2, AX")
-        e(f"JNE {L}_yinit")
-        e("MOVQ bias+48(FP), R10")
-        for k in range(kb):
-            e(f"VBROADCASTSS {4 * k}(R10), {acc[k][0]}")
-            for v in range(1, nv):
-                e(f"VMOVAPS {acc[k][0]}, {acc[k][v]}")
-        e(f"JMP {L}_init")
-        o.append(f"{L}_yinit:")
-        e("MOVQ ldy+64(FP), R12")
-        e("SHLQ $2, R12")
-        e("MOVQ DI, R10")
-        for k in range(kb):
-            for v in range(nv):
-                if masked and v == nv - 1:
-                    e(f"VMASKMOVPS {32 * v}(R10), Y15, {acc[k][v]}")
-                else:
-                    e(f"VMOVUPS {32 * v}(R10), {acc[k][v]}")
-            if k < kb - 1:
-                e("ADDQ R12, R10")
-        o.append(f"{L}_init:")
-        e("MOVQ offs+16(FP), R13")
-        e("MOVQ ntaps+24(FP), BX")
-        e("MOVQ w+32(FP), R14")
-        if kb > 4:
-            e("LEAQ (R14)(DX*4), R8")
-        if kb > 8:
-            e("LEAQ (R14)(DX*8), R9")
-        e(f"{L}_tap:")
-        e("MOVQ (R13), AX")
-        e("LEAQ (SI)(AX*4), AX")
-        for v in range(nv):
-            if masked and v == nv - 1:
-                e(f"VMASKMOVPS {32 * v}(AX), Y15, {X[v]}")
-            else:
-                e(f"VMOVUPS {32 * v}(AX), {X[v]}")
-        for k in range(kb):
-            e(f"VBROADCASTSS ({bases[k // 4]}){idx[k % 4]}, {W}")
-            for v in range(nv):
-                e(f"VFMADD231PS {X[v]}, {W}, {acc[k][v]}")
-        e("ADDQ $8, R13")
-        e("ADDQ $4, R14")
-        if kb > 4:
-            e("ADDQ $4, R8")
-        if kb > 8:
-            e("ADDQ $4, R9")
-        e("DECQ BX")
-        e(f"JNE {L}_tap")
-        e("MOVQ ldy+64(FP), R12")
-        e("SHLQ $2, R12")
-        e("MOVQ DI, R10")
-        e("MOVQ clamp+72(FP), AX")
-        e("TESTQ $1, AX")
-        e(f"JEQ {L}_store")
-        e(f"VBROADCASTSS lo+80(FP), {LO}")
-        e(f"VBROADCASTSS hi+84(FP), {HI}")
-        for k in range(kb):
-            for v in range(nv):
-                # Go operand order: Intel's VMAXPS dst, lo, acc, which
-                # returns acc (its second source) when either is NaN.
-                e(f"VMAXPS {acc[k][v]}, {LO}, {acc[k][v]}")
-                e(f"VMINPS {acc[k][v]}, {HI}, {acc[k][v]}")
-        e(f"{L}_store:")
-        for k in range(kb):
-            for v in range(nv):
-                if masked and v == nv - 1:
-                    e(f"VMASKMOVPS {acc[k][v]}, Y15, {32 * v}(R10)")
-                else:
-                    e(f"VMOVUPS {acc[k][v]}, {32 * v}(R10)")
-            if k < kb - 1:
-                e("ADDQ R12, R10")
-
-    e(f"CMPQ CX, ${8 * u}")
-    e(f"JLT {name}_rest")
-    o.append(f"{name}_block:")
-    body(u, False, f"{name}_b")
-    e(f"ADDQ ${32 * u}, SI")
-    e(f"ADDQ ${32 * u}, DI")
-    e(f"SUBQ ${8 * u}, CX")
-    e(f"CMPQ CX, ${8 * u}")
-    e(f"JGE {name}_block")
-    o.append(f"{name}_rest:")
-    e("TESTQ CX, CX")
-    e(f"JLE {name}_next")
-    # The last vector's lanes: CX - 8*(nv-1), in 1..8.
-    e("LEAQ -1(CX), AX")
-    e("ANDQ $7, AX")
-    e("INCQ AX")
-    avx2_mask(e, "AX")
-    for nv in range(1, u + 1):
-        if nv < u:
-            e(f"CMPQ CX, ${8 * nv}")
-            e(f"JGT {name}_r{nv + 1}_check")
-        # A last vector of 8 lanes goes without the mask (VMASKMOVPS
-        # loads and stores cost several times VMOVUPS on Zen 3).
-        e(f"CMPQ CX, ${8 * nv}")
-        e(f"JEQ {name}_r{nv}f")
-        body(nv, True, f"{name}_r{nv}")
-        e(f"JMP {name}_next")
-        o.append(f"{name}_r{nv}f:")
-        body(nv, False, f"{name}_r{nv}f")
-        e(f"JMP {name}_next")
-        if nv < u:
-            o.append(f"{name}_r{nv + 1}_check:")
-    o.append(f"{name}_next:")
-    e("MOVQ ldxr+96(FP), AX")
-    e("MOVQ x+8(FP), SI")
-    e("LEAQ (SI)(AX*4), SI")
-    e("MOVQ SI, x+8(FP)")
-    e("MOVQ ldyr+104(FP), AX")
-    e("MOVQ y+56(FP), DI")
-    e("LEAQ (DI)(AX*4), DI")
-    e("MOVQ DI, y+56(FP)")
-    e("DECQ rows+88(FP)")
-    e(f"JNE {name}_row")
-    e("VZEROUPPER")
-    e("RET")
-    return "\n".join(o)
-
-
 def avx2_asm():
     return (HEADER + AVX2_MASK + "\n".join(kernel(kb, u, avx2=True) for kb, u in SHAPES_AVX2) + "\n" +
-            "\n".join(wide_kernel_avx2(kb, u) for kb, u in WIDE_AVX2) + "\n")
+            "\n".join(wide_kernel(kb, u, avx2=True) for kb, u in WIDE_AVX2) + "\n")
 
 
 def avx2_decl():
