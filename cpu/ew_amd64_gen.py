@@ -734,13 +734,52 @@ REDUCTIONS = [
 BINARY64 = {"Add": "VADDPD", "Sub": "VSUBPD", "Mul": "VMULPD", "Div": "VDIVPD"}
 
 
-def binary64(name, form):
+class F64ISA:
+    """The vector shape of the float64 kernels: AVX-512 (ZMM, 8 lanes, the
+    tail under K2) or AVX2 (YMM, 4 lanes, the tail under the VMASKMOVPD
+    mask Y14, whose masked-off lanes are neither read nor written)."""
+
+    def __init__(self, avx2):
+        self.avx2 = avx2
+        self.r, self.vb, self.lanes, self.sfx = ("Y", 32, 4, "DY") if avx2 else ("Z", 64, 8, "DZ")
+
+    def load(self, e, off, ptr, reg, tail):
+        if not tail:
+            e(f"VMOVUPD {off}({ptr}), {reg}")
+        elif self.avx2:
+            e(f"VMASKMOVPD {off}({ptr}), Y14, {reg}")
+        else:
+            e(f"VMOVUPD.Z {off}({ptr}), K2, {reg}")
+
+    def store(self, e, reg, off, tail):
+        if not tail:
+            e(f"VMOVUPD {reg}, {off}(DI)")
+        elif self.avx2:
+            e(f"VMASKMOVPD {reg}, Y14, {off}(DI)")
+        else:
+            e(f"VMOVUPD {reg}, K2, {off}(DI)")
+
+    def tail_mask(self, e):
+        """The mask of the CX (below one vector) lanes left."""
+        if self.avx2:
+            tail_mask64y(e)
+        else:
+            e("MOVL $1, AX")
+            e("SHLL CX, AX")
+            e("DECL AX")
+            e("KMOVW AX, K2")
+
+
+def binary64(name, form, avx2=False):
     """The float64 binary kernel ew{name}{form}DZ(dst, a, b *float64, n
-    int) (AVX-512): y = a op b, a or b a broadcast scalar in forms SV and
-    VS; four vectors a pass, then one, then a masked tail. Exact IEEE
+    int) (AVX-512), or ew{name}{form}DY (AVX2): y = a op b, a or b a
+    broadcast scalar in forms SV and VS; four vectors a pass, then one,
+    then the last n mod lanes elements under a mask. Exact IEEE
     operations, as the Go loops."""
+    isa = F64ISA(avx2)
+    r, vb, lanes = isa.r, isa.vb, isa.lanes
     ins = BINARY64[name]
-    fn = f"ew{name}{form}DZ"
+    fn = f"ew{name}{form}{isa.sfx}"
     o = [f"\n// func {fn}(dst, a, b *float64, n int)", f"TEXT ·{fn}(SB), NOSPLIT, $0-32"]
     e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
     e("MOVQ dst+0(FP), DI")
@@ -748,37 +787,37 @@ def binary64(name, form):
     e("MOVQ b+16(FP), DX")
     e("MOVQ n+24(FP), CX")
     if form == "VS":
-        e("VBROADCASTSD (DX), Z15")
+        e(f"VBROADCASTSD (DX), {r}15")
     if form == "SV":
-        e("VBROADCASTSD (SI), Z15")
+        e(f"VBROADCASTSD (SI), {r}15")
 
     def body(k, tail=False):
-        av = "Z15" if form == "SV" else f"Z{k}"
-        bv = "Z15" if form == "VS" else f"Z{4 + k}"
+        av = f"{r}15" if form == "SV" else f"{r}{k}"
+        bv = f"{r}15" if form == "VS" else f"{r}{4 + k}"
         for reg, ptr, skip in ((av, "SI", form == "SV"), (bv, "DX", form == "VS")):
             if not skip:
-                e(f"VMOVUPD.Z {64 * k}({ptr}), K2, {reg}" if tail else f"VMOVUPD {64 * k}({ptr}), {reg}")
-        e(f"{ins} {bv}, {av}, Z{8 + k}")
-        e(f"VMOVUPD Z{8 + k}, K2, {64 * k}(DI)" if tail else f"VMOVUPD Z{8 + k}, {64 * k}(DI)")
+                isa.load(e, vb * k, ptr, reg, tail)
+        e(f"{ins} {bv}, {av}, {r}{8 + k}")
+        isa.store(e, f"{r}{8 + k}", vb * k, tail)
 
     def advance(k):
         if form != "SV":
-            e(f"ADDQ ${64 * k}, SI")
+            e(f"ADDQ ${vb * k}, SI")
         if form != "VS":
-            e(f"ADDQ ${64 * k}, DX")
-        e(f"ADDQ ${64 * k}, DI")
-        e(f"SUBQ ${8 * k}, CX")
+            e(f"ADDQ ${vb * k}, DX")
+        e(f"ADDQ ${vb * k}, DI")
+        e(f"SUBQ ${lanes * k}, CX")
 
-    e("CMPQ CX, $32")
+    e(f"CMPQ CX, ${4 * lanes}")
     e(f"JLT {fn}_one")
     e(f"{fn}_loop:")
     for k in range(4):
         body(k)
     advance(4)
-    e("CMPQ CX, $32")
+    e(f"CMPQ CX, ${4 * lanes}")
     e(f"JGE {fn}_loop")
     e(f"{fn}_one:")
-    e("CMPQ CX, $8")
+    e(f"CMPQ CX, ${lanes}")
     e(f"JLT {fn}_tail")
     body(0)
     advance(1)
@@ -786,122 +825,7 @@ def binary64(name, form):
     e(f"{fn}_tail:")
     e("TESTQ CX, CX")
     e(f"JEQ {fn}_done")
-    e("MOVL $1, AX")
-    e("SHLL CX, AX")
-    e("DECL AX")
-    e("KMOVW AX, K2")
-    body(0, True)
-    e(f"{fn}_done:")
-    e("VZEROUPPER")
-    e("RET")
-    return "\n".join(o) + "\n"
-
-
-def affine64():
-    """ewAffineDZ(dst, x *float64, n int, alpha, beta float64) (AVX-512):
-    y = alpha*x + beta, rounded after the product and after the sum (no
-    fused multiply-add), as the Go loop computes it."""
-    fn = "ewAffineDZ"
-    o = [f"\n// func {fn}(dst, x *float64, n int, alpha, beta float64)", f"TEXT ·{fn}(SB), NOSPLIT, $0-40"]
-    e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
-    e("MOVQ dst+0(FP), DI")
-    e("MOVQ x+8(FP), SI")
-    e("MOVQ n+16(FP), CX")
-    e("VBROADCASTSD alpha+24(FP), Z14")
-    e("VBROADCASTSD beta+32(FP), Z15")
-
-    def body(k, tail=False):
-        e(f"VMOVUPD.Z {64 * k}(SI), K2, Z{k}" if tail else f"VMOVUPD {64 * k}(SI), Z{k}")
-        e(f"VMULPD Z14, Z{k}, Z{k}")
-        e(f"VADDPD Z15, Z{k}, Z{k}")
-        e(f"VMOVUPD Z{k}, K2, {64 * k}(DI)" if tail else f"VMOVUPD Z{k}, {64 * k}(DI)")
-
-    e("CMPQ CX, $32")
-    e(f"JLT {fn}_one")
-    e(f"{fn}_loop:")
-    for k in range(4):
-        body(k)
-    e("ADDQ $256, SI")
-    e("ADDQ $256, DI")
-    e("SUBQ $32, CX")
-    e("CMPQ CX, $32")
-    e(f"JGE {fn}_loop")
-    e(f"{fn}_one:")
-    e("CMPQ CX, $8")
-    e(f"JLT {fn}_tail")
-    body(0)
-    e("ADDQ $64, SI")
-    e("ADDQ $64, DI")
-    e("SUBQ $8, CX")
-    e(f"JMP {fn}_one")
-    e(f"{fn}_tail:")
-    e("TESTQ CX, CX")
-    e(f"JEQ {fn}_done")
-    e("MOVL $1, AX")
-    e("SHLL CX, AX")
-    e("DECL AX")
-    e("KMOVW AX, K2")
-    body(0, True)
-    e(f"{fn}_done:")
-    e("VZEROUPPER")
-    e("RET")
-    return "\n".join(o) + "\n"
-
-
-def binary64y(name, form):
-    """The AVX2 float64 binary kernel ew{name}{form}DY(dst, a, b *float64, n
-    int): binary64's algorithm with 4 lanes (YMM): four vectors a pass,
-    then one, then the last n mod 4 elements under a VMASKMOVPD mask (the
-    64-bit lanes below the count; masked-off lanes are neither read nor
-    written). Exact IEEE operations, as the Go loops."""
-    ins = BINARY64[name]
-    fn = f"ew{name}{form}DY"
-    o = [f"\n// func {fn}(dst, a, b *float64, n int)", f"TEXT ·{fn}(SB), NOSPLIT, $0-32"]
-    e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
-    e("MOVQ dst+0(FP), DI")
-    e("MOVQ a+8(FP), SI")
-    e("MOVQ b+16(FP), DX")
-    e("MOVQ n+24(FP), CX")
-    if form == "VS":
-        e("VBROADCASTSD (DX), Y15")
-    if form == "SV":
-        e("VBROADCASTSD (SI), Y15")
-
-    def body(k, tail=False):
-        av = "Y15" if form == "SV" else f"Y{k}"
-        bv = "Y15" if form == "VS" else f"Y{4 + k}"
-        for reg, ptr, skip in ((av, "SI", form == "SV"), (bv, "DX", form == "VS")):
-            if not skip:
-                e(f"VMASKMOVPD {32 * k}({ptr}), Y14, {reg}" if tail else f"VMOVUPD {32 * k}({ptr}), {reg}")
-        e(f"{ins} {bv}, {av}, Y{8 + k}")
-        e(f"VMASKMOVPD Y{8 + k}, Y14, {32 * k}(DI)" if tail else f"VMOVUPD Y{8 + k}, {32 * k}(DI)")
-
-    def advance(k):
-        if form != "SV":
-            e(f"ADDQ ${32 * k}, SI")
-        if form != "VS":
-            e(f"ADDQ ${32 * k}, DX")
-        e(f"ADDQ ${32 * k}, DI")
-        e(f"SUBQ ${4 * k}, CX")
-
-    e("CMPQ CX, $16")
-    e(f"JLT {fn}_one")
-    e(f"{fn}_loop:")
-    for k in range(4):
-        body(k)
-    advance(4)
-    e("CMPQ CX, $16")
-    e(f"JGE {fn}_loop")
-    e(f"{fn}_one:")
-    e("CMPQ CX, $4")
-    e(f"JLT {fn}_tail")
-    body(0)
-    advance(1)
-    e(f"JMP {fn}_one")
-    e(f"{fn}_tail:")
-    e("TESTQ CX, CX")
-    e(f"JEQ {fn}_done")
-    tail_mask64y(e)
+    isa.tail_mask(e)
     body(0, True)
     e(f"{fn}_done:")
     e("VZEROUPPER")
@@ -919,48 +843,51 @@ def tail_mask64y(e):
     e("VMOVUPS (BX)(AX*8), Y14")
 
 
-def affine64y():
-    """ewAffineDY(dst, x *float64, n int, alpha, beta float64) (AVX2):
-    affine64's y = alpha*x + beta with 4 lanes, rounded after the product
-    and after the sum (no fused multiply-add), as the Go loop computes it;
-    the last n mod 4 elements under a VMASKMOVPD mask."""
-    fn = "ewAffineDY"
+def affine64(avx2=False):
+    """ewAffineDZ(dst, x *float64, n int, alpha, beta float64) (AVX-512),
+    or ewAffineDY (AVX2): y = alpha*x + beta, rounded after the product
+    and after the sum (no fused multiply-add), as the Go loop computes
+    it; the last n mod lanes elements under a mask."""
+    isa = F64ISA(avx2)
+    r, vb, lanes = isa.r, isa.vb, isa.lanes
+    fn = f"ewAffine{isa.sfx}"
+    al, be = (f"{r}12", f"{r}13") if avx2 else (f"{r}14", f"{r}15")
     o = [f"\n// func {fn}(dst, x *float64, n int, alpha, beta float64)", f"TEXT ·{fn}(SB), NOSPLIT, $0-40"]
     e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
     e("MOVQ dst+0(FP), DI")
     e("MOVQ x+8(FP), SI")
     e("MOVQ n+16(FP), CX")
-    e("VBROADCASTSD alpha+24(FP), Y12")
-    e("VBROADCASTSD beta+32(FP), Y13")
+    e(f"VBROADCASTSD alpha+24(FP), {al}")
+    e(f"VBROADCASTSD beta+32(FP), {be}")
 
     def body(k, tail=False):
-        e(f"VMASKMOVPD {32 * k}(SI), Y14, Y{k}" if tail else f"VMOVUPD {32 * k}(SI), Y{k}")
-        e(f"VMULPD Y12, Y{k}, Y{k}")
-        e(f"VADDPD Y13, Y{k}, Y{k}")
-        e(f"VMASKMOVPD Y{k}, Y14, {32 * k}(DI)" if tail else f"VMOVUPD Y{k}, {32 * k}(DI)")
+        isa.load(e, vb * k, "SI", f"{r}{k}", tail)
+        e(f"VMULPD {al}, {r}{k}, {r}{k}")
+        e(f"VADDPD {be}, {r}{k}, {r}{k}")
+        isa.store(e, f"{r}{k}", vb * k, tail)
 
-    e("CMPQ CX, $16")
+    e(f"CMPQ CX, ${4 * lanes}")
     e(f"JLT {fn}_one")
     e(f"{fn}_loop:")
     for k in range(4):
         body(k)
-    e("ADDQ $128, SI")
-    e("ADDQ $128, DI")
-    e("SUBQ $16, CX")
-    e("CMPQ CX, $16")
+    e(f"ADDQ ${4 * vb}, SI")
+    e(f"ADDQ ${4 * vb}, DI")
+    e(f"SUBQ ${4 * lanes}, CX")
+    e(f"CMPQ CX, ${4 * lanes}")
     e(f"JGE {fn}_loop")
     e(f"{fn}_one:")
-    e("CMPQ CX, $4")
+    e(f"CMPQ CX, ${lanes}")
     e(f"JLT {fn}_tail")
     body(0)
-    e("ADDQ $32, SI")
-    e("ADDQ $32, DI")
-    e("SUBQ $4, CX")
+    e(f"ADDQ ${vb}, SI")
+    e(f"ADDQ ${vb}, DI")
+    e(f"SUBQ ${lanes}, CX")
     e(f"JMP {fn}_one")
     e(f"{fn}_tail:")
     e("TESTQ CX, CX")
     e(f"JEQ {fn}_done")
-    tail_mask64y(e)
+    isa.tail_mask(e)
     body(0, True)
     e(f"{fn}_done:")
     e("VZEROUPPER")
@@ -1091,8 +1018,8 @@ for name in BINARY64:
 out += affine64()
 for name in BINARY64:
     for form in ("VV", "VS", "SV"):
-        out += binary64y(name, form)
-out += affine64y()
+        out += binary64(name, form, avx2=True)
+out += affine64(avx2=True)
 out += sumsq64y()
 out += "\n" + C.emit()
 # VPERMT2PS indices of the even elements of two ZMM registers.
