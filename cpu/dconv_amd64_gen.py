@@ -452,6 +452,38 @@ def gemv_acc_y(r, esz):
 WIDE = [(kb, 2) for kb in range(1, 13)] + [(kb, 4) for kb in range(1, 7)]
 
 
+# The weight rows of the wide kernels (and of pw_amd64_gen.py's): row k
+# at base WBASES[k // 4] plus WIDX[k % 4], that is 0, L, 2L or 3L with L,
+# the row stride in bytes, in DX and 3L in R15; R14 holds the first row.
+WBASES = ["R14", "R8", "R9"]
+WIDX = ["", "(DX*1)", "(DX*2)", "(R15*1)"]
+
+
+def weight_bases(e, kb):
+    """Sets the bases of rows 4-7 (R8) and 8-11 (R9) from R14."""
+    if kb > 4:
+        e("LEAQ (R14)(DX*4), R8")
+    if kb > 8:
+        e("LEAQ (R14)(DX*8), R9")
+
+
+def weight_fmas(e, kb, nv, X, W, acc):
+    """acc[k][v] += X[v] * (row k's weight, broadcast in W) for k < kb."""
+    for k in range(kb):
+        e(f"VBROADCASTSS ({WBASES[k // 4]}){WIDX[k % 4]}, {W}")
+        for v in range(nv):
+            e(f"VFMADD231PS {X[v]}, {W}, {acc[k][v]}")
+
+
+def weight_next(e, kb):
+    """Moves the row bases to the next tap."""
+    e("ADDQ $4, R14")
+    if kb > 4:
+        e("ADDQ $4, R8")
+    if kb > 8:
+        e("ADDQ $4, R9")
+
+
 def wide_kernel(kb, u, avx2=False):
     """dcw{KB}x{U}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int,
     bias, y *float32, ldy int, clamp int, lo, hi float32): for k < KB and
@@ -476,10 +508,6 @@ def wide_kernel(kb, u, avx2=False):
     X = [f"{r}{kb * u + v}" for v in range(u)]
     W = f"{r}{kb * u + u}"
     LO, HI = (X[0], W) if avx2 else ("Z30", "Z31")
-    # Weight row k: base R14 (rows 0-3), R8 (4-7), R9 (8-11); index
-    # 0, L (DX), 2L, 3L (R15).
-    bases = ["R14", "R8", "R9"]
-    idx = ["", "(DX*1)", "(DX*2)", "(R15*1)"]
 
     def load(off, base, dst, masked):
         if not masked:
@@ -533,25 +561,15 @@ def wide_kernel(kb, u, avx2=False):
         e("MOVQ offs+16(FP), R13")
         e("MOVQ ntaps+24(FP), BX")
         e("MOVQ w+32(FP), R14")
-        if kb > 4:
-            e("LEAQ (R14)(DX*4), R8")
-        if kb > 8:
-            e("LEAQ (R14)(DX*8), R9")
+        weight_bases(e, kb)
         e(f"{L}_tap:")
         e("MOVQ (R13), AX")
         e("LEAQ (SI)(AX*4), AX")
         for v in range(nv):
             load(vb * v, "AX", X[v], masked and v == nv - 1)
-        for k in range(kb):
-            e(f"VBROADCASTSS ({bases[k // 4]}){idx[k % 4]}, {W}")
-            for v in range(nv):
-                e(f"VFMADD231PS {X[v]}, {W}, {acc[k][v]}")
+        weight_fmas(e, kb, nv, X, W, acc)
         e("ADDQ $8, R13")
-        e("ADDQ $4, R14")
-        if kb > 4:
-            e("ADDQ $4, R8")
-        if kb > 8:
-            e("ADDQ $4, R9")
+        weight_next(e, kb)
         e("DECQ BX")
         e(f"JNE {L}_tap")
         e("MOVQ ldy+64(FP), R12")
