@@ -29,6 +29,7 @@ const closedBit = 1 << 40
 
 type job struct {
 	n, grain int
+	div      int // > 0: guided chunks of max(grain, remaining/div)
 	maxHelp  int64
 	f1       func(lo, hi int)
 	f2       func(w, lo, hi int)
@@ -114,19 +115,39 @@ func pollJob() *job {
 	}
 }
 
-// work runs chunks of grain items until none is left; w is the worker
-// number (0 for the caller).
+// work runs chunks until none is left: of grain items, or, guided (div
+// > 0), of max(grain, remaining/div) items, so that the chunks shrink
+// toward the end of the job and the workers finish together. w is the
+// worker number (0 for the caller).
 func (j *job) work(w int) {
 	for {
-		lo := int(j.next.Add(int64(j.grain))) - j.grain
-		if lo >= j.n {
+		lo, hi, ok := j.take()
+		if !ok {
 			return
 		}
-		hi := min(lo+j.grain, j.n)
 		if j.f1 != nil {
 			j.f1(lo, hi)
 		} else {
 			j.f2(w, lo, hi)
+		}
+	}
+}
+
+// take claims the next chunk [lo, hi); false when none is left.
+func (j *job) take() (lo, hi int, ok bool) {
+	if j.div <= 0 {
+		lo = int(j.next.Add(int64(j.grain))) - j.grain
+		return lo, min(lo+j.grain, j.n), lo < j.n
+	}
+	for {
+		l := j.next.Load()
+		lo = int(l)
+		if lo >= j.n {
+			return 0, 0, false
+		}
+		hi = min(j.n, lo+max(j.grain, (j.n-lo)/j.div))
+		if j.next.CompareAndSwap(l, int64(hi)) {
+			return lo, hi, true
 		}
 	}
 }
@@ -154,6 +175,11 @@ func (j *job) help() {
 // on the caller and up to nw-1 pool helpers; w < nw is unique among the
 // goroutines running at once.
 func runJob(n, grain, nw int, f1 func(lo, hi int), f2 func(w, lo, hi int)) {
+	runGuided(n, grain, 0, nw, f1, f2)
+}
+
+// runGuided is runJob with guided chunks when div > 0 (see job.work).
+func runGuided(n, grain, div, nw int, f1 func(lo, hi int), f2 func(w, lo, hi int)) {
 	if nw <= 1 || n <= grain {
 		if f1 != nil {
 			f1(0, n)
@@ -164,7 +190,7 @@ func runJob(n, grain, nw int, f1 func(lo, hi int), f2 func(w, lo, hi int)) {
 	}
 	ensureHelpers(nw - 1)
 	j := jobPool.Get().(*job)
-	j.n, j.grain, j.maxHelp, j.f1, j.f2 = n, grain, int64(nw-1), f1, f2
+	j.n, j.grain, j.div, j.maxHelp, j.f1, j.f2 = n, grain, div, int64(nw-1), f1, f2
 	j.next.Store(0)
 	j.joined.Store(0)
 	j.state.Store(0) // open
@@ -192,9 +218,19 @@ func runJob(n, grain, nw int, f1 func(lo, hi int), f2 func(w, lo, hi int)) {
 	jobPool.Put(j)
 }
 
-// parallelFor splits [0, n) into chunks of at least grain items, about
-// two per worker, and runs f on each, on the calling goroutine and up to
-// workers()-1 pool helpers. Work below two grains runs on the caller.
+// parallelFor splits [0, n) into chunks of at least grain items and runs
+// f on each, on the calling goroutine and up to workers()-1 pool helpers.
+// Work below two grains runs on the caller. The chunks are guided: each
+// takes half a worker's share of what is left (the first ones about
+// n/(2·workers), as fixed chunks did), down to grain, so that a helper
+// that joins late or runs slower leaves its partner at most one small
+// chunk to wait for. On this 2-vCPU VM, the time the caller spent waiting
+// for its helper per model run (2 threads, 100 runs) went from
+// 1.66-2.39 ms to 0.80 ms on resnet18, 0.87-0.95 to 0.53-0.58 on
+// mobilenet_v2 and 0.51-1.19 to 0.47-0.54 on squeezenet1_1. Their run
+// times, fixed and guided chunks alternating in one process (600 runs
+// each): squeezenet1_1 2-3 % faster at the 10th, 25th and 50th
+// percentiles, the other two level within 0.5 %.
 func parallelFor(n, grain int, f func(lo, hi int)) {
 	if n <= 0 {
 		return
@@ -205,8 +241,7 @@ func parallelFor(n, grain int, f func(lo, hi int)) {
 		f(0, n)
 		return
 	}
-	chunk := max(grain, (n+2*nw-1)/(2*nw))
-	runJob(n, chunk, nw, f, nil)
+	runGuided(n, grain, 2*nw, nw, f, nil)
 }
 
 // elems views a byte slice (aligned for T) as a slice of T.

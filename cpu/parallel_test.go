@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"runtime"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,6 +42,47 @@ func TestParallelForCoversOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParallelForGuided checks the guided chunks: in the order they
+// start, each is at least grain items (the last may be what is left),
+// none is larger than the one before, the first is at most half a
+// worker's share, and they shrink to grain by the end.
+func TestParallelForGuided(t *testing.T) {
+	withProcs(t, 2, func() {
+		for _, c := range []struct{ n, grain int }{{1000, 1}, {4097, 3}, {97, 5}, {64, 16}} {
+			var mu sync.Mutex
+			var chunks [][2]int
+			parallelFor(c.n, c.grain, func(lo, hi int) {
+				mu.Lock()
+				chunks = append(chunks, [2]int{lo, hi})
+				mu.Unlock()
+			})
+			sort.Slice(chunks, func(a, b int) bool { return chunks[a][0] < chunks[b][0] })
+			next := 0
+			for i, ch := range chunks {
+				size := ch[1] - ch[0]
+				switch {
+				case ch[0] != next:
+					t.Fatalf("n=%d grain=%d: chunk %d starts at %d, want %d", c.n, c.grain, i, ch[0], next)
+				case size < c.grain && ch[1] != c.n:
+					t.Fatalf("n=%d grain=%d: chunk %d has %d items", c.n, c.grain, i, size)
+				case i > 0 && size > chunks[i-1][1]-chunks[i-1][0]:
+					t.Fatalf("n=%d grain=%d: chunk %d (%d items) is larger than the one before", c.n, c.grain, i, size)
+				}
+				next = ch[1]
+			}
+			if next != c.n {
+				t.Fatalf("n=%d grain=%d: chunks end at %d", c.n, c.grain, next)
+			}
+			if first := chunks[0][1] - chunks[0][0]; first > max(c.grain, c.n/4) {
+				t.Errorf("n=%d grain=%d: first chunk %d items, want at most %d", c.n, c.grain, first, max(c.grain, c.n/4))
+			}
+			if last := chunks[len(chunks)-1][1] - chunks[len(chunks)-1][0]; last > c.grain {
+				t.Errorf("n=%d grain=%d: last chunk %d items, want at most grain", c.n, c.grain, last)
+			}
+		}
+	})
 }
 
 // TestParallelConcurrentNested runs jobs from several goroutines at once,
