@@ -21,7 +21,17 @@
 // column index is XOR-swizzled with k&7, which spreads the transposing
 // stores over the banks without padding (2 stages of BK*(BM+BN) elements
 // exactly: 32 KiB for 128x128x16 in f32), while each invocation's reads
-// of its 4-row / 4-column groups stay single vec4 loads.
+// of its 4-row / 4-column groups stay single vec4 loads. Built with PADA
+// (tile "l"), nothing is swizzled and A's rows are padded by one vec4
+// (BK*4 more elements a stage: 33280 bytes for "l", more than lavapipe's
+// 32 KiB): every shared-memory read of the inner loop is then a
+// per-invocation base plus a constant, with no index arithmetic, and
+// the transposing stores of A meet 2-way bank conflicts at most. On an
+// H200 (2026-12-04, f32, vec4 loads, GPU time, docs/benchmarks.md) that
+// took "l" from 33.3 / 35.1 / 30.6-34.9 to 37.1-37.3 / 39.4 / 38.0-39.3
+// TFLOP/s at n = 2048 / 4096 / 8192, 0.78 / 0.79 / 0.75-0.77 x cuBLAS
+// in the same runs (47.5-48.3 / 49.6-50.1 / 50.6-50.9); unpadded and
+// unswizzled stages gained as much at 2048 and 4096, not at 8192.
 //
 // f32 builds have a second load path (flags bit 8, set by the host when
 // M, N, K, the offsets and batch strides are multiples of 4): each
@@ -53,7 +63,12 @@
 #define BN4 (BN / 4)
 #define LA (BM * BK / NT)
 #define LB (BN * BK / NT)
-#define SA (BK * BM4)
+#ifdef PADA
+#define LDA (BM4 + 1)
+#else
+#define LDA BM4
+#endif
+#define SA (BK * LDA)
 #define SB (BK * BN4)
 
 layout(push_constant) uniform PC {
@@ -101,18 +116,28 @@ shared CT4 S[SN];
 #define As(i) S[i]
 #define Bs(i) S[2u * SA + (i)]
 
+// ia and ib are the positions of vec4 column v of row k in a stage of A
+// and of B: XOR-swizzled (sw), or, built with PADA, A's rows padded by
+// one vec4 and B's rows as they are.
+#ifdef PADA
+uint ia(uint k, uint v) { return k * LDA + v; }
+uint ib(uint k, uint v) { return k * BN4 + v; }
+#else
 // sw is the swizzled vec4 column of row k.
 uint sw(uint v, uint k) { return v ^ (k & 7u); }
+uint ia(uint k, uint v) { return k * BM4 + sw(v, k); }
+uint ib(uint k, uint v) { return k * BN4 + sw(v, k); }
+#endif
 
 // store_stage writes one slice, fetched into ra and rb, into stage st.
 void store_stage(uint st, CT ra[LA], CT rb[LB], uint am0, uint amS, uint ak0, uint akS, uint bn0, uint bnS, uint bk0, uint bkS) {
 	[[unroll]] for (uint r = 0u; r < LA; r++) {
 		uint m = am0 + r * amS, k = ak0 + r * akS;
-		As(st * SA + k * BM4 + sw(m >> 2, k))[m & 3u] = ra[r];
+		As(st * SA + ia(k, m >> 2))[m & 3u] = ra[r];
 	}
 	[[unroll]] for (uint r = 0u; r < LB; r++) {
 		uint n = bn0 + r * bnS, k = bk0 + r * bkS;
-		Bs(st * SB + k * BN4 + sw(n >> 2, k))[n & 3u] = rb[r];
+		Bs(st * SB + ib(k, n >> 2))[n & 3u] = rb[r];
 	}
 }
 
@@ -147,10 +172,10 @@ void store_vec(uint st, uint tid, bool ta, bool tb, CT ra[LA], CT rb[LB]) {
 		vec4 v = vec4(ra[4u * i], ra[4u * i + 1u], ra[4u * i + 2u], ra[4u * i + 3u]);
 		if (ta) {
 			uint k = c / BM4, m4 = c % BM4;
-			As(st * SA + k * BM4 + sw(m4, k)) = v;
+			As(st * SA + ia(k, m4)) = v;
 		} else {
 			uint m = c / (BK / 4u), k = 4u * (c % (BK / 4u));
-			[[unroll]] for (uint j = 0u; j < 4u; j++) As(st * SA + (k + j) * BM4 + sw(m >> 2, k + j))[m & 3u] = v[j];
+			[[unroll]] for (uint j = 0u; j < 4u; j++) As(st * SA + ia(k + j, m >> 2))[m & 3u] = v[j];
 		}
 	}
 	[[unroll]] for (uint i = 0u; i < LB / 4u; i++) {
@@ -158,10 +183,10 @@ void store_vec(uint st, uint tid, bool ta, bool tb, CT ra[LA], CT rb[LB]) {
 		vec4 v = vec4(rb[4u * i], rb[4u * i + 1u], rb[4u * i + 2u], rb[4u * i + 3u]);
 		if (tb) {
 			uint n = c / (BK / 4u), k = 4u * (c % (BK / 4u));
-			[[unroll]] for (uint j = 0u; j < 4u; j++) Bs(st * SB + (k + j) * BN4 + sw(n >> 2, k + j))[n & 3u] = v[j];
+			[[unroll]] for (uint j = 0u; j < 4u; j++) Bs(st * SB + ib(k + j, n >> 2))[n & 3u] = v[j];
 		} else {
 			uint k = c / BN4, n4 = c % BN4;
-			Bs(st * SB + k * BN4 + sw(n4, k)) = v;
+			Bs(st * SB + ib(k, n4)) = v;
 		}
 	}
 }
@@ -285,8 +310,8 @@ void main() {
 			uint sa = cur * SA, sb = cur * SB;
 			[[unroll]] for (uint kk = 0u; kk < BK; kk++) {
 				CT4 va[TM / 4], vb[TN / 4];
-				[[unroll]] for (uint g = 0u; g < TM / 4u; g++) va[g] = As(sa + kk * BM4 + sw(g * WGM + tr, kk));
-				[[unroll]] for (uint h = 0u; h < TN / 4u; h++) vb[h] = Bs(sb + kk * BN4 + sw(h * WGN + tc, kk));
+				[[unroll]] for (uint g = 0u; g < TM / 4u; g++) va[g] = As(sa + ia(kk, g * WGM + tr));
+				[[unroll]] for (uint h = 0u; h < TN / 4u; h++) vb[h] = Bs(sb + ib(kk, h * WGN + tc));
 				[[unroll]] for (uint g = 0u; g < TM / 4u; g++)
 					[[unroll]] for (uint c = 0u; c < 4u; c++)
 						[[unroll]] for (uint h = 0u; h < TN / 4u; h++)

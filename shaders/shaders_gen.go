@@ -216,7 +216,7 @@ var names = []string{
 	"gemvsg_f32",                // gemv.comp X_DT=1 Y_DT=1 SUBGROUP=1
 	"gemvsg_f32w16",             // gemv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 SUBGROUP=1
 	"gemvsg_f64",                // gemv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 SUBGROUP=1
-	"matmul_f16_l",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"matmul_f16_l",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1
 	"matmul_f16_l8",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8
 	"matmul_f16_m",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
 	"matmul_f16_n",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4
@@ -225,7 +225,7 @@ var names = []string{
 	"matmul_f16_u",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4
 	"matmul_f16_v",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4
 	"matmul_f16_w",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
-	"matmul_f32_l",              // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"matmul_f32_l",              // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1
 	"matmul_f32_l8",             // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=8 TM=8 TN=8
 	"matmul_f32_m",              // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4
 	"matmul_f32_n",              // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=32 TM=4 TN=4
@@ -234,7 +234,7 @@ var names = []string{
 	"matmul_f32_u",              // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4
 	"matmul_f32_v",              // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=128 BK=32 TM=4 TN=4
 	"matmul_f32_w",              // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4
-	"matmul_f32w16_l",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"matmul_f32w16_l",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1
 	"matmul_f32w16_l8",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8
 	"matmul_f32w16_m",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
 	"matmul_f32w16_n",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4
@@ -248,7 +248,7 @@ var names = []string{
 	"matmul_f64_t",              // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
 	"matmul_f64_u",              // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=32 BK=16 TM=4 TN=4
 	"matmul_f64_v",              // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=128 BK=32 TM=4 TN=4
-	"matmulk_f16_l",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"matmulk_f16_l",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1 SPLITK=1
 	"matmulk_f16_l8",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
 	"matmulk_f16_m",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f16_n",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
@@ -257,7 +257,7 @@ var names = []string{
 	"matmulk_f16_u",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
 	"matmulk_f16_v",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
 	"matmulk_f16_w",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
-	"matmulk_f32_l",             // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"matmulk_f32_l",             // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1 SPLITK=1
 	"matmulk_f32_l8",            // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
 	"matmulk_f32_m",             // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f32_n",             // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
@@ -266,7 +266,7 @@ var names = []string{
 	"matmulk_f32_u",             // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
 	"matmulk_f32_v",             // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
 	"matmulk_f32_w",             // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
-	"matmulk_f32w16_l",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"matmulk_f32w16_l",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1 SPLITK=1
 	"matmulk_f32w16_l8",         // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
 	"matmulk_f32w16_m",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
 	"matmulk_f32w16_n",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1

@@ -31,13 +31,13 @@ import (
 
 // convTiles mirrors shaders/gen's convTiles: gemmTiles plus "w".
 var convTiles = []gemmTile{
-	{"l", 128, 128, 16, 8, 8, false},
-	{"w", 64, 128, 16, 8, 4, false},
-	{"m", 128, 64, 16, 8, 4, false},
-	{"s", 64, 64, 16, 8, 4, false},
-	{"t", 32, 32, 16, 4, 4, false},
-	{"n", 128, 32, 16, 4, 4, false},
-	{"u", 64, 32, 16, 4, 4, false},
+	{"l", 128, 128, 16, 8, 8, false, false},
+	{"w", 64, 128, 16, 8, 4, false, false},
+	{"m", 128, 64, 16, 8, 4, false, false},
+	{"s", 64, 64, 16, 8, 4, false, false},
+	{"t", 32, 32, 16, 4, 4, false, false},
+	{"n", 128, 32, 16, 4, 4, false, false},
+	{"u", 64, 32, 16, 4, 4, false, false},
 }
 
 // narrowConvTile reports whether t is one of the narrow tiles ("n", "u")

@@ -19,22 +19,26 @@ type gemmTile struct {
 	// (forceGemmTile: the tile sweeps) or when named (pickTile's
 	// smallTiles).
 	alt bool
+	// padA: built with matmul.comp's PADA (A's shared-memory rows padded
+	// by 4 elements; shaders/gen's tile.padA).
+	padA bool
 }
 
 // gemmTiles, largest first. Shared memory is 2*bk*(bm+bn) elements of the
-// compute type: 32 KiB for "l" in f32/f16, so every tile fits the 32 KiB
-// guaranteed... by lavapipe and the 48 KiB of NVIDIA; f64 has only "s"
-// and "t" (shaders/gen compiles no larger f64 tile).
+// compute type, 2*bk*(bm+4+bn) with padA: 32.5 KiB for "l" in f32/f16,
+// which fits the 48 KiB of NVIDIA but not the 32 KiB of lavapipe (which
+// then takes "m"); f64 has only "s" and "t" (shaders/gen compiles no
+// larger f64 tile).
 var gemmTiles = []gemmTile{
-	{"l", 128, 128, 16, 8, 8, false},
-	{"m", 128, 64, 16, 8, 4, false},
-	{"s", 64, 64, 16, 8, 4, false},
-	{"t", 32, 32, 16, 4, 4, false},
-	{"l8", 128, 128, 8, 8, 8, true},
-	{"w", 64, 128, 16, 8, 4, true},
-	{"n", 128, 32, 32, 4, 4, true},
-	{"u", 64, 32, 16, 4, 4, true},
-	{"v", 32, 128, 32, 4, 4, true},
+	{"l", 128, 128, 16, 8, 8, false, true},
+	{"m", 128, 64, 16, 8, 4, false, false},
+	{"s", 64, 64, 16, 8, 4, false, false},
+	{"t", 32, 32, 16, 4, 4, false, false},
+	{"l8", 128, 128, 8, 8, 8, true, false},
+	{"w", 64, 128, 16, 8, 4, true, false},
+	{"n", 128, 32, 32, 4, 4, true, false},
+	{"u", 64, 32, 16, 4, 4, true, false},
+	{"v", 32, 128, 32, 4, 4, true, false},
 }
 
 func (t gemmTile) threads() int { return (t.bm / t.tm) * (t.bn / t.tn) }
@@ -44,8 +48,12 @@ func (t gemmTile) shared(dt rt.DType) int {
 	if dt == rt.F64 {
 		es = 8
 	}
+	pad := 0
+	if t.padA {
+		pad = 4
+	}
 	// the two stages, or the epilogue's row group of 4*(bm/tm) x bn
-	return max(2*t.bk*(t.bm+t.bn), 4*(t.bm/t.tm)*t.bn) * es
+	return max(2*t.bk*(t.bm+pad+t.bn), 4*(t.bm/t.tm)*t.bn) * es
 }
 
 // fits reports whether the device can run t in dtype dt: shaders/gen

@@ -136,6 +136,10 @@ func TestGEMMTiles(t *testing.T) {
 		{1, 68, 132, 20, true, false, -1, -1, [2]int{}, false, 0},
 		{2, 36, 100, 44, false, true, 3700, 4404, [2]int{}, false, 0},
 		{2, 100, 36, 52, true, true, 5204, 0, [2]int{1, 0}, true, 0},
+		// whole tiles of every size, alone and beside edge tiles
+		{2, 256, 384, 80, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu},
+		{1, 260, 132, 64, false, false, -1, -1, [2]int{}, false, 0},
+		{2, 128, 256, 36, false, false, 33000, 0, [2]int{1, 0}, true, 0},
 	}
 	defer func() { forceGemmTile, gemmVec4 = "", true }()
 	for _, vec := range []bool{true, false} {
@@ -222,7 +226,8 @@ func TestPickTile(t *testing.T) {
 		{rt.F32, 8, 4096, 1, 49152, 1024, false, "t", true},    // skinny
 		{rt.F64, 4096, 4096, 1, 49152, 1024, false, "s", true},
 		{rt.F64, 4096, 4096, 1, 16384, 1024, false, "t", true},
-		{rt.F32, 4096, 4096, 1, 32768, 1024, true, "l", true},
+		{rt.F32, 4096, 4096, 1, 32768, 1024, true, "m", true}, // lavapipe: l needs 32.5 KiB
+		{rt.F32, 4096, 4096, 1, 65536, 1024, true, "l", true},
 		{rt.F32, 4096, 4096, 1, 4096, 1024, false, "", false},
 		{rt.F32, 4096, 4096, 1, 49152, 128, false, "s", true},
 	} {

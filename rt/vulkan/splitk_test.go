@@ -36,7 +36,8 @@ func TestSplitKGEMM(t *testing.T) {
 		{3, 45, 67, 83, false, true, 7000, -1, [2]int{67, 1}, true, rt.Gelu},
 		{2, 130, 70, 131, true, true, -1, -1, [2]int{0, 0}, true, rt.LeakyRelu},
 		{1, 33, 40, 300, false, false, -1, -1, [2]int{}, false, rt.Tanh},
-		{1, 20, 20, 17, false, false, -1, -1, [2]int{}, false, 0}, // 2 BK slices at most
+		{1, 20, 20, 17, false, false, -1, -1, [2]int{}, false, 0},       // 2 BK slices at most
+		{1, 128, 128, 320, false, false, -1, -1, [2]int{0, 1}, true, 0}, // whole tiles and BK slices
 	}
 	defer func() { forceSplitK, forceGemmTile = 0, "" }()
 	for _, s := range []int{2, 3, 7} {

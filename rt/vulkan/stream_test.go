@@ -155,7 +155,7 @@ func TestOpenClose(t *testing.T) {
 func BenchmarkGEMM(b *testing.B) {
 	d := testDevice(b)
 	for _, dt := range []rt.DType{rt.F32, rt.F16} {
-		for _, n := range []int{1024, 4096, 8192} {
+		for _, n := range []int{1024, 2048, 4096, 8192} {
 			b.Run(dt.String()+"/"+itoa(n), func(b *testing.B) {
 				if n > 1024 && isCPU(d) {
 					b.Skip("large GEMM skipped on a CPU device")

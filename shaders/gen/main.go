@@ -88,38 +88,42 @@ func floatCT(d dtype) []string {
 
 // gemmTiles are the matmul.comp configurations; rt/vulkan's gemmTiles
 // mirrors this table (names and geometry).
+// padA tiles are built with PADA: unswizzled shared-memory stages with
+// A's rows padded (matmul.comp; faster for "l" on an H200, slower for
+// "w"); rt/vulkan's gemmTile.padA.
 type tile struct {
 	name               string
 	bm, bn, bk, tm, tn int
+	padA               bool
 }
 
 var gemmTiles = []tile{
-	{"l", 128, 128, 16, 8, 8}, // 256 invocations
-	{"m", 128, 64, 16, 8, 4},  // 256
-	{"s", 64, 64, 16, 8, 4},   // 128
-	{"t", 32, 32, 16, 4, 4},   // 64
+	{"l", 128, 128, 16, 8, 8, true}, // 256 invocations
+	{"m", 128, 64, 16, 8, 4, false}, // 256
+	{"s", 64, 64, 16, 8, 4, false},  // 128
+	{"t", 32, 32, 16, 4, 4, false},  // 64
 	// Alternatives that only run when forced (the tile sweep of
 	// BenchmarkGEMMTiles; f32 and f16 only).
-	{"l8", 128, 128, 8, 8, 8}, // 256
-	{"w", 64, 128, 16, 8, 4},  // 256
-	{"n", 128, 32, 32, 4, 4},  // 256
-	{"u", 64, 32, 16, 4, 4},   // 128
-	{"v", 32, 128, 32, 4, 4},  // 256
+	{"l8", 128, 128, 8, 8, 8, false}, // 256
+	{"w", 64, 128, 16, 8, 4, false},  // 256
+	{"n", 128, 32, 32, 4, 4, false},  // 256
+	{"u", 64, 32, 16, 4, 4, false},   // 128
+	{"v", 32, 128, 32, 4, 4, false},  // 256
 }
 
 // convTiles are the convgemm.comp configurations (rt/vulkan's convTiles):
 // matmul.comp's plus "w", a wide 64x128 tile for few output channels and
 // many pixels.
 var convTiles = []tile{
-	{"l", 128, 128, 16, 8, 8},
-	{"w", 64, 128, 16, 8, 4}, // 256 invocations
-	{"m", 128, 64, 16, 8, 4},
-	{"s", 64, 64, 16, 8, 4},
-	{"t", 32, 32, 16, 4, 4},
+	{"l", 128, 128, 16, 8, 8, false},
+	{"w", 64, 128, 16, 8, 4, false}, // 256 invocations
+	{"m", 128, 64, 16, 8, 4, false},
+	{"s", 64, 64, 16, 8, 4, false},
+	{"t", 32, 32, 16, 4, 4, false},
 	// Narrow tiles for few output pixels (batch-1 layers at 7x7 to
 	// 14x14): 256 and 128 invocations of 4x4 over 32 columns.
-	{"n", 128, 32, 16, 4, 4},
-	{"u", 64, 32, 16, 4, 4},
+	{"n", 128, 32, 16, 4, 4, false},
+	{"u", 64, 32, 16, 4, 4, false},
 }
 
 func variants() []variant {
@@ -311,7 +315,11 @@ var coop2Blocks = []struct{ bm, bn, bk, wg, unroll int }{
 }
 
 func (t tile) defs() []string {
-	return []string{fmt.Sprintf("BM=%d", t.bm), fmt.Sprintf("BN=%d", t.bn), fmt.Sprintf("BK=%d", t.bk), fmt.Sprintf("TM=%d", t.tm), fmt.Sprintf("TN=%d", t.tn)}
+	d := []string{fmt.Sprintf("BM=%d", t.bm), fmt.Sprintf("BN=%d", t.bn), fmt.Sprintf("BK=%d", t.bk), fmt.Sprintf("TM=%d", t.tm), fmt.Sprintf("TN=%d", t.tn)}
+	if t.padA {
+		d = append(d, "PADA=1")
+	}
+	return d
 }
 
 func typesHeader() string {
