@@ -13,8 +13,13 @@ import (
 // VRUN_CPU_OCW=1 or -1 forces the channels-in-lanes kernels on or off;
 // VRUN_CPU_MP33=0 turns the 3×3 stride-2 max-pooling kernel off;
 // VRUN_CPU_DW3FLAT sets the widest plane of the flat depthwise kernel
-// (dw3FlatMaxW; 0: none).
+// (dw3FlatMaxW; 0: none); VRUN_CPU_LEVEL caps the kernel level
+// (maxKernelLevel: 0 Go, 1 AVX2, 2 AVX-512), to time the AVX2 kernels on an
+// AVX-512 machine.
 func init() {
+	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_LEVEL")); err == nil {
+		maxKernelLevel, useAsm = v, v > levelGo
+	}
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_NPMAXN")); err == nil {
 		npMaxN = v
 	}
