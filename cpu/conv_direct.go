@@ -83,13 +83,17 @@ func useDirectConv(o *rt.Conv) bool {
 
 // dconvPlan is the layout of a direct convolution.
 type dconvPlan struct {
-	o          *rt.Conv
-	cg, kg     int
-	hq, wq     int   // phase plane
-	ps         int   // a channel's phases, elements
-	buf        int   // buffer length per group
-	offs       []int // per tap
-	hiOff      int   // the largest of offs (all >= 0)
+	o      *rt.Conv
+	cg, kg int
+	hq, wq int   // phase plane
+	ps     int   // a channel's phases, elements
+	buf    int   // buffer length per group
+	offs   []int // per tap
+	hiOff  int   // the largest of offs (all >= 0)
+	// band: the layout of a band of output rows, whose phase rows a
+	// worker fills into its own buffer (directConv with few images and
+	// groups); band.rows == 0 until bands sets it.
+	band       dconvBand
 	wp         []float32
 	bias       []float32
 	kb0        []int // output-channel blocks within a group: [kb0[i], kb0[i+1])
@@ -156,6 +160,33 @@ func dcwSharedPadWq(o *rt.Conv, wq, wpd int) int {
 	return wq
 }
 
+// phases is where a buffer holds the padded phase planes: hq phase rows
+// a plane, from phase row r0 on, channels ps elements apart.
+type phases struct{ hq, ps, r0 int }
+
+// phases is the layout of the whole planes.
+func (p *dconvPlan) phases() phases { return phases{p.hq, p.ps, 0} }
+
+// tapOffsets appends to offs each tap's offset from an output in a
+// buffer of layout l, and returns it with the largest.
+func (p *dconvPlan) tapOffsets(offs []int, l phases) ([]int, int) {
+	o := p.o
+	sh, sw := o.StrideH, o.StrideW
+	hi := 0
+	for c := 0; c < p.cg; c++ {
+		for kh := 0; kh < o.KH; kh++ {
+			dh := kh * o.DilH
+			for kw := 0; kw < o.KW; kw++ {
+				dw := kw * o.DilW
+				off := c*l.ps + ((dh%sh)*sw+dw%sw)*l.hq*p.wq + dh/sh*p.wq + dw/sw
+				offs = append(offs, off)
+				hi = max(hi, off)
+			}
+		}
+	}
+	return offs, hi
+}
+
 // dconvPlans recycles plans (and their slices) between runs.
 var dconvPlans sync.Pool
 
@@ -174,7 +205,7 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 	if p == nil {
 		p = new(dconvPlan)
 	}
-	*p = dconvPlan{o: o, cg: o.C / o.Groups, kg: o.K / o.Groups, offs: p.offs[:0], kb0: p.kb0[:0], wp: p.wp, bias: p.bias}
+	*p = dconvPlan{o: o, cg: o.C / o.Groups, kg: o.K / o.Groups, offs: p.offs[:0], kb0: p.kb0[:0], wp: p.wp, bias: p.bias, band: dconvBand{offs: p.band.offs[:0]}}
 	if o.Res.Buf != nil {
 		p.res = lin[float32](o.Res, o.N*o.K*o.OH*o.OW)
 	}
@@ -187,7 +218,6 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 		p.wq = dcwSharedPadWq(o, p.wq, wpd)
 	}
 	p.ps = sh * sw * p.hq * p.wq
-	hi := 0
 	p.rowPh, p.colPh = 0, 0
 	if sh >= 64 {
 		p.rowPh = ^uint64(0)
@@ -201,27 +231,16 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 	for kw := 0; kw < o.KW && sw < 64; kw++ {
 		p.colPh |= 1 << ((kw * o.DilW) % sw)
 	}
-	for c := 0; c < p.cg; c++ {
-		for kh := 0; kh < o.KH; kh++ {
-			dh := kh * o.DilH
-			for kw := 0; kw < o.KW; kw++ {
-				dw := kw * o.DilW
-				off := c*p.ps + ((dh%sh)*sw+dw%sw)*p.hq*p.wq + dh/sh*p.wq + dw/sw
-				p.offs = append(p.offs, off)
-				hi = max(hi, off)
-			}
-		}
-	}
-	p.hiOff = hi
+	p.offs, p.hiOff = p.tapOffsets(p.offs, p.phases())
 	p.nout = (o.OH-1)*p.wq + o.OW
-	p.buf = max(p.cg*p.ps, hi+p.nout)
+	p.buf = max(p.cg*p.ps, p.hiOff+p.nout)
 	p.inPlace = sh == 1 && sw == 1 && o.PadT == 0 && o.PadL == 0 && p.hq == o.H && p.wq == o.Width && p.buf == p.cg*p.ps
 	p.vec = 1
 	if !p.inPlace && dcwLanes() < 16 {
 		// With AVX2, flat runs into scratch compute whole vectors
 		// (chunk): the buffer reaches the last one's lanes.
 		p.vec = dcwLanes()
-		p.buf = max(p.cg*p.ps, hi+p.nout+p.vec-1)
+		p.buf = max(p.cg*p.ps, p.hiOff+p.nout+p.vec-1)
 	}
 	// Output-channel blocks of at most dconvMaxKB (dcwMaxKB), of even sizes.
 	mk := dconvMaxKB()
@@ -341,28 +360,28 @@ func (p *dconvPlan) input(x, buf []float32, n, g int, par bool) []float32 {
 func (p *dconvPlan) fill(x, buf []float32, n, g int, par bool) {
 	switch {
 	case par && p.cg >= 8 && p.cg*p.ps >= 1<<15:
-		parallelFor(p.cg, max(1, (1<<13)/p.ps), func(c0, c1 int) { p.fillRange(x, buf, n, g, c0, c1, 0, p.hq) })
+		parallelFor(p.cg, max(1, (1<<13)/p.ps), func(c0, c1 int) { p.fillRange(x, buf, p.phases(), n, g, c0, c1, 0, p.hq) })
 	case par && p.cg*p.ps >= 1<<15 && workers() > 1:
 		nrb := min(p.hq, (8+p.cg-1)/p.cg)
 		parallelFor(p.cg*nrb, 1, func(u0, u1 int) {
 			for u := u0; u < u1; u++ {
 				c, j := u/nrb, u%nrb
-				p.fillRange(x, buf, n, g, c, c+1, j*p.hq/nrb, (j+1)*p.hq/nrb)
+				p.fillRange(x, buf, p.phases(), n, g, c, c+1, j*p.hq/nrb, (j+1)*p.hq/nrb)
 			}
 		})
 	default:
-		p.fillRange(x, buf, n, g, 0, p.cg, 0, p.hq)
+		p.fillRange(x, buf, p.phases(), n, g, 0, p.cg, 0, p.hq)
 	}
 	clear(buf[p.cg*p.ps:])
 }
 
 // fillRange writes phase rows [r0, r1) of the padded phase planes of
-// channels [c0, c1) of image n, group g into buf.
-func (p *dconvPlan) fillRange(x, buf []float32, n, g, c0, c1, r0, r1 int) {
+// channels [c0, c1) of image n, group g into buf, laid out as l.
+func (p *dconvPlan) fillRange(x, buf []float32, l phases, n, g, c0, c1, r0, r1 int) {
 	o := p.o
 	H, W, sh, sw := o.H, o.Width, o.StrideH, o.StrideW
-	hq, wq := p.hq, p.wq
-	if sw == 2 && p.fill2(x, buf, n, g, c0, c1, r0, r1) {
+	hq, wq := l.hq, p.wq
+	if sw == 2 && p.fill2(x, buf, l, n, g, c0, c1, r0, r1) {
 		return
 	}
 	for c := c0; c < c1; c++ {
@@ -376,12 +395,12 @@ func (p *dconvPlan) fillRange(x, buf []float32, n, g, c0, c1, r0, r1 int) {
 				if p.colPh&(1<<min(b, 63)) == 0 {
 					continue
 				}
-				ph := buf[c*p.ps+(a*sw+b)*hq*wq : c*p.ps+(a*sw+b+1)*hq*wq]
+				ph := buf[c*l.ps+(a*sw+b)*hq*wq : c*l.ps+(a*sw+b+1)*hq*wq]
 				// Columns cc of the phase read input column cc·sw + b - PadL.
 				lo, hi, iw0 := phaseSpan(W, wq, o.PadL, b, sw)
 				for r := r0; r < r1; r++ {
 					ih := r*sh + a - o.PadT
-					d := phaseRow(ph[r*wq:(r+1)*wq], ih, H, lo, hi)
+					d := phaseRow(ph[(r-l.r0)*wq:(r-l.r0+1)*wq], ih, H, lo, hi)
 					if d == nil {
 						continue
 					}
@@ -404,10 +423,10 @@ func (p *dconvPlan) fillRange(x, buf []float32, n, g, c0, c1, r0, r1 int) {
 // fill2 is fillRange for StrideW == 2: each input row is copied, padded, into
 // a scratch row, whose even and odd elements go to the two column phases
 // in one pass. It reports false where the kernel is missing.
-func (p *dconvPlan) fill2(x, buf []float32, n, g, c0, c1, rlo, rhi int) bool {
+func (p *dconvPlan) fill2(x, buf []float32, l phases, n, g, c0, c1, rlo, rhi int) bool {
 	o := p.o
 	H, W, sh := o.H, o.Width, o.StrideH
-	hq, wq := p.hq, p.wq
+	hq, wq := l.hq, p.wq
 	ts := getScratch[float32](2 * wq)
 	defer putScratch(ts)
 	tmp := *ts
@@ -420,10 +439,10 @@ func (p *dconvPlan) fill2(x, buf []float32, n, g, c0, c1, rlo, rhi int) bool {
 			if p.rowPh&(1<<min(a, 63)) == 0 {
 				continue
 			}
-			ph0 := buf[c*p.ps+(a*2)*hq*wq : c*p.ps+(a*2+1)*hq*wq]
-			ph1 := buf[c*p.ps+(a*2+1)*hq*wq : c*p.ps+(a*2+2)*hq*wq]
+			ph0 := buf[c*l.ps+(a*2)*hq*wq : c*l.ps+(a*2+1)*hq*wq]
+			ph1 := buf[c*l.ps+(a*2+1)*hq*wq : c*l.ps+(a*2+2)*hq*wq]
 			for r := rlo; r < rhi; r++ {
-				r0, r1 := ph0[r*wq:(r+1)*wq], ph1[r*wq:(r+1)*wq]
+				r0, r1 := ph0[(r-l.r0)*wq:(r-l.r0+1)*wq], ph1[(r-l.r0)*wq:(r-l.r0+1)*wq]
 				ih := r*sh + a - o.PadT
 				if ih < 0 || ih >= H || hi == lo {
 					clear(r0)
@@ -441,14 +460,15 @@ func (p *dconvPlan) fill2(x, buf []float32, n, g, c0, c1, rlo, rhi int) bool {
 }
 
 // chunk computes output rows [oh0, oh1) of channel block i of image n,
-// group g, from the filled buf; out is scratch of mk·outLd(rows).
-func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
+// group g, from xb, the filled phase planes from phase row oh0 on, whose
+// taps lie at offs (the largest hiOff); out is scratch of
+// mk·outLd(rows).
+func (p *dconvPlan) chunk(xb []float32, offs []int, hiOff int, out, y []float32, n, g, i, oh0, oh1 int) {
 	o := p.o
 	P := o.OH * o.OW
 	k0, k1 := g*p.kg+p.kb0[i], g*p.kg+p.kb0[i+1]
 	kb := k1 - k0
 	nq := (oh1-oh0-1)*p.wq + o.OW
-	xb := buf[oh0*p.wq:]
 	yb := y[(n*o.K+k0)*P:]
 	lo, hi, clamp := clampAct(o.Act)
 	if p.res != nil {
@@ -468,21 +488,21 @@ func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 		if p.wq != o.OW {
 			dst, ld, n = out, p.outLd(oh1-oh0), roundUp(nq, p.vec)
 		}
-		p.dcw(kb, n, xb, k0, dst, ld, clamp, lo, hi, 1, 0, 0)
+		p.dcw(kb, n, xb, offs, hiOff, k0, dst, ld, clamp, lo, hi, 1, 0, 0)
 		if p.wq != o.OW {
 			p.copyOut(out, yb, kb, ld, oh0, oh1)
 		}
 	case p.wide:
 		// Row by row, OW outputs each, straight into y.
-		p.dcw(kb, o.OW, xb, k0, yb[oh0*o.OW:], P, clamp, lo, hi, oh1-oh0, p.wq, o.OW)
+		p.dcw(kb, o.OW, xb, offs, hiOff, k0, yb[oh0*o.OW:], P, clamp, lo, hi, oh1-oh0, p.wq, o.OW)
 	default:
 		clamp = false
 		wb := p.wp[k0*p.taps : k1*p.taps]
 		if p.wq == o.OW {
-			dconvRun(kb, nq, xb, p.offs, wb, p.bias[k0:k1], yb[oh0*o.OW:], P)
+			dconvRun(kb, nq, xb, offs, wb, p.bias[k0:k1], yb[oh0*o.OW:], P)
 		} else {
 			ldo := (oh1 - oh0) * p.wq
-			dconvRun(kb, nq, xb, p.offs, wb, p.bias[k0:k1], out, ldo)
+			dconvRun(kb, nq, xb, offs, wb, p.bias[k0:k1], out, ldo)
 			p.copyOut(out, yb, kb, ldo, oh0, oh1)
 		}
 	}
@@ -518,9 +538,10 @@ func (p *dconvPlan) chunk(buf, out, y []float32, n, g, i, oh0, oh1 int) {
 // chunked). Tests and benchmarks set it (VRUN_CPU_DCWTC).
 var dcwTapChunk = 72
 
-// dcw runs the wide kernels for kb output channels from k0 (see dcwRun),
-// in chunks of at most dcwTapChunk taps.
-func (p *dconvPlan) dcw(kb, n int, x []float32, k0 int, y []float32, ldy int, clamp bool, lo, hi float32, rows, ldxr, ldyr int) {
+// dcw runs the wide kernels for kb output channels from k0 (see dcwRun)
+// on x with taps at offs (the largest hiOff), in chunks of at most
+// dcwTapChunk taps.
+func (p *dconvPlan) dcw(kb, n int, x []float32, offs []int, hiOff, k0 int, y []float32, ldy int, clamp bool, lo, hi float32, rows, ldxr, ldyr int) {
 	w, b := p.w[k0*p.taps:(k0+kb)*p.taps], p.bias[k0:k0+kb]
 	tc := p.taps
 	if dcwTapChunk > 0 && p.taps > dcwTapChunk && n*rows >= 128 && p.o.KH*p.o.KW > 1 {
@@ -533,7 +554,7 @@ func (p *dconvPlan) dcw(kb, n int, x []float32, k0 int, y []float32, ldy int, cl
 	}
 	for t0 := 0; t0 < p.taps; t0 += tc {
 		t1 := min(p.taps, t0+tc)
-		dcwRunHi(p.u, kb, n, x, p.offs[t0:t1], p.hiOff, w[t0:], p.taps, b, y, ldy, clamp && t1 == p.taps, t0 > 0, lo, hi, rows, ldxr, ldyr)
+		dcwRunHi(p.u, kb, n, x, offs[t0:t1], hiOff, w[t0:], p.taps, b, y, ldy, clamp && t1 == p.taps, t0 > 0, lo, hi, rows, ldxr, ldyr)
 	}
 }
 
@@ -575,7 +596,7 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 		in := p.input(x, buf, n, g, false)
 		for i := 0; i < nkb; i++ {
 			for oh0 := 0; oh0 < o.OH; oh0 += p.rows {
-				p.chunk(in, out, y, n, g, i, oh0, min(o.OH, oh0+p.rows))
+				p.chunk(in[oh0*p.wq:], p.offs, p.hiOff, out, y, n, g, i, oh0, min(o.OH, oh0+p.rows))
 			}
 		}
 	}
@@ -599,6 +620,10 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 		})
 		return
 	}
+	if nb := p.bands(workers()); !p.inPlace && nb > 0 {
+		p.bandConv(x, y, nb, outLen)
+		return
+	}
 	// Few images and groups: fill each group's buffer, then split its
 	// channel blocks and row chunks between the workers.
 	bufLen := p.buf
@@ -614,12 +639,107 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 			for t := lo; t < hi; t++ {
 				i, c := t/p.nchunk, t%p.nchunk
 				oh0 := c * p.rows
-				p.chunk(in, *os, y, n, g, i, oh0, min(o.OH, oh0+p.rows))
+				p.chunk(in[oh0*p.wq:], p.offs, p.hiOff, *os, y, n, g, i, oh0, min(o.OH, oh0+p.rows))
 			}
 			putScratch(os)
 		})
 	}
 	putScratch(bs)
+}
+
+// dconvBand is the layout of the bands of output rows that bandConv
+// splits a plane into.
+type dconvBand struct {
+	rows, n int    // output rows a band (the last may have fewer), bands
+	l       phases // phase rows a band's buffer holds (its rows and the halo below)
+	buf     int    // the buffer's length
+	offs    []int  // per tap, in the band's buffer
+	hiOff   int    // the largest of offs
+}
+
+// dcwBands forces the band split of directConv off (-1) or on, with
+// that many bands a worker (> 0), where it applies (tests and
+// benchmarks, VRUN_CPU_DCWBAND); 0 chooses (bands).
+var dcwBands = 0
+
+// bands returns the number of bands of output rows that directConv
+// splits its few images and groups into between nw workers (bandConv),
+// or 0 to split channel blocks and row chunks of one shared buffer
+// instead.
+func (p *dconvPlan) bands(nw int) int {
+	if dcwBands != 0 {
+		return max(0, dcwBands*nw)
+	}
+	o := p.o
+	if p.kg*p.taps > 4*(p.cg*o.H*o.Width+p.kg*o.OH*o.OW) {
+		return 0
+	}
+	for nb := 2 * nw; nb >= nw; nb -= nw {
+		if o.OH/nb*o.OW >= 128 {
+			return nb
+		}
+	}
+	return 0
+}
+
+// setBands lays out nb bands of output rows, band j rows
+// [j·OH/nb, (j+1)·OH/nb).
+func (p *dconvPlan) setBands(nb int) {
+	o, b := p.o, &p.band
+	b.n = min(nb, o.OH)
+	b.rows = ceilDiv(o.OH, b.n)
+	hq := b.rows + p.hq - o.OH
+	b.l = phases{hq: hq, ps: o.StrideH * o.StrideW * hq * p.wq}
+	b.offs, b.hiOff = p.tapOffsets(b.offs[:0], b.l)
+	b.buf = max(p.cg*b.l.ps, b.hiOff+(b.rows-1)*p.wq+o.OW+p.vec-1)
+}
+
+// bandConv runs the convolution of directConv for few images and groups
+// in bands of output rows: each worker fills a band's phase rows (its
+// rows and the halo the taps read below them) into a buffer of its own,
+// then computes every channel block of the band. Each worker reads only
+// its own rows of the input and writes only its own rows of the output,
+// where the shared buffer of the channel-block split was written by both
+// workers and read whole by each, and y's rows went to whichever worker
+// took their chunk.
+//
+// On a 2-vCPU AMD Zen 5 (AVX-512), 2 threads, BenchmarkConvShapes µs,
+// best / median of 3 rounds alternating with the bands off: 16→64 3×3
+// on 55×55 217 / 269 → 183 / 191, 3→32 3×3 stride 2 on 224×224 158 /
+// 170 → 90 / 103, 64→128 3×3 stride 2 on 56×56 536 / 557 → 364 / 381,
+// 64 3×3 on 56×56 760 / 780 → 621 / 682, 64→128 1×1 stride 2 106 / 126
+// → 59 / 71. With large weights (ResNet's 512 3×3 on 7×7: 756 / 804 →
+// 975 / 1171, each band reads all of them) or short bands (256→512 1×1
+// stride 2 on 14×14, 7 output rows: a model's node 0.11 → 0.23 ms)
+// they lose, hence bands.
+func (p *dconvPlan) bandConv(x, y []float32, nb, outLen int) {
+	o := p.o
+	nkb := len(p.kb0) - 1
+	p.setBands(nb)
+	b := &p.band
+	for u := 0; u < o.N*o.Groups; u++ {
+		n, g := u/o.Groups, u%o.Groups
+		parallelFor(b.n, 1, func(b0, b1 int) {
+			bs, os := getScratch[float32](b.buf), getScratch[float32](outLen)
+			buf := *bs
+			for j := b0; j < b1; j++ {
+				oh0, oh1 := j*o.OH/b.n, (j+1)*o.OH/b.n
+				l := b.l
+				l.r0 = oh0
+				// The last band is a tallest one, so that the rows
+				// filled lie within the planes.
+				p.fillRange(x, buf, l, n, g, 0, p.cg, oh0, oh0+l.hq)
+				clear(buf[p.cg*l.ps:])
+				for i := 0; i < nkb; i++ {
+					for r0 := oh0; r0 < oh1; r0 += p.rows {
+						p.chunk(buf[(r0-oh0)*p.wq:], b.offs, b.hiOff, *os, y, n, g, i, r0, min(oh1, r0+p.rows))
+					}
+				}
+			}
+			putScratch(bs)
+			putScratch(os)
+		})
+	}
 }
 
 // dw3Applies reports whether o is a depthwise 3×3 convolution that

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/vrun-go/vrun/rt"
@@ -330,6 +331,44 @@ func TestConvSharedPad(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/shared=%v", levelNames[lv], on), func(t *testing.T) {
 				dcwSharedPad = on
 				withLevel(lv, func() { runConvCases(t, e, rng, []rt.DType{rt.F32}, false) })
+			})
+		}
+	}
+}
+
+// TestConvBands checks directConv's bands of output rows (bandConv)
+// against a float64 reference, with and without a residual, at every
+// kernel level: with bands forced off, on at one and three a worker, and
+// chosen, on three workers (GOMAXPROCS) so that one image takes the
+// split path. The cases cover strides 1 and 2, dilation, uneven padding,
+// 1×1 stride 2, bands of uneven rows, more bands than rows, and (AVX2)
+// a 7×7 plane with shared padding columns, whose last row reads past the
+// band's rows.
+func TestConvBands(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(105, 106))
+	relu := rt.Activation{Fn: rt.Relu}
+	cases := []convCase{
+		{n: 1, c: 5, h: 23, w: 21, k: 24, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true, act: relu},
+		{n: 1, c: 3, h: 40, w: 37, k: 40, kh: 3, kw: 3, sh: 2, sw: 2, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true},
+		{n: 1, c: 37, h: 7, w: 7, k: 29, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true},
+		{n: 1, c: 6, h: 19, w: 17, k: 30, kh: 3, kw: 3, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 2, dw: 2, g: 1, act: relu},
+		{n: 1, c: 4, h: 25, w: 22, k: 32, kh: 5, kw: 5, sh: 1, sw: 1, pt: 2, pl: 1, pb: 0, pr: 3, dh: 1, dw: 1, g: 1, bias: true},
+		{n: 1, c: 20, h: 30, w: 29, k: 96, kh: 1, kw: 1, sh: 2, sw: 2, dh: 1, dw: 1, g: 1, bias: true},
+		{n: 1, c: 8, h: 16, w: 15, k: 40, kh: 3, kw: 3, sh: 2, sw: 1, pt: 0, pl: 1, pb: 2, pr: 0, dh: 1, dw: 1, g: 2},
+	}
+	save, saveW, saveO, saveB := convCases, winoMode, ocwMode, dcwBands
+	defer func() { convCases, winoMode, ocwMode, dcwBands = save, saveW, saveO, saveB }()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	convCases, winoMode, ocwMode = cases, -1, -1
+	for _, lv := range ewLevels() {
+		for _, nb := range []int{-1, 1, 3, 0} {
+			t.Run(fmt.Sprintf("%s/bands=%d", levelNames[lv], nb), func(t *testing.T) {
+				dcwBands = nb
+				withLevel(lv, func() {
+					runConvCases(t, e, rng, []rt.DType{rt.F32}, false)
+					testConvRes(t, []rt.DType{rt.F32}, cases)
+				})
 			})
 		}
 	}

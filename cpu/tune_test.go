@@ -13,7 +13,8 @@ import (
 // VRUN_CPU_OCW=1 or -1 forces the channels-in-lanes kernels on or off;
 // VRUN_CPU_MP33=0 turns the 3×3 stride-2 max-pooling kernel off;
 // VRUN_CPU_DW3FLAT sets the widest plane of the flat depthwise kernel
-// (dw3FlatMaxW; 0: none); VRUN_CPU_LEVEL caps the kernel level
+// (dw3FlatMaxW; 0: none); VRUN_CPU_DCWBAND=-1 turns directConv's bands
+// off, k > 0 forces k bands a worker (dcwBands); VRUN_CPU_LEVEL caps the kernel level
 // (maxKernelLevel: 0 Go, 1 AVX2, 2 AVX-512), to time the AVX2 kernels on an
 // AVX-512 machine.
 func init() {
@@ -46,6 +47,9 @@ func init() {
 	}
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCWPW")); err == nil {
 		dcwPointwise = v != 0
+	}
+	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCWBAND")); err == nil {
+		dcwBands = v
 	}
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DW3FLAT")); err == nil {
 		dw3FlatMaxW = v

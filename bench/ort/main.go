@@ -211,17 +211,23 @@ func profileModel(ctx context.Context, m *ortpeer.Model, n int) error {
 	defer s.Close()
 	times := map[string][]float64{}
 	ops := map[string]string{}
+	var walls, sums []float64
 	for i := 0; i < n+3; i++ {
+		t0 := time.Now()
 		if _, err := s.Run(ctx, m.Inputs); err != nil {
 			return err
 		}
+		wall := time.Since(t0)
 		if i < 3 {
 			continue
 		}
+		sum := 0.0
 		for _, p := range s.Profile() {
 			times[p.Node] = append(times[p.Node], float64(p.Time)/1e6)
 			ops[p.Node] = p.Op
+			sum += float64(p.Time) / 1e6
 		}
+		walls, sums = append(walls, float64(wall)/1e6), append(sums, sum)
 	}
 	type row struct {
 		node string
@@ -234,7 +240,8 @@ func profileModel(ctx context.Context, m *ortpeer.Model, n int) error {
 		total += ortpeer.Median(ts)
 	}
 	sort.Slice(rows, func(a, b int) bool { return rows[a].med > rows[b].med })
-	fmt.Printf("\n%s: %d nodes, sum of per-node medians %.3f ms over %d runs\n", m.Name, len(rows), total, n)
+	fmt.Printf("\n%s: %d nodes, sum of per-node medians %.3f ms over %d runs (median per run: nodes %.3f ms, Run %.3f ms)\n",
+		m.Name, len(rows), total, n, ortpeer.Median(sums), ortpeer.Median(walls))
 	for _, r := range rows[:min(*profileTop, len(rows))] {
 		fmt.Printf("  %9.4f ms %5.1f%%  %-14s %s\n", r.med, 100*r.med/total, ops[r.node], r.node)
 	}
