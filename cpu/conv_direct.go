@@ -138,15 +138,18 @@ var dcwSharedPad = true
 // still reads the right element, since a read past a row's last column
 // lands in the next row's left padding, zeros, when the columns past wq
 // are all right padding and fewer than PadL. It is taken where it needs
-// fewer vectors over the flat range of outputs, (OH-1)·wq + OW, and only
-// with AVX2 (measured there, where a 7×7 plane takes 8 vectors a channel
-// at wq = 9 and 7 at 8): ResNet's 512 3×3 on 7×7, wall µs, best of 200
-// runs alternating with the sharing off (dcwSharedPad), 2 threads
-// given the cores (chrt -f), 1462 against 1589, one thread 2896 against
-// 3185 (BenchmarkConvShapes' /direct-noshare compares the same).
+// fewer vectors over the flat range of outputs, (OH-1)·wq + OW. With
+// AVX2, where a 7×7 plane takes 8 vectors a channel at wq = 9 and 7 at 8:
+// ResNet's 512 3×3 on 7×7, wall µs, best of 200 runs alternating with the
+// sharing off (dcwSharedPad), 2 threads given the cores (chrt -f), 1462
+// against 1589, one thread 2896 against 3185 (BenchmarkConvShapes'
+// /direct-noshare compares the same). With AVX-512, a 13×13 plane takes
+// 12 vectors at wq = 14 and 13 at 15: single-thread µs on a Zen 5, best
+// of 5 alternating, squeezenet's 48→192 3×3 171 → 158 and 64→256 299 →
+// 277.
 func dcwSharedPadWq(o *rt.Conv, wq, wpd int) int {
 	lanes := dcwLanes()
-	if !dcwSharedPad || lanes >= 16 || o.OW > lanes || o.PadL <= 0 {
+	if !dcwSharedPad || o.OW > lanes || o.PadL <= 0 {
 		return wq
 	}
 	w2 := max(o.OW, wpd-o.PadL, min(wpd, o.PadL+o.Width))

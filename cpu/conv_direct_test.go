@@ -314,13 +314,19 @@ func TestConvSharedPad(t *testing.T) {
 		{n: 1, c: 12, h: 11, w: 7, k: 9, kh: 3, kw: 3, sh: 2, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true},
 		{n: 2, c: 6, h: 6, w: 6, k: 6, kh: 5, kw: 5, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 1, dw: 1, g: 6, bias: true},    // depthwise
 		{n: 1, c: 130, h: 7, w: 7, k: 70, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, bias: true}, // tap chunks
+		{n: 1, c: 9, h: 13, w: 13, k: 20, kh: 3, kw: 3, sh: 1, sw: 1, pt: 1, pl: 1, pb: 1, pr: 1, dh: 1, dw: 1, g: 1, act: relu},  // AVX-512 width 14
 	}
-	if dcwMaxKB(2) > 0 && dcwLanes() < 16 {
-		// The 7×7 plane takes the shared width (8, not 9).
-		o := &rt.Conv{N: 1, C: 37, H: 7, Width: 7, K: 29, OH: 7, OW: 7, KH: 3, KW: 3, StrideH: 1, StrideW: 1, PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1}
+	if dcwMaxKB(2) > 0 {
+		// With AVX2 the 7×7 plane takes the shared width (8, not 9),
+		// with AVX-512 the 13×13 one (14, not 15).
+		hw, want := 7, 8
+		if dcwLanes() >= 16 {
+			hw, want = 13, 14
+		}
+		o := &rt.Conv{N: 1, C: 37, H: hw, Width: hw, K: 29, OH: hw, OW: hw, KH: 3, KW: 3, StrideH: 1, StrideW: 1, PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1}
 		p := newDconvPlan(o, make([]float32, 29*37*9), nil)
-		if p.wq != 8 {
-			t.Fatalf("7×7 3×3 plan: phase width %d, want 8", p.wq)
+		if p.wq != want {
+			t.Fatalf("%d×%d 3×3 plan: phase width %d, want %d", hw, hw, p.wq, want)
 		}
 	}
 	save, saveW, saveO, saveS := convCases, winoMode, ocwMode, dcwSharedPad
