@@ -222,7 +222,7 @@ func ocwConv(o *rt.Conv, x, w, bias, y []float32) {
 		}
 	}
 	for n := 0; n < o.N; n++ {
-		in := p.input(x, *bs, n, 0, true)
+		in := p.sharedInput(x, *bs, n, 0)
 		yn := y[n*o.K*P : (n+1)*o.K*P]
 		parallelFor(tasks, 1, func(t0, t1 int) {
 			as := getScratch[float32](rows * o.OW * 64)
