@@ -92,7 +92,7 @@ type dconvPlan struct {
 	hiOff  int   // the largest of offs (all >= 0)
 	// band: the layout of a band of output rows, whose phase rows a
 	// worker fills into its own buffer (directConv with few images and
-	// groups); band.rows == 0 until bands sets it.
+	// groups); band.rows == 0 until setBands sets it.
 	band dconvBand
 	// wbufs: each worker's filled input planes in a split (workerInput).
 	wbufs      []*[]float32
@@ -692,7 +692,7 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 // dconvBand is the layout of the bands of output rows that bandConv
 // splits a plane into.
 type dconvBand struct {
-	rows, n int    // output rows a band (the last may have fewer), bands
+	rows, n int    // the most output rows a band has (the last one's), bands
 	l       phases // phase rows a band's buffer holds (its rows and the halo below)
 	buf     int    // the buffer's length
 	offs    []int  // per tap, in the band's buffer
@@ -706,8 +706,8 @@ var dcwBands = 0
 
 // bands returns the number of bands of output rows that directConv
 // splits its few images and groups into between nw workers (bandConv),
-// or 0 to split channel blocks and row chunks of one shared buffer
-// instead.
+// or 0 to split channel blocks and row chunks instead (each worker with
+// all of the input planes: workerInput).
 func (p *dconvPlan) bands(nw int) int {
 	if dcwBands != 0 {
 		return max(0, dcwBands*nw)
@@ -741,9 +741,9 @@ func (p *dconvPlan) setBands(nb int) {
 // rows and the halo the taps read below them) into a buffer of its own,
 // then computes every channel block of the band. Each worker reads only
 // its own rows of the input and writes only its own rows of the output,
-// where the shared buffer of the channel-block split was written by both
-// workers and read whole by each, and y's rows went to whichever worker
-// took their chunk.
+// where the channel-block split reads all of the input on each worker
+// and sends y's rows to whichever worker took their chunk. (The figures
+// below were taken when that split still shared one input buffer.)
 //
 // On a 2-vCPU AMD Zen 5 (AVX-512), 2 threads, BenchmarkConvShapes µs,
 // best / median of 3 rounds alternating with the bands off: 16→64 3×3
