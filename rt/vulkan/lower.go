@@ -40,6 +40,9 @@ type dispatch struct {
 	// scratch is the size in bytes of the stream scratch buffer this
 	// dispatch binds through scratchBuf (split-K partials), or 0.
 	scratch int64
+	// slot is the slot of the scratch buffer the dispatch binds (see
+	// stream.Launch).
+	slot int
 	// tagAt, when > 0, is the push word that takes the op's index-status
 	// tag (its launch index + 1, or 0 when it allows out-of-range
 	// indices); the dispatch binds the stream's status words through

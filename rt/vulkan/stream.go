@@ -4,6 +4,8 @@ package vulkan
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -42,6 +44,7 @@ type stream struct {
 	qpool    uint64 // VkQueryPool of the recording
 	nq       uint32
 	recorded bool
+	barriers int // between dispatches in the recording (tests)
 
 	inflight bool
 	times    rt.LaunchTimes // of the last Submit, with profile
@@ -53,6 +56,11 @@ type stream struct {
 	// them. Freed on Reset and Close.
 	scratch *buffer
 	retired []*buffer
+	// nScratch counts the launches that bind the scratch buffer; launch
+	// k takes slot k % scratchSlots of it, so that split-K ops of
+	// independent branches (a fire module's two expands) can run
+	// between the same two barriers.
+	nScratch int
 
 	// status holds the rt.IndexStatusWords that checked Gather,
 	// GatherElements and ScatterElements kernels flag an out-of-range
@@ -166,6 +174,9 @@ func (s *stream) Launch(op rt.Op) error {
 	if err := s.ensureScratch(ds); err != nil {
 		return fmt.Errorf("%s: %w", op.OpName(), err)
 	}
+	if scratchSlot(ds, s.nScratch%scratchSlots) {
+		s.nScratch++
+	}
 	for i := range ds {
 		if ds[i].tagAt == 0 {
 			continue
@@ -189,18 +200,60 @@ func (s *stream) Launch(op rt.Op) error {
 	return nil
 }
 
-// ensureScratch grows the scratch buffer to what ds need. The old
-// buffer may still be used by a submitted recording: it is released once
-// the stream re-records, resets or closes.
+// scratchSlots is the number of slots of a stream's scratch buffer.
+const scratchSlots = 2
+
+// slotShift places a scratch slot's spans apart from every other slot's
+// (span offsets slot<<slotShift on): the stride of the slots in the
+// buffer is known only when the stream records.
+const slotShift = 40
+
+// scratchSlot moves the dispatches of ds that bind the scratch buffer to
+// the given slot, and says whether there were any.
+func scratchSlot(ds []dispatch, slot int) bool {
+	any := false
+	for i := range ds {
+		x := &ds[i]
+		if x.scratch == 0 {
+			continue
+		}
+		any = true
+		x.slot = slot
+		for _, sp := range [][]span{x.reads, x.writes} {
+			for j := range sp {
+				if sp[j].b == scratchBuf {
+					sp[j].lo += int64(slot) << slotShift
+					sp[j].hi += int64(slot) << slotShift
+				}
+			}
+		}
+	}
+	return any
+}
+
+// scratchStride is the distance in bytes between the slots of the
+// scratch buffer.
+func (s *stream) scratchStride() int64 {
+	if s.scratch == nil {
+		return 0
+	}
+	return s.scratch.size / scratchSlots
+}
+
+// ensureScratch grows the scratch buffer to what ds need in each of its
+// slots. The old buffer may still be used by a submitted recording: it is
+// released once the stream re-records, resets or closes.
 func (s *stream) ensureScratch(ds []dispatch) error {
 	var need int64
 	for _, x := range ds {
 		need = max(need, x.scratch)
 	}
-	if need == 0 || s.scratch != nil && s.scratch.size >= need {
+	if need == 0 || s.scratchStride() >= need {
 		return nil
 	}
-	b, err := s.d.newBuffer(need, s.d.bufType, false)
+	align := max(s.d.minAlign, 256)
+	need = (need + align - 1) / align * align
+	b, err := s.d.newBuffer(scratchSlots*need, s.d.bufType, false)
 	if err != nil {
 		return err
 	}
@@ -233,6 +286,7 @@ func (s *stream) Reset() {
 	}
 	s.cmds = nil
 	s.nLaunch = 0
+	s.nScratch = 0
 	s.ops = nil
 	s.usesStatus = false
 	s.times.Set(nil)
@@ -264,6 +318,68 @@ func (s *stream) freeRecording() {
 func overlaps(list []span, x span) bool {
 	for _, y := range list {
 		if y.b == x.b && y.lo < x.hi && x.lo < y.hi {
+			return true
+		}
+	}
+	return false
+}
+
+// levelWindow bounds the dispatches levelOrder orders together (its cost
+// grows with the square of their number).
+const levelWindow = 512
+
+// reorderOff reports whether VRUN_VK_REORDER=0 keeps a recording's
+// dispatches in launch order (to measure what levelOrder gains).
+func reorderOff() bool { return strings.TrimSpace(os.Getenv("VRUN_VK_REORDER")) == "0" }
+
+// levelOrder orders a run of dispatches by level, so that each barrier
+// the recording needs separates as many of them as it can: a dispatch's
+// level is one more than the highest level of the earlier dispatches it
+// conflicts with (it reads what they write, or writes what they read or
+// write), or 0. Dispatches of one level conflict with none of each other,
+// and a dispatch comes after every earlier one it conflicts with, so the
+// order computes what launch order does; the recording's hazard tracking
+// then puts a barrier between levels. A fire module's two expand
+// convolutions, or a residual block's shortcut, share their levels.
+// Windows of levelWindow dispatches are ordered one after the other.
+func levelOrder(xs []*dispatch) []*dispatch {
+	if reorderOff() {
+		return xs
+	}
+	out := make([]*dispatch, 0, len(xs))
+	level := make([]int, levelWindow)
+	for lo := 0; lo < len(xs); lo += levelWindow {
+		w := xs[lo:min(lo+levelWindow, len(xs))]
+		top := 0
+		for i, x := range w {
+			level[i] = 0
+			for j := range i {
+				if level[j] >= level[i] && conflict(w[j], x) {
+					level[i] = level[j] + 1
+				}
+			}
+			top = max(top, level[i])
+		}
+		for l := 0; l <= top; l++ {
+			for i, x := range w {
+				if level[i] == l {
+					out = append(out, x)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// conflict says whether b, issued after a, must wait for a.
+func conflict(a, b *dispatch) bool {
+	for _, w := range a.writes {
+		if overlaps(b.reads, w) || overlaps(b.writes, w) {
+			return true
+		}
+	}
+	for _, r := range a.reads {
+		if overlaps(b.writes, r) {
 			return true
 		}
 	}
@@ -332,7 +448,9 @@ func (s *stream) record() error {
 	}
 	var pendW, pendR []span
 	const stages = vk.PipelineStageComputeShaderBit | vk.PipelineStageTransferBit
+	s.barriers = 0
 	barrier := func() {
+		s.barriers++
 		vd.cmdBarrier(cb, stages, stages,
 			vk.AccessShaderWriteBit|vk.AccessTransferWriteBit,
 			vk.AccessShaderReadBit|vk.AccessShaderWriteBit|vk.AccessTransferReadBit|vk.AccessTransferWriteBit)
@@ -382,12 +500,27 @@ func (s *stream) record() error {
 			pendR = append(pendR, r)
 			anyRead = true
 		case rt.CmdLaunch:
+			var xs []*dispatch
 			if s.qpool != 0 {
+				// timed launch by launch: in order
 				vd.cmdWriteTimestamp(cb, vk.PipelineStageTopOfPipeBit, s.qpool, uint32(2*launch))
+				for k := range c.disps {
+					xs = append(xs, &c.disps[k])
+				}
+			} else if i == 0 || s.cmds[i-1].kind != rt.CmdLaunch {
+				// the first of a run of launches issues the run's dispatches
+				j := i
+				for j < len(s.cmds) && s.cmds[j].kind == rt.CmdLaunch {
+					for k := range s.cmds[j].disps {
+						xs = append(xs, &s.cmds[j].disps[k])
+					}
+					j++
+				}
+				xs = levelOrder(xs)
 			}
-			for _, x := range c.disps {
+			for _, x := range xs {
 				hazard(x.reads, x.writes)
-				set, err := s.descriptorSet(x)
+				set, err := s.descriptorSet(*x)
 				if err != nil {
 					vd.endCommandBuffer(cb)
 					return err
@@ -423,6 +556,7 @@ func (s *stream) descriptorSet(x dispatch) (uint64, error) {
 	for i, b := range x.binds {
 		if b.b == scratchBuf {
 			b.b = s.scratch
+			b.off += int64(x.slot) * s.scratchStride()
 		}
 		if b.b == statusBuf {
 			b.b = s.status
