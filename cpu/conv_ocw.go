@@ -77,12 +77,24 @@ func useOcw(o *rt.Conv) bool {
 // against 3477, and squeezenet's 48→192 on 13×13, 358 against 396, but
 // not Winograd F(2,3), 2069-2233 and 358-419), so they run only when
 // forced (ocwMode).
+//
+// With several workers the direct kernels split a few images by bands or
+// give each worker its own input planes (bandConv, workerInput), while
+// these kernels share one: on two threads (Zen 5, µs, two rounds) the
+// direct kernels win on 13×13 and 14×14 (squeezenet's 48→192 105-120
+// against 131-133, 64→256 191-267 against 235, ResNet's 256 3×3 on 14×14
+// 745-785 against 819-952) and lose only on 7×7 (ResNet's 512 3×3
+// 830-860 against 776-790), so there the rows must be at most 8 long.
 func ocwPick(o *rt.Conv) bool {
 	if ocwMaxV() < 4 {
 		return false
 	}
 	taps := o.C * o.KH * o.KW
-	return o.KH*o.KW > 1 && o.StrideH == 1 && o.StrideW == 1 && o.OW <= 16 &&
+	maxOW := 16
+	if workers() > 1 {
+		maxOW = 8
+	}
+	return o.KH*o.KW > 1 && o.StrideH == 1 && o.StrideW == 1 && o.OW <= maxOW &&
 		taps >= 432 && o.K >= 128 && o.K%64 == 0 && (o.K*taps <= 1<<20 || constRef(o.W))
 }
 
