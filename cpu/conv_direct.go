@@ -670,23 +670,51 @@ func directConv(o *rt.Conv, x, w, bias, y []float32) {
 	}
 	// Few images and groups: split each group's channel blocks and row
 	// chunks between the workers, each with its own input planes.
-	nt := nkb * p.nchunk
+	// Where the input is read in place, the weights are small and the
+	// planes large enough for two chunks of at least 128 outputs a
+	// worker, the tasks go row chunk by row chunk and each worker starts
+	// on its own rows (runHomes): it reads only its rows of the input,
+	// which the op before, split likewise, has left in its core's cache.
+	rows, nch := p.rows, p.nchunk
+	rowMajor := p.inPlace && p.smallWeights() && homesMode >= 0 && o.OH/(2*workers())*o.OW >= 128
+	if rowMajor {
+		rows = min(rows, ceilDiv(o.OH, 2*workers()))
+		nch = ceilDiv(o.OH, rows)
+	}
+	nt := nkb * nch
 	nw := min(workers(), nt)
 	for u := 0; u < units; u++ {
 		n, g := u/o.Groups, u%o.Groups
 		p.splitInputs(nw)
-		runGuided(nt, 1, 2*nw, nw, nil, func(w, lo, hi int) {
+		run := func(w, lo, hi int) {
 			in := p.workerInput(x, n, g, w)
 			os := getScratch[float32](outLen)
 			for t := lo; t < hi; t++ {
-				i, c := t/p.nchunk, t%p.nchunk
-				oh0 := c * p.rows
-				p.chunk(in[oh0*p.wq:], p.offs, p.hiOff, *os, y, n, g, i, oh0, min(o.OH, oh0+p.rows))
+				i, c := t/nch, t%nch
+				if rowMajor {
+					i, c = t%nkb, t/nkb
+				}
+				oh0 := c * rows
+				p.chunk(in[oh0*p.wq:], p.offs, p.hiOff, *os, y, n, g, i, oh0, min(o.OH, oh0+rows))
 			}
 			putScratch(os)
-		})
+		}
+		if rowMajor {
+			runHomes(nt, 1, nw, run)
+		} else {
+			runGuided(nt, 1, 2*nw, nw, nil, run)
+		}
 		p.releaseInputs()
 	}
+}
+
+// smallWeights reports whether the weights of a group are small against
+// its activations (at most 4 times the input and output planes), so
+// that splitting the rows between the workers, each reading all of the
+// weights, beats splitting the channels, each reading all of the input.
+func (p *dconvPlan) smallWeights() bool {
+	o := p.o
+	return p.kg*p.taps <= 4*(p.cg*o.H*o.Width+p.kg*o.OH*o.OW)
 }
 
 // dconvBand is the layout of the bands of output rows that bandConv
@@ -713,7 +741,7 @@ func (p *dconvPlan) bands(nw int) int {
 		return max(0, dcwBands*nw)
 	}
 	o := p.o
-	if p.kg*p.taps > 4*(p.cg*o.H*o.Width+p.kg*o.OH*o.OW) {
+	if !p.smallWeights() {
 		return 0
 	}
 	for nb := 2 * nw; nb >= nw; nb -= nw {
@@ -761,7 +789,7 @@ func (p *dconvPlan) bandConv(x, y []float32, nb, outLen int) {
 	b := &p.band
 	for u := 0; u < o.N*o.Groups; u++ {
 		n, g := u/o.Groups, u%o.Groups
-		parallelFor(b.n, 1, func(b0, b1 int) {
+		runHomes(b.n, 1, min(workers(), b.n), func(_, b0, b1 int) {
 			bs, os := getScratch[float32](b.buf), getScratch[float32](outLen)
 			buf := *bs
 			for j := b0; j < b1; j++ {

@@ -345,8 +345,9 @@ func TestConvSharedPad(t *testing.T) {
 // TestConvBands checks directConv's bands of output rows (bandConv)
 // against a float64 reference, with and without a residual, at every
 // kernel level: with bands forced off, on at one and three a worker, and
-// chosen, on three workers (GOMAXPROCS) so that one image takes the
-// split path. The cases cover strides 1 and 2, dilation, uneven padding,
+// chosen, with the workers' home ranges (runHomes) and without, on three
+// workers (GOMAXPROCS) so that one image takes the split path, and 1×1
+// convolutions read in place its row chunks. The cases cover strides 1 and 2, dilation, uneven padding,
 // 1×1 stride 2, bands of uneven rows, more bands than rows, and (AVX2)
 // a 7×7 plane with shared padding columns, whose last row reads past the
 // band's rows.
@@ -362,15 +363,19 @@ func TestConvBands(t *testing.T) {
 		{n: 1, c: 4, h: 25, w: 22, k: 32, kh: 5, kw: 5, sh: 1, sw: 1, pt: 2, pl: 1, pb: 0, pr: 3, dh: 1, dw: 1, g: 1, bias: true},
 		{n: 1, c: 20, h: 30, w: 29, k: 96, kh: 1, kw: 1, sh: 2, sw: 2, dh: 1, dw: 1, g: 1, bias: true},
 		{n: 1, c: 8, h: 16, w: 15, k: 40, kh: 3, kw: 3, sh: 2, sw: 1, pt: 0, pl: 1, pb: 2, pr: 0, dh: 1, dw: 1, g: 2},
+		// 1×1 stride 1, read in place: row chunks from each worker's home
+		{n: 1, c: 20, h: 30, w: 29, k: 40, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 1, bias: true, act: relu},
+		{n: 1, c: 13, h: 47, w: 25, k: 9, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 1},
 	}
-	save, saveW, saveO, saveB := convCases, winoMode, ocwMode, dcwBands
-	defer func() { convCases, winoMode, ocwMode, dcwBands = save, saveW, saveO, saveB }()
+	save, saveW, saveO, saveB, saveH := convCases, winoMode, ocwMode, dcwBands, homesMode
+	defer func() { convCases, winoMode, ocwMode, dcwBands, homesMode = save, saveW, saveO, saveB, saveH }()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
 	convCases, winoMode, ocwMode = cases, -1, -1
 	for _, lv := range ewLevels() {
-		for _, nb := range []int{-1, 1, 3, 0} {
-			t.Run(fmt.Sprintf("%s/bands=%d", levelNames[lv], nb), func(t *testing.T) {
-				dcwBands = nb
+		for _, v := range []struct{ nb, homes int }{{-1, 0}, {1, 0}, {3, 0}, {0, 0}, {0, -1}} {
+			nb := v.nb
+			t.Run(fmt.Sprintf("%s/bands=%d/homes=%d", levelNames[lv], nb, v.homes), func(t *testing.T) {
+				dcwBands, homesMode = nb, v.homes
 				withLevel(lv, func() {
 					runConvCases(t, e, rng, []rt.DType{rt.F32}, false)
 					testConvRes(t, []rt.DType{rt.F32}, cases)

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/vrun-go/vrun/rt"
@@ -219,17 +220,28 @@ func TestConvOcw(t *testing.T) {
 }
 
 // TestOcwPick pins the heuristic on squeezenet's and ResNet-18's
-// convolutions (with AVX-512; with AVX2 it picks none).
+// convolutions (with AVX-512; with AVX2 it picks none), on one worker
+// and on two (where the 13×13 rows go to the direct kernels).
 func TestOcwPick(t *testing.T) {
 	if ocwMaxP(1) == 0 {
 		t.Skip("no channels-in-lanes kernels here (needs AVX2 or AVX-512, not purego)")
 	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		checkOcwPick(t, procs)
+	}
+}
+
+func checkOcwPick(t *testing.T, procs int) {
+	t.Helper()
+	one := procs == 1
 	for _, c := range []struct {
 		c, h, k, kk, s, p int
 		want              bool
 	}{
-		{64, 13, 256, 3, 1, 1, true},    // fire 11, 12 expand3x3
-		{48, 13, 192, 3, 1, 1, true},    // fire 9, 10
+		{64, 13, 256, 3, 1, 1, one},     // fire 11, 12 expand3x3
+		{48, 13, 192, 3, 1, 1, one},     // fire 9, 10
 		{32, 27, 128, 3, 1, 1, false},   // fire 6, 7: wide rows
 		{16, 55, 64, 3, 1, 1, false},    // fire 3, 4
 		{512, 13, 1000, 1, 1, 0, false}, // classifier 1×1
@@ -242,7 +254,7 @@ func TestOcwPick(t *testing.T) {
 			StrideH: c.s, StrideW: c.s, PadT: c.p, PadL: c.p, DilH: 1, DilW: 1, Groups: 1}
 		want := c.want && ocwMaxV() == 4 // never with AVX2
 		if got := useOcw(o); got != want {
-			t.Errorf("%d→%d %d×%d on %d×%d: useOcw = %v, want %v", c.c, c.k, c.kk, c.kk, c.h, c.h, got, want)
+			t.Errorf("%d workers, %d→%d %d×%d on %d×%d: useOcw = %v, want %v", procs, c.c, c.k, c.kk, c.kk, c.h, c.h, got, want)
 		}
 	}
 	// ResNet's 512 3×3 with its weights in a buffer marked constant (as

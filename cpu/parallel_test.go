@@ -18,6 +18,41 @@ func withProcs(t *testing.T, n int, f func()) {
 	f()
 }
 
+// TestRunHomesCoversOnce checks that runHomes visits every index once,
+// on workers numbered below nw, none of them twice at once, for ranges
+// shorter and longer than the workers' homes.
+func TestRunHomesCoversOnce(t *testing.T) {
+	for _, procs := range []int{1, 2, 3, 4} {
+		withProcs(t, procs, func() {
+			for _, n := range []int{1, 2, 3, 7, 64, 1000, 4097} {
+				for _, grain := range []int{1, 3, 100} {
+					nw := min(procs, n)
+					hits := make([]atomic.Int32, n)
+					busy := make([]atomic.Int32, nw)
+					runHomes(n, grain, nw, func(w, lo, hi int) {
+						if w < 0 || w >= nw || lo < 0 || hi > n || lo >= hi {
+							t.Errorf("n=%d grain=%d: worker %d of %d, range [%d,%d)", n, grain, w, nw, lo, hi)
+							return
+						}
+						if busy[w].Add(1) != 1 {
+							t.Errorf("n=%d grain=%d: worker %d runs twice at once", n, grain, w)
+						}
+						for i := lo; i < hi; i++ {
+							hits[i].Add(1)
+						}
+						busy[w].Add(-1)
+					})
+					for i := range hits {
+						if h := hits[i].Load(); h != 1 {
+							t.Fatalf("procs=%d n=%d grain=%d: index %d visited %d times", procs, n, grain, i, h)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestParallelForCoversOnce(t *testing.T) {
 	for _, procs := range []int{1, 2, 4} {
 		withProcs(t, procs, func() {
