@@ -239,9 +239,12 @@ var homesMode = 0
 // wrote: on a 2-vCPU Zen 5, a core read 1.6 MB that the other had just
 // written in 47 µs, and its own in 19 µs. In-process A/B of 60
 // alternating rounds of 10 runs, 2 threads, homes off → on (directConv's
-// bands and 1×1 row chunks, maxPool33): squeezenet1_1 median 3.87 →
-// 3.59 ms and 4.94 → 4.73 (two sessions), mobilenet_v2 5.74 → 5.38 and
-// 6.39 → 5.95, resnet18 level (16.35 → 16.26, 15.74 → 15.93).
+// bands and 1×1 row chunks): squeezenet1_1 median 3.87 → 3.59 ms and
+// 4.40 → 4.10 (two runs), mobilenet_v2 5.74 → 5.38 and 5.53 → 5.16,
+// resnet18 level (16.35 → 16.26). maxPool33 split by bands of rows
+// likewise lost against its split by planes (squeezenet's pools at 2
+// threads, ms: 0.115-0.120 → 0.120, 0.057-0.063 → 0.079, 0.048-0.061 →
+// 0.103), so it keeps that.
 func runHomes(n, grain, nw int, f func(w, lo, hi int)) {
 	runSplit(n, grain, 2*nw, nw, homesMode >= 0, nil, f)
 }

@@ -27,29 +27,26 @@ func maxPool33(o *rt.Pool, x, y []float32) bool {
 	// column 2·ow - pl; rows [pt, hf) windows inside the plane.
 	nf := max(0, min(OW, (W-3+pl)/2+1)-pl)
 	hf := min(OH, (H-3+pt)/2+1)
-	// rows computes output rows [oh0, oh1) of plane c.
-	rows := func(c, oh0, oh1 int) {
+	plane := func(c int) {
 		xp := x[c*H*W : (c+1)*H*W]
 		yp := y[c*OH*OW : (c+1)*OH*OW]
-		k0, k1 := max(oh0, pt), min(oh1, hf) // rows of the kernel
 		switch {
-		case k0 >= k1:
-		case pl == 0 && nf == OW:
-			maxPool33Rows(yp[k0*OW:], xp[(2*k0-pt)*W:], k1-k0, W, 2*W, OW)
+		case pl == 0 && nf == OW && hf > pt:
+			maxPool33Rows(yp[pt*OW:], xp[(2*pt-pt)*W:], hf-pt, W, 2*W, OW)
 			if pt == 0 && hf == OH {
 				// No window reaches past an edge (squeezenet's): the
 				// loop below, a check an output, took about a third of
 				// the AVX2 kernel's time on 256×27×27.
 				return
 			}
-		case nf > 0 && maxPool33RowsLd(yp[k0*OW+pl:], xp[(2*k0-pt)*W+2*pl-pl:], k1-k0, W, 2*W, nf, OW):
+		case hf > pt && nf > 0 && maxPool33RowsLd(yp[pt*OW+pl:], xp[(2*pt-pt)*W+2*pl-pl:], hf-pt, W, 2*W, nf, OW):
 			// The rows in one call, OW apart (AVX2).
 		default:
-			for oh := k0; oh < k1; oh++ {
+			for oh := pt; oh < hf; oh++ {
 				maxPool33Rows(yp[oh*OW+pl:oh*OW+pl+nf], xp[(2*oh-pt)*W+2*pl-pl:], 1, W, 2*W, nf)
 			}
 		}
-		for oh := oh0; oh < oh1; oh++ {
+		for oh := 0; oh < OH; oh++ {
 			f0, f1 := pl, pl+nf // columns done by the kernel
 			switch {
 			case oh >= pt && oh < hf && f0 == 0 && f1 == OW:
@@ -74,27 +71,13 @@ func maxPool33(o *rt.Pool, x, y []float32) bool {
 	}
 	if NC*OH*OW < 1<<13 {
 		for c := 0; c < NC; c++ {
-			rows(c, 0, OH)
+			plane(c)
 		}
-		return true
-	}
-	if nw := workers(); homesMode >= 0 && nw > 1 && OH >= 4*nw {
-		// By bands of rows, each worker starting on its own (runHomes),
-		// as the convolutions before and after split their planes
-		// (bandConv, directConv's row chunks): each core reads the rows
-		// it wrote.
-		nb := 2 * nw
-		runHomes(nb*NC, max(1, (1<<13)/(OH*OW/nb)), nw, func(_, lo, hi int) {
-			for t := lo; t < hi; t++ {
-				b, c := t/NC, t%NC
-				rows(c, b*OH/nb, (b+1)*OH/nb)
-			}
-		})
 		return true
 	}
 	parallelFor(NC, max(1, (1<<13)/(OH*OW)), func(lo, hi int) {
 		for c := lo; c < hi; c++ {
-			rows(c, 0, OH)
+			plane(c)
 		}
 	})
 	return true

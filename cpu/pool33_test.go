@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"testing"
 
 	"github.com/vrun-go/vrun/rt"
@@ -18,19 +17,11 @@ import (
 // right and bottom edges, with one or two input rows left), NaN and -Inf
 // inputs, and enough planes to split between the workers; at every
 // kernel level (AVX-512, AVX2, and the Go paths).
-//
-// The large planes split between three workers (GOMAXPROCS) by bands of
-// rows from each worker's home (runHomes) and, with homesMode -1, by
-// planes.
 func TestMaxPool33(t *testing.T) {
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(73, 74))
-	defer func(h int) { homesMode = h }(homesMode)
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
 	for _, lv := range ewLevels() {
-		for _, homesMode = range []int{0, -1} {
-			withLevel(lv, func() { checkMaxPool33(t, e, rng) })
-		}
+		withLevel(lv, func() { checkMaxPool33(t, e, rng) })
 	}
 }
 
