@@ -244,7 +244,9 @@ var homesMode = 0
 // resnet18 level (16.35 → 16.26). maxPool33 split by bands of rows
 // likewise lost against its split by planes (squeezenet's pools at 2
 // threads, ms: 0.115-0.120 → 0.120, 0.057-0.063 → 0.079, 0.048-0.061 →
-// 0.103), so it keeps that.
+// 0.103), and so did dw3Conv by bands of rows (its kernels given a first
+// row; mobilenet_v2 median 5.26 → 5.46 and 5.07 → 5.32 ms), so both keep
+// their split by planes.
 func runHomes(n, grain, nw int, f func(w, lo, hi int)) {
 	runSplit(n, grain, 2*nw, nw, homesMode >= 0, nil, f)
 }
