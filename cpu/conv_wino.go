@@ -381,12 +381,27 @@ func winoConv(o *rt.Conv, wk *winoKind, x, w, bias, y []float32) {
 		lo, hi = float32(math.Inf(-1)), float32(math.Inf(1))
 	}
 	ncb, nkb := (C+p.cb-1)/p.cb, (K+p.kb-1)/p.kb
+	// Each step's blocks are dealt from the workers' home ranges
+	// (homesFor), so that a worker writes the same parts of V and M run
+	// after run, which it holds from the last: two threads, in-process
+	// A/B on resnet18 (60 alternating rounds of 10 runs), median 16.06 →
+	// 15.36 and 16.64 → 15.84 ms. Still, the steps each write what the
+	// other worker read in the step before, and two threads gain little
+	// over one here (ResNet's 64 3×3 on 56×56 on a 2-vCPU Zen 5: 0.87-0.90
+	// ms on one, 0.64-0.72 on two, where the direct kernels scale 1.75×).
+	// Splitting each image into bands of tile rows, each worker running
+	// all three steps on its own bands, cost more than it saved (band
+	// halos and narrow GEMMs: 0.81-0.99 ms on two threads).
+	pf := parallelFor
+	if homesMode >= 0 {
+		pf = homesFor
+	}
 	for n := 0; n < N; n++ {
 		// Input transform, a block of cb channels at a time: V[α·a+b][c]
 		// (channel stride pl) = sum over i, j of BT[a][i] BT[b][j] d[i][j],
 		// as tmp[α·i+b] = sum over j of BT[b][j] d[i][j], then V[α·a+b] =
 		// sum over i of BT[a][i] tmp[α·i+b].
-		parallelFor(ncb, 1, func(b0, b1 int) {
+		pf(ncb, 1, func(b0, b1 int) {
 			// The junk column of the last tile row reads wq+1 past the
 			// last phase (m = 2): zeros.
 			nb := m * m * p.cb * pl
@@ -417,7 +432,7 @@ func winoConv(o *rt.Conv, wk *winoKind, x, w, bias, y []float32) {
 			putScratch(ts)
 		})
 		// M[ξ] (K × tiles) = U[ξ] (K × C) · V[ξ] (C × tiles).
-		parallelFor(a2, 1, func(x0, x1 int) {
+		pf(a2, 1, func(x0, x1 int) {
 			for xi := x0; xi < x1; xi++ {
 				g := gemm[float32]{m: K, n: L, k: C, a: U[xi*K*C:], lda: C, b: V[xi*C*pl:], ldb: pl,
 					c: M[xi*K*L:], ldc: L, alpha: 1, threads: 1}
@@ -432,7 +447,7 @@ func winoConv(o *rt.Conv, wk *winoKind, x, w, bias, y []float32) {
 		// Output transform, a block of kb channels at a time: tmp[m·a+j]
 		// = sum over b of AT[j][b] M[α·a+b], then out[m·i+j] = sum over
 		// a of AT[i][a] tmp[m·a+j], interleaved into Y.
-		parallelFor(nkb, 1, func(b0, b1 int) {
+		pf(nkb, 1, func(b0, b1 int) {
 			os, ts, is := getScratch[float32](m*m*p.kb*L), getScratch[float32](al*m*p.kb*L), getScratch[float32](8*p.tw)
 			out, tmp := *os, *ts
 			var offs [6]int

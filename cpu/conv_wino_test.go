@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/vrun-go/vrun/rt"
@@ -48,12 +49,17 @@ func TestWino(t *testing.T) {
 		c := &cases[i]
 		c.kh, c.kw, c.sh, c.sw, c.dh, c.dw, c.g = 3, 3, 1, 1, 1, 1, 1
 	}
-	save := winoMode
-	defer func() { winoMode = save }()
-	for _, mode := range []int{1, 2} {
-		winoMode = mode
-		worst := runWinoCases(t, e, rng, cases)
-		t.Logf("F(%d,3): largest error %.3g of sum |x||w| (tolerance %g)", useWinoM(), worst, winoTol)
+	save, saveH := winoMode, homesMode
+	defer func() { winoMode, homesMode = save, saveH }()
+	// Three workers take the blocks of each step from their home ranges
+	// (homesFor), and, with homesMode -1, as parallelFor deals them.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	for _, homesMode = range []int{0, -1} {
+		for _, mode := range []int{1, 2} {
+			winoMode = mode
+			worst := runWinoCases(t, e, rng, cases)
+			t.Logf("F(%d,3), homes %d: largest error %.3g of sum |x||w| (tolerance %g)", useWinoM(), homesMode, worst, winoTol)
+		}
 	}
 }
 

@@ -251,6 +251,21 @@ func runHomes(n, grain, nw int, f func(w, lo, hi int)) {
 	runSplit(n, grain, 2*nw, nw, homesMode >= 0, nil, f)
 }
 
+// homesFor is parallelFor with each worker starting on its home range
+// (runHomes).
+func homesFor(n, grain int, f func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	grain = max(grain, 1)
+	nw := min(workers(), n/grain)
+	if nw <= 1 {
+		f(0, n)
+		return
+	}
+	runHomes(n, grain, nw, func(_, lo, hi int) { f(lo, hi) })
+}
+
 // runSplit is runGuided, with home ranges (runHomes) when homes is set.
 func runSplit(n, grain, div, nw int, homes bool, f1 func(lo, hi int), f2 func(w, lo, hi int)) {
 	if nw <= 1 || n <= grain {

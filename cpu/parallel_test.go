@@ -18,7 +18,7 @@ func withProcs(t *testing.T, n int, f func()) {
 	f()
 }
 
-// TestRunHomesCoversOnce checks that runHomes visits every index once,
+// TestRunHomesCoversOnce checks that runHomes (and homesFor) visits every index once,
 // on workers numbered below nw, none of them twice at once, for ranges
 // shorter and longer than the workers' homes.
 func TestRunHomesCoversOnce(t *testing.T) {
@@ -45,6 +45,16 @@ func TestRunHomesCoversOnce(t *testing.T) {
 					for i := range hits {
 						if h := hits[i].Load(); h != 1 {
 							t.Fatalf("procs=%d n=%d grain=%d: index %d visited %d times", procs, n, grain, i, h)
+						}
+					}
+					homesFor(n, grain, func(lo, hi int) {
+						for i := lo; i < hi; i++ {
+							hits[i].Add(1)
+						}
+					})
+					for i := range hits {
+						if h := hits[i].Load(); h != 2 {
+							t.Fatalf("homesFor procs=%d n=%d grain=%d: index %d visited %d times", procs, n, grain, i, h-1)
 						}
 					}
 				}
