@@ -60,7 +60,19 @@ func maxPool33(o *rt.Pool, x, y []float32) bool {
 					f0, f1 = pl, pl+nf
 				}
 			}
-			for ow := 0; ow < OW; ow++ {
+			ow := 0
+			if pl == 1 && f0 != 0 {
+				// The left column's window is input columns 0 and 1
+				// (ResNet's pool): inline, where maxWindow took a fifth
+				// of the pool's time.
+				m := float32(math.Inf(-1))
+				for r := max(0, 2*oh-pt); r < min(H, 2*oh-pt+3); r++ {
+					m = max(m, xp[r*W], xp[r*W+1])
+				}
+				yp[oh*OW] = m
+				ow = 1
+			}
+			for ; ow < OW; ow++ {
 				if ow == f0 && f1 > f0 {
 					ow = f1 - 1
 					continue
@@ -92,13 +104,10 @@ var mp33On = true
 // positions inside the plane.
 func maxWindow(xp []float32, H, W, h0, w0, kh, kw int) float32 {
 	m := float32(math.Inf(-1))
+	j0, j1 := max(w0, 0), max(w0, 0, min(W, w0+kw))
 	for i := max(h0, 0); i < min(H, h0+kh); i++ {
-		for j := max(w0, 0); j < min(W, w0+kw); j++ {
-			v := xp[i*W+j]
-			if v != v {
-				return v
-			}
-			m = max(m, v)
+		for _, v := range xp[i*W+j0 : i*W+j1] {
+			m = max(m, v) // NaN if either is
 		}
 	}
 	return m
