@@ -253,18 +253,7 @@ func runHomes(n, grain, nw int, f func(w, lo, hi int)) {
 
 // homesFor is parallelFor with each worker starting on its home range
 // (runHomes).
-func homesFor(n, grain int, f func(lo, hi int)) {
-	if n <= 0 {
-		return
-	}
-	grain = max(grain, 1)
-	nw := min(workers(), n/grain)
-	if nw <= 1 {
-		f(0, n)
-		return
-	}
-	runHomes(n, grain, nw, func(_, lo, hi int) { f(lo, hi) })
-}
+func homesFor(n, grain int, f func(lo, hi int)) { splitFor(n, grain, homesMode >= 0, f) }
 
 // runSplit is runGuided, with home ranges (runHomes) when homes is set.
 func runSplit(n, grain, div, nw int, homes bool, f1 func(lo, hi int), f2 func(w, lo, hi int)) {
@@ -330,7 +319,10 @@ func runSplit(n, grain, div, nw int, homes bool, f1 func(lo, hi int), f2 func(w,
 // times, fixed and guided chunks alternating in one process (600 runs
 // each): squeezenet1_1 2-3 % faster at the 10th, 25th and 50th
 // percentiles, the other two level within 0.5 %.
-func parallelFor(n, grain int, f func(lo, hi int)) {
+func parallelFor(n, grain int, f func(lo, hi int)) { splitFor(n, grain, false, f) }
+
+// splitFor is parallelFor, with home ranges (runHomes) when homes is set.
+func splitFor(n, grain int, homes bool, f func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
@@ -340,7 +332,7 @@ func parallelFor(n, grain int, f func(lo, hi int)) {
 		f(0, n)
 		return
 	}
-	runGuided(n, grain, 2*nw, nw, f, nil)
+	runSplit(n, grain, 2*nw, nw, homes, f, nil)
 }
 
 // elems views a byte slice (aligned for T) as a slice of T.

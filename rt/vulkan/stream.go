@@ -211,13 +211,13 @@ const slotShift = 40
 // scratchSlot moves the dispatches of ds that bind the scratch buffer to
 // the given slot, and says whether there were any.
 func scratchSlot(ds []dispatch, slot int) bool {
-	any := false
+	used := false
 	for i := range ds {
 		x := &ds[i]
 		if x.scratch == 0 {
 			continue
 		}
-		any = true
+		used = true
 		x.slot = slot
 		for _, sp := range [][]span{x.reads, x.writes} {
 			for j := range sp {
@@ -228,7 +228,7 @@ func scratchSlot(ds []dispatch, slot int) bool {
 			}
 		}
 	}
-	return any
+	return used
 }
 
 // scratchStride is the distance in bytes between the slots of the
