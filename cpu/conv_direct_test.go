@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/vrun-go/vrun/rt"
@@ -96,6 +97,97 @@ func testDcwRun(t *testing.T) {
 								t.Fatalf("%s: y[%d] row %d [%d] = %v, want %v", name, k, r, q, got, s)
 							}
 						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDcwRunGap checks the wide kernels' compressed stores (dcwRunGap)
+// against a float64 sum: flat runs over rows of wq of which the first
+// ow are real, ending anywhere in a row (n not a whole number of rows,
+// so that the table's last vector holds lanes of a row past n), with
+// and without the clamp and accumulation, and sentinels everywhere else
+// in y (no junk column and nothing past the last real output written).
+func TestDcwRunGap(t *testing.T) {
+	if kernelLevel() < levelAVX512 || dcwMaxKB(2) == 0 {
+		t.Skip("compressed stores need the AVX-512 wide kernels")
+	}
+	rng := rand.New(rand.NewPCG(71, 72))
+	const sentinel = float32(-12345)
+	for _, u := range []int{2, 4} {
+		for kb := 1; kb <= dcwMaxKB(u); kb++ {
+			for _, shape := range [][2]int{{14, 13}, {56, 55}, {9, 7}, {5, 3}, {20, 16}, {17, 15}, {30, 27}, {113, 112}, {8, 5}} {
+				wq, ow := shape[0], shape[1]
+				rowsAll := 1 + rng.IntN(5)
+				tab := gapTable(nil, rowsAll*wq, wq, ow)
+				// n ends in the last row, inside its real outputs or
+				// anywhere up to its junk columns.
+				n := (rowsAll-1)*wq + 1 + rng.IntN(wq)
+				clamp, acc := rng.IntN(2) == 0, rng.IntN(2) == 0
+				name := fmt.Sprintf("u%d/kb%d/wq%d/ow%d/n%d/clamp%v/acc%v", u, kb, wq, ow, n, clamp, acc)
+				ntaps := 1 + rng.IntN(23)
+				offs := make([]int, ntaps)
+				hi := 0
+				for i := range offs {
+					offs[i] = rng.IntN(50)
+					hi = max(hi, offs[i])
+				}
+				x := make([]float32, hi+n)
+				for i := range x {
+					x[i] = float32(rng.Float64()*2 - 1)
+				}
+				ldw := ntaps + rng.IntN(3)
+				w := make([]float32, kb*ldw)
+				for i := range w {
+					w[i] = float32(rng.Float64()*2 - 1)
+				}
+				bias := make([]float32, kb)
+				for i := range bias {
+					bias[i] = float32(rng.Float64()*2 - 1)
+				}
+				// real reports whether flat output q is stored, and where.
+				real := func(q int) (int, bool) { return q/wq*ow + q%wq, q < n && q%wq < ow }
+				ldy := rowsAll*ow + 3
+				y := make([]float32, kb*ldy)
+				for i := range y {
+					y[i] = sentinel
+				}
+				y0 := make([]float32, len(y))
+				for k := 0; k < kb; k++ {
+					for q := 0; q < n; q++ {
+						if i, ok := real(q); ok && acc {
+							y[k*ldy+i] = float32(rng.Float64()*2 - 1)
+						}
+					}
+				}
+				copy(y0, y)
+				lo, hiC := float32(-0.25), float32(0.5)
+				dcwRunGap(u, kb, n, x, offs, hi, w, ldw, bias, y, ldy, clamp, acc, lo, hiC, 1, 0, 0, tab)
+				want := slices.Clone(y0)
+				for k := 0; k < kb; k++ {
+					for q := 0; q < n; q++ {
+						i, ok := real(q)
+						if !ok {
+							continue
+						}
+						s := float64(bias[k])
+						if acc {
+							s = float64(y0[k*ldy+i])
+						}
+						for t, off := range offs {
+							s += float64(w[k*ldw+t]) * float64(x[q+off])
+						}
+						if clamp {
+							s = math.Min(math.Max(s, float64(lo)), float64(hiC))
+						}
+						want[k*ldy+i] = float32(s)
+					}
+				}
+				for i := range y {
+					if d := math.Abs(float64(y[i]) - float64(want[i])); d > 1e-5*float64(ntaps+1) || (want[i] == sentinel) != (y[i] == sentinel) {
+						t.Fatalf("%s: y[%d][%d] = %v, want %v", name, i/ldy, i%ldy, y[i], want[i])
 					}
 				}
 			}

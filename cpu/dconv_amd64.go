@@ -2,7 +2,10 @@
 
 package cpu
 
-import "unsafe"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 //go:generate sh -c "/usr/bin/python3 dconv_amd64_gen.py > dconv_amd64.s && /usr/bin/python3 dconv_amd64_gen.py -decl | gofmt > dconvdecl_gen.go"
 
@@ -96,6 +99,15 @@ func dcwRun(u, kb, n int, x []float32, offs []int, w []float32, ldw int, bias, y
 // convolution's plan computes it once for all its calls, where the scan
 // of thousands of taps on every call cost about 5 % of ResNet-18's run.
 func dcwRunHi(u, kb, n int, x []float32, offs []int, hiOff int, w []float32, ldw int, bias, y []float32, ldy int, clamp, acc bool, lo, hi float32, rows, ldxr, ldyr int) {
+	dcwRunGap(u, kb, n, x, offs, hiOff, w, ldw, bias, y, ldy, clamp, acc, lo, hi, rows, ldxr, ldyr, nil)
+}
+
+// dcwRunGap is dcwRunHi that, given a gap table (gapTable, AVX-512 and
+// rows = 1 only), stores the outputs of each vector compressed: the n
+// outputs are a flat run over rows of wq, of which the first ow are
+// real, and only those are stored, rows ow apart in y (y[k*ldy +
+// r*ow + c] for output q = r*wq + c); acc reads y the same way.
+func dcwRunGap(u, kb, n int, x []float32, offs []int, hiOff int, w []float32, ldw int, bias, y []float32, ldy int, clamp, acc bool, lo, hi float32, rows, ldxr, ldyr int, tab []uint64) {
 	if n <= 0 || rows <= 0 {
 		return
 	}
@@ -103,13 +115,26 @@ func dcwRunHi(u, kb, n int, x []float32, offs []int, hiOff int, w []float32, ldw
 	_ = x[(rows-1)*ldxr+hiOff+n-1]
 	_ = w[(kb-1)*ldw+nt-1]
 	_ = bias[kb-1]
-	_ = y[(kb-1)*ldy+(rows-1)*ldyr+n-1]
 	c := 0
 	if clamp {
 		c |= 1
 	}
 	if acc {
 		c |= 2
+	}
+	var tp *uint64
+	if tab != nil {
+		if rows != 1 || kernelLevel() < levelAVX512 || len(tab) < (n+15)/16 {
+			panic("cpu: dcwRunGap: a gap table needs AVX-512, one row and an entry a vector")
+		}
+		// The last real output, from the last vector's entry.
+		e := tab[(n-1)/16]
+		m := uint16(e) & uint16(1<<((n-1)%16+1)-1)
+		_ = y[(kb-1)*ldy+max(0, int(int32(e>>32))+bits.OnesCount16(m)-1)]
+		c |= 4
+		tp = &tab[0]
+	} else {
+		_ = y[(kb-1)*ldy+(rows-1)*ldyr+n-1]
 	}
 	var k dcwKernel
 	switch avx512 := kernelLevel() >= levelAVX512; {
@@ -122,7 +147,7 @@ func dcwRunHi(u, kb, n int, x []float32, offs []int, hiOff int, w []float32, ldw
 	default:
 		k = dcwKernelsA2[kb-1]
 	}
-	k(n, &x[0], &offs[0], nt, &w[0], ldw, &bias[0], &y[0], ldy, c, lo, hi, rows, ldxr, ldyr)
+	k(n, &x[0], &offs[0], nt, &w[0], ldw, &bias[0], &y[0], ldy, c, lo, hi, rows, ldxr, ldyr, tp)
 }
 
 // dw3Plane computes a depthwise 3×3 convolution of one plane with stride

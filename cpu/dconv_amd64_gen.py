@@ -525,8 +525,11 @@ def wide_kernel(kb, u, avx2=False):
         else:
             e(f"VMOVUPS {src}, K1, {off}(R10)")
 
-    o.append(f"\n// func {name}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)")
-    o.append(f"TEXT ·{name}(SB), NOSPLIT, $0-112")
+    o.append(f"\n// func {name}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int, tab *uint64)")
+    o.append(f"TEXT ·{name}(SB), NOSPLIT, $0-120")
+    if not avx2:
+        # The compressed stores' table (clamp bit 2), an entry a vector.
+        e("MOVQ tab+112(FP), R11")
     e("MOVQ ldw+40(FP), DX")
     e("SHLQ $2, DX")
     e("LEAQ (DX)(DX*2), R15")
@@ -536,6 +539,38 @@ def wide_kernel(kb, u, avx2=False):
     e("MOVQ n+0(FP), CX")
     e("MOVQ x+8(FP), SI")
     e("MOVQ y+56(FP), DI")
+
+    # Compressed stores (clamp bit 2, AVX-512): vector v of a block is
+    # entry v of the table at R11, (valid lanes, their count's mask,
+    # y offset of the first) as (uint16, uint16, int32): the valid lanes
+    # go to consecutive elements of y from that offset, so that flat runs
+    # over phase-width rows store only the real outputs, rows OW apart.
+    TMP = "Z29"
+
+    def gap(nv, masked, ops):
+        """For each vector v < nv and row k: ops(acc[k][v]) with K2, K3
+        and R10 (the row's address) set from the table entry; the last
+        vector of a masked body keeps only the lanes of K1 (q < n)."""
+        for v in range(nv):
+            e(f"KMOVW {8 * v}(R11), K2")
+            if masked and v == nv - 1:
+                e("KANDW K1, K2, K2")
+                e("KMOVW K2, R10")
+                e("POPCNTL R10, R10")
+                e("MOVL $1, BX")
+                e("SHLXL R10, BX, BX")
+                e("DECL BX")
+                e("KMOVW BX, K3")
+            else:
+                e(f"KMOVW {8 * v + 2}(R11), K3")
+            e(f"MOVLQSX {8 * v + 4}(R11), R10")
+            e("SHLQ $2, R10")
+            e("ADDQ y+56(FP), R10")
+            for k in range(kb):
+                for op in ops(acc[k][v]):
+                    e(op)
+                if k < kb - 1:
+                    e("ADDQ R12, R10")
 
     def body(nv, masked, L):
         # Accumulators from the bias, or (flags bit 1) from y.
@@ -551,12 +586,19 @@ def wide_kernel(kb, u, avx2=False):
         o.append(f"{L}_yinit:")
         e("MOVQ ldy+64(FP), R12")
         e("SHLQ $2, R12")
+        if not avx2:
+            e("TESTQ $4, AX")
+            e(f"JNE {L}_gyinit")
         e("MOVQ DI, R10")
         for k in range(kb):
             for v in range(nv):
                 load(vb * v, "R10", acc[k][v], masked and v == nv - 1)
             if k < kb - 1:
                 e("ADDQ R12, R10")
+        if not avx2:
+            e(f"JMP {L}_init")
+            o.append(f"{L}_gyinit:")
+            gap(nv, masked, lambda a: [f"VMOVUPS.Z (R10), K3, {TMP}", f"VEXPANDPS.Z {TMP}, K2, {a}"])
         o.append(f"{L}_init:")
         e("MOVQ offs+16(FP), R13")
         e("MOVQ ntaps+24(FP), BX")
@@ -587,11 +629,19 @@ def wide_kernel(kb, u, avx2=False):
                 e(f"VMAXPS {acc[k][v]}, {LO}, {acc[k][v]}")
                 e(f"VMINPS {acc[k][v]}, {HI}, {acc[k][v]}")
         e(f"{L}_store:")
+        if not avx2:
+            e("TESTQ $4, AX")
+            e(f"JNE {L}_gstore")
         for k in range(kb):
             for v in range(nv):
                 store(acc[k][v], vb * v, masked and v == nv - 1)
             if k < kb - 1:
                 e("ADDQ R12, R10")
+        if not avx2:
+            e(f"JMP {L}_done")
+            o.append(f"{L}_gstore:")
+            gap(nv, masked, lambda a: [f"VCOMPRESSPS {a}, K2, {TMP}", f"VMOVUPS {TMP}, K3, (R10)"])
+            o.append(f"{L}_done:")
 
     e(f"CMPQ CX, ${lanes * u}")
     e(f"JLT {name}_rest")
@@ -599,6 +649,8 @@ def wide_kernel(kb, u, avx2=False):
     body(u, False, f"{name}_b")
     e(f"ADDQ ${vb * u}, SI")
     e(f"ADDQ ${vb * u}, DI")
+    if not avx2:
+        e(f"ADDQ ${8 * u}, R11")
     e(f"SUBQ ${lanes * u}, CX")
     e(f"CMPQ CX, ${lanes * u}")
     e(f"JGE {name}_block")
@@ -691,7 +743,7 @@ def avx2_decl():
         out.append("")
     for kb, u in WIDE_AVX2:
         out.append("//go:noescape")
-        out.append(f"func dcwA{kb}x{u}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)")
+        out.append(f"func dcwA{kb}x{u}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int, tab *uint64)")
         out.append("")
     for u in sorted(set(u for _, u in WIDE_AVX2)):
         out.append(f"// dcwKernelsA{u} are the AVX2 wide kernels of {u} vectors a block, by row count (index KB-1).")
@@ -1131,7 +1183,7 @@ def decl():
             out.append("")
     for kb, u in WIDE:
         out.append("//go:noescape")
-        out.append(f"func dcw{kb}x{u}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)")
+        out.append(f"func dcw{kb}x{u}(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int, tab *uint64)")
         out.append("")
     for nm in ("dw3s1", "dw3s2"):
         out.append("//go:noescape")
@@ -1141,7 +1193,7 @@ def decl():
     out.append("func mp22(y, x *float32, rows, width, n, ldx int)")
     out.append("")
     out.append("// dcwKernel is the signature of the wide direct-convolution kernels.")
-    out.append("type dcwKernel func(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)")
+    out.append("type dcwKernel func(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int, tab *uint64)")
     out.append("")
     for u in sorted(set(u for _, u in WIDE)):
         out.append(f"// dcwKernels{u} are the wide kernels of {u} vectors a block, by row count (index KB-1).")

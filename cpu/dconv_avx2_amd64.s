@@ -655,8 +655,8 @@ dconvA6x2_done:
 	VZEROUPPER
 	RET
 
-// func dcwA1x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
-TEXT ·dcwA1x2(SB), NOSPLIT, $0-112
+// func dcwA1x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int, tab *uint64)
+TEXT ·dcwA1x2(SB), NOSPLIT, $0-120
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
@@ -914,8 +914,8 @@ dcwA1x2_next:
 	VZEROUPPER
 	RET
 
-// func dcwA2x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
-TEXT ·dcwA2x2(SB), NOSPLIT, $0-112
+// func dcwA2x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int, tab *uint64)
+TEXT ·dcwA2x2(SB), NOSPLIT, $0-120
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
@@ -1236,8 +1236,8 @@ dcwA2x2_next:
 	VZEROUPPER
 	RET
 
-// func dcwA3x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
-TEXT ·dcwA3x2(SB), NOSPLIT, $0-112
+// func dcwA3x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int, tab *uint64)
+TEXT ·dcwA3x2(SB), NOSPLIT, $0-120
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
@@ -1621,8 +1621,8 @@ dcwA3x2_next:
 	VZEROUPPER
 	RET
 
-// func dcwA4x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
-TEXT ·dcwA4x2(SB), NOSPLIT, $0-112
+// func dcwA4x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int, tab *uint64)
+TEXT ·dcwA4x2(SB), NOSPLIT, $0-120
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
@@ -2069,8 +2069,8 @@ dcwA4x2_next:
 	VZEROUPPER
 	RET
 
-// func dcwA5x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
-TEXT ·dcwA5x2(SB), NOSPLIT, $0-112
+// func dcwA5x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int, tab *uint64)
+TEXT ·dcwA5x2(SB), NOSPLIT, $0-120
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
@@ -2590,8 +2590,8 @@ dcwA5x2_next:
 	VZEROUPPER
 	RET
 
-// func dcwA6x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
-TEXT ·dcwA6x2(SB), NOSPLIT, $0-112
+// func dcwA6x2(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int, tab *uint64)
+TEXT ·dcwA6x2(SB), NOSPLIT, $0-120
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
@@ -3174,8 +3174,8 @@ dcwA6x2_next:
 	VZEROUPPER
 	RET
 
-// func dcwA1x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
-TEXT ·dcwA1x4(SB), NOSPLIT, $0-112
+// func dcwA1x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int, tab *uint64)
+TEXT ·dcwA1x4(SB), NOSPLIT, $0-120
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15
@@ -3681,8 +3681,8 @@ dcwA1x4_next:
 	VZEROUPPER
 	RET
 
-// func dcwA2x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int)
-TEXT ·dcwA2x4(SB), NOSPLIT, $0-112
+// func dcwA2x4(n int, x *float32, offs *int, ntaps int, w *float32, ldw int, bias, y *float32, ldy int, clamp int, lo, hi float32, rows, ldxr, ldyr int, tab *uint64)
+TEXT ·dcwA2x4(SB), NOSPLIT, $0-120
 	MOVQ ldw+40(FP), DX
 	SHLQ $2, DX
 	LEAQ (DX)(DX*2), R15

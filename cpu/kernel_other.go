@@ -31,6 +31,9 @@ func dcwRun(_, _, _ int, _ []float32, _ []int, _ []float32, _ int, _, _ []float3
 func dcwRunHi(_, _, _ int, _ []float32, _ []int, _ int, _ []float32, _ int, _, _ []float32, _ int, _, _ bool, _, _ float32, _, _, _ int) {
 }
 
+func dcwRunGap(_, _, _ int, _ []float32, _ []int, _ int, _ []float32, _ int, _, _ []float32, _ int, _, _ bool, _, _ float32, _, _, _ int, _ []uint64) {
+}
+
 func dw3Plane(int, []float32, []float32, []float32, []float32, int, int, int, float32, float32, float32) bool {
 	return false
 }

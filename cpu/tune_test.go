@@ -8,7 +8,9 @@ import (
 // VRUN_CPU_NPMAXN overrides npMaxN in benchmarks, to compare the no-pack
 // and packed GEMM drivers side by side; VRUN_CPU_DCWU forces the wide
 // direct-convolution kernels' vectors per block (2 or 4), and VRUN_CPU_DCW=0
-// turns them off (convolutions with many channels then run as GEMMs);
+// turns them off (convolutions with many channels then run as GEMMs),
+// VRUN_CPU_DCWGAP=0 their compressed stores (flat ranges then go through
+// scratch);
 // VRUN_CPU_WINO=1 or -1 forces Winograd F(4,3) on or off where it applies;
 // VRUN_CPU_OCW=1 or -1 forces the channels-in-lanes kernels on or off;
 // VRUN_CPU_MP33=0 turns the 3×3 stride-2 max-pooling kernel off;
@@ -29,6 +31,9 @@ func init() {
 	}
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCW")); err == nil {
 		dcwOn = v != 0
+	}
+	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCWGAP")); err == nil {
+		dcwGap = v != 0
 	}
 	if v, err := strconv.Atoi(os.Getenv("VRUN_CPU_DCWTC")); err == nil {
 		dcwTapChunk = v
