@@ -5,6 +5,7 @@ package vulkan
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/vrun-go/vrun/rt"
 	"github.com/x448/float16"
@@ -86,9 +87,14 @@ func convPath(cg, kg, khw int) string {
 // (128 x 32) for at least 128 output channels per group and "u" (64 x 32)
 // below, and splits K (pickConvSplit). On an H200 this halved the batch-1
 // layers of resnet18/50, squeezenet and mobilenet_v2 against the former
-// fallback to "t" with MatMul's split rule (BenchmarkConvSweep). A CPU
-// device (lavapipe) keeps pickTile's rule over every tile.
-func pickConvTile(dt rt.DType, kg, cols, groups int, sharedLim, maxInv uint32, cpu bool) (gemmTile, bool) {
+// fallback to "t" with MatMul's split rule (BenchmarkConvSweep). The
+// pointwise half of a SepConv (sep) takes "n" from 33 output channels:
+// its B loader computes the depthwise outputs anew for each row of tiles,
+// so one 128-row tile beats two of 64 (BenchmarkSepConvSweep on an H100,
+// mobilenet_v2's 384→64 on 14×14 12.1 against 13.8 µs, 192→64 stride 2
+// 10.4 against 11.4, 576→96 14.0 against 16.6). A CPU device (lavapipe)
+// keeps pickTile's rule over every tile.
+func pickConvTile(dt rt.DType, kg, cols, groups int, sharedLim, maxInv uint32, sep, cpu bool) (gemmTile, bool) {
 	if cpu || forceGemmTile != "" {
 		return pickFrom(convTiles, dt, kg, cols, groups, sharedLim, maxInv, cpu)
 	}
@@ -101,7 +107,7 @@ func pickConvTile(dt rt.DType, kg, cols, groups int, sharedLim, maxInv uint32, c
 		}
 	}
 	want := "u"
-	if kg >= 128 {
+	if kg >= 128 || (sep && kg > 32 && !sepPickOff()) {
 		want = "n"
 	}
 	if t, ok := tileNamed(convTiles, want); ok && t.fits(dt, sharedLim, maxInv) {
@@ -113,9 +119,27 @@ func pickConvTile(dt rt.DType, kg, cols, groups int, sharedLim, maxInv uint32, c
 // pickConvSplit is pickSplitK for a convolution: on a narrow tile the K
 // slices may be as shallow as convSplitMinK, in at most convSplitMax
 // slices.
-func (l *lowering) pickConvSplit(t gemmTile, dt rt.DType, kg, cols, kd, groups int) splitPlan {
+//
+// The pointwise half of a SepConv (sep) on a narrow tile, when it splits
+// at all (fewer than gemmTarget workgroups), splits deeper: toward twice
+// as many workgroups, in slices as shallow as one tile depth (sepSplit).
+// BenchmarkSepConvSweep on an H100, µs per op, mobilenet_v2's pairs: 96→24
+// stride 2 on 112×112 22.7 → 15.4, 144→24 on 56×56 17.7 → 15.2, 144→32
+// stride 2 15.3 → 11.2, 192→32 on 28×28 13.4 → 12.1.
+func (l *lowering) pickConvSplit(t gemmTile, dt rt.DType, kg, cols, kd, groups int, sep bool) splitPlan {
+	if sep && narrowConvTile(t) && !sepPickOff() {
+		if forceSplitK == 0 && t.grid(kg, cols, groups) >= gemmTarget(false) {
+			return splitPlan{s: 1, ks: kd}
+		}
+		return l.pickSplitK(t, dt, kg, cols, kd, groups, splitRule{2 * gemmTarget(false), t.bk, convSplitMax})
+	}
 	return l.pickSplitK(t, dt, kg, cols, kd, groups, convSplit(t))
 }
+
+// sepPickOff reports whether VRUN_VK_SEPPICK=0 gives a SepConv's
+// pointwise half the tile and split of any other convolution (to measure
+// what pickConvTile's and pickConvSplit's SepConv rules gain).
+func sepPickOff() bool { return strings.TrimSpace(os.Getenv("VRUN_VK_SEPPICK")) == "0" }
 
 // convSplit is the split-K rule of a convolution on tile t.
 func convSplit(t gemmTile) splitRule {
@@ -227,7 +251,7 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 	}
 	cg, kg := o.C/o.Groups, o.K/o.Groups
 	lim := l.d.phys.limits
-	t, ok := pickConvTile(dt, kg, int(cols), o.Groups, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
+	t, ok := pickConvTile(dt, kg, int(cols), o.Groups, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, dw != nil, l.d.phys.info.Kind == rt.KindCPU)
 	if !ok {
 		l.err = l.unsupported(dt, "no convolution GEMM tile fits maxComputeSharedMemorySize %d", lim.MaxComputeSharedMemorySize)
 		return
@@ -304,7 +328,7 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 		push[6], push[16], push[17] = offs[5], offs[6], uint32(dw.Act.Fn)
 		push[18] = uint32(float16.Fromfloat32(float32(dw.Act.Alpha)).Bits()) | uint32(float16.Fromfloat32(float32(dw.Act.Beta)).Bits())<<16
 	}
-	if sk := l.pickConvSplit(t, dt, kg, int(cols), kd, o.Groups); sk.s > 1 {
+	if sk := l.pickConvSplit(t, dt, kg, int(cols), kd, o.Groups, dw != nil); sk.s > 1 {
 		// partial pass: X, W -> scratch; reduction: scratch, Bias -> Y
 		pp := append(push[:len(push):len(push)], uint32(sk.s), uint32(sk.ks))
 		sb, ss := sk.scratch()

@@ -5,6 +5,7 @@ package vulkan
 import (
 	"fmt"
 	"math"
+	"math/rand"
 	"testing"
 
 	"github.com/vrun-go/vrun/rt"
@@ -70,6 +71,70 @@ func BenchmarkConvSweep(b *testing.B) {
 			N: 1, C: c.C, H: c.H, Width: c.H, K: c.K, OH: oh, OW: oh, KH: c.KH, KW: c.KH, StrideH: c.stride, StrideW: c.stride,
 			PadT: c.pad, PadL: c.pad, DilH: 1, DilW: 1, Groups: 1, Act: rt.Activation{Fn: rt.Relu}}
 		flop := 2 * float64(ny) * float64(c.C*c.KH*c.KH)
+		ops := make([]rt.Op, reps)
+		for i := range ops {
+			ops[i] = op
+		}
+		type cfg struct {
+			tile string
+			s    int
+		}
+		cfgs := []cfg{{"", 0}}
+		for _, t := range convTiles {
+			for _, s := range []int{1, 2, 4, 8, 16} {
+				cfgs = append(cfgs, cfg{t.name, s})
+			}
+		}
+		for _, k := range cfgs {
+			name := c.name + "/auto"
+			if k.tile != "" {
+				name = fmt.Sprintf("%s/%s/s%d", c.name, k.tile, k.s)
+			}
+			b.Run(name, func(b *testing.B) {
+				forceGemmTile, forceSplitK = k.tile, k.s
+				benchOps(b, d, flop*reps, ops...)
+			})
+		}
+	}
+}
+
+// sepSweepShapes are mobilenet_v2's depthwise-separable pairs at batch 1
+// (a 3×3 depthwise convolution of C channels on an H×H plane with stride
+// s, then the 1×1 projection to K channels), which run as rt.SepConv.
+var sepSweepShapes = []struct {
+	name       string
+	C, H, K, s int
+}{
+	{"mb1", 32, 112, 16, 1},
+	{"mb2", 96, 112, 24, 2},
+	{"mb3", 144, 56, 24, 1},
+	{"mb4", 144, 56, 32, 2},
+	{"mb5", 192, 28, 32, 1},
+	{"mb7", 192, 28, 64, 2},
+	{"mb8", 384, 14, 64, 1},
+	{"mb11", 384, 14, 96, 1},
+	{"mb12", 576, 14, 96, 1},
+	{"mb14", 576, 14, 160, 2},
+	{"mb15", 960, 7, 160, 1},
+	{"mb17", 960, 7, 320, 1},
+}
+
+// BenchmarkSepConvSweep is BenchmarkConvSweep for sepSweepShapes (f32,
+// ReLU6 after the depthwise convolution, biases, no activation after
+// the projection), every convgemm tile and K split against the default
+// choice ("auto").
+func BenchmarkSepConvSweep(b *testing.B) {
+	d := testDevice(b)
+	if isCPU(d) {
+		b.Skip("a GPU sweep")
+	}
+	defer func() { forceGemmTile, forceSplitK = "", 0 }()
+	const reps = 16
+	r := rand.New(rand.NewSource(1))
+	for _, c := range sepSweepShapes {
+		sc := sepCase{1, c.C, c.H, c.H, c.K, 3, 3, c.s, 1, true, true, false, rt.Activation{Fn: rt.Clip, Alpha: 0, Beta: 6}, rt.Activation{}}
+		op, sd := newSepConv(b, d, r, rt.F32, sc)
+		flop := 2 * float64(sd.oh*sd.ow) * float64(c.C) * float64(9+c.K)
 		ops := make([]rt.Op, reps)
 		for i := range ops {
 			ops[i] = op

@@ -89,7 +89,7 @@ type sepData struct {
 	oh, ow                     int
 }
 
-func newSepConv(t *testing.T, d rt.Device, r *rand.Rand, dt rt.DType, c sepCase) (*rt.SepConv, *sepData) {
+func newSepConv(t testing.TB, d rt.Device, r *rand.Rand, dt rt.DType, c sepCase) (*rt.SepConv, *sepData) {
 	t.Helper()
 	oh, ow := (c.H+2*c.p-c.KH)/c.s+1, (c.W+2*c.p-c.KW)/c.s+1
 	sd := &sepData{oh: oh, ow: ow}
