@@ -115,7 +115,7 @@ type dconvPlan struct {
 	byRows bool
 	// gap: where the wide kernels store a flat range compressed
 	// straight into y (dcwRunGap, AVX-512), their table for all the
-	// plane's rows; nil where the range goes through scratch.
+	// plane's rows; empty where the range goes through scratch.
 	gap []uint64
 	// inPlace: the phase layout is x's own (stride 1, no padding), so
 	// that the kernels read the input planes where they are.

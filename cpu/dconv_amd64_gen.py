@@ -491,7 +491,10 @@ def wide_kernel(kb, u, avx2=False):
     x[q+offs[t]] (y[k*ldy+q] + the sum when clamp has bit 1 set), then
     clamped to [lo, hi] when clamp has bit 0 set. Blocks of U vectors,
     then one block of the vectors left, the last under a mask; rows rows
-    of n outputs, x advancing ldxr and y ldyr elements a row.
+    of n outputs, x advancing ldxr and y ldyr elements a row. With bit 2
+    set (AVX-512 only, one row) each vector's outputs are stored (and,
+    with bit 1, read) compressed through the table tab (gapTable in
+    conv_direct.go).
 
     With avx2, dcwA{KB}x{U}: vectors of 8 lanes (ymm), the last partial
     one under the mask Y15 (VMASKMOVPS), lo and hi in X[0] and W for the
