@@ -40,6 +40,10 @@ var convSweepShapes = []struct {
 	{"mbpw14a", 96, 14, 576, 1, 1, 0},
 	{"mbpw14b", 576, 14, 96, 1, 1, 0},
 	{"mbpw28", 192, 28, 32, 1, 1, 0},
+	{"mbex112", 16, 112, 96, 1, 1, 0},
+	{"mbex56", 24, 56, 144, 1, 1, 0},
+	{"mbex28", 32, 28, 192, 1, 1, 0},
+	{"mbex14", 64, 14, 384, 1, 1, 0},
 }
 
 // BenchmarkConvSweep times each convSweepShapes layer (f32, batch 1, bias
