@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -115,7 +116,8 @@ type dconvPlan struct {
 	byRows bool
 	// gap: where the wide kernels store a flat range compressed
 	// straight into y (dcwRunGap, AVX-512), their table for all the
-	// plane's rows; empty where the range goes through scratch.
+	// plane's rows (shared, read-only); nil where the range goes through
+	// scratch.
 	gap []uint64
 	// inPlace: the phase layout is x's own (stride 1, no padding), so
 	// that the kernels read the input planes where they are.
@@ -215,7 +217,7 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 	if p == nil {
 		p = new(dconvPlan)
 	}
-	*p = dconvPlan{o: o, cg: o.C / o.Groups, kg: o.K / o.Groups, offs: p.offs[:0], kb0: p.kb0[:0], wp: p.wp, bias: p.bias, band: dconvBand{offs: p.band.offs[:0]}, wbufs: p.wbufs[:0], gap: p.gap[:0]}
+	*p = dconvPlan{o: o, cg: o.C / o.Groups, kg: o.K / o.Groups, offs: p.offs[:0], kb0: p.kb0[:0], wp: p.wp, bias: p.bias, band: dconvBand{offs: p.band.offs[:0]}, wbufs: p.wbufs[:0]}
 	if o.Res.Buf != nil {
 		p.res = lin[float32](o.Res, o.N*o.K*o.OH*o.OW)
 	}
@@ -274,7 +276,7 @@ func newDconvPlan(o *rt.Conv, w, bias []float32) *dconvPlan {
 		rowLanes, flatLanes := lanes*vecs, p.wq
 		p.byRows = vecs >= 2 && (rowLanes <= flatLanes || (p.taps <= 64 && 3*rowLanes <= 4*flatLanes))
 		if !p.byRows && lanes == 16 && dcwGap {
-			p.gap = gapTable(p.gap, o.OH*p.wq, p.wq, o.OW)
+			p.gap = gapTableFor(o.OH*p.wq, p.wq, o.OW)
 		}
 	}
 	nb := (p.kg + mk - 1) / mk
@@ -541,7 +543,7 @@ func (p *dconvPlan) chunk(xb []float32, offs []int, hiOff int, out, y []float32,
 		// of the time of squeezenet's 16→64 3×3 on 55×55 on one thread
 		// and 17 % on two.
 		dst, ld, n := yb[oh0*o.OW:], P, nq
-		copied := p.wq != o.OW && len(p.gap) == 0
+		copied := p.wq != o.OW && p.gap == nil
 		if copied {
 			dst, ld, n = out, p.outLd(oh1-oh0), roundUp(nq, p.vec)
 		}
@@ -601,7 +603,7 @@ var dcwTapChunk = 72
 func (p *dconvPlan) dcw(kb, n int, x []float32, offs []int, hiOff, k0 int, y []float32, ldy int, clamp bool, lo, hi float32, rows, ldxr, ldyr int) {
 	w, b := p.w[k0*p.taps:(k0+kb)*p.taps], p.bias[k0:k0+kb]
 	var tab []uint64
-	if len(p.gap) > 0 && rows == 1 && p.wq != p.o.OW {
+	if p.gap != nil && rows == 1 && p.wq != p.o.OW {
 		tab = p.gap
 	}
 	tc := p.taps
@@ -624,15 +626,40 @@ func (p *dconvPlan) dcw(kb, n int, x []float32, offs []int, hiOff, k0 int, y []f
 // (VRUN_CPU_DCWGAP=0).
 var dcwGap = true
 
-// gapTable returns tab resized and filled for dcwRunGap over a flat range
+// gapTables caches gapTable's tables by shape (gapKey), at most
+// gapTablesMax of them: a plan is made on every run of a convolution,
+// and a table costs a division per output of the plane to fill.
+var (
+	gapTables      sync.Map
+	gapTablesCount atomic.Int64
+)
+
+const gapTablesMax = 256
+
+type gapKey struct{ n, wq, ow int }
+
+// gapTableFor returns the gap table of (n, wq, ow) (gapTable), cached.
+func gapTableFor(n, wq, ow int) []uint64 {
+	k := gapKey{n, wq, ow}
+	if t, ok := gapTables.Load(k); ok {
+		return t.([]uint64)
+	}
+	t := gapTable(n, wq, ow)
+	if gapTablesCount.Add(1) <= gapTablesMax {
+		gapTables.Store(k, t)
+	}
+	return t
+}
+
+// gapTable returns the table for dcwRunGap over a flat range
 // of n outputs, rows of wq of which the first ow are real: entry j, for
 // the outputs q in [16j, 16j+16), holds the mask of the real ones (q <
 // n, q mod wq < ow) in bits 0-15, the mask of their count in bits 16-31,
 // and in bits 32-63 the offset in y, (q/wq)·ow + q mod wq, of the first.
 // A range that starts on a row and ends sooner uses its first entries:
 // the kernels drop the lanes past their n from the last vector.
-func gapTable(tab []uint64, n, wq, ow int) []uint64 {
-	tab = resize(tab, (n+15)/16)
+func gapTable(n, wq, ow int) []uint64 {
+	tab := make([]uint64, (n+15)/16)
 	for j := range tab {
 		var m uint16
 		first := 0

@@ -38,26 +38,11 @@ func testDcwRun(t *testing.T) {
 					acc := rng.IntN(2) == 0
 					name := fmt.Sprintf("u%d/kb%d/n%d/rows%d/clamp%v/acc%v", u, kb, n, rows, clamp, acc)
 					ntaps := 1 + rng.IntN(23)
-					offs := make([]int, ntaps)
-					hi := 0
-					for i := range offs {
-						offs[i] = rng.IntN(50)
-						hi = max(hi, offs[i])
-					}
+					offs, hi := randOffs(rng, ntaps, 50)
 					ldxr := n + rng.IntN(5)
-					x := make([]float32, (rows-1)*ldxr+hi+n)
-					for i := range x {
-						x[i] = float32(rng.Float64()*2 - 1)
-					}
+					x := randF32(rng, (rows-1)*ldxr+hi+n)
 					ldw := ntaps + rng.IntN(3)
-					w := make([]float32, kb*ldw)
-					for i := range w {
-						w[i] = float32(rng.Float64()*2 - 1)
-					}
-					bias := make([]float32, kb)
-					for i := range bias {
-						bias[i] = float32(rng.Float64()*2 - 1)
-					}
+					w, bias := randF32(rng, kb*ldw), randF32(rng, kb)
 					ldyr := n + rng.IntN(3)
 					ldy := rows*ldyr + 3
 					y := make([]float32, kb*ldy)
@@ -104,6 +89,17 @@ func testDcwRun(t *testing.T) {
 	}
 }
 
+// randOffs returns ntaps random tap offsets below lim and the largest.
+func randOffs(rng *rand.Rand, ntaps, lim int) ([]int, int) {
+	offs := make([]int, ntaps)
+	hi := 0
+	for i := range offs {
+		offs[i] = rng.IntN(lim)
+		hi = max(hi, offs[i])
+	}
+	return offs, hi
+}
+
 // TestDcwRunGap checks the wide kernels' compressed stores (dcwRunGap)
 // against a float64 sum: flat runs over rows of wq of which the first
 // ow are real, ending anywhere in a row (n not a whole number of rows,
@@ -121,32 +117,17 @@ func TestDcwRunGap(t *testing.T) {
 			for _, shape := range [][2]int{{14, 13}, {56, 55}, {9, 7}, {5, 3}, {20, 16}, {17, 15}, {30, 27}, {113, 112}, {8, 5}} {
 				wq, ow := shape[0], shape[1]
 				rowsAll := 1 + rng.IntN(5)
-				tab := gapTable(nil, rowsAll*wq, wq, ow)
+				tab := gapTable(rowsAll*wq, wq, ow)
 				// n ends in the last row, inside its real outputs or
 				// anywhere up to its junk columns.
 				n := (rowsAll-1)*wq + 1 + rng.IntN(wq)
 				clamp, acc := rng.IntN(2) == 0, rng.IntN(2) == 0
 				name := fmt.Sprintf("u%d/kb%d/wq%d/ow%d/n%d/clamp%v/acc%v", u, kb, wq, ow, n, clamp, acc)
 				ntaps := 1 + rng.IntN(23)
-				offs := make([]int, ntaps)
-				hi := 0
-				for i := range offs {
-					offs[i] = rng.IntN(50)
-					hi = max(hi, offs[i])
-				}
-				x := make([]float32, hi+n)
-				for i := range x {
-					x[i] = float32(rng.Float64()*2 - 1)
-				}
+				offs, hi := randOffs(rng, ntaps, 50)
+				x := randF32(rng, hi+n)
 				ldw := ntaps + rng.IntN(3)
-				w := make([]float32, kb*ldw)
-				for i := range w {
-					w[i] = float32(rng.Float64()*2 - 1)
-				}
-				bias := make([]float32, kb)
-				for i := range bias {
-					bias[i] = float32(rng.Float64()*2 - 1)
-				}
+				w, bias := randF32(rng, kb*ldw), randF32(rng, kb)
 				// real reports whether flat output q is stored, and where.
 				real := func(q int) (int, bool) { return q/wq*ow + q%wq, q < n && q%wq < ow }
 				ldy := rowsAll*ow + 3

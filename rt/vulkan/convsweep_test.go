@@ -58,7 +58,6 @@ func BenchmarkConvSweep(b *testing.B) {
 		b.Skip("a GPU sweep")
 	}
 	defer func() { forceGemmTile, forceSplitK = "", 0 }()
-	const reps = 16
 	for _, c := range convSweepShapes {
 		oh := (c.H+2*c.pad-c.KH)/c.stride + 1
 		nx, nw, ny := c.C*c.H*c.H, c.K*c.C*c.KH*c.KH, c.K*oh*oh
@@ -75,30 +74,7 @@ func BenchmarkConvSweep(b *testing.B) {
 			N: 1, C: c.C, H: c.H, Width: c.H, K: c.K, OH: oh, OW: oh, KH: c.KH, KW: c.KH, StrideH: c.stride, StrideW: c.stride,
 			PadT: c.pad, PadL: c.pad, DilH: 1, DilW: 1, Groups: 1, Act: rt.Activation{Fn: rt.Relu}}
 		flop := 2 * float64(ny) * float64(c.C*c.KH*c.KH)
-		ops := make([]rt.Op, reps)
-		for i := range ops {
-			ops[i] = op
-		}
-		type cfg struct {
-			tile string
-			s    int
-		}
-		cfgs := []cfg{{"", 0}}
-		for _, t := range convTiles {
-			for _, s := range []int{1, 2, 4, 8, 16} {
-				cfgs = append(cfgs, cfg{t.name, s})
-			}
-		}
-		for _, k := range cfgs {
-			name := c.name + "/auto"
-			if k.tile != "" {
-				name = fmt.Sprintf("%s/%s/s%d", c.name, k.tile, k.s)
-			}
-			b.Run(name, func(b *testing.B) {
-				forceGemmTile, forceSplitK = k.tile, k.s
-				benchOps(b, d, flop*reps, ops...)
-			})
-		}
+		sweepTiles(b, d, c.name, flop, op)
 	}
 }
 
@@ -133,35 +109,43 @@ func BenchmarkSepConvSweep(b *testing.B) {
 		b.Skip("a GPU sweep")
 	}
 	defer func() { forceGemmTile, forceSplitK = "", 0 }()
-	const reps = 16
 	r := rand.New(rand.NewSource(1))
 	for _, c := range sepSweepShapes {
 		sc := sepCase{1, c.C, c.H, c.H, c.K, 3, 3, c.s, 1, true, true, false, rt.Activation{Fn: rt.Clip, Alpha: 0, Beta: 6}, rt.Activation{}}
 		op, sd := newSepConv(b, d, r, rt.F32, sc)
 		flop := 2 * float64(sd.oh*sd.ow) * float64(c.C) * float64(9+c.K)
-		ops := make([]rt.Op, reps)
-		for i := range ops {
-			ops[i] = op
+		sweepTiles(b, d, c.name, flop, op)
+	}
+}
+
+// sweepTiles runs op (of flop operations) as sub-benchmarks of name: the
+// default choice ("auto"), then every convgemm tile with K split 1, 2,
+// 4, 8 and 16 ways. Each records op 16 times into one stream, so that
+// the GPU stays busy as it does inside a model.
+func sweepTiles(b *testing.B, d rt.Device, name string, flop float64, op rt.Op) {
+	const reps = 16
+	ops := make([]rt.Op, reps)
+	for i := range ops {
+		ops[i] = op
+	}
+	type cfg struct {
+		tile string
+		s    int
+	}
+	cfgs := []cfg{{"", 0}}
+	for _, t := range convTiles {
+		for _, s := range []int{1, 2, 4, 8, 16} {
+			cfgs = append(cfgs, cfg{t.name, s})
 		}
-		type cfg struct {
-			tile string
-			s    int
+	}
+	for _, k := range cfgs {
+		sub := name + "/auto"
+		if k.tile != "" {
+			sub = fmt.Sprintf("%s/%s/s%d", name, k.tile, k.s)
 		}
-		cfgs := []cfg{{"", 0}}
-		for _, t := range convTiles {
-			for _, s := range []int{1, 2, 4, 8, 16} {
-				cfgs = append(cfgs, cfg{t.name, s})
-			}
-		}
-		for _, k := range cfgs {
-			name := c.name + "/auto"
-			if k.tile != "" {
-				name = fmt.Sprintf("%s/%s/s%d", c.name, k.tile, k.s)
-			}
-			b.Run(name, func(b *testing.B) {
-				forceGemmTile, forceSplitK = k.tile, k.s
-				benchOps(b, d, flop*reps, ops...)
-			})
-		}
+		b.Run(sub, func(b *testing.B) {
+			forceGemmTile, forceSplitK = k.tile, k.s
+			benchOps(b, d, flop*reps, ops...)
+		})
 	}
 }
