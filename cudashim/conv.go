@@ -27,7 +27,7 @@ func (l *lowering) Conv(o *rt.Conv) {
 		l.convSK(o, pickSK(o))
 		return
 	case o.Res.Buf != nil: // convResSupported: the small-grid path is on
-		if !l.dnnConvRes(o) {
+		if !l.dnnConv(o) {
 			l.convSK(o, pickSK(o))
 		}
 		return

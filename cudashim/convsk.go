@@ -28,8 +28,8 @@ import (
 //
 // This path also computes rt.Conv.Res (the residual the engine folds into
 // a Conv): a Conv with Res and a grid that fills the GPU runs through
-// cuDNN (bias fused) followed by an elementwise Add and the activation,
-// or, without cuDNN, on this path's kernel without a split.
+// cuDNN (bias and residual in the fused call where it takes them, see
+// cudnn.go), or, without cuDNN, on this path's kernel without a split.
 //
 // VRUN_CUDA_SPLITK=0 turns the path off: every Conv goes to cuDNN (or the
 // built-in 64x64 kernel) as before, and a Conv with Res is unsupported
@@ -229,30 +229,4 @@ func skArgs(o *rt.Conv, pl skPlan, x, w, bias, y, res uint64) []byte {
 	return (&argw{}).u(x).u(w).u(bias).u(y).u(res).u(0).
 		ints(o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL,
 			o.DilH, o.DilW, o.Groups, int(o.Act.Fn), pl.s, pl.ks).f(o.Act.Alpha).f(o.Act.Beta).b
-}
-
-// dnnConvRes records a Conv with a residual through cuDNN (without the
-// residual and the activation), then Y += Res and the activation as
-// elementwise kernels, and reports true; false (nothing recorded) when
-// cuDNN does not take the Conv.
-func (l *lowering) dnnConvRes(o *rt.Conv) bool {
-	c := *o
-	c.Res, c.Act = rt.Ref{}, rt.Activation{}
-	if !l.dnnConv(&c) {
-		return false
-	}
-	dt := o.X.DType
-	n := int(rt.Extent(o.N, o.K, o.OH, o.OW))
-	yv, rv := o.Y, o.Res
-	yv.Shape, yv.Strides = []int{n}, nil
-	rv.Shape, rv.Strides = []int{n}, nil
-	k := kEwBinaryF
-	if dt == rt.F64 {
-		k = kEwBinaryD
-	}
-	l.ew(o, k, yv.Shape, []rt.Ref{yv, rv, yv}, int64(rt.Add), 0, 0, 0)
-	if o.Act.Fn != rt.Copy {
-		l.ew(o, unaryKernel(dt), yv.Shape, []rt.Ref{yv, yv}, int64(o.Act.Fn), o.Act.Alpha, o.Act.Beta, 0)
-	}
-	return true
 }

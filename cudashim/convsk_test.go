@@ -361,9 +361,12 @@ func TestConvSplitKStream(t *testing.T) {
 }
 
 // TestConvRes checks a Conv with a residual taking every route: the
-// split-K path (small grid), cuDNN plus elementwise Add (large grid), the
-// unsplit kernel (large grid without cuDNN); and that Supports rejects it
-// with VRUN_CUDA_SPLITK=0.
+// split-K path (small grid); on a large grid cuDNN's fused call with the
+// bias only (then the Add and the activation), cuDNN's fused call with
+// the bias and the residual (VRUN_CUDA_CUDNN_FUSE=all: then a ReLU there
+// too, or another activation after it), cuDNN unfused, and the unsplit
+// kernel without cuDNN; and that Supports rejects it with
+// VRUN_CUDA_SPLITK=0.
 func TestConvRes(t *testing.T) {
 	d := openTest(t, true)
 	big := skCase{convCase{name: "big/res", n: 4, c: 8, h: 64, w: 64, k: 64, kh: 3, kw: 3, sh: 1, sw: 1, dh: 1, dw: 1, g: 1,
@@ -371,16 +374,35 @@ func TestConvRes(t *testing.T) {
 	if skSmallGrid(big.op()) {
 		t.Fatalf("%s is a small grid", big.name)
 	}
+	clip := big
+	clip.name, clip.kh, clip.kw, clip.padT, clip.padL, clip.padB, clip.padR = "big/1x1/res+relu6", 1, 1, 0, 0, 0, 0
+	clip.act = rt.Activation{Fn: rt.Clip, Alpha: 0, Beta: 6}
 	for _, dt := range []rt.DType{rt.F32, rt.F16} {
-		for _, route := range []string{"cudnn", "builtin"} {
-			t.Run(dt.String()+"/"+route, func(t *testing.T) {
-				if route == "builtin" {
-					t.Setenv(dnnEnv, "0")
-				} else if !cudnnPresent(t) {
-					t.Skip("cuDNN not in use")
-				}
-				checkSKAuto(t, d, big, dt)
-			})
+		for _, route := range []string{"cudnn", "cudnn-all", "cudnn-unfused", "builtin"} {
+			for _, cc := range []skCase{big, clip} {
+				t.Run(dt.String()+"/"+route+"/"+cc.name, func(t *testing.T) {
+					switch {
+					case route == "builtin":
+						t.Setenv(dnnEnv, "0")
+					case !cudnnPresent(t):
+						t.Skip("cuDNN not in use")
+					case route == "cudnn-all":
+						t.Setenv(dnnFuseEnv, "all")
+					case route == "cudnn-unfused":
+						t.Setenv(dnnFuseEnv, "0")
+					}
+					fused := d.dnn.fused.Load()
+					checkSKAuto(t, d, cc, dt)
+					fused = d.dnn.fused.Load() - fused
+					t.Logf("fused cuDNN calls: %d", fused)
+					if route == "cudnn-all" && cc.act.Fn == rt.Relu && dnnCanFuse() && fused != 1 {
+						t.Errorf("conv + bias + residual + ReLU not fused into the cuDNN call")
+					}
+					if route == "cudnn-unfused" && fused != 0 {
+						t.Errorf("%s=0: fused anyway", dnnFuseEnv)
+					}
+				})
+			}
 		}
 		small := skCases[0]
 		small.name, small.c = "3x3/c64/bias+relu+res", 64 // 576 deep: the small-grid rule's

@@ -36,12 +36,18 @@ import (
 // need of its recorded Convs, so nothing is allocated while capturing and
 // the cuDNN kernels land in the stream's CUDA graph.
 //
-// Bias and activation: a Conv with a bias and a ReLU (or no activation,
-// where cuDNN picked IMPLICIT_PRECOMP_GEMM) runs as one
-// cudnnConvolutionBiasActivationForward. Otherwise a bias is first
-// broadcast-copied into Y and cudnnConvolutionForward runs with beta = 1
-// (one rounding for conv+bias, as in MatMul); the activation then runs as
-// the elementwise kernel. VRUN_CUDA_CUDNN_FUSE=0 turns the fused call off.
+// Bias, residual and activation: a Conv with a bias and a ReLU (or no
+// activation, where cuDNN picked IMPLICIT_PRECOMP_GEMM) runs as one
+// cudnnConvolutionBiasActivationForward; a Conv with a residual
+// (rt.Conv.Res) runs it with the bias and then adds the residual.
+// Otherwise a bias is first broadcast-copied into Y and
+// cudnnConvolutionForward runs with beta = 1 (one rounding for conv+bias,
+// as in MatMul); the residual Add and the activation then run as
+// elementwise kernels. VRUN_CUDA_CUDNN_FUSE=0 turns the fused call off.
+// VRUN_CUDA_CUDNN_FUSE=all (off by default until it is timed on a GPU)
+// also passes the residual to the fused call as its Z (alpha2 = 1), with
+// a ReLU there too, and takes any other activation as the call's identity
+// followed by the elementwise kernel, saving the bias copy.
 
 const dnnEnv = "VRUN_CUDA_CUDNN"
 
@@ -210,6 +216,7 @@ type dnnConv struct {
 	x, w, y uint64
 	beta    float64
 	bias    uint64 // with c's bias and activation descriptors: the fused call
+	z       uint64 // the fused call's residual, or 0
 }
 
 // dnnAlgoMask is the set of forward algorithms vrun lets cuDNN pick:
@@ -301,12 +308,17 @@ func (l *lowering) dnnConv(o *rt.Conv) bool {
 	l.ptr(o.X)
 	l.ptr(o.W)
 	l.ptr(o.Y)
-	if l.dnnFuse(o, c) {
+	dt := o.X.DType
+	yv := o.Y
+	yv.Shape, yv.Strides = []int{o.N, o.K, o.OH * o.OW}, nil
+	act := o.Act.Fn != rt.Copy
+	if fused, resDone, actDone := l.dnnFuse(o, c); fused {
 		l.out = append(l.out, launch{kernel: -1, dnn: c})
+		if !resDone {
+			l.dnnRes(o)
+		}
+		act = act && !actDone
 	} else {
-		dt := o.X.DType
-		yv := o.Y
-		yv.Shape, yv.Strides = []int{o.N, o.K, o.OH * o.OW}, nil
 		if o.Bias.Buf != nil {
 			bv := o.Bias
 			bv.Shape, bv.Strides = yv.Shape, []int{0, 1, 0}
@@ -314,9 +326,10 @@ func (l *lowering) dnnConv(o *rt.Conv) bool {
 			c.beta = 1
 		}
 		l.out = append(l.out, launch{kernel: -1, dnn: c})
-		if o.Act.Fn != rt.Copy {
-			l.ew(o, unaryKernel(dt), yv.Shape, []rt.Ref{yv, yv}, int64(o.Act.Fn), o.Act.Alpha, o.Act.Beta, 0)
-		}
+		l.dnnRes(o)
+	}
+	if act {
+		l.ew(o, unaryKernel(dt), yv.Shape, []rt.Ref{yv, yv}, int64(o.Act.Fn), o.Act.Alpha, o.Act.Beta, 0)
 	}
 	if l.err != nil { // the op fails to record: nothing will free c
 		C.vr_dnn_conv_free(&c.c)
@@ -332,31 +345,70 @@ func dnnCanFuse() bool {
 	return loadCudnn() == nil && C.vr_dnn[C.VR_cudnnConvolutionBiasActivationForward] != nil
 }
 
-// dnnFuse prepares c to add o's bias and apply its activation in the
-// convolution call, and reports whether it did: a bias and ReLU, or a bias
-// and no activation on IMPLICIT_PRECOMP_GEMM, with the entry points
-// present and the bias 16-byte aligned.
-func (l *lowering) dnnFuse(o *rt.Conv, c *dnnConv) bool {
-	if o.Bias.Buf == nil || os.Getenv("VRUN_CUDA_CUDNN_FUSE") == "0" {
-		return false
+// dnnRes records Y += Res, in place, when o has a residual (that the
+// convolution call did not add).
+func (l *lowering) dnnRes(o *rt.Conv) {
+	if o.Res.Buf == nil {
+		return
 	}
-	var mode C.int
-	switch o.Act.Fn {
-	case rt.Relu:
+	n := int(rt.Extent(o.N, o.K, o.OH, o.OW))
+	yv, rv := o.Y, o.Res
+	yv.Shape, yv.Strides = []int{n}, nil
+	rv.Shape, rv.Strides = []int{n}, nil
+	k := kEwBinaryF
+	if o.X.DType == rt.F64 {
+		k = kEwBinaryD
+	}
+	l.ew(o, k, yv.Shape, []rt.Ref{yv, rv, yv}, int64(rt.Add), 0, 0, 0)
+}
+
+// dnnFuseEnv is the environment variable that turns the fused cuDNN call
+// off ("0") or extends it to residuals and every activation ("all").
+const dnnFuseEnv = "VRUN_CUDA_CUDNN_FUSE"
+
+// dnnFuse prepares c to add o's bias in the convolution call, with o's
+// residual (resDone) and its activation (actDone) where the call can take
+// them, and reports whether it did (fused): with a bias, the entry points
+// present and the bias 16-byte aligned. The call adds a 16-byte aligned
+// residual as its Z, and applies a ReLU, or the identity where cuDNN
+// picked IMPLICIT_PRECOMP_GEMM (the only algorithm that allows it); a
+// ReLU is left to the caller when the residual is (it comes after the
+// Add). Unless VRUN_CUDA_CUDNN_FUSE=all, the call takes a residual never
+// and an activation only without one, and a Conv with another activation
+// and no residual stays unfused.
+func (l *lowering) dnnFuse(o *rt.Conv, c *dnnConv) (fused, resDone, actDone bool) {
+	env := os.Getenv(dnnFuseEnv)
+	if o.Bias.Buf == nil || env == "0" {
+		return false, false, false
+	}
+	basic := env != "all"
+	hasRes := o.Res.Buf != nil
+	if basic && !hasRes && o.Act.Fn != rt.Relu && o.Act.Fn != rt.Copy {
+		return false, false, false
+	}
+	var z uint64
+	if hasRes && !basic {
+		if r, ok := l.addr(o.Res); ok && r%16 == 0 {
+			z = r
+		}
+	}
+	resDone = !hasRes || z != 0
+	mode := C.int(C.VR_CUDNN_ACTIVATION_IDENTITY)
+	if resDone && o.Act.Fn == rt.Relu {
 		mode = C.VR_CUDNN_ACTIVATION_RELU
-	case rt.Copy:
-		mode = C.VR_CUDNN_ACTIVATION_IDENTITY
-	default:
-		return false
 	}
 	b, ok := l.addr(o.Bias)
 	if !ok || b%16 != 0 || C.vr_dnn_conv_fuse(&c.c, C.int(o.K), mode) != 0 {
-		return false
+		return false, false, false
 	}
 	l.ptr(o.Bias)
 	c.bias = b
+	if z != 0 {
+		l.ptr(o.Res)
+		c.z = z
+	}
 	l.d.dnn.fused.Add(1)
-	return true
+	return true, resDone, resDone && (o.Act.Fn == rt.Relu || o.Act.Fn == rt.Copy)
 }
 
 // dnnSetup creates c's descriptors and picks its algorithm with the
@@ -479,7 +531,7 @@ func (s *Stream) issueDnn(c *dnnConv) error {
 	}
 	if c.c.act != nil {
 		return checkDnn(C.vr_dnn_conv_run_fused(s.dnn.handle, &c.c, C.CUdeviceptr(c.x), C.CUdeviceptr(c.w),
-			C.CUdeviceptr(c.bias), C.CUdeviceptr(c.y), ws, c.c.ws), "cudnnConvolutionBiasActivationForward")
+			C.CUdeviceptr(c.bias), C.CUdeviceptr(c.z), C.CUdeviceptr(c.y), ws, c.c.ws), "cudnnConvolutionBiasActivationForward")
 	}
 	return checkDnn(C.vr_dnn_conv_run(s.dnn.handle, &c.c, C.CUdeviceptr(c.x), C.CUdeviceptr(c.w), C.CUdeviceptr(c.y),
 		ws, c.c.ws, C.double(c.beta)), "cudnnConvolutionForward")

@@ -282,10 +282,12 @@ fail:
   return (int)s;
 }
 
-// vr_dnn_conv_run_fused enqueues Y = act(conv(X, W) + Bias) on the
-// handle's stream (c prepared by vr_dnn_conv_fuse; alpha1 1, alpha2 0).
+// vr_dnn_conv_run_fused enqueues Y = act(conv(X, W) + Z + Bias) on the
+// handle's stream (c prepared by vr_dnn_conv_fuse; alpha1 1, alpha2 1),
+// or Y = act(conv(X, W) + Bias) when z is 0 (alpha2 0).
 static cudnnStatus_t vr_dnn_conv_run_fused(cudnnHandle_t h, const vr_dnn_conv* c, CUdeviceptr x, CUdeviceptr w,
-                                           CUdeviceptr b, CUdeviceptr y, CUdeviceptr ws, size_t wsSize) {
+                                           CUdeviceptr b, CUdeviceptr z, CUdeviceptr y, CUdeviceptr ws,
+                                           size_t wsSize) {
   double d1 = 1.0, d0 = 0.0;
   float f1 = 1.0f, f0 = 0.0f;
   const void* p1 = (const void*)&f1;
@@ -296,7 +298,8 @@ static cudnnStatus_t vr_dnn_conv_run_fused(cudnnHandle_t h, const vr_dnn_conv* c
   }
   return DNN(cudnnConvolutionBiasActivationForward)(
       h, p1, c->x, (const void*)(size_t)x, c->w, (const void*)(size_t)w, c->conv, c->algo, (void*)(size_t)ws, wsSize,
-      p0, c->y, (const void*)(size_t)y, c->b, (const void*)(size_t)b, c->act, c->y, (void*)(size_t)y);
+      z ? p1 : p0, c->y, (const void*)(size_t)(z ? z : y), c->b, (const void*)(size_t)b, c->act, c->y,
+      (void*)(size_t)y);
 }
 
 // vr_dnn_conv_run enqueues Y = conv(X, W) + beta*Y on the handle's stream

@@ -3,6 +3,7 @@
 package vulkan
 
 import (
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
@@ -76,13 +77,16 @@ func TestSplitKConv(t *testing.T) {
 	}
 	defer func() { forceSplitK, forceGemmTile, forceConvPath = 0, "", "" }()
 	forceConvPath = "gemm"
-	for _, s := range []int{2, 5} {
-		forceSplitK = s
-		for _, dt := range floatDTypes {
-			for _, c := range cases {
-				for _, tile := range append([]gemmTile{{}}, convTiles...) {
-					forceGemmTile = tile.name
-					checkConv(t, d, r, dt, c, "split-K tile "+tile.name)
+	for _, fix := range []string{"1", "0"} {
+		t.Setenv(fixupEnv, fix)
+		for _, s := range []int{2, 5} {
+			forceSplitK = s
+			for _, dt := range floatDTypes {
+				for _, c := range cases {
+					for _, tile := range append([]gemmTile{{}}, convTiles...) {
+						forceGemmTile = tile.name
+						checkConv(t, d, r, dt, c, fmt.Sprintf("split-K tile %s, %s=%s", tile.name, fixupEnv, fix))
+					}
 				}
 			}
 		}
@@ -95,7 +99,98 @@ func TestSplitKConv(t *testing.T) {
 		W: newBuf(t, d, rt.F32, c.K*c.C*9, nil).ref([]int{c.K * c.C * 9}, nil), Y: newBuf(t, d, rt.F32, c.N*c.K*OH*OW, nil).ref([]int{c.N * c.K * OH * OW}, nil),
 		N: c.N, C: c.C, H: c.H, Width: c.W, K: c.K, OH: OH, OW: OW, KH: 3, KW: 3, StrideH: 1, StrideW: 1, PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1}
 	if got := lowered(t, d, op); len(got) != 2 || !strings.HasPrefix(got[0], "convgemmk_f32_") || got[1] != "splitk_f32" {
-		t.Errorf("forced split-K Conv lowers to %v", got)
+		t.Errorf("forced split-K Conv with %s=0 lowers to %v", fixupEnv, got)
+	}
+	t.Setenv(fixupEnv, "1")
+	if got := lowered(t, d, op); len(got) != 1 || !strings.HasPrefix(got[0], "convgemmk_f32_") {
+		t.Errorf("forced split-K Conv with the fixup lowers to %v", got)
+	}
+	// more output tiles than a slot of counters: the splitk.comp pass
+	forceGemmTile = "t"
+	const wide = 32*fixupTiles + 1
+	big := &rt.Conv{X: newBuf(t, d, rt.F32, 40*wide, nil).ref([]int{40 * wide}, nil), W: newBuf(t, d, rt.F32, 32*40, nil).ref([]int{32 * 40}, nil),
+		Y: newBuf(t, d, rt.F32, 32*wide, nil).ref([]int{32 * wide}, nil), N: 1, C: 40, H: 1, Width: wide, K: 32, OH: 1, OW: wide,
+		KH: 1, KW: 1, StrideH: 1, StrideW: 1, DilH: 1, DilW: 1, Groups: 1}
+	if ds, err := d.(*device).lower(big); err != nil || len(ds) != 2 {
+		t.Errorf("split-K Conv of %d tiles lowers to %d dispatches (%v), want the partial and the splitk.comp pass", fixupTiles+1, len(ds), err)
+	}
+}
+
+// TestSplitKFixup runs a squeezenet fire module and the convolution after
+// it (TestReorderFire's) with split-K forced, three times on one stream
+// (each run must find its tile counters back at zero; the outputs are
+// zeroed before each) and on a second stream, and checks that the fixup matches the splitk.comp pass to the
+// bit: both sum the slices in the same order. With the fixup each
+// convolution is one dispatch, so the recording has one barrier per level
+// of the module.
+func TestSplitKFixup(t *testing.T) {
+	d := testDevice(t)
+	r := rand.New(rand.NewSource(12))
+	defer func() { forceSplitK = 0 }()
+	const C, S, E, K, H = 96, 40, 12, 10, 9
+	hw := H * H
+	buf := func(n int, v []float64) rt.Ref { return newBuf(t, d, rt.F32, n, v).ref([]int{n}, nil) }
+	conv := func(x, w, b, y rt.Ref, c, k, kh int) *rt.Conv {
+		return &rt.Conv{X: x, W: w, Bias: b, Y: y, N: 1, C: c, H: H, Width: H, K: k, OH: H, OW: H, KH: kh, KW: kh,
+			StrideH: 1, StrideW: 1, PadT: kh / 2, PadL: kh / 2, DilH: 1, DilW: 1, Groups: 1, Act: rt.Activation{Fn: rt.Relu}}
+	}
+	x := buf(C*hw, randVals(r, rt.F32, C*hw, -1, 1))
+	sb, yb, zb := newBuf(t, d, rt.F32, S*hw, nil), newBuf(t, d, rt.F32, 2*E*hw, nil), newBuf(t, d, rt.F32, K*hw, nil)
+	y1 := yb.ref([]int{E * hw}, nil)
+	y3 := y1
+	y3.Off += int64(4 * E * hw)
+	ops := []rt.Op{
+		conv(x, buf(S*C, randVals(r, rt.F32, S*C, -1, 1)), buf(S, randVals(r, rt.F32, S, -1, 1)), sb.ref([]int{S * hw}, nil), C, S, 1),
+		conv(sb.ref([]int{S * hw}, nil), buf(E*S, randVals(r, rt.F32, E*S, -1, 1)), rt.Ref{}, y1, S, E, 1),
+		conv(sb.ref([]int{S * hw}, nil), buf(E*S*9, randVals(r, rt.F32, E*S*9, -1, 1)), buf(E, randVals(r, rt.F32, E, -1, 1)), y3, S, E, 3),
+		conv(yb.ref([]int{2 * E * hw}, nil), buf(K*2*E, randVals(r, rt.F32, K*2*E, -1, 1)), rt.Ref{}, zb.ref([]int{K * hw}, nil), 2*E, K, 1),
+	}
+	run := func(fix string, splits []int) ([]float64, int) {
+		t.Setenv(fixupEnv, fix)
+		var out []float64
+		barriers := 0
+		for range 2 { // two streams
+			st, err := d.NewStream(rt.StreamOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, op := range ops {
+				forceSplitK = splits[i]
+				if err := st.Launch(op); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 3 {
+				for _, b := range []*tbuf{sb, yb, zb} { // every output written anew
+					if err := d.Write(b.buf, guard, make([]byte, b.size-2*guard)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := st.Submit(); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Wait(); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, zb.read(t, d)...)
+				out = append(out, yb.read(t, d)...)
+			}
+			barriers = st.(*stream).barriers
+			st.Close()
+		}
+		return out, barriers
+	}
+	for _, splits := range [][]int{{3, 2, 5, 4}, {7, 3, 3, 2}} {
+		want, _ := run("0", splits)
+		got, barriers := run("1", splits)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("splits %v: element %d with the fixup %v, with splitk.comp %v", splits, i, got[i], want[i])
+			}
+		}
+		if barriers != 2 {
+			t.Errorf("splits %v: %d barriers with the fixup, want 2 (squeeze | expands | next)", splits, barriers)
+		}
 	}
 }
 
