@@ -70,44 +70,7 @@ func TestReorderFire(t *testing.T) {
 	defer func() { forceSplitK = 0 }()
 	forceSplitK = 3
 	t.Setenv(fixupEnv, "0") // two dispatches per convolution (TestSplitKFixup has the fixup's barriers)
-	const C, S, E, K, H = 96, 40, 12, 10, 7
-	hw := H * H
-	x := randVals(r, rt.F32, C*hw, -1, 1)
-	wq := randVals(r, rt.F32, S*C, -1, 1)
-	w1 := randVals(r, rt.F32, E*S, -1, 1)
-	w3 := randVals(r, rt.F32, E*S*9, -1, 1)
-	wk := randVals(r, rt.F32, K*2*E, -1, 1)
-	bq := randVals(r, rt.F32, S, -1, 1)
-	sb := newBuf(t, d, rt.F32, S*hw, nil)
-	yb := newBuf(t, d, rt.F32, 2*E*hw, nil)
-	zb := newBuf(t, d, rt.F32, K*hw, nil)
-	conv := func(x, w rt.Ref, y rt.Ref, c, k, kh int) *rt.Conv {
-		return &rt.Conv{X: x, W: w, Y: y, N: 1, C: c, H: H, Width: H, K: k, OH: H, OW: H, KH: kh, KW: kh,
-			StrideH: 1, StrideW: 1, PadT: kh / 2, PadL: kh / 2, DilH: 1, DilW: 1, Groups: 1, Act: rt.Activation{Fn: rt.Relu}}
-	}
-	sq := conv(newBuf(t, d, rt.F32, len(x), x).ref([]int{len(x)}, nil), newBuf(t, d, rt.F32, len(wq), wq).ref([]int{len(wq)}, nil),
-		sb.ref([]int{S * hw}, nil), C, S, 1)
-	sq.Bias = newBuf(t, d, rt.F32, S, bq).ref([]int{S}, nil)
-	y1 := yb.ref([]int{E * hw}, nil)
-	y3 := y1
-	y3.Off += int64(4 * E * hw)
-	e1 := conv(sb.ref([]int{S * hw}, nil), newBuf(t, d, rt.F32, len(w1), w1).ref([]int{len(w1)}, nil), y1, S, E, 1)
-	e3 := conv(sb.ref([]int{S * hw}, nil), newBuf(t, d, rt.F32, len(w3), w3).ref([]int{len(w3)}, nil), y3, S, E, 3)
-	nx := conv(yb.ref([]int{2 * E * hw}, nil), newBuf(t, d, rt.F32, len(wk), wk).ref([]int{len(wk)}, nil), zb.ref([]int{K * hw}, nil), 2*E, K, 1)
-
-	relu := func(v []float64) []float64 {
-		for i := range v {
-			v[i] = math.Max(v[i], 0)
-		}
-		return v
-	}
-	sw, _ := convRef(x, wq, bq, 1, C, H, H, S, H, H, 1, 1, 1, 1, 0, 0, 1, 1, 1)
-	sw = relu(sw)
-	r1, _ := convRef(sw, w1, nil, 1, S, H, H, E, H, H, 1, 1, 1, 1, 0, 0, 1, 1, 1)
-	r3, _ := convRef(sw, w3, nil, 1, S, H, H, E, H, H, 3, 3, 1, 1, 1, 1, 1, 1, 1)
-	yw := relu(append(r1, r3...))
-	zw, za := convRef(yw, wk, nil, 1, 2*E, H, H, K, H, H, 1, 1, 1, 1, 0, 0, 1, 1, 1)
-	zw = relu(zw)
+	f := newFire(t, d, r, 7)
 
 	barriers := map[string]int{}
 	for _, mode := range []string{"1", "0"} {
@@ -116,7 +79,7 @@ func TestReorderFire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, op := range []rt.Op{sq, e1, e3, nx} {
+		for _, op := range f.ops {
 			if err := st.Launch(op); err != nil {
 				t.Fatal(err)
 			}
@@ -129,15 +92,72 @@ func TestReorderFire(t *testing.T) {
 		}
 		barriers[mode] = st.(*stream).barriers
 		st.Close()
-		got := zb.read(t, d)
-		for i := range zw {
-			if math.Abs(got[i]-zw[i]) > 1e-5*(za[i]+1) {
-				t.Fatalf("VRUN_VK_REORDER=%s: Z[%d] = %v, want %v", mode, i, got[i], zw[i])
-			}
-		}
+		f.check(t, d, "VRUN_VK_REORDER="+mode)
 	}
 	t.Logf("barriers: %d in level order, %d in launch order", barriers["1"], barriers["0"])
 	if barriers["1"] >= barriers["0"] {
 		t.Errorf("level order recorded %d barriers, launch order %d: want fewer", barriers["1"], barriers["0"])
+	}
+}
+
+// fire is a squeezenet fire module and the 1×1 convolution after it on
+// h×h planes: the squeeze (96→40, bias) into sb, the expands (40→12 1×1
+// and 3×3) into the halves of yb, and 24→10 into zb, each with a ReLU;
+// want and mag are Z's float64 reference and its magnitudes.
+type fire struct {
+	ops        []rt.Op
+	sb, yb, zb *tbuf
+	want, mag  []float64
+}
+
+func newFire(t *testing.T, d rt.Device, r *rand.Rand, h int) *fire {
+	const C, S, E, K = 96, 40, 12, 10
+	hw := h * h
+	x := randVals(r, rt.F32, C*hw, -1, 1)
+	wq := randVals(r, rt.F32, S*C, -1, 1)
+	w1 := randVals(r, rt.F32, E*S, -1, 1)
+	w3 := randVals(r, rt.F32, E*S*9, -1, 1)
+	wk := randVals(r, rt.F32, K*2*E, -1, 1)
+	bq := randVals(r, rt.F32, S, -1, 1)
+	f := &fire{sb: newBuf(t, d, rt.F32, S*hw, nil), yb: newBuf(t, d, rt.F32, 2*E*hw, nil), zb: newBuf(t, d, rt.F32, K*hw, nil)}
+	buf := func(v []float64) rt.Ref { return newBuf(t, d, rt.F32, len(v), v).ref([]int{len(v)}, nil) }
+	conv := func(x, w rt.Ref, y rt.Ref, c, k, kh int) *rt.Conv {
+		return &rt.Conv{X: x, W: w, Y: y, N: 1, C: c, H: h, Width: h, K: k, OH: h, OW: h, KH: kh, KW: kh,
+			StrideH: 1, StrideW: 1, PadT: kh / 2, PadL: kh / 2, DilH: 1, DilW: 1, Groups: 1, Act: rt.Activation{Fn: rt.Relu}}
+	}
+	sq := conv(buf(x), buf(wq), f.sb.ref([]int{S * hw}, nil), C, S, 1)
+	sq.Bias = buf(bq)
+	y1 := f.yb.ref([]int{E * hw}, nil)
+	y3 := y1
+	y3.Off += int64(4 * E * hw)
+	f.ops = []rt.Op{sq,
+		conv(f.sb.ref([]int{S * hw}, nil), buf(w1), y1, S, E, 1),
+		conv(f.sb.ref([]int{S * hw}, nil), buf(w3), y3, S, E, 3),
+		conv(f.yb.ref([]int{2 * E * hw}, nil), buf(wk), f.zb.ref([]int{K * hw}, nil), 2*E, K, 1)}
+
+	relu := func(v []float64) []float64 {
+		for i := range v {
+			v[i] = math.Max(v[i], 0)
+		}
+		return v
+	}
+	sw, _ := convRef(x, wq, bq, 1, C, h, h, S, h, h, 1, 1, 1, 1, 0, 0, 1, 1, 1)
+	sw = relu(sw)
+	r1, _ := convRef(sw, w1, nil, 1, S, h, h, E, h, h, 1, 1, 1, 1, 0, 0, 1, 1, 1)
+	r3, _ := convRef(sw, w3, nil, 1, S, h, h, E, h, h, 3, 3, 1, 1, 1, 1, 1, 1, 1)
+	yw := relu(append(r1, r3...))
+	f.want, f.mag = convRef(yw, wk, nil, 1, 2*E, h, h, K, h, h, 1, 1, 1, 1, 0, 0, 1, 1, 1)
+	f.want = relu(f.want)
+	return f
+}
+
+// check compares Z with the float64 reference.
+func (f *fire) check(t *testing.T, d rt.Device, what string) {
+	t.Helper()
+	got := f.zb.read(t, d)
+	for i := range f.want {
+		if math.Abs(got[i]-f.want[i]) > 1e-5*(f.mag[i]+1) {
+			t.Fatalf("%s: Z[%d] = %v, want %v", what, i, got[i], f.want[i])
+		}
 	}
 }

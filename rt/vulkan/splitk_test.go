@@ -117,34 +117,17 @@ func TestSplitKConv(t *testing.T) {
 }
 
 // TestSplitKFixup runs a squeezenet fire module and the convolution after
-// it (TestReorderFire's) with split-K forced, three times on one stream
-// (each run must find its tile counters back at zero; the outputs are
-// zeroed before each) and on a second stream, and checks that the fixup matches the splitk.comp pass to the
-// bit: both sum the slices in the same order. With the fixup each
-// convolution is one dispatch, so the recording has one barrier per level
-// of the module.
+// it (newFire) with split-K forced, three times on one stream (each run
+// must find its tile counters back at zero; the outputs are zeroed before
+// each) and on a second stream. Each run matches the float64 reference,
+// and the fixup matches the splitk.comp pass to the bit: both sum the
+// slices in the same order. With the fixup each convolution is one
+// dispatch, so the recording has one barrier per level of the module.
 func TestSplitKFixup(t *testing.T) {
 	d := testDevice(t)
 	r := rand.New(rand.NewSource(12))
 	defer func() { forceSplitK = 0 }()
-	const C, S, E, K, H = 96, 40, 12, 10, 9
-	hw := H * H
-	buf := func(n int, v []float64) rt.Ref { return newBuf(t, d, rt.F32, n, v).ref([]int{n}, nil) }
-	conv := func(x, w, b, y rt.Ref, c, k, kh int) *rt.Conv {
-		return &rt.Conv{X: x, W: w, Bias: b, Y: y, N: 1, C: c, H: H, Width: H, K: k, OH: H, OW: H, KH: kh, KW: kh,
-			StrideH: 1, StrideW: 1, PadT: kh / 2, PadL: kh / 2, DilH: 1, DilW: 1, Groups: 1, Act: rt.Activation{Fn: rt.Relu}}
-	}
-	x := buf(C*hw, randVals(r, rt.F32, C*hw, -1, 1))
-	sb, yb, zb := newBuf(t, d, rt.F32, S*hw, nil), newBuf(t, d, rt.F32, 2*E*hw, nil), newBuf(t, d, rt.F32, K*hw, nil)
-	y1 := yb.ref([]int{E * hw}, nil)
-	y3 := y1
-	y3.Off += int64(4 * E * hw)
-	ops := []rt.Op{
-		conv(x, buf(S*C, randVals(r, rt.F32, S*C, -1, 1)), buf(S, randVals(r, rt.F32, S, -1, 1)), sb.ref([]int{S * hw}, nil), C, S, 1),
-		conv(sb.ref([]int{S * hw}, nil), buf(E*S, randVals(r, rt.F32, E*S, -1, 1)), rt.Ref{}, y1, S, E, 1),
-		conv(sb.ref([]int{S * hw}, nil), buf(E*S*9, randVals(r, rt.F32, E*S*9, -1, 1)), buf(E, randVals(r, rt.F32, E, -1, 1)), y3, S, E, 3),
-		conv(yb.ref([]int{2 * E * hw}, nil), buf(K*2*E, randVals(r, rt.F32, K*2*E, -1, 1)), rt.Ref{}, zb.ref([]int{K * hw}, nil), 2*E, K, 1),
-	}
+	f := newFire(t, d, r, 9)
 	run := func(fix string, splits []int) ([]float64, int) {
 		t.Setenv(fixupEnv, fix)
 		var out []float64
@@ -154,14 +137,14 @@ func TestSplitKFixup(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, op := range ops {
+			for i, op := range f.ops {
 				forceSplitK = splits[i]
 				if err := st.Launch(op); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for range 3 {
-				for _, b := range []*tbuf{sb, yb, zb} { // every output written anew
+				for _, b := range []*tbuf{f.sb, f.yb, f.zb} { // every output written anew
 					if err := d.Write(b.buf, guard, make([]byte, b.size-2*guard)); err != nil {
 						t.Fatal(err)
 					}
@@ -172,8 +155,9 @@ func TestSplitKFixup(t *testing.T) {
 				if err := st.Wait(); err != nil {
 					t.Fatal(err)
 				}
-				out = append(out, zb.read(t, d)...)
-				out = append(out, yb.read(t, d)...)
+				f.check(t, d, fmt.Sprintf("%s=%s, splits %v", fixupEnv, fix, splits))
+				out = append(out, f.zb.read(t, d)...)
+				out = append(out, f.yb.read(t, d)...)
 			}
 			barriers = st.(*stream).barriers
 			st.Close()
