@@ -291,10 +291,13 @@ func runSplit(n, grain, div, nw int, homes bool, f1 func(lo, hi int), f2 func(w,
 	j.work(0)
 	if s := j.state.Add(closedBit); s != closedBit {
 		// Poll for the helpers that joined before blocking; the last one
-		// to leave sends on done either way.
+		// to leave sends on done either way. Poll for that send, not for
+		// the state it follows: a receive that blocks makes the sender
+		// wake this goroutine, which then waits in the sender's run queue
+		// for an idle thread to steal it (tens of µs on a VM).
 		if spinNS > 0 {
 			start := time.Now()
-			for i := 1; j.state.Load() != closedBit; i++ {
+			for i := 1; len(j.done) == 0; i++ {
 				if i&63 == 0 && time.Since(start) > time.Duration(spinNS) {
 					break
 				}

@@ -246,3 +246,26 @@ func TestSubmitNoAlloc(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkParallelJobs is the cost of back-to-back parallel jobs of two
+// chunks of about 5 µs each (GOMAXPROCS 2), as a model's small ops are:
+// ns per job, and with ideal scaling about 5000. A caller or helper that
+// blocks on a channel waits for the Go scheduler to wake a thread and
+// steal it (tens of µs on a VM), which shows here as a mean well above
+// that.
+func BenchmarkParallelJobs(b *testing.B) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	var sink atomic.Int64
+	spin := func(lo, hi int) {
+		s := 0
+		for i := lo * 4000; i < hi*4000; i++ {
+			s += i * i >> 3
+		}
+		sink.Add(int64(s))
+	}
+	parallelFor(2, 1, spin)
+	b.ResetTimer()
+	for range b.N {
+		parallelFor(2, 1, spin)
+	}
+}
