@@ -594,8 +594,25 @@ func (p *dconvPlan) chunk(xb []float32, offs []int, hiOff int, out, y []float32,
 // 1003 / 1029, 128 on 28×28 951 / 893 / 929, 256 on 14×14 1020 / 963 /
 // 975, 64→128 stride 2 942 / 830 / 880, 512 on 7×7 1050 / 1066 / 1059
 // (61 outputs: not chunked); 1×1 576→96 on 14×14 123 / 131 / 130 (not
-// chunked). Tests and benchmarks set it (VRUN_CPU_DCWTC).
-var dcwTapChunk = 72
+// chunked). That was an AMD EPYC, 1 MiB of L2 a core. On an Intel Xeon
+// with 2 MiB of L2 a core the chunks cost more than they save: one
+// thread, µs with chunks of 72 / 144 / none, squeezenet's 16→64 3×3 on
+// 55×55 394 / 348 / 351, ResNet 64 on 56×56 1536 / 1428 / 1584, 256 on
+// 14×14 1711 / 1613 / 1525; whole models at 2 threads, medians of 300
+// runs in three alternating rounds, squeezenet1_1 3.58-3.68 / 3.45-3.57
+// / 3.41-3.51 ms, resnet18 13.1-13.8 / 13.0-13.5 / 12.6-13.1. So where
+// the L2 holds at least 2 MiB (tapChunkFor) there are none. Tests and
+// benchmarks set it (VRUN_CPU_DCWTC).
+var dcwTapChunk = tapChunkFor(l2Bytes())
+
+// tapChunkFor is dcwTapChunk's default for a level-2 cache of l2 bytes
+// (0: unknown).
+func tapChunkFor(l2 int) int {
+	if l2 >= 2<<20 {
+		return 0
+	}
+	return 72
+}
 
 // dcw runs the wide kernels for kb output channels from k0 (see dcwRun)
 // on x with taps at offs (the largest hiOff), in chunks of at most

@@ -457,3 +457,30 @@ func TestConvBands(t *testing.T) {
 		}
 	}
 }
+
+// TestTapChunkFor checks the tap-chunk default by L2 size and the parse
+// of sysfs cache sizes it is read with.
+func TestTapChunkFor(t *testing.T) {
+	for _, c := range []struct {
+		size  string
+		bytes int
+		chunk int
+	}{
+		{"2048K", 2 << 20, 0},
+		{"1024K", 1 << 20, 72},
+		{"2M", 2 << 20, 0},
+		{"512K\n", 512 << 10, 72},
+		{"", 0, 72},
+		{"lots", 0, 72},
+		{"-4K", 0, 72},
+	} {
+		b := parseCacheSize(c.size)
+		if b != c.bytes {
+			t.Errorf("parseCacheSize(%q) = %d, want %d", c.size, b, c.bytes)
+		}
+		if got := tapChunkFor(b); got != c.chunk {
+			t.Errorf("tapChunkFor(%d) = %d, want %d", b, got, c.chunk)
+		}
+	}
+	t.Logf("this machine: L2 %d bytes, tap chunk %d", l2Bytes(), tapChunkFor(l2Bytes()))
+}
