@@ -248,8 +248,8 @@ func TestSubmitNoAlloc(t *testing.T) {
 }
 
 // BenchmarkParallelJobs is the cost of back-to-back parallel jobs of two
-// chunks of about 5 µs each (GOMAXPROCS 2), as a model's small ops are:
-// ns per job, and with ideal scaling about 5000. A caller or helper that
+// chunks of a few µs each (GOMAXPROCS 2), as a model's small ops are: ns
+// per job (3400-3550 on a 2-vCPU Xeon). A caller or helper that
 // blocks on a channel waits for the Go scheduler to wake a thread and
 // steal it (tens of µs on a VM), which shows here as a mean well above
 // that.
