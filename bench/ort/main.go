@@ -21,7 +21,10 @@
 // output's largest magnitude).
 //
 // -profile N then lists, for each model, the -top nodes by median time
-// over N runs on vrun (per-Launch times) and in onnxruntime (its own
+// over N runs on vrun (per-Launch times, with each node's 90th
+// percentile: a p90 far above the median, with the run's median above
+// the sum of the nodes' medians, points at waits rather than kernels)
+// and in onnxruntime (its own
 // profiler's kernel times, with each node's op and output shape; its
 // nodes are those after its graph optimisations, a Conv with a fused
 // activation in NCHWc layout named after the activation).
@@ -230,20 +233,22 @@ func profileModel(ctx context.Context, m *ortpeer.Model, n int) error {
 		walls, sums = append(walls, float64(wall)/1e6), append(sums, sum)
 	}
 	type row struct {
-		node string
-		med  float64
+		node     string
+		med, p90 float64
 	}
 	var rows []row
 	total := 0.0
 	for node, ts := range times {
-		rows = append(rows, row{node, ortpeer.Median(ts)})
+		s := append([]float64(nil), ts...)
+		sort.Float64s(s)
+		rows = append(rows, row{node, ortpeer.Median(ts), s[len(s)*9/10]})
 		total += ortpeer.Median(ts)
 	}
 	sort.Slice(rows, func(a, b int) bool { return rows[a].med > rows[b].med })
 	fmt.Printf("\n%s: %d nodes, sum of per-node medians %.3f ms over %d runs (median per run: nodes %.3f ms, Run %.3f ms)\n",
 		m.Name, len(rows), total, n, ortpeer.Median(sums), ortpeer.Median(walls))
 	for _, r := range rows[:min(*profileTop, len(rows))] {
-		fmt.Printf("  %9.4f ms %5.1f%%  %-14s %s\n", r.med, 100*r.med/total, ops[r.node], r.node)
+		fmt.Printf("  %9.4f ms %5.1f%%  %-14s %s (p90 %.4f)\n", r.med, 100*r.med/total, ops[r.node], r.node, r.p90)
 	}
 	byOp := map[string]float64{}
 	for _, r := range rows {
