@@ -601,9 +601,14 @@ func (p *dconvPlan) chunk(xb []float32, offs []int, hiOff int, out, y []float32,
 // 14×14 1711 / 1613 / 1525; whole models at 2 threads, medians of 300
 // runs in three alternating rounds, squeezenet1_1 3.58-3.68 / 3.45-3.57
 // / 3.41-3.51 ms, resnet18 13.1-13.8 / 13.0-13.5 / 12.6-13.1. So where
-// the L2 holds at least 2 MiB (tapChunkFor) there are none. Tests and
-// benchmarks set it (VRUN_CPU_DCWTC).
-var dcwTapChunk = tapChunkFor(l2Bytes())
+// the L2 holds at least 2 MiB (tapChunkFor) there are none. -1 takes
+// that default (tapChunkDefault); tests and benchmarks set it
+// (VRUN_CPU_DCWTC).
+var dcwTapChunk = -1
+
+// tapChunkDefault is tapChunkFor this machine's L2, read once, on the
+// first convolution that needs it rather than at start-up.
+var tapChunkDefault = sync.OnceValue(func() int { return tapChunkFor(l2Bytes()) })
 
 // tapChunkFor is dcwTapChunk's default for a level-2 cache of l2 bytes
 // (0: unknown).
@@ -623,10 +628,13 @@ func (p *dconvPlan) dcw(kb, n int, x []float32, offs []int, hiOff, k0 int, y []f
 	if p.gap != nil && rows == 1 && p.wq != p.o.OW {
 		tab = p.gap
 	}
-	tc := p.taps
-	if dcwTapChunk > 0 && p.taps > dcwTapChunk && n*rows >= 128 && p.o.KH*p.o.KW > 1 {
+	tc, most := p.taps, dcwTapChunk
+	if most < 0 {
+		most = tapChunkDefault()
+	}
+	if most > 0 && p.taps > most && n*rows >= 128 && p.o.KH*p.o.KW > 1 {
 		// Chunks of even sizes, whole kernel windows where they can be.
-		nch := (p.taps + dcwTapChunk - 1) / dcwTapChunk
+		nch := (p.taps + most - 1) / most
 		tc = (p.taps + nch - 1) / nch
 		if kk := p.o.KH * p.o.KW; tc > kk {
 			tc = (tc + kk - 1) / kk * kk

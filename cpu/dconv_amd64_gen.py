@@ -632,7 +632,8 @@ def wide_kernel(kb, u, avx2=False):
         e("MOVQ ntaps+24(FP), BX")
         e("MOVQ w+32(FP), R14")
         weight_bases(e, kb)
-        if TAPUNROLL > 1 and not avx2 and not masked:
+        unroll = TAPUNROLL > 1 and not avx2 and not masked
+        if unroll:
             # TAPUNROLL taps an iteration, then the rest one at a time.
             U = TAPUNROLL
             e(f"CMPQ BX, ${U}")
@@ -663,7 +664,7 @@ def wide_kernel(kb, u, avx2=False):
         weight_next(e, kb)
         e("DECQ BX")
         e(f"JNE {L}_tap")
-        if TAPUNROLL > 1 and not avx2 and not masked:
+        if unroll:
             e(f"{L}_tapped:")
         e("MOVQ ldy+64(FP), R12")
         e("SHLQ $2, R12")
