@@ -378,7 +378,7 @@ func TestConvRes(t *testing.T) {
 	clip.name, clip.kh, clip.kw, clip.padT, clip.padL, clip.padB, clip.padR = "big/1x1/res+relu6", 1, 1, 0, 0, 0, 0
 	clip.act = rt.Activation{Fn: rt.Clip, Alpha: 0, Beta: 6}
 	for _, dt := range []rt.DType{rt.F32, rt.F16} {
-		for _, route := range []string{"cudnn", "cudnn-all", "cudnn-unfused", "builtin"} {
+		for _, route := range []string{"cudnn", "cudnn-basic", "cudnn-unfused", "builtin"} {
 			for _, cc := range []skCase{big, clip} {
 				t.Run(dt.String()+"/"+route+"/"+cc.name, func(t *testing.T) {
 					switch {
@@ -386,8 +386,8 @@ func TestConvRes(t *testing.T) {
 						t.Setenv(dnnEnv, "0")
 					case !cudnnPresent(t):
 						t.Skip("cuDNN not in use")
-					case route == "cudnn-all":
-						t.Setenv(dnnFuseEnv, "all")
+					case route == "cudnn-basic":
+						t.Setenv(dnnFuseEnv, "1")
 					case route == "cudnn-unfused":
 						t.Setenv(dnnFuseEnv, "0")
 					}
@@ -395,7 +395,7 @@ func TestConvRes(t *testing.T) {
 					checkSKAuto(t, d, cc, dt)
 					fused = d.dnn.fused.Load() - fused
 					t.Logf("fused cuDNN calls: %d", fused)
-					if route == "cudnn-all" && cc.act.Fn == rt.Relu && dnnCanFuse() && fused != 1 {
+					if route == "cudnn" && cc.act.Fn == rt.Relu && dnnCanFuse() && fused != 1 {
 						t.Errorf("conv + bias + residual + ReLU not fused into the cuDNN call")
 					}
 					if route == "cudnn-unfused" && fused != 0 {

@@ -19,17 +19,8 @@
 // each element fetched needs only the (c, kh, kw) split of its row. Flag 2
 // (pointwise: 1x1 kernel, unit stride, no padding, OH = H, OW = W) reads
 // X[n, c, pixel] directly. Flag 4 adds Res[n, g*Kg + m, oh, ow] (binding
-// 4, rt.Conv's residual) before the activation.
-//
-// The split-K variant (-D SPLITK) sums one slice of the GEMM depth per
-// workgroup into the partial buffer (binding 3). Without flag 16 it leaves
-// the sum of the slices, the bias, the residual and the activation to
-// splitk.comp. With flag 16 (fixup) the workgroups of one output tile count
-// themselves in on cnt[tile] (binding FIX_CNT) once their partials are
-// written, and the last one to arrive sums the S partials in splitk.comp's
-// fixed order (so the result does not depend on which one is last), applies
-// the epilogue, writes Y (binding FIX_Y) and sets the counter back to zero
-// for the next run: one dispatch and no barrier instead of two dispatches.
+// 4, rt.Conv's residual) before the activation; the split-K variant leaves
+// that, the bias and the activation to splitk.comp.
 //
 // -D SEPDW builds rt.SepConv: the pointwise GEMM of a depthwise-separable
 // pair whose B loader computes each depthwise output on the fly,
@@ -97,24 +88,15 @@ layout(std430, binding = 6) readonly buffer BDB { X_T dwb[]; };
 layout(std430, binding = 0) readonly buffer BX { X_T x[]; };
 layout(std430, binding = 1) readonly buffer BW { W_T w[]; };
 layout(std430, binding = 2) readonly buffer BB { X_T bias[]; };
+#ifndef SPLITK
 // Res (flag 4): a residual shaped like Y, added before the activation;
 // bound to Y's buffer (never read) without it.
 layout(std430, binding = 4) readonly buffer BR { X_T res[]; };
+#endif
 #ifdef SPLITK
 // Split-K partial pass (see matmul.comp): z index zz = g*S + s sums depth
-// [s*KS, min(KD, (s+1)*KS)) into part[(zz*Kg + m)*NC + col]. coherent: with
-// the fixup, the last workgroup of a tile reads what the others wrote.
-layout(std430, binding = 3) coherent buffer BP { CT part[]; };
-#ifdef SEPDW
-#define FIX_Y 7
-#define FIX_CNT 8
-#else
-#define FIX_Y 5
-#define FIX_CNT 6
-#endif
-// the fixup's output and its per-tile arrival counters (zero between runs)
-layout(std430, binding = FIX_Y) writeonly buffer BY { Y_T y[]; };
-layout(std430, binding = FIX_CNT) coherent buffer BCNT { uint cnt[]; };
+// [s*KS, min(KD, (s+1)*KS)) into part[(zz*Kg + m)*NC + col].
+layout(std430, binding = 3) writeonly buffer BY { CT part[]; };
 #else
 layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
 #endif
@@ -216,18 +198,6 @@ void fetch(uint tid, uint k0, uint KE, uint wbase, uint m0, bool ok, uint xb, in
 #endif
 }
 
-// store_y writes output channel k (of all K), GEMM column gn: v plus the
-// bias and the residual, through the activation.
-void store_y(uint k, uint gn, CT v) {
-	if ((pc.flags & 1u) != 0u) v += CT(X_LD(bias[pc.offB + k]));
-	uint n, p;
-	col_split(gn, n, p);
-	uint yi = (n * pc.K + k) * pc.OHW + p;
-	if ((pc.flags & 4u) != 0u) v += CT(X_LD(res[pc.offR + yi]));
-	if (pc.act != 0u) v = act_apply(pc.act, v, pc_real(pc.actA), pc_real(pc.actB));
-	y[pc.offY + yi] = Y_ST(v);
-}
-
 void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN / 4], uint grp) {
 	uint tid = gl_LocalInvocationID.x;
 	uint tr = tid / WGN, tc = tid % WGN;
@@ -245,71 +215,25 @@ void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN 
 		if (gm < pc.Kg && gn < pc.NC) part[(grp * pc.Kg + gm) * pc.NC + gn] = S[e / 4u][e & 3u];
 	}
 #else
+	CT aa = pc_real(pc.actA), ab = pc_real(pc.actB);
+	bool hasBias = (pc.flags & 1u) != 0u;
 	for (uint e = tid; e < 4u * CH; e += NT) {
 		uint gm = m0 + g * (4u * WGM) + e / BN, gn = n0 + e % BN;
-		if (gm < pc.Kg && gn < pc.NC) store_y(grp * pc.Kg + gm, gn, S[e / 4u][e & 3u]);
+		if (gm < pc.Kg && gn < pc.NC) {
+			uint k = grp * pc.Kg + gm;
+			CT v = S[e / 4u][e & 3u];
+			if (hasBias) v += CT(X_LD(bias[pc.offB + k]));
+			uint n, p;
+			col_split(gn, n, p);
+			uint yi = (n * pc.K + k) * pc.OHW + p;
+			if ((pc.flags & 4u) != 0u) v += CT(X_LD(res[pc.offR + yi]));
+			if (pc.act != 0u) v = act_apply(pc.act, v, aa, ab);
+			y[pc.offY + yi] = Y_ST(v);
+		}
 	}
 #endif
 	barrier();
 }
-
-#ifdef SPLITK
-// FIXE is the number of output elements each invocation sums in fixup,
-// FIXC of them at a time.
-#define FIXE (BM * BN / NT)
-#define FIXC 16u
-#if (FIXE % 16) != 0
-#error convgemm.comp: the fixup needs a multiple of 16 elements per invocation
-#endif
-
-// fixup runs after this workgroup's slice of group g's tile is in part
-// (flag 16): the last of the tile's S workgroups to arrive sums the
-// partials and writes Y. Each invocation sums FIXE elements, FIXC at a
-// time with the loads of four slices of all of them in flight.
-void fixup(uint g) {
-	uint tid = gl_LocalInvocationID.x;
-	memoryBarrierBuffer();
-	barrier();
-	uint tile = (g * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-	// S[0] (free after the epilogue's barrier) tells the workgroup
-	// whether it is the tile's last; the barrier after reading it keeps
-	// the next group's stores off it until every invocation has
-	if (tid == 0u) S[0].x = CT(atomicAdd(cnt[tile], 1u) == pc.S - 1u ? 1 : 0);
-	barrier();
-	bool last = S[0].x != CT(0);
-	barrier();
-	if (!last) return;
-	memoryBarrierBuffer();
-	uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-	uint SL = pc.Kg * pc.NC; // the stride of one slice's partials
-	for (uint c = 0u; c < FIXE; c += FIXC) {
-		uint base[FIXC];
-		bool ok[FIXC];
-		[[unroll]] for (uint i = 0u; i < FIXC; i++) {
-			uint e = tid + (c + i) * NT;
-			uint gm = m0 + e / BN, gn = n0 + e % BN;
-			ok[i] = gm < pc.Kg && gn < pc.NC;
-			base[i] = ok[i] ? (g * pc.S * pc.Kg + gm) * pc.NC + gn : 0u;
-		}
-		// splitk.comp's order: four running sums over s mod 4, then
-		// (v0 + v1) + (v2 + v3)
-		CT v[FIXC][4];
-		[[unroll]] for (uint i = 0u; i < FIXC; i++)
-			[[unroll]] for (uint j = 0u; j < 4u; j++) v[i][j] = CT(0);
-		uint s = 0u;
-		for (; s + 3u < pc.S; s += 4u)
-			[[unroll]] for (uint i = 0u; i < FIXC; i++)
-				[[unroll]] for (uint j = 0u; j < 4u; j++) v[i][j] += part[base[i] + (s + j) * SL];
-		for (; s < pc.S; s++)
-			[[unroll]] for (uint i = 0u; i < FIXC; i++) v[i][0] += part[base[i] + s * SL];
-		[[unroll]] for (uint i = 0u; i < FIXC; i++) {
-			uint e = tid + (c + i) * NT;
-			if (ok[i]) store_y(g * pc.Kg + m0 + e / BN, n0 + e % BN, (v[i][0] + v[i][1]) + (v[i][2] + v[i][3]));
-		}
-	}
-	if (tid == 0u) cnt[tile] = 0u;
-}
-#endif
 
 void main() {
 	uint tid = gl_LocalInvocationID.x;
@@ -372,9 +296,6 @@ void main() {
 		epilogue(0u, acc[0], acc[1], acc[2], acc[3], grp);
 #if TM == 8
 		epilogue(1u, acc[4], acc[5], acc[6], acc[7], grp);
-#endif
-#ifdef SPLITK
-		if ((pc.flags & 16u) != 0u) fixup(g);
 #endif
 	}
 }

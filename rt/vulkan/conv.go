@@ -149,30 +149,6 @@ func convSplit(t gemmTile) splitRule {
 	return splitRule{gemmTarget(false), convSplitMinK, convSplitMax}
 }
 
-// counterBuf stands for the stream's split-K tile counters in binds and
-// spans: slot k of the buffer (as of the scratch buffer, see
-// stream.Launch) holds fixupTiles uint32 counters, zero between runs.
-var counterBuf = &buffer{}
-
-// fixupTiles is the most output tiles a split-K dispatch may count in its
-// slot of the counters; one with more runs the splitk.comp pass.
-const fixupTiles = 4096
-
-// counters binds and spans the first n tile counters.
-func counters(n int64) (bind, span) {
-	return bind{b: counterBuf, off: 0, rng: 4 * n}, span{counterBuf, 0, 4 * n}
-}
-
-// fixupEnv, set to "1", has the last workgroup of each output tile sum a
-// split-K convolution's partials (convgemm.comp's fixup): one dispatch
-// instead of a partial pass, a barrier and a splitk.comp pass. It is off
-// by default until it is timed on a GPU (lavapipe runs it in the tests).
-const fixupEnv = "VRUN_VK_FIXUP"
-
-// useFixup reports whether split-K convolutions take the fixup
-// (VRUN_VK_FIXUP=1).
-func useFixup() bool { return strings.TrimSpace(os.Getenv(fixupEnv)) == "1" }
-
 func (l *lowering) Conv(o *rt.Conv) {
 	dt := o.X.DType
 	kdt, half, ok := l.weightKernel(dt, o)
@@ -356,22 +332,13 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 		// partial pass: X, W -> scratch; reduction: scratch, Bias -> Y
 		pp := append(push[:len(push):len(push)], uint32(sk.s), uint32(sk.ks))
 		sb, ss := sk.scratch()
-		// bindings: X, W, Bias, the partials, Res, [DW.W, DW.Bias,] then
-		// the fixup's Y and tile counters
-		pbinds := append([]bind{binds[0], binds[1], binds[2], sb}, binds[4:]...)
-		groups := [3]uint32{uint32(gx), uint32(gy), uint32(min(int64(o.Groups)*int64(sk.s), int64(l.d.maxGroups[2])))}
-		shader := "convgemmk" + sep + "_" + kdt + "_" + t.name
-		if ntile := gx * gy * int64(o.Groups); useFixup() && ntile <= fixupTiles {
-			pp[19] |= 16
-			cb, cs := counters(ntile)
-			l.add(dispatch{shader: shader, spec: []uint32{uint32(t.threads())},
-				binds: append(pbinds, binds[3], cb), reads: append(in, epi...), writes: append([]span{ss, cs}, writes...), push: pp,
-				groups: groups, scratch: sk.bytes})
-			return
+		pbinds := []bind{binds[0], binds[1], binds[2], sb}
+		if dw != nil {
+			pbinds = append(pbinds, binds[4:]...)
 		}
-		l.add(dispatch{shader: shader, spec: []uint32{uint32(t.threads())},
-			binds: append(pbinds, binds[3], sb), reads: in, writes: []span{ss}, push: pp, // Y, counters: not used
-			groups: groups, scratch: sk.bytes})
+		l.add(dispatch{shader: "convgemmk" + sep + "_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
+			binds: pbinds, reads: in, writes: []span{ss}, push: pp,
+			groups: [3]uint32{uint32(gx), uint32(gy), uint32(min(int64(o.Groups)*int64(sk.s), int64(l.d.maxGroups[2])))}, scratch: sk.bytes})
 		rreads := append([]span{ss}, epi...)
 		one := realBits(dt, 1)
 		rflags := flags & 1

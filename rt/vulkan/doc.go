@@ -98,11 +98,7 @@
 //     owns (allocated at Launch to the largest size recorded, freed on
 //     Reset/Close), and splitk.comp sums them in a fixed order and applies
 //     alpha, beta*bias and the activation. Scratch writes and reads are
-//     tracked by the stream's barrier logic like any operand. With
-//     VRUN_VK_FIXUP=1 a split-K convolution is one dispatch: the last
-//     workgroup of each output tile to count itself in (on per-tile
-//     counters the stream keeps at zero between runs) sums the partials
-//     in the same order and applies the epilogue (convgemm.comp).
+//     tracked by the stream's barrier logic like any operand.
 //   - VRUN_VK_VALIDATION=1 (read when the instance is created) enables
 //     VK_LAYER_KHRONOS_validation with a VK_EXT_debug_utils messenger;
 //     warnings and errors are returned from Submit, Wait,

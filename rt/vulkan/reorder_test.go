@@ -69,7 +69,6 @@ func TestReorderFire(t *testing.T) {
 	r := rand.New(rand.NewSource(11))
 	defer func() { forceSplitK = 0 }()
 	forceSplitK = 3
-	t.Setenv(fixupEnv, "0") // two dispatches per convolution (TestSplitKFixup has the fixup's barriers)
 	f := newFire(t, d, r, 7)
 
 	barriers := map[string]int{}

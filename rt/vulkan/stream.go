@@ -56,12 +56,6 @@ type stream struct {
 	// them. Freed on Reset and Close.
 	scratch *buffer
 	retired []*buffer
-	// counters holds scratchSlots slots of fixupTiles split-K tile
-	// counters (bound where a dispatch binds counterBuf, in the
-	// dispatch's scratch slot), zeroed when allocated by the first Launch
-	// that binds it; each dispatch leaves its counters at zero. Freed on
-	// Close.
-	counters *buffer
 	// nScratch counts the launches that bind the scratch buffer; launch
 	// k takes slot k % scratchSlots of it, so that split-K ops of
 	// independent branches (a fire module's two expands) can run
@@ -180,9 +174,6 @@ func (s *stream) Launch(op rt.Op) error {
 	if err := s.ensureScratch(ds); err != nil {
 		return fmt.Errorf("%s: %w", op.OpName(), err)
 	}
-	if err := s.ensureCounters(ds); err != nil {
-		return fmt.Errorf("%s: %w", op.OpName(), err)
-	}
 	if scratchSlot(ds, s.nScratch%scratchSlots) {
 		s.nScratch++
 	}
@@ -230,7 +221,7 @@ func scratchSlot(ds []dispatch, slot int) bool {
 		x.slot = slot
 		for _, sp := range [][]span{x.reads, x.writes} {
 			for j := range sp {
-				if sp[j].b == scratchBuf || sp[j].b == counterBuf {
+				if sp[j].b == scratchBuf {
 					sp[j].lo += int64(slot) << slotShift
 					sp[j].hi += int64(slot) << slotShift
 				}
@@ -270,36 +261,6 @@ func (s *stream) ensureScratch(ds []dispatch) error {
 		s.retired = append(s.retired, s.scratch)
 	}
 	s.scratch = b
-	return nil
-}
-
-// counterStride is the distance in bytes between the slots of the
-// counters buffer.
-const counterStride = 4 * fixupTiles
-
-// ensureCounters allocates the split-K tile counters, zeroed, if ds bind
-// them.
-func (s *stream) ensureCounters(ds []dispatch) error {
-	if s.counters != nil {
-		return nil
-	}
-	for _, x := range ds {
-		for _, b := range x.binds {
-			if b.b != counterBuf {
-				continue
-			}
-			c, err := s.d.newBuffer(scratchSlots*counterStride, s.d.bufType, false)
-			if err != nil {
-				return err
-			}
-			if err := s.d.Write(c, 0, make([]byte, c.size)); err != nil {
-				c.release()
-				return fmt.Errorf("zeroing split-K counters: %w", err)
-			}
-			s.counters = c
-			return nil
-		}
-	}
 	return nil
 }
 
@@ -597,10 +558,6 @@ func (s *stream) descriptorSet(x dispatch) (uint64, error) {
 			b.b = s.scratch
 			b.off += int64(x.slot) * s.scratchStride()
 		}
-		if b.b == counterBuf {
-			b.b = s.counters
-			b.off += int64(x.slot) * counterStride
-		}
 		if b.b == statusBuf {
 			b.b = s.status
 		}
@@ -730,11 +687,9 @@ func (s *stream) Close() error {
 	if d.vd.p != nil {
 		s.freeRecording()
 		s.freeScratch()
-		for _, b := range []**buffer{&s.status, &s.counters} {
-			if *b != nil {
-				(*b).release()
-				*b = nil
-			}
+		if s.status != nil {
+			s.status.release()
+			s.status = nil
 		}
 		d.vd.destroyFence(s.fence)
 		d.vd.destroyCommandPool(s.pool)
