@@ -130,31 +130,49 @@ vec4 rmap4(uint fn, vec4 v) {
 }
 
 // vrows (the VROWS variants: float functions but LogSumExp, contiguous
-// rows of a multiple of 4 items at offsets that are multiples of 4):
-// vrows.glsl's teams of pc.selectLast lanes; each lane keeps VU vector
-// loads in flight (spec constant 2, rt/vulkan's reduceVecLoads) and as
-// many vector accumulators, the team combines them with
-// subgroupShuffleXor (and, for a workgroup per row, through shared
-// memory).
+// rows): vrows.glsl's teams of pc.selectLast lanes. With pc.mode 0 the
+// rows hold a multiple of 4 items at offsets that are multiples of 4 and
+// each lane keeps VU vector loads in flight (spec constant 2, rt/vulkan's
+// reduceVecLoads) and as many vector accumulators; with pc.mode 1 (any
+// row length and offset) VU scalar loads, coalesced across the team. The
+// team combines them with subgroupShuffleXor (and, for a workgroup per
+// row, through shared memory).
+AT vrow_vec(uint r, uint lane, uint L, uint fn) {
+	uint n4 = pc.n >> 2, bx = (pc.offX >> 2) + r * n4;
+	vec4 a[VU];
+	[[unroll]] for (uint j = 0u; j < VU; j++) a[j] = vec4(rinit(fn));
+	uint k = lane;
+	for (; k + (VU - 1u) * L < n4; k += VU * L) {
+		vec4 v[VU];
+		[[unroll]] for (uint j = 0u; j < VU; j++) v[j] = vec4(X_VLD(x4[bx + k + j * L]));
+		[[unroll]] for (uint j = 0u; j < VU; j++) a[j] = rcomb4(fn, a[j], rmap4(fn, v[j]));
+	}
+	for (; k < n4; k += L) a[0] = rcomb4(fn, a[0], rmap4(fn, vec4(X_VLD(x4[bx + k]))));
+	[[unroll]] for (uint j = 1u; j < VU; j++) a[0] = rcomb4(fn, a[0], a[j]);
+	return rcomb(fn, rcomb(fn, AT(a[0].x), AT(a[0].y)), rcomb(fn, AT(a[0].z), AT(a[0].w)));
+}
+
+AT vrow_scalar(uint r, uint lane, uint L, uint fn) {
+	AT a[VU];
+	[[unroll]] for (uint j = 0u; j < VU; j++) a[j] = rinit(fn);
+	uint k = lane;
+	for (; k + (VU - 1u) * L < pc.n; k += VU * L) {
+		AT v[VU];
+		[[unroll]] for (uint j = 0u; j < VU; j++) v[j] = load(r, k + j * L, 0u);
+		[[unroll]] for (uint j = 0u; j < VU; j++) a[j] = rcomb(fn, a[j], rmap(fn, v[j]));
+	}
+	for (; k < pc.n; k += L) a[0] = rcomb(fn, a[0], rmap(fn, load(r, k, 0u)));
+	[[unroll]] for (uint j = 1u; j < VU; j++) a[0] = rcomb(fn, a[0], a[j]);
+	return a[0];
+}
+
 void vrows() {
-	uint L = pc.selectLast, n4 = pc.n >> 2, fn = pc.fn;
+	uint L = pc.selectLast, fn = pc.fn;
 	uint team, lane, nteams;
 	vrows_team(L, team, lane, nteams);
-	vec4 init = vec4(rinit(fn));
 	uint w = min(L, gl_SubgroupSize);
 	for (uint r = team; r < pc.outer; r += nteams) {
-		uint bx = (pc.offX >> 2) + r * n4;
-		vec4 a[VU];
-		[[unroll]] for (uint j = 0u; j < VU; j++) a[j] = init;
-		uint k = lane;
-		for (; k + (VU - 1u) * L < n4; k += VU * L) {
-			vec4 v[VU];
-			[[unroll]] for (uint j = 0u; j < VU; j++) v[j] = vec4(X_VLD(x4[bx + k + j * L]));
-			[[unroll]] for (uint j = 0u; j < VU; j++) a[j] = rcomb4(fn, a[j], rmap4(fn, v[j]));
-		}
-		for (; k < n4; k += L) a[0] = rcomb4(fn, a[0], rmap4(fn, vec4(X_VLD(x4[bx + k]))));
-		[[unroll]] for (uint j = 1u; j < VU; j++) a[0] = rcomb4(fn, a[0], a[j]);
-		AT acc = rcomb(fn, rcomb(fn, AT(a[0].x), AT(a[0].y)), rcomb(fn, AT(a[0].z), AT(a[0].w)));
+		AT acc = pc.mode == 1u ? vrow_scalar(r, lane, L, fn) : vrow_vec(r, lane, L, fn);
 		for (uint s = w >> 1; s > 0u; s >>= 1) acc = rcomb(fn, acc, subgroupShuffleXor(acc, s));
 		if (L >= WG) {
 			if (gl_SubgroupInvocationID == 0u) sv[gl_SubgroupID] = acc;

@@ -141,12 +141,10 @@ func (l *lowering) vrowLanes(dt rt.DType, n int, offs ...uint32) int {
 
 // vecRowLanes is vrowLanes for target vectors per lane, and a whole
 // workgroup of wg invocations when a subgroup's lanes would take more
-// than most each (vrowForceLanes == wgSize forces that).
+// than most each (vrowForceLanes == wgSize forces that): 0 unless the
+// row is a multiple of 4 items at offsets that are multiples of 4.
 func (l *lowering) vecRowLanes(dt rt.DType, n, target, most, wg int, offs []uint32) int {
-	c := l.d.phys.caps
-	ns := int(c.subgroupSize)
-	if noVecRows || noSubgroupRows || dt == rt.F64 || !l.d.hasSubgroupArith() || c.subgroupOps&sgShuffle == 0 ||
-		ns < 1 || wgSize%ns != 0 || n%4 != 0 || n == 0 {
+	if n%4 != 0 {
 		return 0
 	}
 	for _, o := range offs {
@@ -154,21 +152,35 @@ func (l *lowering) vecRowLanes(dt rt.DType, n, target, most, wg int, offs []uint
 			return 0
 		}
 	}
-	n4 := n / 4
+	return l.rowLanes(dt, n/4, target, most, wg)
+}
+
+// rowLanes is the lanes per row of n items (4-item vectors or scalars)
+// of a VROWS variant: the least power of two that gives each lane at
+// most target items, up to the subgroup size, or wg (a whole workgroup)
+// when a subgroup's lanes would take more than most each. 0 when the
+// device cannot run the VROWS variants (f64, no subgroup shuffles).
+func (l *lowering) rowLanes(dt rt.DType, n, target, most, wg int) int {
+	c := l.d.phys.caps
+	ns := int(c.subgroupSize)
+	if noVecRows || noSubgroupRows || dt == rt.F64 || !l.d.hasSubgroupArith() || c.subgroupOps&sgShuffle == 0 ||
+		ns < 1 || wgSize%ns != 0 || n == 0 {
+		return 0
+	}
 	if f := vrowForceLanes; f > 0 {
 		if f == wgSize {
 			return wg
 		}
-		if f <= ns && f&(f-1) == 0 && n4 <= f*most {
+		if f <= ns && f&(f-1) == 0 && n <= f*most {
 			return f
 		}
 		return 0
 	}
 	lanes := 1
-	for lanes*target < n4 && lanes < ns {
+	for lanes*target < n && lanes < ns {
 		lanes *= 2
 	}
-	if n4 > lanes*most {
+	if n > lanes*most {
 		return wg
 	}
 	return lanes
@@ -257,8 +269,18 @@ func (l *lowering) Reduce(o *rt.Reduce) {
 	}
 	spec := []uint32{wgSize}
 	if o.Inner == 1 && !arg && o.Fn != rt.LogSumExp && isFloat(dt) {
-		if lanes := l.vecRowLanes(dt, o.N, reduceTarget, reduceMost, l.rowWG(reduceWG), offs[:1]); lanes > 0 {
+		// 4-item vector loads (mode 0) where the rows allow, else scalar
+		// ones (mode 1): a team of lanes a row beats mode 0's workgroup
+		// (a shared-memory tree) on short rows, such as a global average
+		// pool's 7×7 or 13×13.
+		rwg := l.rowWG(reduceWG)
+		lanes, vmode := l.vecRowLanes(dt, o.N, reduceTarget, reduceMost, rwg, offs[:1]), uint32(0)
+		if lanes == 0 {
+			lanes, vmode = l.rowLanes(dt, o.N, reduceTarget, reduceMost, rwg), 1
+		}
+		if lanes > 0 {
 			// word 4 (selectLast) carries the lanes
+			mode = vmode
 			wg := wgSize
 			if lanes > int(l.d.phys.caps.subgroupSize) {
 				wg = lanes

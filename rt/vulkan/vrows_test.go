@@ -143,12 +143,13 @@ func TestVecRows(t *testing.T) {
 	}
 }
 
-// TestVecReduce checks reduce.comp's VROWS variants (contiguous rows of
-// a multiple of 4 items as 4-item vectors; every float function but
-// LogSumExp and the Arg ones) against float64 references (reduceRef), on
-// every lane count the device allows, odd row counts, and views at
-// offsets that are not multiples of 4 (the older kernel runs those), and
-// that LogSumExp stays on the older kernel.
+// TestVecReduce checks reduce.comp's VROWS variants (contiguous rows to
+// a team of lanes; every float function but LogSumExp and the Arg ones)
+// against float64 references (reduceRef): 4-item vector loads for rows of
+// a multiple of 4 items at offsets that are multiples of 4, scalar ones
+// (push word 7 = 1) for other lengths (49 and 169: a global average
+// pool's 7×7 and 13×13) and offsets, on every lane count the device
+// allows and odd row counts; LogSumExp stays on the older kernel.
 func TestVecReduce(t *testing.T) {
 	d := testDevice(t)
 	dev := d.(*device)
@@ -162,10 +163,15 @@ func TestVecReduce(t *testing.T) {
 	}
 	for _, dt := range []rt.DType{rt.F32, rt.F16} {
 		for f := rt.Sum; f <= rt.LogSumExp; f++ {
-			for _, n := range []int{4, 12, 132, 1028, 8192, 20000} {
+			for _, n := range []int{4, 12, 49, 132, 169, 1027, 1028, 8192, 20000, 20001} {
 				for _, off := range []int{0, 4, 2} {
+					scalar := n%4 != 0 || off%4 != 0
+					items := n / 4
+					if scalar {
+						items = n
+					}
 					for _, force := range lanes {
-						if force != 0 && (off != 0 || (force != wgSize && n/4 > force*reduceMost)) {
+						if force != 0 && force != wgSize && items > force*reduceMost {
 							continue
 						}
 						vrowForceLanes = force
@@ -188,9 +194,11 @@ func TestVecReduce(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						wantVec := vec && off%4 == 0 && f != rt.LogSumExp
+						wantVec := vec && f != rt.LogSumExp
 						if got := strings.HasPrefix(ds[0].shader, "reducev_"); got != wantVec {
 							t.Errorf("%s: shader %s, want VROWS %v", what, ds[0].shader, wantVec)
+						} else if got && (ds[0].push[7] == 1) != scalar {
+							t.Errorf("%s: mode %d, want scalar loads %v", what, ds[0].push[7], scalar)
 						}
 						backendtest.Run(t, d, op)
 						want := make([]float64, rows)
