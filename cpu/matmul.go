@@ -333,15 +333,15 @@ func (g *gemm[T]) runOne() {
 // Beyond it each B panel meets so many row panels, and each A row so many
 // column panels, that packing both pays (on Zen 3, one thread: f32 n=1024
 // 34-39 against 64-71 GFLOP per CPU second packed, f64 n=512 18-22
-// against 25-35).
-//
-// The AVX-512 kernels keep npMaxN for both, as tuned on Zen 5.
+// against 25-35). With AVX-512 too: on an Intel Xeon (2 threads, GFLOP/s,
+// no-pack against packed), f64 n=512 89-98 against 117-125 (NumPy with
+// OpenBLAS 120), 500 109-111 against 118-122 and M 300, N and K 512
+// 88-95 against 111-114, where rows of 4 KiB put a tile's rows of A, B
+// and C into the same cache sets; n=384 lost 135-141 → 120-124, n=448
+// was level.
 func npSmall[T floatT](g *gemm[T]) bool {
 	var z T
-	lim := npMaxN
-	if kernelLevel() < levelAVX512 {
-		lim = npMaxN * 4 / int(unsafe.Sizeof(z))
-	}
+	lim := npMaxN * 4 / int(unsafe.Sizeof(z))
 	return g.n <= lim || g.m <= lim
 }
 
