@@ -184,19 +184,27 @@ func (p *dconvPlan) phases() phases { return phases{p.hq, p.ps, 0} }
 func (p *dconvPlan) tapOffsets(offs []int, l phases) ([]int, int) {
 	o := p.o
 	sh, sw := o.StrideH, o.StrideW
-	hi := 0
-	for c := 0; c < p.cg; c++ {
-		for kh := 0; kh < o.KH; kh++ {
-			dh := kh * o.DilH
-			for kw := 0; kw < o.KW; kw++ {
-				dw := kw * o.DilW
-				off := c*l.ps + ((dh%sh)*sw+dw%sw)*l.hq*p.wq + dh/sh*p.wq + dw/sw
-				offs = append(offs, off)
-				hi = max(hi, off)
-			}
+	// The window's offsets within a channel's phases, once; then each
+	// channel's at l.ps further (the divisions per tap took 2 % of
+	// MobileNetV2's CPU time at batch 1).
+	kk := o.KH * o.KW
+	win := 0
+	for kh := 0; kh < o.KH; kh++ {
+		dh := kh * o.DilH
+		for kw := 0; kw < o.KW; kw++ {
+			dw := kw * o.DilW
+			off := ((dh%sh)*sw+dw%sw)*l.hq*p.wq + dh/sh*p.wq + dw/sw
+			offs = append(offs, off)
+			win = max(win, off)
 		}
 	}
-	return offs, hi
+	base := len(offs) - kk
+	for c := 1; c < p.cg; c++ {
+		for t := range kk {
+			offs = append(offs, c*l.ps+offs[base+t])
+		}
+	}
+	return offs, (p.cg-1)*l.ps + win
 }
 
 // dconvPlans recycles plans (and their slices) between runs.
