@@ -443,7 +443,9 @@ func (p *dconvPlan) fillRange(x, buf []float32, l phases, n, g, c0, c1, r0, r1 i
 	o := p.o
 	H, W, sh, sw := o.H, o.Width, o.StrideH, o.StrideW
 	hq, wq := l.hq, p.wq
-	if sw == 2 && p.fill2(x, buf, l, n, g, c0, c1, r0, r1) {
+	// fill2 writes both column phases; where the taps read one (1×1
+	// stride 2) the loop below gathers just it.
+	if sw == 2 && p.colPh&3 == 3 && p.fill2(x, buf, l, n, g, c0, c1, r0, r1) {
 		return
 	}
 	for c := c0; c < c1; c++ {

@@ -291,6 +291,7 @@ func TestConvWide(t *testing.T) {
 		{n: 1, c: 37, h: 11, w: 19, k: 29, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 1, bias: true, act: relu6},                // 1×1 in place
 		{n: 3, c: 64, h: 5, w: 6, k: 100, kh: 1, kw: 1, sh: 1, sw: 1, dh: 1, dw: 1, g: 1, act: rt.Activation{Fn: rt.Sigmoid}},
 		{n: 1, c: 16, h: 13, w: 13, k: 17, kh: 1, kw: 1, sh: 2, sw: 2, dh: 1, dw: 1, g: 1, bias: true},                            // 1×1 stride 2
+		{n: 2, c: 24, h: 28, w: 30, k: 20, kh: 1, kw: 1, sh: 2, sw: 2, dh: 1, dw: 1, g: 1, act: relu},                             // a ResNet downsample's: rows of whole vectors
 		{n: 1, c: 12, h: 20, w: 17, k: 24, kh: 3, kw: 3, sh: 1, sw: 1, pt: 2, pl: 2, pb: 2, pr: 2, dh: 2, dw: 2, g: 1, act: relu}, // dilated
 	}
 	save, saveU, saveTC := convCases, dcwU, dcwTapChunk
