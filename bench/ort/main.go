@@ -239,11 +239,9 @@ func profileModel(ctx context.Context, m *ortpeer.Model, n int) error {
 	var rows []row
 	total := 0.0
 	for node, ts := range times {
-		s := append([]float64(nil), ts...)
-		sort.Float64s(s)
-		med := s[len(s)/2] // ortpeer.Median of the sorted copy
-		rows = append(rows, row{node, med, s[len(s)*9/10]})
-		total += med
+		q := ortpeer.Quantiles(ts, 0.5, 0.9)
+		rows = append(rows, row{node, q[0], q[1]})
+		total += q[0]
 	}
 	sort.Slice(rows, func(a, b int) bool { return rows[a].med > rows[b].med })
 	fmt.Printf("\n%s: %d nodes, sum of per-node medians %.3f ms over %d runs (median per run: nodes %.3f ms, Run %.3f ms)\n",

@@ -157,13 +157,22 @@ func LoadModel(name, path, onnxPath, xnpy string) (*Model, error) {
 
 // Median is the median of v (the upper one for an even count), NaN for
 // none.
-func Median(v []float64) float64 {
+func Median(v []float64) float64 { return Quantiles(v, 0.5)[0] }
+
+// Quantiles returns the q-quantiles of v for each q in qs (element
+// floor(q·len) of v sorted, so 0.5 is Median's), sorting a copy once;
+// NaN for none.
+func Quantiles(v []float64, qs ...float64) []float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
-	if len(s) == 0 {
-		return math.NaN()
+	out := make([]float64, len(qs))
+	for i, q := range qs {
+		out[i] = math.NaN()
+		if len(s) > 0 {
+			out[i] = s[min(len(s)-1, int(q*float64(len(s))))]
+		}
 	}
-	return s[len(s)/2]
+	return out
 }
 
 // MaxDiff is the largest |got - want| over every output, relative to the

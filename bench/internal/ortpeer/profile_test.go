@@ -35,3 +35,24 @@ func TestParseProfile(t *testing.T) {
 		t.Error("a broken trace parsed")
 	}
 }
+
+// TestQuantiles checks Quantiles and Median on unsorted input: element
+// floor(q·n) of the sorted values, NaN for none, the input left as it was.
+func TestQuantiles(t *testing.T) {
+	v := []float64{7, 1, 9, 3, 5, 2, 8, 4, 6, 10}
+	got := Quantiles(v, 0, 0.5, 0.9, 1)
+	for i, want := range []float64{1, 6, 10, 10} {
+		if got[i] != want {
+			t.Errorf("quantile %d of %v = %v, want %v", i, v, got[i], want)
+		}
+	}
+	if m := Median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("Median(3 1 2) = %v, want 2", m)
+	}
+	if v[0] != 7 {
+		t.Errorf("Quantiles sorted its input: %v", v)
+	}
+	if q := Quantiles(nil, 0.5); q[0] == q[0] {
+		t.Errorf("Quantiles of nothing = %v, want NaN", q)
+	}
+}
