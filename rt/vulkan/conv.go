@@ -5,7 +5,9 @@ package vulkan
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/vrun-go/vrun/rt"
 	"github.com/x448/float16"
@@ -49,9 +51,14 @@ func narrowConvTile(t gemmTile) bool { return t.bn == 32 && t.bm >= 64 }
 // convolution on a narrow tile: the batch-1 sweep on an H200
 // (BenchmarkConvSweep, docs/benchmarks.md) ran fastest with slices of
 // 32-300, far shallower than MatMul's splitMinK, and measured up to 16
-// slices.
+// slices. Slices of 16 (one tile depth) rather than 32 let the shallow
+// 1×1 expands of squeezenet1_1 and mobilenet_v2 (GEMM depth 32-64)
+// split too: on an H100, per-node GPU time of those layers 2-3 µs
+// lower, the ResNets level; whole models (VRUN_VK_CONVSPLIT A/B, five
+// alternating rounds of 1000 runs) squeezenet1_1 0.283-0.292 → 0.271-0.282
+// ms, mobilenet_v2 0.468-0.484 → 0.467-0.472 (one round 0.504).
 const (
-	convSplitMinK = 32
+	convSplitMinK = 16
 	convSplitMax  = 16
 )
 
@@ -146,8 +153,29 @@ func convSplit(t gemmTile) splitRule {
 	if !narrowConvTile(t) {
 		return wideSplit
 	}
+	if r, ok := convSplitEnv(); ok {
+		return r
+	}
 	return splitRule{gemmTarget(false), convSplitMinK, convSplitMax}
 }
+
+// convSplitEnv is the narrow tiles' split rule given by
+// VRUN_VK_CONVSPLIT as "TARGET/MINK" (workgroups aimed at, shallowest
+// slice; at most convSplitMax slices), to time rules against each other
+// in one binary; read once.
+var convSplitEnv = sync.OnceValues(func() (splitRule, bool) {
+	v := strings.TrimSpace(os.Getenv("VRUN_VK_CONVSPLIT"))
+	a, b, ok := strings.Cut(v, "/")
+	if !ok {
+		return splitRule{}, false
+	}
+	target, err1 := strconv.Atoi(a)
+	minK, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || target < 1 || minK < 1 {
+		return splitRule{}, false
+	}
+	return splitRule{int64(target), minK, convSplitMax}, true
+})
 
 func (l *lowering) Conv(o *rt.Conv) {
 	dt := o.X.DType

@@ -191,6 +191,8 @@ func TestSplitFor(t *testing.T) {
 		{"u", 64, 3136, 576, 3, 192},  // resnet layer1 3x3: 98 tiles
 		{"n", 256, 169, 576, 12, 48},  // squeezenet expand3x3 at 13x13: 12 tiles, 16 slices of 36 rounded to BK
 		{"u", 160, 49, 960, 15, 64},   // mobilenet_v2 1x1 projection at 7x7: 6 tiles
+		{"n", 256, 169, 64, 4, 16},    // squeezenet expand1x1 at 13x13: slices of one tile depth
+		{"n", 128, 729, 32, 2, 16},    // squeezenet expand1x1 at 27x27: 23 tiles
 		{"s", 512, 49, 4608, 18, 256}, // a wide tile keeps splitMinK
 	} {
 		var tl gemmTile
