@@ -19,14 +19,15 @@ import (
 // reading the weights as vectors, packed [tap][64] per block of channels.
 // Taps are summed in chunks of about 96 (24 KiB of packed weights, kept
 // in L1 across the tiles of a task's rows; partial sums in a per-task
-// NHWC scratch between chunks), and the last chunk scatters the tile into
-// the NCHW output with bias and a ReLU/Clip applied.
+// NHWC scratch between chunks, where the last chunk leaves the finished
+// tile with bias and a ReLU/Clip applied), and the finished rows of a
+// task go into the NCHW output by 16 × 16 transposes (ocwStore).
 //
 // Where the wide direct kernels (dcwRun, outputs in lanes) compute whole
 // blocks of 32 outputs along the phase-plane rows, so that a 13-wide
 // plane uses 169 of 224 lanes, these use every lane whatever the plane's
-// width; but each output is stored by a scatter and the packed weights
-// are a cached copy compared with the weights in full on every run
+// width; but their tiles go out through transposes, and the packed
+// weights are a cached copy compared with the weights in full on every run
 // (unless they lie in a buffer marked constant), so they pay only on
 // short rows with many taps (ocwPick).
 
@@ -65,11 +66,17 @@ func useOcw(o *rt.Conv) bool {
 // engine's are: no comparison and no copy; ResNet's 512 3×3 on 7×7,
 // single-thread CPU µs at load 1-1.4, three alternating rounds: 1250-1458
 // against 1426-1556 on the wide direct kernels, whose 64-output blocks
-// use 49 of 64 lanes).
+// use 49 of 64 lanes). Those figures were taken when the kernels stored
+// each vector with a scatter. Storing the tiles through ocwStore's
+// transposes instead (2026-12-06, 2-vCPU Xeon, single thread, five
+// alternating rounds, µs) took 16→64 3×3 on 55×55 from 346-360 to
+// 330-344 (the direct kernels 301-335), 32→128 on 27×27 301-322 →
+// 289-300 (285-325) and 128→16 1×1 on 55×55 126-157 → 115-128 (93-103);
+// at two threads they still lose there (16→64 3×3 on 55×55 202-229
+// against 162-177), so the pick is unchanged.
 //
 // With AVX2 the kernels take 16 channels (two vectors) and up to 6
-// positions a call and leave their tiles to be copied out in Go (no
-// scatters); they lose or tie wherever the other paths are picked
+// positions a call, their tiles copied out in Go; they lose or tie wherever the other paths are picked
 // (single-thread CPU µs, best of four at load 4-5, against the wide
 // direct kernels: ResNet's 512 3×3 on 7×7 3522 against 3290, 64→128
 // 3×3 stride 2 1841 against 1703, 1×1 960→320 on 7×7 651 against 485;
@@ -237,12 +244,11 @@ func ocwConv(o *rt.Conv, x, w, bias, y []float32) {
 		in := p.sharedInput(x, *bs, n, 0)
 		yn := y[n*o.K*P : (n+1)*o.K*P]
 		parallelFor(tasks, 1, func(t0, t1 int) {
-			as := getScratch[float32](rows * o.OW * 64)
+			as := getScratch[float32](rows*o.OW*64 + ocwStoreSlack(4))
 			acc := *as
 			for t := t0; t < t1; t++ {
 				i, gr := t/ngr, t%ngr
 				k0, nv := vecs(i)
-				kb := min(16*nv, o.K-k0)
 				wb := pk.w[k0*p.taps : (k0+16*nv)*p.taps]
 				bb := pk.b[k0 : k0+16*nv]
 				nt, start := ocwTiles(o.OW, ocwMaxP(nv))
@@ -254,15 +260,30 @@ func ocwConv(o *rt.Conv, x, w, bias, y []float32) {
 						for j := 0; j < nt; j++ {
 							ow0, ow1 := start(j), start(j+1)
 							a := acc[((oh-oh0)*o.OW+ow0)*16*nv:]
-							ocwRun(nv, kb, ow1-ow0, in[oh*p.wq+ow0:], offs, hiOff, wc, bb, a, c0 == 0, c1 == p.taps, yn[k0*P+oh*o.OW+ow0:], P, clamp, lo, hi)
+							ocwRun(nv, ow1-ow0, in[oh*p.wq+ow0:], offs, hiOff, wc, bb, a, c0 == 0, c1 == p.taps, clamp, lo, hi)
 						}
 					}
 				}
+				// The rows oh0..oh1 are one run of positions in each
+				// output plane.
+				ocwStore(nv, min(16*nv, o.K-k0), (oh1-oh0)*o.OW, acc, yn[k0*P+oh0*o.OW:], P)
 			}
 			putScratch(as)
 		})
 		if o.Act.Fn != rt.Copy && !clamp {
 			actApply(o.Act.Fn, o.Act.Alpha, o.Act.Beta, yn)
+		}
+	}
+}
+
+// ocwStoreGo is ocwStore in Go: y[k*ldy + j] = acc[j*ld + k] for k < kb
+// and j < npos.
+func ocwStoreGo(ld, kb, npos int, acc, y []float32, ldy int) {
+	_ = acc[(npos-1)*ld+kb-1]
+	for k := 0; k < kb; k++ {
+		yr := y[k*ldy : k*ldy+npos]
+		for j := range yr {
+			yr[j] = acc[j*ld+k]
 		}
 	}
 }

@@ -44,14 +44,15 @@ func testOcwRun(t *testing.T) {
 					}
 					lo, hi := float32(-0.5), float32(0.75)
 					// In two chunks of taps (partial sums in acc) or one.
+					acc := randF32(rng, np*16*nv+ocwStoreSlack(nv))
 					if nt > 1 && clamp {
 						h := nt / 2
-						acc := randF32(rng, np*16*nv)
-						ocwRun(nv, kb, np, x, offs[:h], maxOffset("test", offs[:h]), w, bias, acc, true, false, nil, ldy, clamp, lo, hi)
-						ocwRun(nv, kb, np, x, offs[h:], maxOffset("test", offs[h:]), w[h*16*nv:], bias, acc, false, true, y, ldy, clamp, lo, hi)
+						ocwRun(nv, np, x, offs[:h], maxOffset("test", offs[:h]), w, bias, acc, true, false, clamp, lo, hi)
+						ocwRun(nv, np, x, offs[h:], maxOffset("test", offs[h:]), w[h*16*nv:], bias, acc, false, true, clamp, lo, hi)
 					} else {
-						ocwRun(nv, kb, np, x, offs, maxOffset("test", offs), w, bias, nil, true, true, y, ldy, clamp, lo, hi)
+						ocwRun(nv, np, x, offs, maxOffset("test", offs), w, bias, acc, true, true, clamp, lo, hi)
 					}
+					ocwStore(nv, kb, np, acc, y, ldy)
 					for k := 0; k < 16*nv; k++ {
 						for j := 0; j < ldy; j++ {
 							got := y[k*ldy+j]
@@ -78,6 +79,48 @@ func testOcwRun(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestOcwStore checks ocwStore's transposes (AVX-512 blocks of 16 × 16
+// and the Go loop) against a plain copy, for every vector count, partial
+// channel blocks and position counts off multiples of 16, with sentinels
+// around the output rows.
+func TestOcwStore(t *testing.T) {
+	for _, lv := range ewLevels() {
+		withLevel(lv, func() {
+			t.Run(levelNames[lv], func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(5, 6))
+				for nv := 1; nv <= 4; nv++ {
+					kbs := []int{16*nv - 9, 16 * nv}
+					if nv == 1 {
+						kbs = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+					}
+					for _, kb := range kbs {
+						for _, npos := range []int{1, 7, 15, 16, 17, 33, 55, 169} {
+							acc := randF32(rng, npos*16*nv+ocwStoreSlack(nv))
+							ldy := npos + 5
+							y := make([]float32, 16*nv*ldy)
+							for i := range y {
+								y[i] = 1234
+							}
+							ocwStore(nv, kb, npos, acc, y, ldy)
+							for k := 0; k < 16*nv; k++ {
+								for j := 0; j < ldy; j++ {
+									want := float32(1234)
+									if k < kb && j < npos {
+										want = acc[j*16*nv+k]
+									}
+									if got := y[k*ldy+j]; got != want {
+										t.Fatalf("nv %d kb %d npos %d: y[%d][%d] = %v, want %v", nv, kb, npos, k, j, got, want)
+									}
+								}
+							}
+						}
+					}
+				}
+			})
+		})
 	}
 }
 
@@ -110,11 +153,11 @@ func BenchmarkOcwKernel(b *testing.B) {
 			x := randF32(rng, 64*225+64)
 			w := randF32(rng, nt*16*nv)
 			bias := randF32(rng, 16*nv)
-			y := make([]float32, 16*nv*np)
+			acc := make([]float32, 16*nv*np)
 			b.ResetTimer()
 			c0 := processCPU()
 			for i := 0; i < b.N; i++ {
-				ocwRun(nv, 16*nv, np, x, offs, maxOffset("test", offs), w, bias, nil, true, true, y, np, true, 0, 1e9)
+				ocwRun(nv, np, x, offs, maxOffset("test", offs), w, bias, acc, true, true, true, 0, 1e9)
 			}
 			c := processCPU() - c0
 			b.ReportMetric(float64(2*nt*16*nv*np)*float64(b.N)/c.Seconds()/1e9, "GFLOP/cpu-s")

@@ -52,8 +52,13 @@ func ocwMaxP(int) int { return 0 }
 
 func ocwMaxV() int { return 4 }
 
-func ocwRun(_, _, _ int, _ []float32, _ []int, _ int, _, _, _ []float32, _, _ bool, _ []float32, _ int, _ bool, _, _ float32) {
+func ocwRun(_, _ int, _ []float32, _ []int, _ int, _, _, _ []float32, _, _, _ bool, _, _ float32) {
+	panic("cpu: ocwRun without kernels")
 }
+
+func ocwStore(nv, kb, npos int, acc, y []float32, ldy int) { ocwStoreGo(16*nv, kb, npos, acc, y, ldy) }
+
+func ocwStoreSlack(int) int { return 0 }
 
 func maxPool33Rows(_, _ []float32, _, _, _, _ int) bool { return false }
 

@@ -27,22 +27,23 @@ func ocwMaxV() int {
 	return 1
 }
 
-// ocwRun computes one tile of a channels-in-lanes convolution for output
-// channels k < kb (kb <= 16·nv; the weights packed [tap][16·nv], bias
-// 16·nv) and positions j < np: s[j][k] = a[j][k] + sum over t of
-// w[t*16nv + k] * x[offs[t] + j], a being bias[k] when first, else the
-// partial sums acc[j*16nv + k] of earlier taps; when last, y[k*ldy + j] =
-// s[j][k] (clamped to [lo, hi] when clamp), else acc[j*16nv + k] =
-// s[j][k]. It runs the AVX-512 kernels of ocw_amd64.s or the AVX2 ones of
-// ocw_avx2_amd64.s (1 <= np <= ocwMaxP(nv), len(offs) >= 1); hiOff is
-// maxOffset(offs), which the caller computes once.
-func ocwRun(nv, kb, np int, x []float32, offs []int, hiOff int, w, bias, acc []float32, first, last bool, y []float32, ldy int, clamp bool, lo, hi float32) {
+// ocwRun computes one tile of a channels-in-lanes convolution, the
+// output channels k < 16·nv of one block (the weights packed
+// [tap][16·nv], bias 16·nv) at positions j < np: acc[j*16nv + k] =
+// a[j][k] + sum over t of w[t*16nv + k] * x[offs[t] + j], a being bias[k]
+// when first, else the partial sums in acc of earlier taps; on the last
+// chunk clamped to [lo, hi] when clamp. It runs the AVX-512 kernels of
+// ocw_amd64.s or the AVX2 ones of ocw_avx2_amd64.s (1 <= np <=
+// ocwMaxP(nv), len(offs) >= 1); hiOff is maxOffset(offs), which the caller
+// computes once. ocwStore moves finished tiles into the NCHW output.
+func ocwRun(nv, np int, x []float32, offs []int, hiOff int, w, bias, acc []float32, first, last, clamp bool, lo, hi float32) {
 	nt := len(offs)
 	_ = x[hiOff+np-1]
 	_ = w[nt*16*nv-1]
 	_ = bias[16*nv-1]
-	if kb <= 16*(nv-1) || kb > 16*nv {
-		panic("cpu: ocwRun: channel count outside the block")
+	_ = acc[np*16*nv-1]
+	if nv > 1 && kernelLevel() < levelAVX512 {
+		panic("cpu: ocwRun: AVX2 kernels take one vector")
 	}
 	flags := 0
 	if clamp {
@@ -50,52 +51,40 @@ func ocwRun(nv, kb, np int, x []float32, offs []int, hiOff int, w, bias, acc []f
 	}
 	if !first {
 		flags |= 2
+	}
+	if last {
+		flags |= 4
 	}
 	if kernelLevel() < levelAVX512 {
-		ocwRunA(kb, np, x, offs, w, bias, acc, first, last, y, ldy, clamp, lo, hi)
+		ocwKernelsA[np-1](&x[0], &offs[0], nt, &w[0], &bias[0], &acc[0], flags, lo, hi)
 		return
 	}
-	yp, ap := &bias[0], &bias[0]
-	if last {
-		flags |= 4
-		_ = y[(kb-1)*ldy+np-1]
-		yp = &y[0]
-	}
-	if !first || !last {
-		_ = acc[np*16*nv-1]
-		ap = &acc[0]
-	}
-	mask := 1<<(kb-16*(nv-1)) - 1
-	ocwKernels[nv-1][np-1](&x[0], &offs[0], nt, &w[0], &bias[0], ap, yp, ldy, mask, flags, lo, hi)
+	ocwKernels[nv-1][np-1](&x[0], &offs[0], nt, &w[0], &bias[0], &acc[0], flags, lo, hi)
 }
 
-// ocwRunA is ocwRun with the AVX2 kernels (one vector of 16 channels):
-// the kernel leaves the tile in acc (NHWC; allocated when the caller
-// passes none), from which the last chunk copies it into y.
-func ocwRunA(kb, np int, x []float32, offs []int, w, bias, acc []float32, first, last bool, y []float32, ldy int, clamp bool, lo, hi float32) {
-	if len(acc) < np*16 {
-		acc = make([]float32, np*16)
-	}
-	a := acc[:np*16]
-	flags := 0
-	if clamp {
-		flags |= 1
-	}
-	if !first {
-		flags |= 2
-	}
-	if last {
-		flags |= 4
-		_ = y[(kb-1)*ldy+np-1]
-	}
-	ocwKernelsA[np-1](&x[0], &offs[0], len(offs), &w[0], &bias[0], &a[0], flags, lo, hi)
-	if !last {
+// ocwStore stores the first kb channels of npos finished positions of
+// acc ([npos][16·nv], NHWC) into y: y[k*ldy + j] = acc[j*16nv + k]. With
+// AVX-512 it transposes blocks of 16 × 16 in registers (ocwT16), reading
+// whole blocks of 16 positions, so acc must hold ocwStoreSlack(nv) more
+// items past the last position.
+func ocwStore(nv, kb, npos int, acc, y []float32, ldy int) {
+	if npos <= 0 || kb <= 0 {
 		return
 	}
-	for k := 0; k < kb; k++ {
-		yr := y[k*ldy : k*ldy+np]
-		for j := range yr {
-			yr[j] = a[j*16+k]
+	_ = y[(kb-1)*ldy+npos-1]
+	ld := 16 * nv
+	if kernelLevel() < levelAVX512 {
+		ocwStoreGo(ld, kb, npos, acc, y, ldy)
+		return
+	}
+	_ = acc[((npos+15)/16*16-1)*ld+kb-1]
+	for k0 := 0; k0 < kb; k0 += 16 {
+		for j0 := 0; j0 < npos; j0 += 16 {
+			ocwT16(&acc[j0*ld+k0], ld, &y[k0*ldy+j0], ldy, min(16, npos-j0), min(16, kb-k0))
 		}
 	}
 }
+
+// ocwStoreSlack is the items that ocwStore may read past the last
+// position of acc with nv vectors a position.
+func ocwStoreSlack(nv int) int { return 15 * 16 * nv }

@@ -4,28 +4,33 @@
 
 Every kernel ocwV_P has the Go signature
 
-    func ocwV_P(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+    func ocwV_P(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 and computes, for the V·16 output channels k of one block and the P
 positions j < P of one tile,
 
-    s[j][k] = a[j][k] + sum over t < ntaps of w[t*16V + k] * x[offs[t] + j]
+    acc[j*16V + k] = a[j][k] + sum over t < ntaps of w[t*16V + k] * x[offs[t] + j]
 
 where a[j][k] is acc[j*16V + k] (flags bit 1: a later chunk of taps) or
-bias[k]; then (flags bit 2: the last chunk) y[k*ldy + j] = clamp(s[j][k])
-(flags bit 0: clamp to [lo, hi], a NaN staying NaN), or else
-acc[j*16V + k] = s[j][k] for the next chunk.
-
+bias[k], clamped to [lo, hi] (a NaN staying NaN) when flags has bits 0
+(clamp) and 2 (the last chunk) set,
 with AVX-512F: the lanes of a vector are 16 output channels (the weights
 are packed [tap][16V] per block), and each tap broadcasts the P input
 values x[offs[t] + j] once for all V vectors, so that the outputs of a
 plane of any width use every lane (where kernels with positions in lanes
-waste the lanes past a short row). The V·P accumulators are stored into
-the NCHW output with scatters, lane l of vector v at channel 16v+l; the
-lanes of the last vector whose bit in mask is clear are not stored.
-ntaps >= 1. A caller sums taps in chunks whose weights stay in L1 across
-the tiles of a row, the partial sums of a tile kept in acc (NHWC order,
-vector loads and stores) between chunks.
+waste the lanes past a short row). The tile stays in acc (NHWC order,
+vector stores); ocwT16 then moves whole rows of tiles into the NCHW
+output, 16 positions × 16 channels at a time, with an in-register
+transpose (a scatter of each vector into the NCHW output, as the kernels
+first did, cost 20 % of a 16→64 3×3 on 55×55). ntaps >= 1. A caller sums
+taps in chunks whose weights stay in L1 across the tiles of a row.
+
+ocwT16, with the Go signature
+
+    func ocwT16(src *float32, lds int, dst *float32, ldd int, np, nk int)
+
+stores dst[k*ldd + j] = src[j*lds + k] for k < nk and j < np (both at
+most 16), reading all 16 rows of src (rows from np on are not stored).
 """
 import sys
 
@@ -55,14 +60,13 @@ def kernel(nv, np_):
     W = [f"Z{24 + v}" for v in range(nv)]
     B = ["Z28", "Z29"]
     o.append(f"\n// func {name}({SIG})")
-    o.append(f"TEXT ·{name}(SB), NOSPLIT, $0-88")
+    o.append(f"TEXT ·{name}(SB), NOSPLIT, $0-64")
     e("MOVQ x+0(FP), SI")
     e("MOVQ offs+8(FP), R8")
     e("MOVQ ntaps+16(FP), R9")
     e("MOVQ w+24(FP), R10")
     e("MOVQ acc+40(FP), R12")
-    e("MOVQ y+48(FP), DI")
-    e("MOVQ flags+72(FP), R13")
+    e("MOVQ flags+48(FP), R13")
     # Accumulators from the partial sums in acc, or from the bias.
     e("BTQ $1, R13")
     e(f"JCC {name}_bias")
@@ -91,19 +95,12 @@ def kernel(nv, np_):
     e(f"ADDQ ${64 * nv}, R10")
     e("DECQ R9")
     e(f"JNZ {name}_tap")
-    # Not the last chunk of taps: the partial sums back to acc.
-    e("BTQ $2, R13")
-    e(f"JCS {name}_final")
-    for j in range(np_):
-        for v in range(nv):
-            e(f"VMOVUPS {acc[j][v]}, {64 * (j * nv + v)}(R12)")
-    e("VZEROUPPER")
-    e("RET")
-    o.append(f"{name}_final:")
-    e("BTQ $0, R13")
-    e(f"JCC {name}_store")
-    e("VBROADCASTSS lo+80(FP), Z28")
-    e("VBROADCASTSS hi+84(FP), Z29")
+    # The last chunk with the clamp: flags bits 0 and 2.
+    e("ANDQ $5, R13")
+    e("CMPQ R13, $5")
+    e(f"JNE {name}_store")
+    e("VBROADCASTSS lo+56(FP), Z28")
+    e("VBROADCASTSS hi+60(FP), Z29")
     for j in range(np_):
         for v in range(nv):
             # Go operand order: Intel's VMAXPS dst, lo, acc, which
@@ -111,28 +108,85 @@ def kernel(nv, np_):
             e(f"VMAXPS {acc[j][v]}, Z28, {acc[j][v]}")
             e(f"VMINPS {acc[j][v]}, Z29, {acc[j][v]}")
     o.append(f"{name}_store:")
-    # Z30 = lane l's channel offset, l·ldy (int32).
-    e("MOVQ ldy+56(FP), AX")
-    e("VPBROADCASTD AX, Z30")
-    e("VPMULLD ocwIota<>(SB), Z30, Z30")
-    e("SHLQ $6, AX")  # 16 channels, bytes
-    e("MOVQ mask+64(FP), BX")
     for j in range(np_):
-        e(f"LEAQ {4 * j}(DI), DX")
         for v in range(nv):
-            if v == nv - 1:
-                e("KMOVW BX, K1")
-            else:
-                e("KXNORW K1, K1, K1")
-            e(f"VSCATTERDPS {acc[j][v]}, K1, (DX)(Z30*4)")
-            if v != nv - 1:
-                e("ADDQ AX, DX")
+            e(f"VMOVUPS {acc[j][v]}, {64 * (j * nv + v)}(R12)")
     e("VZEROUPPER")
     e("RET")
     return "\n".join(o) + "\n"
 
 
-SIG = "x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32"
+SIG = "x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32"
+
+
+def transpose16():
+    """ocwT16: a 16×16 transpose in four rounds of shuffles (unpack,
+    VSHUFPS, then VSHUFF32X4 twice), 64 in all."""
+    o = []
+    e = lambda s: o.append("\t" + s if not s.endswith(":") else s)
+    o.append("\n// func ocwT16(src *float32, lds int, dst *float32, ldd int, np, nk int)")
+    o.append("TEXT ·ocwT16(SB), NOSPLIT, $0-48")
+    e("MOVQ src+0(FP), SI")
+    e("MOVQ lds+8(FP), AX")
+    e("SHLQ $2, AX")
+    e("MOVQ dst+16(FP), DI")
+    e("MOVQ ldd+24(FP), DX")
+    e("SHLQ $2, DX")
+    e("MOVQ np+32(FP), CX")
+    e("MOVQ nk+40(FP), BX")
+    # K1 = the np low bits: the positions stored.
+    e("MOVQ $1, R8")
+    e("SHLQ CX, R8")
+    e("DECQ R8")
+    e("KMOVW R8, K1")
+    r = [f"Z{i}" for i in range(16)]
+    t = [f"Z{16 + i}" for i in range(16)]
+    for i in range(16):
+        e(f"VMOVUPS (SI), {r[i]}")
+        if i < 15:
+            e("ADDQ AX, SI")
+    # t[2i], t[2i+1]: rows 2i and 2i+1 interleaved, low and high pairs of
+    # each 128-bit lane.
+    for i in range(8):
+        e(f"VUNPCKLPS {r[2 * i + 1]}, {r[2 * i]}, {t[2 * i]}")
+        e(f"VUNPCKHPS {r[2 * i + 1]}, {r[2 * i]}, {t[2 * i + 1]}")
+    # u[4g+m], lane L: rows 4g..4g+3 at column 4L+m.
+    u = r
+    for g in range(4):
+        a, b, c, d = t[4 * g], t[4 * g + 1], t[4 * g + 2], t[4 * g + 3]
+        e(f"VSHUFPS $0x44, {c}, {a}, {u[4 * g]}")
+        e(f"VSHUFPS $0xEE, {c}, {a}, {u[4 * g + 1]}")
+        e(f"VSHUFPS $0x44, {d}, {b}, {u[4 * g + 2]}")
+        e(f"VSHUFPS $0xEE, {d}, {b}, {u[4 * g + 3]}")
+    # v: lanes [rows 0-3 | rows 4-7] of columns m, 8+m (0x88) and 4+m,
+    # 12+m (0xDD); the same for rows 8-15.
+    v = t
+    for h in range(2):
+        for m in range(4):
+            a, b = u[8 * h + m], u[8 * h + 4 + m]
+            e(f"VSHUFF32X4 $0x88, {b}, {a}, {v[8 * h + m]}")
+            e(f"VSHUFF32X4 $0xDD, {b}, {a}, {v[8 * h + 4 + m]}")
+    # Column c: m = c%4 from v[m] (c < 8 via 0x88 of columns m, 8+m) ...
+    col = [None] * 16
+    for m in range(4):
+        a, b = v[m], v[8 + m]  # columns m, 8+m
+        e(f"VSHUFF32X4 $0x88, {b}, {a}, {r[m]}")
+        e(f"VSHUFF32X4 $0xDD, {b}, {a}, {r[8 + m]}")
+        col[m], col[8 + m] = r[m], r[8 + m]
+        a, b = v[4 + m], v[12 + m]  # columns 4+m, 12+m
+        e(f"VSHUFF32X4 $0x88, {b}, {a}, {r[4 + m]}")
+        e(f"VSHUFF32X4 $0xDD, {b}, {a}, {r[12 + m]}")
+        col[4 + m], col[12 + m] = r[4 + m], r[12 + m]
+    for k in range(16):
+        e(f"VMOVUPS {col[k]}, K1, (DI)")
+        if k < 15:
+            e(f"CMPQ BX, ${k + 1}")
+            e("JLE t16_done")
+            e("ADDQ DX, DI")
+    o.append("t16_done:")
+    e("VZEROUPPER")
+    e("RET")
+    return "\n".join(o) + "\n"
 
 
 def main():
@@ -143,6 +197,8 @@ def main():
         for v, p in kernels():
             print("//go:noescape")
             print(f"func ocw{v}_{p}({SIG})\n")
+        print("//go:noescape")
+        print("func ocwT16(src *float32, lds int, dst *float32, ldd int, np, nk int)\n")
         print("// ocwKernels[v-1][p-1] is ocwV_P.")
         print("var ocwKernels = [4][]func(" + SIG + "){")
         for v, pm in sorted(SHAPES):
@@ -150,18 +206,16 @@ def main():
         print("}")
         return
     out = [HEADER]
-    for i in range(16):
-        out.append(f"DATA ocwIota<>+{4 * i}(SB)/4, ${i}")
-    out.append("GLOBL ocwIota<>(SB), RODATA|NOPTR, $64")
     for v, p in kernels():
         out.append(kernel(v, p))
+    out.append(transpose16())
     sys.stdout.write("\n".join(out))
 
 
 # AVX2 + FMA (ocw_avx2_amd64.s, ocwavx2decl_gen.go): ocwA_P computes the
 # same sums for one block of 16 output channels (two ymm vectors, weights
 # packed [tap][16]) and P <= 6 positions, 2P accumulators, the two weight
-# vectors and two broadcasts. There are no scatters: the tile goes to acc
+# vectors and two broadcasts. As with AVX-512, the tile goes to acc
 # (NHWC, clamped when flags has bits 0 and 2 set) after every chunk of
 # taps, and the caller copies the last one into the NCHW output.
 AVX2_PMAX = 6

@@ -5,133 +5,136 @@
 package cpu
 
 //go:noescape
-func ocw4_1(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw4_1(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw4_2(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw4_2(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw4_3(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw4_3(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw4_4(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw4_4(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw4_5(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw4_5(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw4_6(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw4_6(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw3_1(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw3_1(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw3_2(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw3_2(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw3_3(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw3_3(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw3_4(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw3_4(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw3_5(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw3_5(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw3_6(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw3_6(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw3_7(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw3_7(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw3_8(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw3_8(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw2_1(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw2_1(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw2_2(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw2_2(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw2_3(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw2_3(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw2_4(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw2_4(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw2_5(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw2_5(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw2_6(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw2_6(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw2_7(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw2_7(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw2_8(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw2_8(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw2_9(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw2_9(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw2_10(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw2_10(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw2_11(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw2_11(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw2_12(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw2_12(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_1(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_1(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_2(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_2(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_3(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_3(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_4(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_4(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_5(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_5(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_6(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_6(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_7(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_7(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_8(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_8(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_9(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_9(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_10(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_10(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_11(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_11(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_12(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_12(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_13(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_13(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_14(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_14(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_15(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_15(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
 
 //go:noescape
-func ocw1_16(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32)
+func ocw1_16(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32)
+
+//go:noescape
+func ocwT16(src *float32, lds int, dst *float32, ldd int, np, nk int)
 
 // ocwKernels[v-1][p-1] is ocwV_P.
-var ocwKernels = [4][]func(x *float32, offs *int, ntaps int, w, bias, acc, y *float32, ldy, mask, flags int, lo, hi float32){
+var ocwKernels = [4][]func(x *float32, offs *int, ntaps int, w, bias, acc *float32, flags int, lo, hi float32){
 	{ocw1_1, ocw1_2, ocw1_3, ocw1_4, ocw1_5, ocw1_6, ocw1_7, ocw1_8, ocw1_9, ocw1_10, ocw1_11, ocw1_12, ocw1_13, ocw1_14, ocw1_15, ocw1_16},
 	{ocw2_1, ocw2_2, ocw2_3, ocw2_4, ocw2_5, ocw2_6, ocw2_7, ocw2_8, ocw2_9, ocw2_10, ocw2_11, ocw2_12},
 	{ocw3_1, ocw3_2, ocw3_3, ocw3_4, ocw3_5, ocw3_6, ocw3_7, ocw3_8},
