@@ -118,10 +118,23 @@ func gemmTarget(cpu bool) int64 {
 // smallSplit.target workgroups, else "u"; on an H200 this took the eight
 // GEMMs of a BERT-base layer at batch 1 and 8 from 780 to 638 us in sum
 // (BenchmarkGEMMSmallM; the best of 36 forced choices per GEMM gave 633).
-func pickTile(dt rt.DType, m, n, batch int, sharedLim, maxInv uint32, cpu bool) (gemmTile, splitRule, bool) {
+//
+// Between the two, a GEMM deep enough for two K slices of at least
+// pairSplit.minK whose "l" tiles number from half of pairSplit.target
+// up to it (n = 1024: 64 tiles) takes "l" in two slices, about one
+// workgroup per SM: on an H100 (BenchmarkGEMMSplit, 2026-12-06) 1024³
+// went from 25.3 gpu-TFLOP/s ("w", 3 slices) to 28.6, where "l" unsplit
+// gave 17.3, in 3 or 4 slices 21.1 / 24.7, and "m" and "w" at most 26.2
+// in any split; cuBLAS 37.9.
+func pickTile(dt rt.DType, m, n, k, batch int, sharedLim, maxInv uint32, cpu bool) (gemmTile, splitRule, bool) {
 	t, ok := pickFrom(gemmTiles, dt, m, n, batch, sharedLim, maxInv, cpu)
 	if !ok || cpu || forceGemmTile != "" || t.name == "l" {
 		return t, wideSplit, ok
+	}
+	if l, found := tileNamed(gemmTiles, "l"); found && l.fits(dt, sharedLim, maxInv) && l.bm < 2*m && l.bn < 2*n {
+		if g := l.grid(m, n, batch); 2*g >= pairSplit.target && g < pairSplit.target && k >= 2*pairSplit.minK {
+			return l, pairSplit, true
+		}
 	}
 	var last gemmTile
 	for _, name := range smallTiles {
@@ -305,7 +318,7 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 		return
 	}
 	lim := l.d.phys.limits
-	t, rule, ok := pickTile(dt, o.M, o.N, o.Batch, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
+	t, rule, ok := pickTile(dt, o.M, o.N, o.K, o.Batch, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
 	if !ok {
 		l.err = l.unsupported(dt, "no GEMM tile fits maxComputeSharedMemorySize %d", lim.MaxComputeSharedMemorySize)
 		return
@@ -370,6 +383,8 @@ var (
 	// smallSplit is the rule of pickTile's small-GEMM tiles (measured
 	// with BenchmarkGEMMSmallM on an H200).
 	smallSplit = splitRule{384, 128, 8}
+	// pairSplit is the rule of pickTile's "l" in two K slices.
+	pairSplit = splitRule{128, 512, 2}
 )
 
 // forceSplitK, when > 0 (tests), splits every tiled GEMM (MatMul and

@@ -206,35 +206,43 @@ func TestGEMV(t *testing.T) {
 func TestPickTile(t *testing.T) {
 	for _, c := range []struct {
 		dt        rt.DType
-		m, n, b   int
+		m, n, k   int
+		b         int
 		shared    uint32
 		inv       uint32
 		cpu       bool
 		want      string
 		wantFound bool
 	}{
-		{rt.F32, 4096, 4096, 1, 49152, 1024, false, "l", true},
-		{rt.F16, 2048, 2048, 1, 49152, 1024, false, "l", true},
-		{rt.F32, 1024, 1024, 1, 49152, 1024, false, "w", true}, // l: 64 groups: small-GEMM rule
-		{rt.F32, 1536, 1536, 1, 49152, 1024, false, "w", true},
-		{rt.F32, 128, 768, 1, 49152, 1024, false, "u", true}, // BERT batch 1
-		{rt.F32, 128, 2304, 1, 49152, 1024, false, "s", true},
-		{rt.F32, 1024, 3072, 1, 49152, 1024, false, "w", true}, // batch 8
-		{rt.F32, 2048, 2048, 1, 49152, 1024, false, "l", true},
-		{rt.F32, 1024, 1024, 4, 49152, 1024, false, "l", true}, // batch fills the GPU
-		{rt.F32, 4096, 4096, 1, 16384, 1024, false, "s", true}, // l and m exceed 16 KiB
-		{rt.F32, 8, 4096, 1, 49152, 1024, false, "t", true},    // skinny
-		{rt.F64, 4096, 4096, 1, 49152, 1024, false, "s", true},
-		{rt.F64, 4096, 4096, 1, 16384, 1024, false, "t", true},
-		{rt.F32, 4096, 4096, 1, 32768, 1024, true, "m", true}, // lavapipe: l needs 32.5 KiB
-		{rt.F32, 4096, 4096, 1, 65536, 1024, true, "l", true},
-		{rt.F32, 4096, 4096, 1, 4096, 1024, false, "", false},
-		{rt.F32, 4096, 4096, 1, 49152, 128, false, "s", true},
+		{rt.F32, 4096, 4096, 4096, 1, 49152, 1024, false, "l", true},
+		{rt.F16, 2048, 2048, 2048, 1, 49152, 1024, false, "l", true},
+		{rt.F32, 1024, 1024, 1024, 1, 49152, 1024, false, "l", true}, // l: 64 groups, in two K slices
+		{rt.F32, 1024, 1024, 512, 1, 49152, 1024, false, "w", true},  // too shallow for two: small-GEMM rule
+		{rt.F32, 1024, 768, 3072, 1, 49152, 1024, false, "w", true},  // BERT batch 8, 48 l groups
+		{rt.F32, 1536, 1536, 1536, 1, 49152, 1024, false, "w", true},
+		{rt.F32, 128, 768, 768, 1, 49152, 1024, false, "u", true}, // BERT batch 1
+		{rt.F32, 128, 2304, 768, 1, 49152, 1024, false, "s", true},
+		{rt.F32, 1024, 3072, 768, 1, 49152, 1024, false, "w", true}, // batch 8
+		{rt.F32, 2048, 2048, 2048, 1, 49152, 1024, false, "l", true},
+		{rt.F32, 1024, 1024, 1024, 4, 49152, 1024, false, "l", true}, // batch fills the GPU
+		{rt.F32, 4096, 4096, 4096, 1, 16384, 1024, false, "s", true}, // l and m exceed 16 KiB
+		{rt.F32, 8, 4096, 4096, 1, 49152, 1024, false, "t", true},    // skinny
+		{rt.F64, 4096, 4096, 4096, 1, 49152, 1024, false, "s", true},
+		{rt.F64, 4096, 4096, 4096, 1, 16384, 1024, false, "t", true},
+		{rt.F32, 4096, 4096, 4096, 1, 32768, 1024, true, "m", true}, // lavapipe: l needs 32.5 KiB
+		{rt.F32, 4096, 4096, 4096, 1, 65536, 1024, true, "l", true},
+		{rt.F32, 4096, 4096, 4096, 1, 4096, 1024, false, "", false},
+		{rt.F32, 4096, 4096, 4096, 1, 49152, 128, false, "s", true},
 	} {
-		got, _, ok := pickTile(c.dt, c.m, c.n, c.b, c.shared, c.inv, c.cpu)
+		got, _, ok := pickTile(c.dt, c.m, c.n, c.k, c.b, c.shared, c.inv, c.cpu)
 		if ok != c.wantFound || got.name != c.want {
-			t.Errorf("pickTile(%v, %d, %d, %d, %d, %d, %v) = %q, %v; want %q", c.dt, c.m, c.n, c.b, c.shared, c.inv, c.cpu, got.name, ok, c.want)
+			t.Errorf("pickTile(%v, %d, %d, %d, %d, %d, %d, %v) = %q, %v; want %q", c.dt, c.m, c.n, c.k, c.b, c.shared, c.inv, c.cpu, got.name, ok, c.want)
 		}
+	}
+	// 1024³ splits "l" in two slices of 512
+	l, rule, _ := pickTile(rt.F32, 1024, 1024, 1024, 1, 49152, 1024, false)
+	if p := splitFor(l, rt.F32, 1024, 1024, 1024, 1, false, 1<<31, rule); p.s != 2 || p.ks != 512 {
+		t.Errorf("1024³ on %s: split %+v, want s 2 ks 512", l.name, p)
 	}
 }
 

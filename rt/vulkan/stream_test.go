@@ -206,6 +206,39 @@ func BenchmarkGEMMTiles(b *testing.B) {
 	}
 }
 
+// BenchmarkGEMMSplit sweeps f32 tiles × forced K slices on the square
+// GEMMs too small for "l" alone to fill a large GPU (n = 1024: 64 tiles of
+// 128×128; n = 2048: 256), with the default ("auto") timed before each
+// tile's row so that drift over the sweep shows: go test -run XXX -bench
+// GEMMSplit.
+func BenchmarkGEMMSplit(b *testing.B) {
+	d := testDevice(b)
+	if isCPU(d) {
+		b.Skip("a GPU sweep")
+	}
+	defer func() { forceGemmTile, forceSplitK = "", 0 }()
+	for _, n := range []int{1024, 2048} {
+		op := squareGEMM(b, d, rt.F32, n)
+		flop := 2 * float64(n) * float64(n) * float64(n)
+		for _, tile := range gemmTiles {
+			lim := d.(*device).phys.limits
+			if !tile.fits(rt.F32, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations) {
+				continue
+			}
+			b.Run(fmt.Sprintf("%d/auto", n), func(b *testing.B) {
+				forceGemmTile, forceSplitK = "", 0
+				benchOp(b, d, op, flop, 0)
+			})
+			for _, s := range []int{1, 2, 3, 4, 6, 8} {
+				b.Run(fmt.Sprintf("%d/%s/s%d", n, tile.name, s), func(b *testing.B) {
+					forceGemmTile, forceSplitK = tile.name, s
+					benchOp(b, d, op, flop, 0)
+				})
+			}
+		}
+	}
+}
+
 // BenchmarkGEMMCoop sweeps mmcm.comp's blocks and cooperative-matrix
 // shapes (f16) on a device that has them: go test -run XXX -bench GEMMCoop.
 func BenchmarkGEMMCoop(b *testing.B) {
