@@ -51,10 +51,14 @@ func (c gemvConfig) String() string {
 }
 
 // gemvRowDefault is row mode's geometry (W·x, the Linear layout): four
-// subgroups per workgroup, two rows each, four 128-bit loads per row and
-// lane in flight (eight per lane). Not yet measured on a GPU: set it from
-// BenchmarkGEMVVariants' Wx sweep.
-var gemvRowDefault = gemvConfig{WG: 128, Rows: 2, Lanes: 32, Unroll: 4}
+// subgroups per workgroup, one row each, eight 128-bit loads per lane in
+// flight. On an H100 (2026-12-06, BenchmarkGEMVVariants Wx, 4096×14336
+// f32, one geometry a process, three runs in each of two rounds) it read
+// W at 2917-2922 gpu-GB/s, where two rows of four loads (the earlier
+// default) gave 2824-2833, one row of four 2861-2864 and one row of two
+// 1443-1469; 64 or 256 invocations with one row of eight 2912-2915.
+// PyTorch's W·x read 2881 GB/s and its device copy 2992 in the same call.
+var gemvRowDefault = gemvConfig{WG: 128, Rows: 1, Lanes: 32, Unroll: 8}
 
 // gemvColumnDefault is column mode's geometry (x·W): the best of the
 // H200 sweep of 2026-12-03 (docs/benchmarks.md: wg256, 32 lanes, 3510
@@ -93,12 +97,15 @@ func gemvUnroll(cfg gemvConfig, column bool, dt rt.DType, rows int64) int64 {
 	return u
 }
 
+// gemvTarget is the column-mode workgroups wanted on a GPU (H200: 132
+// SMs): fewer split K into slices (a var for BenchmarkGEMVShapes).
+var gemvTarget int64 = 132 * 8
+
 const (
-	gemvLG        = 32      // lanes per row group without subgroup arithmetic
-	gemvMaxRows   = 4       // gemv.comp's RMAX
-	gemvMaxUnroll = 8       // gemv.comp's UMAX
-	gemvSplitK    = 64      // least K rows of one column-mode slice
-	gemvTarget    = 132 * 8 // column-mode workgroups wanted on a GPU (H200: 132 SMs)
+	gemvLG        = 32 // lanes per row group without subgroup arithmetic
+	gemvMaxRows   = 4  // gemv.comp's RMAX
+	gemvMaxUnroll = 8  // gemv.comp's UMAX
+	gemvSplitK    = 64 // least K rows of one column-mode slice
 )
 
 // subgroup operation bits (VkSubgroupFeatureFlagBits)
