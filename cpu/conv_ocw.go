@@ -76,7 +76,8 @@ func useOcw(o *rt.Conv) bool {
 // against 162-177), so the pick is unchanged.
 //
 // With AVX2 the kernels take 16 channels (two vectors) and up to 6
-// positions a call, their tiles copied out in Go; they lose or tie wherever the other paths are picked
+// positions a call, their tiles copied out in Go; they lose or tie
+// wherever the other paths are picked
 // (single-thread CPU µs, best of four at load 4-5, against the wide
 // direct kernels: ResNet's 512 3×3 on 7×7 3522 against 3290, 64→128
 // 3×3 stride 2 1841 against 1703, 1×1 960→320 on 7×7 651 against 485;
@@ -244,7 +245,7 @@ func ocwConv(o *rt.Conv, x, w, bias, y []float32) {
 		in := p.sharedInput(x, *bs, n, 0)
 		yn := y[n*o.K*P : (n+1)*o.K*P]
 		parallelFor(tasks, 1, func(t0, t1 int) {
-			as := getScratch[float32](rows*o.OW*64 + ocwStoreSlack(4))
+			as := getScratch[float32](rows*o.OW*64 + ocwStoreSlack(pk.mv))
 			acc := *as
 			for t := t0; t < t1; t++ {
 				i, gr := t/ngr, t%ngr

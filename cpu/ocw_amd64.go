@@ -77,7 +77,7 @@ func ocwStore(nv, kb, npos int, acc, y []float32, ldy int) {
 		ocwStoreGo(ld, kb, npos, acc, y, ldy)
 		return
 	}
-	_ = acc[((npos+15)/16*16-1)*ld+kb-1]
+	_ = acc[(npos+15)/16*16*ld-1] // ocwT16 reads whole rows of 16 positions
 	for k0 := 0; k0 < kb; k0 += 16 {
 		for j0 := 0; j0 < npos; j0 += 16 {
 			ocwT16(&acc[j0*ld+k0], ld, &y[k0*ldy+j0], ldy, min(16, npos-j0), min(16, kb-k0))
