@@ -377,4 +377,8 @@ var names = []string{
 	"where_b2",                  // where.comp ESIZE=2 NEED_16BIT=1
 	"where_b4",                  // where.comp ESIZE=4
 	"where_b8",                  // where.comp ESIZE=8
+	"winow_f32",                 // wino.comp X_DT=1 Y_DT=1 WINO_W=1
+	"winow_f32w16",              // wino.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 WINO_W=1
+	"winox_f32",                 // wino.comp X_DT=1 Y_DT=1 WINO_X=1
+	"winoy_f32",                 // wino.comp X_DT=1 Y_DT=1 WINO_Y=1
 }

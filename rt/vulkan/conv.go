@@ -63,7 +63,8 @@ const (
 )
 
 // forceConvPath, when set (tests), selects "gemm", "dw" or "direct"
-// wherever that kernel can run the op.
+// wherever that kernel can run the op, or "wino" (winoPick) for every
+// convolution on the implicit-GEMM path that Winograd F(4,3) can run.
 var forceConvPath string
 
 // convPath picks the kernel for a convolution with cg input and kg output
@@ -187,6 +188,9 @@ func (l *lowering) Conv(o *rt.Conv) {
 	nw := int64(o.K) * int64(cg) * int64(o.KH) * int64(o.KW)
 	shader := "conv_" + kdt
 	path := convPath(cg, kg, o.KH*o.KW)
+	if path != "dw" && winoPick(o, dt, l.d.phys.info.Kind == rt.KindCPU) && l.winoConv(o, dt, kdt) {
+		return
+	}
 	if o.Res.Buf != nil && path != "gemm" {
 		// Only convgemm.comp (and splitk.comp) add a residual; the engine
 		// then keeps the Add.

@@ -155,3 +155,54 @@ func sweepTiles(b *testing.B, d rt.Device, name string, flop float64, op rt.Op) 
 		})
 	}
 }
+
+// BenchmarkConvPointwiseBatch times the 1x1 convolutions of resnet50 and
+// mobilenet_v2 at batch 32 (f32, bias and ReLU) as rt.Conv (convgemm.comp's
+// pointwise loader over all N*H*W columns) and as the equivalent batched
+// rt.MatMul (per image W [K, C] times X[n] [C, H*W], matmul.comp's vec4
+// loads where H*W is a multiple of 4), eight to a stream: go test -run
+// XXX -bench ConvPointwiseBatch ./rt/vulkan.
+func BenchmarkConvPointwiseBatch(b *testing.B) {
+	d := testDevice(b)
+	if isCPU(d) {
+		b.Skip("a GPU benchmark")
+	}
+	const n, reps = 32, 8
+	for _, c := range []struct {
+		name    string
+		C, H, K int
+	}{
+		{"r50a56", 64, 56, 256}, {"r50b56", 256, 56, 64}, {"r50a28", 128, 28, 512}, {"r50b28", 512, 28, 128},
+		{"r50a14", 256, 14, 1024}, {"r50b14", 1024, 14, 256}, {"r50a7", 512, 7, 2048}, {"r50b7", 2048, 7, 512},
+		{"mbex56", 24, 56, 144}, {"mbpw28", 192, 28, 32},
+	} {
+		hw := c.H * c.H
+		nx, nw, ny := n*c.C*hw, c.K*c.C, n*c.K*hw
+		vals := func(k int) []float64 {
+			v := make([]float64, k)
+			for i := range v {
+				v[i] = math.Sin(float64(i))
+			}
+			return v
+		}
+		x, w := newBuf(b, d, rt.F32, nx, vals(nx)), newBuf(b, d, rt.F32, nw, vals(nw))
+		bias, y := newBuf(b, d, rt.F32, c.K, vals(c.K)), newBuf(b, d, rt.F32, ny, nil)
+		conv := &rt.Conv{X: x.ref([]int{nx}, nil), W: w.ref([]int{nw}, nil), Bias: bias.ref([]int{c.K}, nil), Y: y.ref([]int{ny}, nil),
+			N: n, C: c.C, H: c.H, Width: c.H, K: c.K, OH: c.H, OW: c.H, KH: 1, KW: 1, StrideH: 1, StrideW: 1,
+			DilH: 1, DilW: 1, Groups: 1, Act: rt.Activation{Fn: rt.Relu}}
+		mm := &rt.MatMul{A: w.ref([]int{c.K, c.C}, nil), B: x.ref([]int{c.C, hw}, nil), Bias: bias.ref([]int{c.K, hw}, []int{1, 0}),
+			Y: y.ref([]int{c.K, hw}, nil), Batch: n, M: c.K, N: hw, K: c.C, StrideA: 0, StrideB: c.C * hw, StrideY: c.K * hw,
+			Alpha: 1, Beta: 1, Act: rt.Activation{Fn: rt.Relu}}
+		flop := 2 * float64(ny) * float64(c.C) * reps
+		for _, k := range []struct {
+			name string
+			op   rt.Op
+		}{{"conv", conv}, {"matmul", mm}} {
+			ops := make([]rt.Op, reps)
+			for i := range ops {
+				ops[i] = k.op
+			}
+			b.Run(c.name+"/"+k.name, func(b *testing.B) { benchOps(b, d, flop, ops...) })
+		}
+	}
+}

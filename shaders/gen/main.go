@@ -217,6 +217,11 @@ func variants() []variant {
 				add("convgemmksep_"+n+"_"+t.name, "convgemm.comp", append(base, t.defs(), []string{"SPLITK=1", "SEPDW=1"})...)
 			}
 		}
+		if n == "f32" { // Winograd F(4,3) transforms (rt/vulkan's winoConv)
+			for _, s := range []string{"W", "X", "Y"} {
+				add("wino"+strings.ToLower(s)+"_"+n, "wino.comp", append(base, []string{"WINO_" + s + "=1"})...)
+			}
+		}
 		add("convt_"+n, "convt.comp", base...)
 		add("pool_"+n, "pool.comp", base...)
 		if n != "f64" { // rt/vulkan's poolVec
@@ -237,6 +242,7 @@ func variants() []variant {
 		}
 		add("conv_"+n, "conv.comp", base...)
 		add("dwconv_"+n, "dwconv.comp", base...)
+		add("winow_"+n, "wino.comp", append(base, []string{"WINO_W=1"})...)
 		for _, t := range convTiles {
 			add("convgemm_"+n+"_"+t.name, "convgemm.comp", append(base, t.defs())...)
 			add("convgemmk_"+n+"_"+t.name, "convgemm.comp", append(base, t.defs(), []string{"SPLITK=1"})...)
