@@ -26,16 +26,24 @@ import (
 // implicit GEMM does 16*9 = 144, at the price of the transforms' memory
 // traffic (V and M are 2.25 times X and Y) and of a weight transform on
 // every run (the stream has no place that outlives a run). That pays where
-// the GEMMs are large, at larger batches, not at batch 1 (winoPick).
+// the GEMMs are large, at larger batches, not at batch 1 (winoPick). On
+// an H100 at batch 32, resnet18 went from 7.53 to 4.04 ms with every 3x3
+// stride-1 layer on this path, resnet50 from 17.4 to 14.1 ms.
 
-// winoMinTilesDefault is the least number of output tiles (N * OH/4 *
-// OW/4) from which a GPU device takes the Winograd path.
-const winoMinTilesDefault = 1024
+// winoMinMACsDefault is the least number of multiply-adds of the direct
+// convolution (N*OH*OW*K*C*9) from which a GPU device takes the Winograd
+// path. BenchmarkConvWino on an H100 (2026-12-06, µs for eight ops,
+// implicit GEMM → Winograd): resnet's 3x3 layers at batch 1 (2^26.8
+// multiply-adds) 194-254 → 254-604, one a tie; at batch 8 (2^29.8)
+// 868-1110 → 408-626; at batch 32 3189-3998 → 1195-1648; squeezenet's
+// 64→256 on 13×13 at batch 8 (2^27.6) 277 → 284-290, at batch 32 1083 →
+// 594.
+const winoMinMACsDefault = 1 << 28
 
-// winoMinTiles is VRUN_VK_WINO as an integer, the least number of tiles
-// from which a convolution takes the Winograd path ("0": never), else
-// winoMinTilesDefault; read once.
-var winoMinTiles = sync.OnceValue(func() int64 {
+// winoMinMACs is VRUN_VK_WINO as an integer, the least number of
+// multiply-adds from which a convolution takes the Winograd path ("0":
+// never), else winoMinMACsDefault; read once.
+var winoMinMACs = sync.OnceValue(func() int64 {
 	v := strings.TrimSpace(os.Getenv("VRUN_VK_WINO"))
 	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
 		if n == 0 {
@@ -43,8 +51,14 @@ var winoMinTiles = sync.OnceValue(func() int64 {
 		}
 		return n
 	}
-	return winoMinTilesDefault
+	return winoMinMACsDefault
 })
+
+// winoMinC is the least number of input and output channels of a
+// Winograd convolution by default: with 16 (squeezenet's 16→64 on 55×55)
+// the GEMMs are too shallow for the transforms to pay (BenchmarkConvWino
+// on an H100 at batch 8 and 32: 353 → 366, 1085 → 1131 µs).
+const winoMinC = 32
 
 // winoApplies reports whether o's shape is one wino.comp computes: an f32
 // (or f32 with f16 weights) 3x3 convolution with unit stride and dilation
@@ -62,9 +76,9 @@ func winoTiles(o *rt.Conv) (th, tw int, t int64) {
 
 // winoPick reports whether Conv o, on the implicit-GEMM path, takes the
 // Winograd path: where it applies, when forced by tests (forceConvPath
-// "wino"), or on a GPU (not cpu) for at least winoMinTiles output tiles
-// with at least 16 channels in and out. A CPU device (lavapipe) keeps the
-// implicit GEMM unless forced.
+// "wino"), or on a GPU (not cpu) for at least winoMinMACs multiply-adds
+// with at least winoMinC channels in and out. A CPU device (lavapipe)
+// keeps the implicit GEMM unless forced.
 func winoPick(o *rt.Conv, dt rt.DType, cpu bool) bool {
 	if !winoApplies(o, dt) {
 		return false
@@ -75,9 +89,40 @@ func winoPick(o *rt.Conv, dt rt.DType, cpu bool) bool {
 	case "gemm", "direct", "dw":
 		return false
 	}
-	_, _, t := winoTiles(o)
-	min := winoMinTiles()
-	return !cpu && min > 0 && t >= min && o.C >= 16 && o.K >= 16
+	macs := int64(o.N) * int64(o.OH) * int64(o.OW) * int64(o.K) * int64(o.C) * 9
+	min := winoMinMACs()
+	return !cpu && min > 0 && macs >= min && o.C >= winoMinC && o.K >= winoMinC
+}
+
+// winoTileOrder and winoTarget are winoTile's rule.
+var (
+	winoTileOrder = []string{"m", "w", "s"}
+	winoTarget    = int64(192)
+)
+
+// winoTile picks the matmul.comp tile of the 36 Winograd GEMMs (m x n x
+// k, m output channels, n tiles): the first of "m" (128x64), "w"
+// (64x128), "s" (64x64) that is less than twice the output in each
+// dimension and gives at least winoTarget workgroups, else pickTile's
+// choice. These GEMMs are shallow (k = C) and batched: more workgroups
+// beat larger tiles. BenchmarkConvWino on an H100 (2026-12-06), µs for
+// eight of resnet18's layers at batch 32 with pickTile's tile → this
+// rule's (the best forced tile): 64 channels on 56×56 1660 → "w" 1648
+// (1648); 128 on 28×28 1379 → "m" 1195 (1195); 256 on 14×14 1305 → "m"
+// 1159 (1147); 512 on 7×7 1258 → "m" 1258 (1205); at batch 8 the rule
+// picks the best forced tile of each layer (64 on 56×56 780 → "w" 536,
+// 128 on 28×28 644 → "m" 408, 256 on 14×14 569 → "s" 500).
+func winoTile(dt rt.DType, m, n, k int, sharedLim, maxInv uint32, cpu bool) (gemmTile, bool) {
+	if !cpu && forceGemmTile == "" {
+		for _, name := range winoTileOrder {
+			t, ok := tileNamed(gemmTiles, name)
+			if ok && t.fits(dt, sharedLim, maxInv) && t.bm < 2*m && t.bn < 2*n && t.grid(m, n, 36) >= winoTarget {
+				return t, true
+			}
+		}
+	}
+	t, _, ok := pickTile(dt, m, n, k, 36, sharedLim, maxInv, cpu)
+	return t, ok
 }
 
 // winoConv lowers o (winoPick) to the four Winograd dispatches; kdt is the
@@ -102,7 +147,7 @@ func (l *lowering) winoConv(o *rt.Conv, dt rt.DType, kdt string) bool {
 	vo, mo := up(ub), up(ub)+up(vb)
 	total := mo + mb
 	lim := l.d.phys.limits
-	t, _, ok := pickTile(dt, o.K, int(tp), o.C, 36, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
+	t, ok := winoTile(dt, o.K, int(tp), o.C, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
 	if !ok {
 		return false
 	}

@@ -135,7 +135,10 @@ func TestWinoPick(t *testing.T) {
 		{"dilation 2", func(o *rt.Conv) { o.DilH, o.DilW = 2, 2 }, rt.F32, false, false},
 		{"groups 2", func(o *rt.Conv) { o.Groups = 2 }, rt.F32, false, false},
 		{"5x5", func(o *rt.Conv) { o.KH, o.KW = 5, 5 }, rt.F32, false, false},
-		{"8 input channels", func(o *rt.Conv) { o.C = 8 }, rt.F32, false, false},
+		{"16 input channels", func(o *rt.Conv) { o.C = 16 }, rt.F32, false, false},
+		{"16 output channels", func(o *rt.Conv) { o.K = 16 }, rt.F32, false, false},
+		{"resnet18 layer4 batch 8", func(o *rt.Conv) { o.N, o.C, o.K, o.H, o.Width, o.OH, o.OW = 8, 512, 512, 7, 7, 7, 7 }, rt.F32, false, true},
+		{"squeezenet 64→256 on 13×13 batch 8", func(o *rt.Conv) { o.N, o.C, o.K, o.H, o.Width, o.OH, o.OW = 8, 64, 256, 13, 13, 13, 13 }, rt.F32, false, false},
 	} {
 		o := base
 		c.edit(&o)
@@ -193,6 +196,25 @@ func BenchmarkConvWino(b *testing.B) {
 					benchOps(b, d, flop, ops...)
 				})
 			}
+		}
+	}
+}
+
+// TestWinoTile checks the Winograd GEMM tile of resnet18's 3x3 layers at
+// batch 8 and 32 (the H100 sweep's best or near-best, see winoTile).
+func TestWinoTile(t *testing.T) {
+	for _, c := range []struct {
+		k, plane, n int
+		want        string
+	}{
+		{64, 56, 8, "w"}, {128, 28, 8, "m"}, {256, 14, 8, "s"}, {512, 7, 8, "u"},
+		{64, 56, 32, "w"}, {128, 28, 32, "m"}, {256, 14, 32, "m"}, {512, 7, 32, "m"},
+	} {
+		tiles := c.n * ((c.plane + 3) / 4) * ((c.plane + 3) / 4)
+		tp := (tiles + 3) / 4 * 4
+		got, ok := winoTile(rt.F32, c.k, tp, c.k, 48<<10, 1024, false)
+		if !ok || got.name != c.want {
+			t.Errorf("K = C = %d on %d×%d, batch %d: tile %q, want %q", c.k, c.plane, c.plane, c.n, got.name, c.want)
 		}
 	}
 }
