@@ -28,16 +28,17 @@ import (
 // every run (the stream has no place that outlives a run). That pays where
 // the GEMMs are large, at larger batches, not at batch 1 (winoPick). On
 // an H100 at batch 32, resnet18 went from 7.53 to 4.04 ms with every 3x3
-// stride-1 layer on this path, resnet50 from 17.4 to 14.1 ms.
+// stride-1 layer on this path, resnet50 from 17.4 to 14.1 ms (vrun
+// -bench 50 -resident, VRUN_VK_WINO=0 against 1).
 
 // winoMinMACsDefault is the least number of multiply-adds of the direct
 // convolution (N*OH*OW*K*C*9) from which a GPU device takes the Winograd
-// path. BenchmarkConvWino on an H100 (2026-12-06, µs for eight ops,
-// implicit GEMM → Winograd): resnet's 3x3 layers at batch 1 (2^26.8
-// multiply-adds) 194-254 → 254-604, one a tie; at batch 8 (2^29.8)
-// 868-1110 → 408-626; at batch 32 3189-3998 → 1195-1648; squeezenet's
-// 64→256 on 13×13 at batch 8 (2^27.6) 277 → 284-290, at batch 32 1083 →
-// 594.
+// path. BenchmarkConvWino on an H100 (2026-12-06, GPU µs for eight ops,
+// implicit GEMM → Winograd): resnet18's four 3x3 stride-1 shapes at batch
+// 1 (2^26.8 multiply-adds) 170-238 → 230-578, the first a tie; at batch
+// 8 (2^29.8) 838-1081 → 489-596; at batch 32 3068-3880 → 1224-1621;
+// squeezenet1_1's 64→256 on 13×13 at batch 8 (2^27.6) 243 → 265, at
+// batch 32 1049 → 731.
 const winoMinMACsDefault = 1 << 28
 
 // winoMinMACs is VRUN_VK_WINO as an integer, the least number of
@@ -55,9 +56,10 @@ var winoMinMACs = sync.OnceValue(func() int64 {
 })
 
 // winoMinC is the least number of input and output channels of a
-// Winograd convolution by default: with 16 (squeezenet's 16→64 on 55×55)
-// the GEMMs are too shallow for the transforms to pay (BenchmarkConvWino
-// on an H100 at batch 8 and 32: 353 → 366, 1085 → 1131 µs).
+// Winograd convolution by default: with 16 (squeezenet1_1's 16→64 on
+// 55×55) the GEMMs are too shallow for the transforms to pay
+// (BenchmarkConvWino on an H100, GPU µs at batch 8 329 → 342, at batch 32
+// 1056 → 1102).
 const winoMinC = 32
 
 // winoApplies reports whether o's shape is one wino.comp computes: an f32
@@ -105,13 +107,13 @@ var (
 // (64x128), "s" (64x64) that is less than twice the output in each
 // dimension and gives at least winoTarget workgroups, else pickTile's
 // choice. These GEMMs are shallow (k = C) and batched: more workgroups
-// beat larger tiles. BenchmarkConvWino on an H100 (2026-12-06), µs for
-// eight of resnet18's layers at batch 32 with pickTile's tile → this
-// rule's (the best forced tile): 64 channels on 56×56 1660 → "w" 1648
-// (1648); 128 on 28×28 1379 → "m" 1195 (1195); 256 on 14×14 1305 → "m"
-// 1159 (1147); 512 on 7×7 1258 → "m" 1258 (1205); at batch 8 the rule
-// picks the best forced tile of each layer (64 on 56×56 780 → "w" 536,
-// 128 on 28×28 644 → "m" 408, 256 on 14×14 569 → "s" 500).
+// beat larger tiles. BenchmarkConvWino on an H100 (2026-12-06), GPU µs
+// for eight of resnet18's 3x3 layers, pickTile's tile → this rule's (the
+// fastest forced tile): at batch 32, 64 channels on 56×56 1621 → "w" 1621
+// (1621), 128 on 28×28 1350 → "m" 1160 (1160), 256 on 14×14 1276 → "m"
+// 1125 (1114), 512 on 7×7 1224 → "m" 1231 (1174); at batch 8, 64 on 56×56
+// "w" 509 (509), 128 on 28×28 489 → "m" 383 (383), 256 on 14×14 519 →
+// "s" 475 (475), 512 on 7×7 pickTile's "u" 596 (596).
 func winoTile(dt rt.DType, m, n, k int, sharedLim, maxInv uint32, cpu bool) (gemmTile, bool) {
 	if !cpu && forceGemmTile == "" {
 		for _, name := range winoTileOrder {
