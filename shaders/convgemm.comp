@@ -217,15 +217,21 @@ void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN 
 #else
 	CT aa = pc_real(pc.actA), ab = pc_real(pc.actB);
 	bool hasBias = (pc.flags & 1u) != 0u;
+	// NT is a multiple of BN, so every element e of this invocation has
+	// column e % BN = tid % BN: its image/pixel split is done once (an
+	// integer division per element cost the shallow GEMMs of 1x1
+	// convolutions much of their time)
+	uint gn = n0 + tid % BN;
+	uint n, p;
+	col_split(min(gn, pc.NC - 1u), n, p);
+	uint ybase = n * pc.K * pc.OHW + p;
 	for (uint e = tid; e < 4u * CH; e += NT) {
-		uint gm = m0 + g * (4u * WGM) + e / BN, gn = n0 + e % BN;
+		uint gm = m0 + g * (4u * WGM) + e / BN;
 		if (gm < pc.Kg && gn < pc.NC) {
 			uint k = grp * pc.Kg + gm;
 			CT v = S[e / 4u][e & 3u];
 			if (hasBias) v += CT(X_LD(bias[pc.offB + k]));
-			uint n, p;
-			col_split(gn, n, p);
-			uint yi = (n * pc.K + k) * pc.OHW + p;
+			uint yi = ybase + k * pc.OHW;
 			if ((pc.flags & 4u) != 0u) v += CT(X_LD(res[pc.offR + yi]));
 			if (pc.act != 0u) v = act_apply(pc.act, v, aa, ab);
 			y[pc.offY + yi] = Y_ST(v);

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/vrun-go/vrun/rt"
@@ -26,6 +28,10 @@ var convSweepShapes = []struct {
 	{"r18l3", 256, 14, 256, 3, 1, 1},
 	{"r18l4a", 256, 14, 512, 3, 2, 1},
 	{"r18l4", 512, 7, 512, 3, 1, 1},
+	{"r50l1a", 64, 56, 256, 1, 1, 0},
+	{"r50l1b", 256, 56, 64, 1, 1, 0},
+	{"r50l2a", 128, 28, 512, 1, 1, 0},
+	{"r50l2b", 512, 28, 128, 1, 1, 0},
 	{"r50l4a", 2048, 7, 512, 1, 1, 0},
 	{"r50l4b", 512, 7, 2048, 1, 1, 0},
 	{"r50l3a", 1024, 14, 256, 1, 1, 0},
@@ -52,21 +58,25 @@ var convSweepShapes = []struct {
 	{"mbex14", 64, 14, 384, 1, 1, 0},
 }
 
-// BenchmarkConvSweep times each convSweepShapes layer (f32, batch 1, bias
-// and ReLU) for every convgemm tile, narrow alternatives included, and K
-// split, against the default choice ("auto"). Each op is recorded 16
-// times into one stream so that the GPU stays busy as it does inside a
-// model; gpu-us/op is the GPU time of one: go test -run XXX -bench
-// ConvSweep ./rt/vulkan.
+// BenchmarkConvSweep times each convSweepShapes layer (f32, bias and
+// ReLU; batch 1, or VRUN_SWEEP_BATCH) for every convgemm tile, narrow
+// alternatives included, and K split, against the default choice
+// ("auto"). Each op is recorded 16 times into one stream so that the GPU
+// stays busy as it does inside a model; gpu-us/op is the GPU time of one:
+// go test -run XXX -bench ConvSweep ./rt/vulkan.
 func BenchmarkConvSweep(b *testing.B) {
 	d := testDevice(b)
 	if isCPU(d) {
 		b.Skip("a GPU sweep")
 	}
+	n := 1
+	if v, err := strconv.Atoi(os.Getenv("VRUN_SWEEP_BATCH")); err == nil && v > 0 {
+		n = v
+	}
 	defer func() { forceGemmTile, forceSplitK = "", 0 }()
 	for _, c := range convSweepShapes {
 		oh := (c.H+2*c.pad-c.KH)/c.stride + 1
-		nx, nw, ny := c.C*c.H*c.H, c.K*c.C*c.KH*c.KH, c.K*oh*oh
+		nx, nw, ny := n*c.C*c.H*c.H, c.K*c.C*c.KH*c.KH, n*c.K*oh*oh
 		vals := func(n int) []float64 {
 			v := make([]float64, n)
 			for i := range v {
@@ -77,7 +87,7 @@ func BenchmarkConvSweep(b *testing.B) {
 		dt := rt.F32
 		op := &rt.Conv{X: newBuf(b, d, dt, nx, vals(nx)).ref([]int{nx}, nil), W: newBuf(b, d, dt, nw, vals(nw)).ref([]int{nw}, nil),
 			Bias: newBuf(b, d, dt, c.K, vals(c.K)).ref([]int{c.K}, nil), Y: newBuf(b, d, dt, ny, nil).ref([]int{ny}, nil),
-			N: 1, C: c.C, H: c.H, Width: c.H, K: c.K, OH: oh, OW: oh, KH: c.KH, KW: c.KH, StrideH: c.stride, StrideW: c.stride,
+			N: n, C: c.C, H: c.H, Width: c.H, K: c.K, OH: oh, OW: oh, KH: c.KH, KW: c.KH, StrideH: c.stride, StrideW: c.stride,
 			PadT: c.pad, PadL: c.pad, DilH: 1, DilW: 1, Groups: 1, Act: rt.Activation{Fn: rt.Relu}}
 		flop := 2 * float64(ny) * float64(c.C*c.KH*c.KH)
 		sweepTiles(b, d, c.name, flop, op)
