@@ -127,17 +127,24 @@ func winoTile(dt rt.DType, m, n, k int, sharedLim, maxInv uint32, cpu bool) (gem
 	return t, ok
 }
 
+// winoMaxScratch bounds the scratch (U, V and M) of one Winograd
+// convolution; the stream keeps two slots of the largest, so a larger
+// one (batch 256 of a 56×56 layer) takes the implicit GEMM, which needs
+// none.
+var winoMaxScratch int64 = 1 << 30 // a var for tests
+
 // winoConv lowers o (winoPick) to the four Winograd dispatches; kdt is the
 // kernel variant of W ("f32", or "f32w16" for f16 weights). It reports
-// false, having added nothing, where the scratch regions would exceed the
-// device's binding range or 2^32 elements (the caller then takes the
-// implicit GEMM).
+// false, having added nothing, where the scratch would exceed
+// winoMaxScratch, a region the device's binding range, or an operand 2^32
+// elements (the caller then takes the implicit GEMM).
 func (l *lowering) winoConv(o *rt.Conv, dt rt.DType, kdt string) bool {
 	th, tw, T := winoTiles(o)
 	tp := (T + 3) / 4 * 4
 	C, K := int64(o.C), int64(o.K)
 	nu, nv, nm := 36*K*C, 36*C*tp, 36*K*tp
-	if !fits32(nu) || !fits32(nv) || !fits32(nm) || !fits32(int64(o.N)*K*int64(o.OH)*int64(o.OW)) {
+	if !fits32(nu) || !fits32(nv) || !fits32(nm) || !fits32(int64(o.N)*K*int64(o.OH)*int64(o.OW)) ||
+		!fits32(int64(o.N)*C*int64(o.H)*int64(o.Width)) {
 		return false
 	}
 	align := max(l.d.minAlign, 256)
@@ -148,6 +155,9 @@ func (l *lowering) winoConv(o *rt.Conv, dt rt.DType, kdt string) bool {
 	}
 	vo, mo := up(ub), up(ub)+up(vb)
 	total := mo + mb
+	if total > winoMaxScratch {
+		return false
+	}
 	lim := l.d.phys.limits
 	t, ok := winoTile(dt, o.K, int(tp), o.C, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
 	if !ok {

@@ -218,3 +218,28 @@ func TestWinoTile(t *testing.T) {
 		}
 	}
 }
+
+// TestWinoScratchBound checks that a Winograd convolution whose scratch
+// would pass winoMaxScratch falls back to the implicit GEMM.
+func TestWinoScratchBound(t *testing.T) {
+	d := testDevice(t)
+	defer func(m int64) { forceConvPath, winoMaxScratch = "", m }(winoMaxScratch)
+	forceConvPath = "wino"
+	const n, c, h = 8, 64, 56
+	nx := n * c * h * h
+	op := &rt.Conv{X: rt.Ref{Buf: newBuf(t, d, rt.F32, 1, nil).buf, DType: rt.F32, Shape: []int{nx}},
+		W: newBuf(t, d, rt.F32, c*c*9, nil).ref([]int{c * c * 9}, nil), Y: rt.Ref{Buf: newBuf(t, d, rt.F32, 1, nil).buf, DType: rt.F32, Shape: []int{nx}},
+		N: n, C: c, H: h, Width: h, K: c, OH: h, OW: h, KH: 3, KW: 3, StrideH: 1, StrideW: 1, PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1}
+	// U, then V and M of 36*64*(8*14*14) floats each, at 256-byte offsets
+	need := int64(36*4*c*c) + 2*int64(36*4*c*n*14*14)
+	for _, c := range []struct {
+		limit int64
+		want  bool
+	}{{need, true}, {need - 1, false}} {
+		winoMaxScratch = c.limit
+		l := &lowering{d: d.(*device), op: op, probe: true}
+		if got := l.winoConv(op, rt.F32, "f32"); got != c.want || (len(l.outs) == 4) != c.want || l.err != nil {
+			t.Errorf("scratch %d bytes, bound %d: winoConv %v with %d dispatches (err %v), want %v", need, c.limit, got, len(l.outs), l.err, c.want)
+		}
+	}
+}
