@@ -104,12 +104,23 @@ func convPath(cg, kg, khw int) string {
 // mobilenet_v2's 384→64 on 14×14 12.1 against 13.8 µs, 192→64 stride 2
 // 10.4 against 11.4, 576→96 14.0 against 16.6). A CPU device (lavapipe)
 // keeps pickTile's rule over every tile.
-func pickConvTile(dt rt.DType, kg, cols, groups int, sharedLim, maxInv uint32, sep, cpu bool) (gemmTile, bool) {
+//
+// A GEMM depth kd of at most convShallowK (the 1x1 expansions of resnet50
+// and mobilenet_v2) skips "l": with 64 accumulators an invocation it runs
+// fewer workgroups at once, and the few K slices leave their latency
+// exposed. BenchmarkConvSweep at batch 32 on an H100 (GPU µs for 16 ops,
+// "l" → "w", the next in line; "m" 2-3 % faster still): resnet50's 64→256
+// on 56×56 4301 → 3306 (3237), 128→512 on 28×28 3110 → 2573 (2493),
+// 256→1024 on 14×14 2413 → 2208 (2143).
+func pickConvTile(dt rt.DType, kg, cols, kd, groups int, sharedLim, maxInv uint32, sep, cpu bool) (gemmTile, bool) {
 	if cpu || forceGemmTile != "" {
 		return pickFrom(convTiles, dt, kg, cols, groups, sharedLim, maxInv, cpu)
 	}
 	for _, t := range convTiles {
 		if narrowConvTile(t) || t.name == "t" || !t.fits(dt, sharedLim, maxInv) || t.bm >= 2*kg || t.bn >= 2*cols {
+			continue
+		}
+		if t.name == "l" && kd <= convShallowK && !convLargeEnv() {
 			continue
 		}
 		if t.grid(kg, cols, groups) >= gemmTarget(false) {
@@ -125,6 +136,14 @@ func pickConvTile(dt rt.DType, kg, cols, groups int, sharedLim, maxInv uint32, s
 	}
 	return pickFrom(convTiles, dt, kg, cols, groups, sharedLim, maxInv, cpu)
 }
+
+// convShallowK is the deepest GEMM depth for which pickConvTile skips
+// "l".
+const convShallowK = 256
+
+// convLargeEnv reports whether VRUN_VK_CONVL=1 lets shallow convolutions
+// take "l" again (to measure pickConvTile's rule); read once.
+var convLargeEnv = sync.OnceValue(func() bool { return strings.TrimSpace(os.Getenv("VRUN_VK_CONVL")) == "1" })
 
 // pickConvSplit is pickSplitK for a convolution: on a narrow tile the K
 // slices may be as shallow as convSplitMinK, in at most convSplitMax
@@ -285,7 +304,7 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 	}
 	cg, kg := o.C/o.Groups, o.K/o.Groups
 	lim := l.d.phys.limits
-	t, ok := pickConvTile(dt, kg, int(cols), o.Groups, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, dw != nil, l.d.phys.info.Kind == rt.KindCPU)
+	t, ok := pickConvTile(dt, kg, int(cols), cg*o.KH*o.KW, o.Groups, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, dw != nil, l.d.phys.info.Kind == rt.KindCPU)
 	if !ok {
 		l.err = l.unsupported(dt, "no convolution GEMM tile fits maxComputeSharedMemorySize %d", lim.MaxComputeSharedMemorySize)
 		return

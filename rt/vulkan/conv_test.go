@@ -113,30 +113,32 @@ func TestConvPick(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		kg, cols, g int
-		sep, cpu    bool
-		want        string
+		kg, cols, kd, g int
+		sep, cpu        bool
+		want            string
 	}{
-		{64, 56 * 56, 1, false, false, "u"},   // resnet layer1 at batch 1: narrow tile, split K
-		{64, 224 * 224, 1, false, false, "w"}, // few channels, many pixels
-		{256, 32 * 3136, 1, false, false, "l"},
-		{2048, 49, 1, false, false, "n"},
-		{512, 8 * 49, 1, false, false, "n"}, // 56 "s" workgroups: still too few
-		{128, 64 * 784, 1, false, false, "l"},
-		{96, 196, 1, false, false, "u"},
-		{96, 196, 1, true, false, "n"}, // a SepConv's projection: one row of tiles
-		{32, 784, 1, true, false, "u"},
-		{16, 112 * 112, 1, true, false, "u"},
-		{64, 56 * 56, 1, false, true, "w"},
-		{2048, 49, 1, false, true, "m"},
+		{64, 56 * 56, 576, 1, false, false, "u"},  // resnet layer1 at batch 1: narrow tile, split K
+		{64, 224 * 224, 27, 1, false, false, "w"}, // few channels, many pixels
+		{256, 32 * 3136, 576, 1, false, false, "l"},
+		{256, 32 * 3136, 64, 1, false, false, "w"}, // resnet50's 1x1 expansion at batch 32: shallow, no "l"
+		{1024, 32 * 196, 256, 1, false, false, "w"},
+		{2048, 49, 512, 1, false, false, "n"},
+		{512, 8 * 49, 4608, 1, false, false, "n"}, // 56 "s" workgroups: still too few
+		{128, 64 * 784, 1152, 1, false, false, "l"},
+		{96, 196, 16, 1, false, false, "u"},
+		{96, 196, 96, 1, true, false, "n"}, // a SepConv's projection: one row of tiles
+		{32, 784, 96, 1, true, false, "u"},
+		{16, 112 * 112, 32, 1, true, false, "u"},
+		{64, 56 * 56, 576, 1, false, true, "w"},
+		{2048, 49, 512, 1, false, true, "m"},
 	} {
-		got, ok := pickConvTile(rt.F32, c.kg, c.cols, c.g, 49152, 1024, c.sep, c.cpu)
+		got, ok := pickConvTile(rt.F32, c.kg, c.cols, c.kd, c.g, 49152, 1024, c.sep, c.cpu)
 		if !ok || got.name != c.want {
-			t.Errorf("pickConvTile(%d, %d, %d, sep %v, cpu %v) = %s, want %s", c.kg, c.cols, c.g, c.sep, c.cpu, got.name, c.want)
+			t.Errorf("pickConvTile(%d, %d, kd %d, %d, sep %v, cpu %v) = %s, want %s", c.kg, c.cols, c.kd, c.g, c.sep, c.cpu, got.name, c.want)
 		}
 	}
 	t.Setenv("VRUN_VK_SEPPICK", "0")
-	if got, _ := pickConvTile(rt.F32, 96, 196, 1, 49152, 1024, true, false); got.name != "u" {
+	if got, _ := pickConvTile(rt.F32, 96, 196, 96, 1, 49152, 1024, true, false); got.name != "u" {
 		t.Errorf("VRUN_VK_SEPPICK=0: pickConvTile(96, 196, 1, sep) = %s, want u", got.name)
 	}
 }
