@@ -13,9 +13,8 @@ import (
 	"github.com/x448/float16"
 )
 
-// Conv runs one of three kernels (convPath), or, for a 3x3 stride-1
-// convolution with enough output tiles on a GPU, Winograd F(4,3)
-// (winoPick, wino.go):
+// Conv runs one of three kernels (convPath), or, for a large enough 3x3
+// stride-1 convolution on a GPU, Winograd F(4,3) (winoPick, wino.go):
 //
 //   - convgemm.comp, an implicit GEMM with matmul.comp's register-blocked
 //     two-stage tiling: per group, W viewed as [K/G, C/G*KH*KW] times the

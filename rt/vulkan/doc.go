@@ -90,12 +90,13 @@
 //     convolutions read X directly), dwconv.comp for depthwise
 //     convolutions, or the direct conv.comp where the GEMM tile would be
 //     mostly empty (fewer than 8 output channels per group); see conv.go.
-//     A 3x3 stride-1 f32 convolution with enough 4x4 output tiles (larger
-//     batches) on a GPU runs Winograd F(4,3) instead: wino.comp's weight
-//     and input transforms into the stream's scratch buffer, 36 GEMMs in
-//     one matmul.comp batch, and the output transform with the bias,
-//     residual and activation; see wino.go (VRUN_VK_WINO sets the least
-//     number of tiles, 0 turns it off).
+//     A 3x3 stride-1 f32 convolution of at least 2^28 multiply-adds with
+//     32 or more channels in and out (resnet's layers from batch 8) on a
+//     GPU runs Winograd F(4,3) instead: wino.comp's weight and input
+//     transforms into the stream's scratch buffer, 36 GEMMs in one
+//     matmul.comp batch, and the output transform with the bias, residual
+//     and activation; see wino.go (VRUN_VK_WINO sets the least number of
+//     multiply-adds, 0 turns it off).
 //   - Split-K: where the tiled GEMM of a MatMul or Conv (matmul.comp,
 //     convgemm.comp) gives fewer than gemmTarget workgroups (256 on
 //     GPUs; never on CPU devices), the SPLITK variants (matmulk_*,
