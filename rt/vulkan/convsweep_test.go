@@ -77,8 +77,8 @@ func BenchmarkConvSweep(b *testing.B) {
 	for _, c := range convSweepShapes {
 		oh := (c.H+2*c.pad-c.KH)/c.stride + 1
 		nx, nw, ny := n*c.C*c.H*c.H, c.K*c.C*c.KH*c.KH, n*c.K*oh*oh
-		vals := func(n int) []float64 {
-			v := make([]float64, n)
+		vals := func(k int) []float64 {
+			v := make([]float64, k)
 			for i := range v {
 				v[i] = math.Sin(float64(i))
 			}
