@@ -21,7 +21,7 @@ const attnRows = nt / 16
 // lowers attention to MatMul and Softmax), to compare the two.
 func attentionSupported(o *rt.Attention) error {
 	dt := o.Y.DType
-	if strings.TrimSpace(os.Getenv("VRUN_CUDA_ATTENTION")) == "0" {
+	if attnForce == "0" {
 		return unsupported(o, dt, "turned off by VRUN_CUDA_ATTENTION=0")
 	}
 	if dt != rt.F32 && dt != rt.F16 {
@@ -43,7 +43,35 @@ func attentionSupported(o *rt.Attention) error {
 	return nil
 }
 
-// attention lowers rt.Attention to one launch of attention_{h,f}{64,128}.
+// attnTiledMax bounds D and Dv of the tiled kernels (attention_ht,
+// attention_ft), and attnTiledMinLq is the fewest query rows they take:
+// below that most of their 16 or 32 rows per block would idle, and the
+// row-team kernels, 16 rows per block, fill the GPU better.
+const (
+	attnTiledMax   = 64
+	attnTiledMinLq = 16
+)
+
+// attnForce forces one kind of attention kernel for tests and A/B runs:
+// "rows" (the row-team kernels) or "tiled" (where D and Dv allow). It
+// starts as $VRUN_CUDA_ATTENTION, where "0" turns the fused kernels off.
+var attnForce = strings.TrimSpace(os.Getenv("VRUN_CUDA_ATTENTION"))
+
+// attnTiled reports whether the tiled kernels take o, and their threads
+// per block (4 query rows per thread): 128 where that still gives two
+// blocks per SM of a large GPU (132 on an H200), else 64.
+func attnTiled(o *rt.Attention) (bool, int) {
+	if max(o.D, o.Dv) > attnTiledMax || attnForce == "rows" || (o.Lq < attnTiledMinLq && attnForce != "tiled") {
+		return false, 0
+	}
+	if int64(o.B)*int64(o.H)*int64((o.Lq+31)/32) >= 264 {
+		return true, 128
+	}
+	return true, 64
+}
+
+// attention lowers rt.Attention to one launch: of attention_{h,f}t where
+// attnTiled takes it, else of attention_{h,f}{64,128}.
 func (l *lowering) attention(o *rt.Attention) {
 	if o.B*o.H == 0 || o.Lq == 0 || o.Dv == 0 {
 		return
@@ -54,12 +82,7 @@ func (l *lowering) attention(o *rt.Attention) {
 		}
 		return r.StridesOrContiguous()
 	}
-	nqb := (o.Lq + attnRows - 1) / attnRows
-	a := (&argw{}).u(l.ptr(o.Q)).u(l.ptr(o.K)).u(l.ptr(o.V)).u(l.ptr(o.Mask)).u(l.ptr(o.Y)).
-		ints(o.Lq, o.Lk, o.D, o.Dv, o.H, nqb).i(b2i(o.Causal)).i(b2i(o.Mask.Buf != nil)).f(o.Scale)
-	for _, r := range []rt.Ref{o.Q, o.K, o.V, o.Mask, o.Y} {
-		a.ints(st(r)...)
-	}
+	rows, block := attnRows, uint32(0)
 	k := kAttentionF64
 	switch {
 	case o.Y.DType == rt.F16 && max(o.D, o.Dv) <= 64:
@@ -69,7 +92,17 @@ func (l *lowering) attention(o *rt.Attention) {
 	case max(o.D, o.Dv) > 64:
 		k = kAttentionF128
 	}
+	if ok, threads := attnTiled(o); ok {
+		rows, block = threads/4, uint32(threads)
+		k = byFloat(o.Y.DType, kAttentionHT, kAttentionFT, kAttentionFT)
+	}
+	nqb := (o.Lq + rows - 1) / rows
+	a := (&argw{}).u(l.ptr(o.Q)).u(l.ptr(o.K)).u(l.ptr(o.V)).u(l.ptr(o.Mask)).u(l.ptr(o.Y)).
+		ints(o.Lq, o.Lk, o.D, o.Dv, o.H, nqb).i(b2i(o.Causal)).i(b2i(o.Mask.Buf != nil)).f(o.Scale)
+	for _, r := range []rt.Ref{o.Q, o.K, o.V, o.Mask, o.Y} {
+		a.ints(st(r)...)
+	}
 	blocks := int64(o.B) * int64(o.H) * int64(nqb)
 	x := min(blocks, 65535)
-	l.kernel(k, [3]uint32{uint32(x), uint32((blocks + x - 1) / x), 1}, a.b)
+	l.out = append(l.out, launch{kernel: k, grid: [3]uint32{uint32(x), uint32((blocks + x - 1) / x), 1}, block: block, args: a.b})
 }

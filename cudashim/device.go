@@ -263,6 +263,8 @@ const (
 	kAttentionF64
 	kAttentionH128
 	kAttentionF128
+	kAttentionHT
+	kAttentionFT
 	kConvSKHN
 	kConvSKHU
 	kConvSKFN

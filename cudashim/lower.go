@@ -14,6 +14,7 @@ import (
 type launch struct {
 	kernel int // index into Device.fns; -1 for gemm
 	grid   [3]uint32
+	block  uint32 // threads per block; 0 is nt
 	args   []byte
 	gemm   *gemmCall
 	dnn    *dnnConv // cuDNN convolution (cudnn.go)

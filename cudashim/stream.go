@@ -402,7 +402,11 @@ func (s *Stream) issueLaunch(l *launch) error {
 		return checkBlas(st, "cublas GEMM")
 	}
 	f := s.dev.fns[l.kernel]
-	return check(C.vr_launch(f, C.uint(l.grid[0]), C.uint(l.grid[1]), C.uint(l.grid[2]), nt, s.cs,
+	block := uint32(nt)
+	if l.block > 0 {
+		block = l.block
+	}
+	return check(C.vr_launch(f, C.uint(l.grid[0]), C.uint(l.grid[1]), C.uint(l.grid[2]), C.uint(block), s.cs,
 		unsafe.Pointer(&l.args[0])), "cuLaunchKernel("+kernelNames[l.kernel]+")")
 }
 

@@ -14,8 +14,10 @@ var names = []string{
 	"argreduce_f64",             // reduce.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 ARG=1
 	"attention_f16_d128",        // attention.comp X_DT=2 Y_DT=2 NEED_16BIT=1 DMAX=128u
 	"attention_f16_d64",         // attention.comp X_DT=2 Y_DT=2 NEED_16BIT=1 DMAX=64u
+	"attention_f16_t64",         // attention.comp X_DT=2 Y_DT=2 NEED_16BIT=1 DMAX=64u TILED=1
 	"attention_f32_d128",        // attention.comp X_DT=1 Y_DT=1 DMAX=128u
 	"attention_f32_d64",         // attention.comp X_DT=1 Y_DT=1 DMAX=64u
+	"attention_f32_t64",         // attention.comp X_DT=1 Y_DT=1 DMAX=64u TILED=1
 	"binary_bool",               // binary.comp X_DT=7 Y_DT=7 NEED_8BIT=1
 	"binary_f16",                // binary.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"binary_f32",                // binary.comp X_DT=1 Y_DT=1

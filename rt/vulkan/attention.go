@@ -36,14 +36,47 @@ func attnRows(bh, lq int) int {
 	return attnMaxRows / 2
 }
 
+// attnTiledMax bounds D and Dv of the tiled variant (attention_*_t64),
+// attnTiledShared is its shared memory in bytes (query, key, value,
+// probability and row-sum tiles), and attnTiledMinLq is the fewest query
+// rows it takes: below that most of its 16 or 32 rows per workgroup would
+// idle, and the row-team variant, 4 or 8 rows per workgroup, fills the GPU
+// better (decoding, Lq = 1).
+const (
+	attnTiledMax    = 64
+	attnTiledShared = 16 * (32*17 + 32*17 + 32*16 + 32*9 + 32*4)
+	attnTiledMinLq  = 16
+)
+
+// attnForce forces one variant of attention.comp for tests and A/B runs:
+// "rows" (the row-team kernel) or "tiled" (where D and Dv allow). It
+// starts as $VRUN_VK_ATTENTION, where "0" turns the fused kernel off.
+var attnForce = strings.TrimSpace(os.Getenv("VRUN_VK_ATTENTION"))
+
 // attentionOff reports whether VRUN_VK_ATTENTION=0 turns the fused
 // kernel off (the engine then lowers attention to MatMul and Softmax), to
 // compare the two.
-func attentionOff() bool { return strings.TrimSpace(os.Getenv("VRUN_VK_ATTENTION")) == "0" }
+func attentionOff() bool { return attnForce == "0" }
+
+// attnTiled reports whether attention.comp's tiled variant takes o, and
+// its workgroup size (4 query rows per invocation): 128 where that still
+// gives two workgroups per compute unit of a large GPU (132 on an H200),
+// else 64.
+func attnTiled(o *rt.Attention, sharedLim uint32) (bool, int) {
+	if max(o.D, o.Dv) > attnTiledMax || attnTiledShared > sharedLim || attnForce == "rows" ||
+		(o.Lq < attnTiledMinLq && attnForce != "tiled") {
+		return false, 0
+	}
+	if int64(o.B)*int64(o.H)*int64((o.Lq+31)/32) >= 264 {
+		return true, 128
+	}
+	return true, 64
+}
 
 // attention lowers rt.Attention to one dispatch of attention.comp (a
 // flash-attention kernel: no score tensor), for f32 and f16 with head
-// sizes up to 128 and Y's head dim contiguous. Other cases are
+// sizes up to 128 and Y's head dim contiguous: the tiled variant where
+// attnTiled takes it, else the row-team one. Other cases are
 // unsupported, and the engine then lowers attention to MatMul and Softmax.
 func (l *lowering) attention(o *rt.Attention) {
 	dt := o.Y.DType
@@ -110,6 +143,10 @@ func (l *lowering) attention(o *rt.Attention) {
 		return
 	}
 	rows := attnRows(o.B*o.H, o.Lq)
+	shader, wg := fmt.Sprintf("attention_%s_d%d", dt, dmax), rows*attnLanes
+	if ok, tw := attnTiled(o, l.d.phys.limits.MaxComputeSharedMemorySize); ok {
+		shader, wg, rows = fmt.Sprintf("attention_%s_t64", dt), tw, tw/4
+	}
 	nqb := (o.Lq + rows - 1) / rows
 	groups := int64(o.B) * int64(o.H) * int64(nqb)
 	if !fits32(groups) {
@@ -125,6 +162,6 @@ func (l *lowering) attention(o *rt.Attention) {
 		}
 	}
 	push = append(push, uint32(st[4][0]), uint32(st[4][1]), uint32(st[4][2]))
-	l.add(dispatch{shader: fmt.Sprintf("attention_%s_d%d", dt, dmax), spec: []uint32{uint32(rows * attnLanes)}, binds: binds,
+	l.add(dispatch{shader: shader, spec: []uint32{uint32(wg)}, binds: binds,
 		reads: reads, writes: writes, groups: groups2D(l.d, groups), push: push})
 }

@@ -254,6 +254,7 @@ func variants() []variant {
 			add(fmt.Sprintf("attention_%s_d%d", n, dmax), "attention.comp", slot("X", x), slot("Y", x), needs(x), floatCT(x),
 				[]string{fmt.Sprintf("DMAX=%du", dmax)})
 		}
+		add("attention_"+n+"_t64", "attention.comp", slot("X", x), slot("Y", x), needs(x), floatCT(x), []string{"DMAX=64u", "TILED=1"})
 	}
 	for _, n := range []string{"f32", "f64"} { // rt.OptimStep: no f16
 		x := dt(n)
