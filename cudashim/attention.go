@@ -53,7 +53,8 @@ const (
 )
 
 // attnForce forces one kind of attention kernel for tests and A/B runs:
-// "rows" (the row-team kernels) or "tiled" (where D and Dv allow). It
+// "rows" (the row-team kernels), or "tiled", "tiled64" or "tiled128"
+// (where D and Dv allow; the last two with that many threads per block). It
 // starts as $VRUN_CUDA_ATTENTION, where "0" turns the fused kernels off.
 var attnForce = strings.TrimSpace(os.Getenv("VRUN_CUDA_ATTENTION"))
 
@@ -61,7 +62,16 @@ var attnForce = strings.TrimSpace(os.Getenv("VRUN_CUDA_ATTENTION"))
 // per block (4 query rows per thread): 128 where that still gives two
 // blocks per SM of a large GPU (132 on an H200), else 64.
 func attnTiled(o *rt.Attention) (bool, int) {
-	if max(o.D, o.Dv) > attnTiledMax || attnForce == "rows" || (o.Lq < attnTiledMinLq && attnForce != "tiled") {
+	if max(o.D, o.Dv) > attnTiledMax || attnForce == "rows" {
+		return false, 0
+	}
+	switch attnForce {
+	case "tiled64":
+		return true, 64
+	case "tiled128":
+		return true, 128
+	}
+	if o.Lq < attnTiledMinLq && attnForce != "tiled" {
 		return false, 0
 	}
 	if int64(o.B)*int64(o.H)*int64((o.Lq+31)/32) >= 264 {

@@ -16,7 +16,7 @@ import (
 func TestAttention(t *testing.T) {
 	d := openTest(t, true)
 	defer func(f string) { attnForce = f }(attnForce)
-	for _, force := range []string{"", "rows", "tiled"} {
+	for _, force := range []string{"", "rows", "tiled64", "tiled128"} {
 		t.Run("kernel="+force, func(t *testing.T) {
 			attnForce = force
 			attntest.Run(t, d)

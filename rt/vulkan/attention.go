@@ -49,7 +49,8 @@ const (
 )
 
 // attnForce forces one variant of attention.comp for tests and A/B runs:
-// "rows" (the row-team kernel) or "tiled" (where D and Dv allow). It
+// "rows" (the row-team kernel), or "tiled", "tiled64" or "tiled128" (where
+// D and Dv allow; the last two with that workgroup size). It
 // starts as $VRUN_VK_ATTENTION, where "0" turns the fused kernel off.
 var attnForce = strings.TrimSpace(os.Getenv("VRUN_VK_ATTENTION"))
 
@@ -63,8 +64,16 @@ func attentionOff() bool { return attnForce == "0" }
 // gives two workgroups per compute unit of a large GPU (132 on an H200),
 // else 64.
 func attnTiled(o *rt.Attention, sharedLim uint32) (bool, int) {
-	if max(o.D, o.Dv) > attnTiledMax || attnTiledShared > sharedLim || attnForce == "rows" ||
-		(o.Lq < attnTiledMinLq && attnForce != "tiled") {
+	if max(o.D, o.Dv) > attnTiledMax || attnTiledShared > sharedLim || attnForce == "rows" {
+		return false, 0
+	}
+	switch attnForce {
+	case "tiled64":
+		return true, 64
+	case "tiled128":
+		return true, 128
+	}
+	if o.Lq < attnTiledMinLq && attnForce != "tiled" {
 		return false, 0
 	}
 	if int64(o.B)*int64(o.H)*int64((o.Lq+31)/32) >= 264 {

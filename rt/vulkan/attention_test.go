@@ -14,11 +14,12 @@ import (
 // against its float64 reference: f32 and, where the device stores f16,
 // f16; f64 is not implemented (Supports refuses it and the case skips).
 // It runs with the default choice of kernel, and with each variant of
-// attention.comp forced (the tiled one takes head sizes up to 64).
+// attention.comp forced (the tiled one, at both workgroup sizes, takes
+// head sizes up to 64).
 func TestAttention(t *testing.T) {
 	d := testDevice(t)
 	defer func(f string) { attnForce = f }(attnForce)
-	for _, force := range []string{"", "rows", "tiled"} {
+	for _, force := range []string{"", "rows", "tiled64", "tiled128"} {
 		t.Run("kernel="+force, func(t *testing.T) {
 			attnForce = force
 			attntest.Run(t, d)
