@@ -38,7 +38,7 @@ var Cases = []Case{
 	{Name: "tiny", B: 1, H: 1, Lq: 3, Lk: 2, D: 1, Dv: 3},
 	{Name: "spread", B: 2, H: 2, Lq: 19, Lk: 23, D: 24, Dv: 8, QSpread: true, Mask: "full"},
 	{Name: "wide_heads", B: 1, H: 2, Lq: 33, Lk: 45, D: 96, Dv: 128, Mask: "keys"},
-	{Name: "many_rows", B: 4, H: 12, Lq: 50, Lk: 70, D: 32, Dv: 32, Causal: true}, // 8 rows per Vulkan workgroup
+	{Name: "many_rows", B: 4, H: 12, Lq: 50, Lk: 70, D: 32, Dv: 32, Causal: true},        // 8 rows per Vulkan workgroup
 	{Name: "causal_fewer_keys", B: 1, H: 2, Lq: 45, Lk: 23, D: 20, Dv: 28, Causal: true}, // rows 0-21 see no key: Y = 0
 }
 
