@@ -70,7 +70,7 @@ void main() {
 	uint bh = wg / pc.nqb, qb0 = (wg % pc.nqb) * BQ;
 	uint b = bh / pc.heads, h = bh % pc.heads;
 	uint D = pc.d, DV = pc.dv, LK = pc.lk;
-	uint DV4 = (DV + 3u) / 4u;
+	uint DP = (D + 3u) & ~3u, DV4 = (DV + 3u) / 4u;
 	float scale = uintBitsToFloat(pc.scaleBits);
 	bool causal = (pc.flags & 1u) != 0u, masked = (pc.flags & 2u) != 0u;
 	uint qbase = pc.offQ + b * uint(pc.qb) + h * uint(pc.qh);
@@ -78,16 +78,13 @@ void main() {
 	uint vbase = pc.offV + b * uint(pc.vb) + h * uint(pc.vh);
 	uint mbase = pc.offM + b * uint(pc.mb) + h * uint(pc.mh);
 	uint ybase = pc.offY + b * uint(pc.yb) + h * uint(pc.yh);
-	// Stage the block's queries, scaled, zero past D: lane g loads dims
-	// 4g..4g+3 of rows rg, rg+NRG, ...
-	for (uint r = rg; r < BQ; r += NRG) {
+	// Stage the block's queries, scaled, zero past D.
+	for (uint e = t; e < BQ * DP; e += WG) {
+		uint r = e / DP, c = e % DP;
 		uint i = qb0 + r;
-		vec4 x = vec4(0.0);
-		[[unroll]] for (uint u = 0u; u < 4u; u++) {
-			uint c = 4u * g + u;
-			if (i < pc.lq && c < D) x[u] = float(X_LD(q[qbase + i * uint(pc.qi) + c * uint(pc.qd)])) * scale;
-		}
-		tq[r * QS4 + g] = x;
+		float x = 0.0;
+		if (i < pc.lq && c < D) x = float(X_LD(q[qbase + i * uint(pc.qi) + c * uint(pc.qd)])) * scale;
+		tq[r * QS4 + c / 4u][c % 4u] = x;
 	}
 	// The keys row i may see, and the keys any row of the block may see.
 	uint last[4];
@@ -104,22 +101,20 @@ void main() {
 	if (causal) keys = uint(clamp(int(min(qb0 + BQ, pc.lq) + LK) - int(pc.lq), 0, int(LK)));
 	for (uint j0 = 0u; j0 < keys; j0 += TBK) {
 		barrier();
-		for (uint r = rg; r < TBK; r += NRG) {
+		for (uint e = t; e < TBK * DP; e += WG) {
+			uint r = e / DP, c = e % DP;
 			uint j = j0 + r;
-			vec4 x = vec4(0.0), z = vec4(0.0);
-			[[unroll]] for (uint u = 0u; u < 4u; u++) {
-				uint c = 4u * g + u;
-				if (j < LK && c < D) x[u] = float(X_LD(k[kbase + j * uint(pc.ki) + c * uint(pc.kd)]));
-				if (j < LK && c < DV) z[u] = float(X_LD(v[vbase + j * uint(pc.vi) + c * uint(pc.vd)]));
-			}
-			tk[r * QS4 + g] = x;
-			tv[r * (DMAX / 4u) + g] = z;
+			tk[r * QS4 + c / 4u][c % 4u] = j < LK && c < D ? float(X_LD(k[kbase + j * uint(pc.ki) + c * uint(pc.kd)])) : 0.0;
+		}
+		for (uint e = t; e < TBK * DV4 * 4u; e += WG) {
+			uint r = e / (DV4 * 4u), c = e % (DV4 * 4u);
+			uint j = j0 + r;
+			tv[r * (DMAX / 4u) + c / 4u][c % 4u] = j < LK && c < DV ? float(X_LD(v[vbase + j * uint(pc.vi) + c * uint(pc.vd)])) : 0.0;
 		}
 		barrier();
-		// Scores of rows rg + NRG*a against keys g and g+16 (dims past D
-		// are 0).
+		// Scores of rows rg + NRG*a against keys g and g+16.
 		vec4 s0 = vec4(0.0), s1 = vec4(0.0);
-		[[unroll]] for (uint c4 = 0u; c4 < DMAX / 4u; c4++) {
+		for (uint c4 = 0u; c4 < DP / 4u; c4++) {
 			vec4 k0 = tk[g * QS4 + c4], k1 = tk[(g + 16u) * QS4 + c4];
 			[[unroll]] for (uint a = 0u; a < 4u; a++) {
 				vec4 qa = tq[(rg + NRG * a) * QS4 + c4];
@@ -154,7 +149,7 @@ void main() {
 		}
 		barrier();
 		if (g < DV4) {
-			[[unroll]] for (uint j4 = 0u; j4 < TBK / 4u; j4++) {
+			for (uint j4 = 0u; j4 < TBK / 4u; j4++) {
 				vec4 v0 = tv[(4u * j4) * (DMAX / 4u) + g], v1 = tv[(4u * j4 + 1u) * (DMAX / 4u) + g];
 				vec4 v2 = tv[(4u * j4 + 2u) * (DMAX / 4u) + g], v3 = tv[(4u * j4 + 3u) * (DMAX / 4u) + g];
 				[[unroll]] for (uint a = 0u; a < 4u; a++) {
