@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/vrun-go/vrun/internal/attnrule"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -43,45 +44,14 @@ func attentionSupported(o *rt.Attention) error {
 	return nil
 }
 
-// attnTiledMax bounds D and Dv of the tiled kernels (attention_ht,
-// attention_ft), and attnTiledMinLq is the fewest query rows they take:
-// below that most of their 16 or 32 rows per block would idle, and the
-// row-team kernels, 16 rows per block, fill the GPU better.
-const (
-	attnTiledMax   = 64
-	attnTiledMinLq = 16
-)
-
 // attnForce forces one kind of attention kernel for tests and A/B runs:
 // "rows" (the row-team kernels), or "tiled", "tiled64" or "tiled128"
 // (where D and Dv allow; the last two with that many threads per block). It
 // starts as $VRUN_CUDA_ATTENTION, where "0" turns the fused kernels off.
 var attnForce = strings.TrimSpace(os.Getenv("VRUN_CUDA_ATTENTION"))
 
-// attnTiled reports whether the tiled kernels take o, and their threads
-// per block (4 query rows per thread): 128 where that still gives two
-// blocks per SM of a large GPU (132 on an H200), else 64.
-func attnTiled(o *rt.Attention) (bool, int) {
-	if max(o.D, o.Dv) > attnTiledMax || attnForce == "rows" {
-		return false, 0
-	}
-	switch attnForce {
-	case "tiled64":
-		return true, 64
-	case "tiled128":
-		return true, 128
-	}
-	if o.Lq < attnTiledMinLq && attnForce != "tiled" {
-		return false, 0
-	}
-	if int64(o.B)*int64(o.H)*int64((o.Lq+31)/32) >= 264 {
-		return true, 128
-	}
-	return true, 64
-}
-
 // attention lowers rt.Attention to one launch: of attention_{h,f}t where
-// attnTiled takes it, else of attention_{h,f}{64,128}.
+// attnrule.Tiled takes it, else of attention_{h,f}{64,128}.
 func (l *lowering) attention(o *rt.Attention) {
 	if o.B*o.H == 0 || o.Lq == 0 || o.Dv == 0 {
 		return
@@ -102,7 +72,7 @@ func (l *lowering) attention(o *rt.Attention) {
 	case max(o.D, o.Dv) > 64:
 		k = kAttentionF128
 	}
-	if ok, threads := attnTiled(o); ok {
+	if ok, threads := attnrule.Tiled(o, attnForce); ok {
 		rows, block = threads/4, uint32(threads)
 		k = byFloat(o.Y.DType, kAttentionHT, kAttentionFT, kAttentionFT)
 	}

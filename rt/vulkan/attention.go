@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/vrun-go/vrun/internal/attnrule"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -36,17 +37,9 @@ func attnRows(bh, lq int) int {
 	return attnMaxRows / 2
 }
 
-// attnTiledMax bounds D and Dv of the tiled variant (attention_*_t64),
-// attnTiledShared is its shared memory in bytes (query, key, value,
-// probability and row-sum tiles), and attnTiledMinLq is the fewest query
-// rows it takes: below that most of its 16 or 32 rows per workgroup would
-// idle, and the row-team variant, 4 or 8 rows per workgroup, fills the GPU
-// better (decoding, Lq = 1).
-const (
-	attnTiledMax    = 64
-	attnTiledShared = 16 * (32*17 + 32*17 + 32*16 + 32*9 + 32*4)
-	attnTiledMinLq  = 16
-)
+// attnTiledShared is the tiled variant's shared memory in bytes (query,
+// key, value, probability and row-sum tiles).
+const attnTiledShared = 16 * (32*17 + 32*17 + 32*16 + 32*9 + 32*4)
 
 // attnForce forces one variant of attention.comp for tests and A/B runs:
 // "rows" (the row-team kernel), or "tiled", "tiled64" or "tiled128" (where
@@ -60,26 +53,13 @@ var attnForce = strings.TrimSpace(os.Getenv("VRUN_VK_ATTENTION"))
 func attentionOff() bool { return attnForce == "0" }
 
 // attnTiled reports whether attention.comp's tiled variant takes o, and
-// its workgroup size (4 query rows per invocation): 128 where that still
-// gives two workgroups per compute unit of a large GPU (132 on an H200),
-// else 64.
+// its workgroup size (attnrule.Tiled), where the device has the shared
+// memory for it.
 func attnTiled(o *rt.Attention, sharedLim uint32) (bool, int) {
-	if max(o.D, o.Dv) > attnTiledMax || attnTiledShared > sharedLim || attnForce == "rows" {
+	if attnTiledShared > sharedLim {
 		return false, 0
 	}
-	switch attnForce {
-	case "tiled64":
-		return true, 64
-	case "tiled128":
-		return true, 128
-	}
-	if o.Lq < attnTiledMinLq && attnForce != "tiled" {
-		return false, 0
-	}
-	if int64(o.B)*int64(o.H)*int64((o.Lq+31)/32) >= 264 {
-		return true, 128
-	}
-	return true, 64
+	return attnrule.Tiled(o, attnForce)
 }
 
 // attention lowers rt.Attention to one dispatch of attention.comp (a

@@ -27,26 +27,22 @@ func TestAttention(t *testing.T) {
 	}
 }
 
-// TestAttnTiled checks which shapes take the tiled variant and its
-// workgroup size.
+// TestAttnTiled checks that the tiled variant needs its shared memory
+// (the rule itself is internal/attnrule's TestTiled).
 func TestAttnTiled(t *testing.T) {
+	defer func(f string) { attnForce = f }(attnForce)
+	attnForce = ""
+	o := &rt.Attention{B: 8, H: 12, Lq: 128, Lk: 128, D: 64, Dv: 64}
 	for _, c := range []struct {
-		b, h, lq, d, dv int
-		lim             uint32
-		want            bool
-		wg              int
+		lim  uint32
+		want bool
+		wg   int
 	}{
-		{8, 12, 128, 64, 64, 49152, true, 128}, // BERT-base at batch 8: 384 workgroups of 32 rows
-		{1, 12, 128, 64, 64, 49152, true, 64},  // batch 1: 48 of 32 rows, so 96 of 16
-		{2, 3, 37, 24, 24, 49152, true, 64},
-		{1, 12, 128, 96, 64, 49152, false, 0}, // D > 64
-		{1, 12, 128, 64, 128, 49152, false, 0},
-		{3, 2, 1, 64, 64, 49152, false, 0},  // decoding: one query row
-		{1, 2, 15, 64, 64, 49152, false, 0}, // under 16 rows
-		{1, 2, 16, 64, 64, 49152, true, 64},
-		{8, 12, 128, 64, 64, 16384, false, 0}, // 16 KiB of shared memory
+		{49152, true, 128},
+		{attnTiledShared, true, 128},
+		{attnTiledShared - 1, false, 0},
+		{16384, false, 0},
 	} {
-		o := &rt.Attention{B: c.b, H: c.h, Lq: c.lq, Lk: c.lq, D: c.d, Dv: c.dv}
 		ok, wg := attnTiled(o, c.lim)
 		if ok != c.want || wg != c.wg {
 			t.Errorf("%+v: attnTiled = %v, %d; want %v, %d", c, ok, wg, c.want, c.wg)
