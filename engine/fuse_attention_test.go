@@ -223,8 +223,9 @@ func broadcastTo(v []float64, from, to []int) []float64 {
 
 // TestFuseAttentionTransformer runs the committed transformer model
 // (nn.TransformerEncoder exported by torch 2, two layers) with and without
-// fusion: the fused plan has one Attention op per layer and matches the
-// unfused one within 1e-5 and PyTorch's output within 1e-4 of its largest
+// fusion: the fused plan has one Attention op per layer and no
+// copy (the transposes sink into the MatMuls and the Attention), and
+// matches the unfused one within 1e-5 and PyTorch's output within 1e-4 of its largest
 // magnitude (the real-model tolerance).
 func TestFuseAttentionTransformer(t *testing.T) {
 	m, err := onnx.ImportFile("../testdata/models/transformer.onnx", onnx.Options{})
@@ -244,6 +245,11 @@ func TestFuseAttentionTransformer(t *testing.T) {
 		s := session(t, m, engine.Options{NoFusion: noFusion})
 		if n := s.Info().OpCounts["Attention"]; noFusion && n != 0 || !noFusion && n != 2 {
 			t.Fatalf("NoFusion %v: %d Attention ops (%v)", noFusion, n, s.Info().OpCounts)
+		}
+		// The [B, L, E] ↔ [L, B, E] Transposes around each attention
+		// block sink into its MatMuls and Attention (sinkTransposes).
+		if n := s.Info().OpCounts["Unary.Copy"]; !noFusion && n != 0 {
+			t.Fatalf("NoFusion %v: %d copies (%v)", noFusion, n, s.Info().OpCounts)
 		}
 		out, err := s.Run(context.Background(), map[string]*rt.Tensor{m.Tensors[m.Inputs()[0]].Name: x})
 		if err != nil {

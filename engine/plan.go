@@ -291,6 +291,7 @@ func newPlan(m *model.Model, shapes map[string][]int, mode planMode, foldDev rt.
 	p.fuseGelu()
 	p.fuseActivation()
 	p.fuseSepConv()
+	p.sinkTransposes()
 	p.fuseElementwise()
 	if err := p.halfWeights(); err != nil {
 		return nil, err
