@@ -36,6 +36,9 @@ func (d *Device) Supports(op rt.Op) error {
 	if err := supports(op); err != nil {
 		return err
 	}
+	if o, ok := op.(*rt.MatMul); ok && o.Res.Buf != nil && !d.cublas {
+		return unsupported(op, o.A.DType, "MatMul with a residual (Res) without cuBLAS")
+	}
 	if err := d.optimSupported(op); err != nil {
 		return err
 	}
@@ -54,6 +57,9 @@ func supports(op rt.Op) error {
 	}
 	if o, ok := op.(*rt.Conv); ok && o.Res.Buf != nil {
 		return convResSupported(o)
+	}
+	if o, ok := op.(*rt.MatMul); ok && o.Res.Buf != nil {
+		return matMulResSupported(o)
 	}
 	return rt.ReferenceSupport(BackendName, op)
 }

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"os"
 	"slices"
+	"strings"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -212,4 +214,16 @@ func (p *plan) opSeq() []opPos {
 		}
 	}
 	return seq
+}
+
+// fuseOff reports whether $VRUN_FUSE_OFF, a comma-separated list of pass
+// names, names the plan-time pass name ("sink", "mmres"): for timing a
+// model with and without one pass (Options.NoFusion turns them all off).
+func fuseOff(name string) bool {
+	for _, f := range strings.Split(os.Getenv("VRUN_FUSE_OFF"), ",") {
+		if strings.TrimSpace(f) == name {
+			return true
+		}
+	}
+	return false
 }

@@ -289,9 +289,10 @@ func newPlan(m *model.Model, shapes map[string][]int, mode planMode, foldDev rt.
 	p.fuseAttention()
 	p.fuseBias()
 	p.fuseGelu()
-	p.fuseActivation()
 	p.fuseSepConv()
 	p.sinkTransposes()
+	p.fuseMatMulResidual()
+	p.fuseActivation()
 	p.fuseElementwise()
 	if err := p.halfWeights(); err != nil {
 		return nil, err

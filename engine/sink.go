@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"os"
 	"slices"
 
 	"github.com/vrun-go/vrun/rt"
@@ -28,10 +27,10 @@ import (
 //
 // Each rewrite is checked op by op (rt.CheckOp and the device's Supports)
 // and left undone when any op would not take its new views. Like the
-// fusions it runs only for inference plans that may fuse; VRUN_SINK=0
+// fusions it runs only for inference plans that may fuse; VRUN_FUSE_OFF=sink
 // turns it off (for A/B timing).
 func (p *plan) sinkTransposes() {
-	if !p.mayFuse() || os.Getenv("VRUN_SINK") == "0" {
+	if !p.mayFuse() || fuseOff("sink") {
 		return
 	}
 	changed := false

@@ -61,7 +61,7 @@ func linear64(x, w, b []float64, rows, k, n int) []float64 {
 // is left a plain copy, which the second MatMul's write replaces. Where
 // the first moves the last dim, or its result is also a graph output
 // (then h*h, written in place, keeps the second from sinking on its own),
-// or VRUN_SINK=0, both stay. (TestFuseAttentionTransformer covers the
+// or VRUN_FUSE_OFF names "sink", both stay. (TestFuseAttentionTransformer covers the
 // second kind of sinking, where the Attention writes its rows in the
 // second Transpose's order.) Every case is checked
 // against a float64 reference: within 1e-5 relative to max(|y|, 1) in
@@ -80,7 +80,7 @@ func testSinkTransposes(t *testing.T, spec string) {
 		perm      []int // the first Transpose; the second is its inverse
 		f1, f2    int   // the Linears' widths
 		outputMid bool  // the first Transpose's result is also an output
-		off       bool  // VRUN_SINK=0
+		off       bool  // VRUN_FUSE_OFF=mmres,sink
 		copies    int   // Unary.Copy ops left
 	}{
 		{name: "batch_first", shape: []int{3, 5, 7}, perm: []int{1, 0, 2}, f1: 9, f2: 6},
@@ -92,7 +92,7 @@ func testSinkTransposes(t *testing.T, spec string) {
 	for ci, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.off {
-				t.Setenv("VRUN_SINK", "0")
+				t.Setenv("VRUN_FUSE_OFF", "mmres,sink")
 			}
 			rng := rand.New(rand.NewPCG(uint64(ci), 5))
 			rnd := func(n int) ([]float32, []float64) {

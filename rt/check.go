@@ -142,6 +142,18 @@ func checkParams(op Op) error {
 		if o.Batch < 1 {
 			return fmt.Errorf("MatMul: bad sizes batch=%d M=%d N=%d K=%d", o.Batch, o.M, o.N, o.K)
 		}
+		if o.Res.Buf != nil {
+			if o.Res.DType != o.Y.DType {
+				return fmt.Errorf("MatMul: Res dtype %s != Y dtype %s", o.Res.DType, o.Y.DType)
+			}
+			if o.Res.Buf == o.Y.Buf && o.Res.Off != o.Y.Off {
+				lo, hi := o.Res.Span()
+				ylo, yhi := o.Y.Span()
+				if lo < yhi && ylo < hi {
+					return fmt.Errorf("MatMul: Res overlaps Y at another offset")
+				}
+			}
+		}
 	case *Conv:
 		if !goodConvParams(o.C, o.K, o.Groups, o.StrideH, o.StrideW, o.DilH, o.DilW) {
 			return fmt.Errorf("Conv: bad params C=%d K=%d groups=%d stride=%dx%d dil=%dx%d", o.C, o.K, o.Groups, o.StrideH, o.StrideW, o.DilH, o.DilW)

@@ -70,6 +70,7 @@ func Operands(op Op) []Operand {
 			in("B", &o.B, BatchExtent(o.Batch, o.StrideB, o.K, o.N)),
 			strided(optional(in("Bias", &o.Bias, 0)), []int{o.M, o.N}),
 			out("Y", &o.Y, BatchExtent(o.Batch, o.StrideY, o.M, o.N)),
+			optional(in("Res", &o.Res, BatchExtent(o.Batch, o.StrideY, o.M, o.N))),
 		}
 	case *Conv:
 		return []Operand{

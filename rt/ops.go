@@ -248,8 +248,17 @@ type Softmax struct {
 //
 // B may be F16 while A, Bias and Y are F32: a weight stored in half
 // precision, with the products accumulated in f32 (see [HalfWeights]).
+//
+// Res, when present, is a residual of Y's dtype and layout (element
+// [b, i, j] at b*StrideY + i*N + j from its start) added before Act:
+// Y[b] = Act(Alpha * op(A[b]) @ op(B[b]) + Beta * Bias + Res[b]), the
+// shortcut Add of a transformer block. It is either Y itself (the same
+// offset: the sum replaces the residual in place) or does not overlap Y.
+// Only some backends compute it; the others reject a MatMul with Res in
+// Supports, and the engine folds the Add into the MatMul only where the
+// device supports it.
 type MatMul struct {
-	A, B, Bias, Y             Ref
+	A, B, Bias, Y, Res        Ref
 	Batch, M, N, K            int
 	TransA, TransB            bool
 	StrideA, StrideB, StrideY int

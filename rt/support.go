@@ -57,7 +57,16 @@ func ReferenceSupport(backend string, op Op) error {
 			return c.unsupported(F16, HalfWeightsUnsupported)
 		}
 		return c.floatOp()
-	case *Softmax, *MatMul, *ConvTranspose, *Pool, *Normalize:
+	case *MatMul:
+		if o.Res.Buf != nil {
+			// Optional, as Conv's.
+			return c.unsupported(c.dt, "MatMul with a residual (Res)")
+		}
+		if HalfWeights(op) {
+			return c.unsupported(F16, HalfWeightsUnsupported)
+		}
+		return c.floatOp()
+	case *Softmax, *ConvTranspose, *Pool, *Normalize:
 		if HalfWeights(op) {
 			return c.unsupported(F16, HalfWeightsUnsupported)
 		}

@@ -2,7 +2,10 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 // matmul: register-blocked shared-memory GEMM,
-//   Y[b] = act(alpha * op(A[b]) op(B[b]) + beta * Bias).
+//   Y[b] = act(alpha * op(A[b]) op(B[b]) + beta * Bias + Res[b]),
+// with the residual Res (flags bit 16, binding 4 at offset pc.offRes,
+// laid out like Y; it may be Y itself) only in the builds without SPLITK
+// (a split GEMM adds it in splitk.comp).
 //
 // The workgroup computes a BM x BN block of Y with NT = (BM/TM)*(BN/TN)
 // invocations, each holding a TM x TN micro-tile in registers (TM, TN
@@ -76,7 +79,7 @@ layout(push_constant) uniform PC {
 	uint sA, sB, sY, act;
 	uint offA, offB, offY, offBias;
 	int bs0, bs1;
-	uint batch, pad;
+	uint batch, offRes;
 	uvec2 alpha, beta, actA, actB;
 #ifdef SPLITK
 	uint S, KS; // K slices per batch entry, K per slice
@@ -104,6 +107,7 @@ vec4 ld_b4(uint i) { return b4[i]; }
 layout(std430, binding = 3) writeonly buffer BY { CT part[]; };
 #else
 layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
+layout(std430, binding = 4) readonly buffer BR { X_T res[]; };
 #endif
 
 // The epilogue goes through shared memory one row group (4*WGM rows) at a
@@ -217,12 +221,13 @@ void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN 
 #else
 	CT alpha = pc_real(pc.alpha), beta = pc_real(pc.beta);
 	CT aa = pc_real(pc.actA), ab = pc_real(pc.actB);
-	bool hasBias = (pc.flags & 4u) != 0u;
+	bool hasBias = (pc.flags & 4u) != 0u, hasRes = (pc.flags & 16u) != 0u;
 	for (uint e = tid; e < 4u * CH; e += NT) {
 		uint gm = m0 + g * (4u * WGM) + e / BN, gn = n0 + e % BN;
 		if (gm < pc.M && gn < pc.N) {
 			CT v = alpha * S[e / 4u][e & 3u];
 			if (hasBias) v += beta * CT(X_LD(bias[pc.offBias + gm * uint(pc.bs0) + gn * uint(pc.bs1)]));
+			if (hasRes) v += CT(X_LD(res[baseY - pc.offY + pc.offRes + gm * pc.N + gn]));
 			if (pc.act != 0u) v = act_apply(pc.act, v, aa, ab);
 			y[baseY + gm * pc.N + gn] = Y_ST(v);
 		}

@@ -236,7 +236,7 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 	for _, p := range []struct {
 		n string
 		r rt.Ref
-	}{{"B", o.B}, {"Y", o.Y}, {"Bias", o.Bias}} {
+	}{{"B", o.B}, {"Y", o.Y}, {"Bias", o.Bias}, {"Res", o.Res}} {
 		if p.r.Buf != nil && p.r.DType != dt && !(half && p.n == "B") {
 			l.err = fmt.Errorf("MatMul: %s is %s, want %s", p.n, p.r.DType, dt)
 			return
@@ -310,12 +310,28 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 		offs[0], offs[1], offs[3], offs[2], uint32(int32(bs0)), uint32(int32(bs1)), uint32(B), 0,
 		al[0], al[1], be[0], be[1], aa[0], aa[1], ab[0], ab[1]}
 	bz := uint32(min(B, int64(l.d.maxGroups[2])))
-	if (M == 1 || N == 1) && K >= 128 {
-		l.gemv(o, dt, kdt, binds, reads, writes, push, offs)
-		return
-	}
-	if l.coopMatMul(o, dt, binds, reads, writes, push, bz) {
-		return
+	// The residual (Res) is added by matmul.comp's epilogue or by the
+	// split-K reduction: a MatMul with one takes neither the GEMV nor the
+	// cooperative-matrix kernels. Without one, the tiled kernel's Res
+	// binding is a dummy (Y's; flags bit 16 unset).
+	resBind, rreads := binds[3], []span(nil)
+	if o.Res.Buf != nil {
+		bd, off, sp, err := l.bindElems("Res", o.Res, ey)
+		if err != nil {
+			l.err = err
+			return
+		}
+		resBind, rreads = bd, []span{sp}
+		push[3] |= 16
+		push[15] = off
+	} else {
+		if (M == 1 || N == 1) && K >= 128 {
+			l.gemv(o, dt, kdt, binds, reads, writes, push, offs)
+			return
+		}
+		if l.coopMatMul(o, dt, binds, reads, writes, push, bz) {
+			return
+		}
 	}
 	lim := l.d.phys.limits
 	t, rule, ok := pickTile(dt, o.M, o.N, o.K, o.Batch, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
@@ -340,21 +356,27 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 			binds: []bind{binds[0], binds[1], binds[2], sb}, reads: reads[:2], writes: []span{ss}, push: pp,
 			groups: [3]uint32{uint32(gx), uint32(gy), uint32(min(B*int64(sk.s), int64(l.d.maxGroups[2])))}, scratch: sk.bytes})
 		rflags := uint32(0)
-		rreads := []span{ss}
+		sreads := []span{ss}
 		if o.Bias.Buf != nil {
 			rflags = 1
-			rreads = append(rreads, reads[2])
+			sreads = append(sreads, reads[2])
+		}
+		rbind := sb // Res: a dummy without one
+		if o.Res.Buf != nil {
+			rflags |= 2
+			rbind = resBind
+			sreads = append(sreads, rreads...)
 		}
 		rp := []uint32{uint32(M), uint32(N), uint32(sk.s), uint32(B),
 			uint32(N), 0, uint32(N), uint32(o.StrideY),
-			offs[3], offs[2], 0, rflags, uint32(int32(bs0)), uint32(int32(bs1)), uint32(o.Act.Fn), 0,
+			offs[3], offs[2], 0, rflags, uint32(int32(bs0)), uint32(int32(bs1)), uint32(o.Act.Fn), push[15],
 			al[0], al[1], be[0], be[1], aa[0], aa[1], ab[0], ab[1]}
-		l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sb, binds[2], binds[3], sb}, // Res: a dummy
-			reads: rreads, writes: writes, push: rp, groups: groups1D(l.d, B*M*N, wgSize), scratch: sk.bytes})
+		l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sb, binds[2], binds[3], rbind},
+			reads: sreads, writes: writes, push: rp, groups: groups1D(l.d, B*M*N, wgSize), scratch: sk.bytes})
 		return
 	}
 	l.add(dispatch{shader: "matmul_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
-		binds: binds, reads: reads, writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), bz}})
+		binds: append(binds, resBind), reads: append(reads, rreads...), writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), bz}})
 }
 
 // Split-K: where a GEMM's output tiles give fewer than gemmTarget

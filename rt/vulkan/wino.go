@@ -210,8 +210,9 @@ func (l *lowering) winoConv(o *rt.Conv, dt rt.DType, kdt string) bool {
 		uint32(K * C), uint32(C * tp), uint32(K * tp), 0,
 		0, 0, 0, 0, 0, 0, 36, 0,
 		one[0], one[1], 0, 0, 0, 0, 0, 0}
+	// A, B, Bias (a dummy), Y, Res (a dummy)
 	l.add(dispatch{shader: "matmul_" + dt.String() + "_" + t.name, spec: []uint32{uint32(t.threads())},
-		binds: []bind{uB, vB, uB, mB}, reads: []span{uS, vS}, writes: []span{mS}, push: mp,
+		binds: []bind{uB, vB, uB, mB, uB}, reads: []span{uS, vS}, writes: []span{mS}, push: mp,
 		groups: [3]uint32{uint32(gx), uint32(gy), uint32(min(36, int64(l.d.maxGroups[2])))}, scratch: total})
 	yreads := []span{mS}
 	if o.Bias.Buf != nil {
