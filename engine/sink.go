@@ -20,10 +20,13 @@ import (
 //   - in front (sinkCopyIntoMatMul): the MatMul reads the copy's source
 //     directly, so its result holds the rows in the source's order, and
 //     every view that later ops take of that result is re-expressed for
-//     the new order (composeView);
+//     the new order (composeView); a later row-wise MatMul that reads all
+//     of it passes the order on to its own result (permuteRows), and a
+//     copy that restores the order is left a plain copy;
 //   - after (sinkCopyFromMatMul): the MatMul writes the copy's destination
-//     directly, and the op that wrote the MatMul's input (through a
-//     strided view) writes its rows in the destination's order.
+//     directly, and, unless the copy is plain, the op that wrote the
+//     MatMul's input (through a strided view) writes its rows in the
+//     destination's order.
 //
 // Each rewrite is checked op by op (rt.CheckOp and the device's Supports)
 // and left undone when any op would not take its new views. Like the
@@ -111,8 +114,8 @@ func private(t *tensor) bool {
 	return t != nil && !t.input && t.where == inArena && !t.isOutput()
 }
 
-// touchers lists the seq indices of the ops from k on that reference root
-// t, and whether each writes it.
+// touchers lists the seq indices of the ops from seq index from on that
+// reference root t, and whether each writes it.
 func (p *plan) touchers(seq []opPos, from int, t *tensor) (idx []int, writes []bool) {
 	for j := from; j < len(seq); j++ {
 		op := p.steps[seq[j].s].ops[seq[j].i]
