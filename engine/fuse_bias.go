@@ -65,12 +65,12 @@ func resultDropped(t *tensor, reads map[*tensor]int) bool {
 	return reads[t] == 1 && !t.isOutput()
 }
 
-// canRun reports whether the plan's device (and fold device) runs op.
+// canRun reports whether the plan's device runs op. The plan-time passes
+// that ask run after every node is lowered, when constant folding is
+// over: the fold device never runs what they make, and need not support
+// it (the CPU adds no MatMul residual).
 func (p *plan) canRun(op rt.Op) bool {
-	if rt.CheckOp(op) != nil || p.mode.supports(op) != nil {
-		return false
-	}
-	return p.fold.dev == nil || p.fold.dev.Supports(op) == nil
+	return rt.CheckOp(op) == nil && p.mode.supports(op) == nil
 }
 
 // foldBias returns mm with add's constant operand as its bias, writing

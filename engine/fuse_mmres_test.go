@@ -65,7 +65,10 @@ func testFuseMatMulResidual(t *testing.T, spec string) {
 			x := bd.Input("x", rt.F32, b, l, e)
 			z := bd.Op("MatMul", []string{x, bd.Weight("w", rt.F32, []int64{e, e}, w32)}, nil)
 			if !c.noBias {
-				z = bd.Op("Add", []string{z, bd.Weight("b", rt.F32, []int64{e}, b32)}, nil)
+				// The bias is b*1, folded at plan time: the fold device
+				// (the CPU, which adds no MatMul residual) is open.
+				bb := bd.Op("Mul", []string{bd.Weight("b", rt.F32, []int64{e}, b32), bd.Weight("one", rt.F32, nil, []float32{1})}, nil)
+				z = bd.Op("Add", []string{z, bb}, nil)
 			}
 			r := x
 			if c.late {

@@ -206,13 +206,15 @@ func (p *plan) reviewed(op rt.Op, y, x rt.Ref) rt.Op {
 	return op
 }
 
-// sinkCopyIntoMatMul removes the row-reordering copy c at seq index k
-// when the only op that reads its result is a row-wise MatMul that reads
-// all of it as A: the MatMul reads c's source instead, so its result
-// holds the rows in the source's order, which permuteRows passes on.
+// sinkCopyIntoMatMul removes the row-reordering (or plain) copy c at seq
+// index k when the only op that reads its result is a row-wise MatMul
+// that reads all of it as A: the MatMul reads c's source instead, so its
+// result holds the rows in the source's order, which permuteRows passes
+// on. (A Transpose that moves only dims of size 1, such as [B, L, E] →
+// [L, B, E] at batch 1, is a plain copy.)
 func (p *plan) sinkCopyIntoMatMul(seq []opPos, k int, c *rt.Unary) bool {
 	rowStride, n, same, ok := rowPermute(c)
-	if !ok || same {
+	if !ok {
 		return false
 	}
 	at := func(i int) rt.Op { return p.steps[seq[i].s].ops[seq[i].i] }
@@ -244,7 +246,7 @@ func (p *plan) sinkCopyIntoMatMul(seq []opPos, k int, c *rt.Unary) bool {
 		return false
 	}
 	repl := map[int]rt.Op{}
-	if !p.permuteRows(seq, j, tp, c.Y.Shape[:len(c.Y.Shape)-1], rowStride, mm.N, repl) {
+	if !same && !p.permuteRows(seq, j, tp, c.Y.Shape[:len(c.Y.Shape)-1], rowStride, mm.N, repl) {
 		return false
 	}
 	p.steps[seq[k].s].ops[seq[k].i] = nil

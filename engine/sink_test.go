@@ -84,6 +84,7 @@ func testSinkTransposes(t *testing.T, spec string) {
 		copies    int   // Unary.Copy ops left
 	}{
 		{name: "batch_first", shape: []int{3, 5, 7}, perm: []int{1, 0, 2}, f1: 9, f2: 6},
+		{name: "batch_one", shape: []int{1, 5, 7}, perm: []int{1, 0, 2}, f1: 9, f2: 6}, // plain copies
 		{name: "three_row_dims", shape: []int{2, 3, 5, 7}, perm: []int{2, 0, 1, 3}, f1: 11, f2: 4},
 		{name: "last_dim_moves", shape: []int{3, 5, 7}, perm: []int{0, 2, 1}, f1: 9, f2: 6, copies: 2},
 		{name: "copy_is_output", shape: []int{3, 5, 7}, perm: []int{1, 0, 2}, f1: 9, f2: 6, outputMid: true, copies: 2},
