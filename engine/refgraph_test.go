@@ -230,4 +230,3 @@ func (g *refGraph) concat(axis int, xs ...string) string {
 	g.vals[y] = &refVal{shape, out}
 	return y
 }
-
