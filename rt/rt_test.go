@@ -88,6 +88,11 @@ func TestCheckOp(t *testing.T) {
 		{"strided linear operand", &Softmax{X: ref([]int{16}, []int{0}, 0), Y: ref([]int{16}, nil, 0), Outer: 1, N: 16, Inner: 1}, "contiguous"},
 		{"negative sizes", &Reduce{X: ref([]int{4}, nil, 0), Y: ref([]int{4}, nil, 0), Outer: -1, N: -1, Inner: 1}, "out of range"},
 		{"matmul too small", &MatMul{A: ref([]int{6}, nil, 0), B: ref([]int{6}, nil, 0), Y: ref([]int{4}, nil, 0), Batch: 1, M: 2, N: 2, K: 4}, "needs"},
+		{"matmul res in place", &MatMul{A: ref([]int{8}, nil, 0), B: ref([]int{8}, nil, 32), Y: ref([]int{4}, nil, 64), Res: ref([]int{4}, nil, 64), Batch: 1, M: 2, N: 2, K: 4}, ""},
+		{"matmul res apart", &MatMul{A: ref([]int{8}, nil, 0), B: ref([]int{8}, nil, 32), Y: ref([]int{4}, nil, 64), Res: ref([]int{4}, nil, 80), Batch: 1, M: 2, N: 2, K: 4}, ""},
+		{"matmul res overlaps", &MatMul{A: ref([]int{8}, nil, 0), B: ref([]int{8}, nil, 32), Y: ref([]int{4}, nil, 64), Res: ref([]int{4}, nil, 68), Batch: 1, M: 2, N: 2, K: 4}, "Res overlaps Y"},
+		{"matmul res too small", &MatMul{A: ref([]int{8}, nil, 0), B: ref([]int{8}, nil, 32), Y: ref([]int{4}, nil, 64), Res: ref([]int{3}, nil, 80), Batch: 1, M: 2, N: 2, K: 4}, "Res has 3 elements"},
+		{"matmul res dtype", &MatMul{A: ref([]int{8}, nil, 0), B: ref([]int{8}, nil, 32), Y: ref([]int{4}, nil, 64), Res: Ref{Buf: buf, DType: F64, Shape: []int{4}, Off: 80}, Batch: 1, M: 2, N: 2, K: 4}, "Res dtype"},
 		{"gather index dtype", &Gather{X: ref([]int{4}, nil, 0), Idx: ref([]int{2}, nil, 0), Y: ref([]int{2}, nil, 0), Outer: 1, Axis: 4, Inner: 1}, "index dtype"},
 	} {
 		err := CheckOp(tc.op)
@@ -215,6 +220,7 @@ func TestReferenceSupport(t *testing.T) {
 		{"compare writing f32", &Binary{Fn: Less, A: r(F32), B: r(F32), Y: r(F32)}, false, true},
 		{"mixed matmul", &MatMul{A: r(F16), B: r(F32), Y: r(F16)}, false, true},
 		{"int matmul", &MatMul{A: r(I32), B: r(I32), Y: r(I32)}, true, true},
+		{"matmul with residual", &MatMul{A: r(F32), B: r(F32), Y: r(F32), Res: r(F32)}, true, true}, // optional: backends say so themselves
 		{"argmax writes i64", &Reduce{Fn: ArgMax, X: r(F32), Y: r(I64)}, false, false},
 		{"topk indices i32", &TopK{X: r(F32), Values: r(F32), Indices: r(I32)}, false, true},
 		{"adam f64", &OptimStep{Fn: OptimAdam, P: r(F64), G: r(F64), S1: r(F64), S2: r(F64), H: r(F64)}, false, false},
