@@ -57,6 +57,13 @@ func (p *plan) foldIntoMatMul(fold func(mm *rt.MatMul, next rt.Op, reads map[*te
 	}
 }
 
+// wholeResult reports whether r views all of mm's result as mm writes it
+// (one batch after another): its buffer, offset and dtype, contiguous.
+func wholeResult(r rt.Ref, mm *rt.MatMul) bool {
+	n := int64(mm.Batch) * int64(mm.M) * int64(mm.N)
+	return r.Buf == mm.Y.Buf && r.Off == mm.Y.Off && r.DType == mm.Y.DType && r.Contiguous() && r.Len() == n
+}
+
 // resultDropped reports whether the result t of a MatMul may vanish when a
 // fold makes the MatMul write elsewhere: nothing but the folded op reads
 // it and it is no graph output. (Written in place, later readers read the
@@ -84,9 +91,7 @@ func foldBias(mm *rt.MatMul, add *rt.Binary, reads map[*tensor]int) *rt.MatMul {
 		return nil
 	}
 	n := int64(mm.Batch) * int64(mm.M) * int64(mm.N)
-	is := func(r rt.Ref) bool {
-		return r.Buf == mm.Y.Buf && r.Off == mm.Y.Off && r.DType == mm.Y.DType && r.Contiguous() && r.Len() == n
-	}
+	is := func(r rt.Ref) bool { return wholeResult(r, mm) }
 	if !is(add.Y) && !resultDropped(t, reads) {
 		return nil
 	}

@@ -157,8 +157,7 @@ func foldActivation(mm *rt.MatMul, next rt.Op, reads map[*tensor]int) *rt.MatMul
 	n := int64(mm.Batch) * int64(mm.M) * int64(mm.N)
 	t := rootOfRef(mm.Y)
 	x, y := u.X, u.Y
-	if t == nil || t.input || t.where != inArena || x.Buf != mm.Y.Buf || x.Off != mm.Y.Off || x.DType != mm.Y.DType ||
-		!x.Contiguous() || x.Len() != n || !y.Contiguous() || y.Len() != n || rootOfRef(y) == nil {
+	if t == nil || t.input || t.where != inArena || !wholeResult(x, mm) || !y.Contiguous() || y.Len() != n || rootOfRef(y) == nil {
 		return nil
 	}
 	if (y.Buf != x.Buf || y.Off != x.Off) && !resultDropped(t, reads) {

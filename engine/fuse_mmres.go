@@ -36,12 +36,11 @@ func foldResidualMatMul(mm *rt.MatMul, add *rt.Binary, reads map[*tensor]int) *r
 	}
 	n := int64(mm.Batch) * int64(mm.M) * int64(mm.N)
 	dense := func(r rt.Ref) bool { return r.DType == mm.Y.DType && r.Contiguous() && r.Len() == n }
-	same := func(a, b rt.Ref) bool { return a.Buf == b.Buf && a.Off == b.Off && dense(a) && dense(b) }
 	res := add.A
 	switch {
-	case same(add.A, mm.Y) && !same(add.B, mm.Y):
+	case wholeResult(add.A, mm) && !wholeResult(add.B, mm):
 		res = add.B
-	case !same(add.B, mm.Y):
+	case !wholeResult(add.B, mm):
 		return nil
 	}
 	rt0 := rootOfRef(res)
@@ -49,10 +48,11 @@ func foldResidualMatMul(mm *rt.MatMul, add *rt.Binary, reads map[*tensor]int) *r
 		return nil // a constant (a bias) is fuseBias's
 	}
 	y := add.Y
-	if !same(y, mm.Y) {
-		// The MatMul's result vanishes; y is the residual itself or
-		// apart from it.
-		if !resultDropped(t, reads) || !dense(y) || rootOfRef(y) == nil || (!same(y, res) && overlaps(y, res)) {
+	if !wholeResult(y, mm) {
+		// The MatMul's result vanishes; y is the residual itself (the
+		// same view) or apart from it.
+		inPlace := y.Buf == res.Buf && y.Off == res.Off
+		if !resultDropped(t, reads) || !dense(y) || rootOfRef(y) == nil || (!inPlace && overlaps(y, res)) {
 			return nil
 		}
 	}

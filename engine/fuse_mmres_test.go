@@ -1,12 +1,6 @@
 package engine_test
 
-import (
-	"context"
-	"math"
-	"testing"
-
-	"github.com/vrun-go/vrun/engine"
-)
+import "testing"
 
 // TestFuseMatMulResidual checks the residual fold into a MatMul (an Add
 // of a Linear's result and a tensor computed before it becomes the
@@ -62,19 +56,11 @@ func testFuseMatMulResidual(t *testing.T, spec string) {
 			if c.relu {
 				y = g.unary("Relu", y)
 			}
-			g.b.Output(y)
+			outs := []string{y}
 			if c.output {
-				g.b.Output(z)
+				outs = append(outs, z)
 			}
-			m, err := g.b.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := engine.New(m, dpDevices(t, spec)[0], engine.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := g.session(t, spec, outs...)
 			want := 1
 			if folds {
 				want = c.wantAdds
@@ -85,16 +71,7 @@ func testFuseMatMulResidual(t *testing.T, spec string) {
 			if n := s.Info().OpCounts["Unary.Relu"]; c.relu && folds && n != 0 {
 				t.Errorf("%d Relus left, want 0 (ops %v)", n, s.Info().OpCounts)
 			}
-			out, err := s.Run(context.Background(), g.feeds)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, ref := out[y].Float64s(), g.vals[y].d
-			for j, v := range ref {
-				if math.Abs(got[j]-v) > 1e-5*math.Max(math.Abs(v), 1) {
-					t.Fatalf("y[%d] = %v, want %v", j, got[j], v)
-				}
-			}
+			g.check(t, s, 1e-5, outs...)
 		})
 	}
 }

@@ -1,10 +1,14 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"testing"
 
+	"github.com/vrun-go/vrun/engine"
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
 )
@@ -151,21 +155,12 @@ func (g *refGraph) transpose(x string, perm ...int) string {
 	}
 	y := g.b.Op("Transpose", []string{x}, model.Attrs{"perm": p})
 	src := rt.ContiguousStrides(xv.shape)
-	out := make([]float64, len(xv.d))
-	idx := make([]int, len(shape))
-	for j := range out {
-		off := 0
-		for i, v := range perm {
-			off += idx[i] * src[v]
-		}
-		out[j] = xv.d[off]
-		for i := len(idx) - 1; i >= 0; i-- {
-			if idx[i]++; idx[i] < shape[i] {
-				break
-			}
-			idx[i] = 0
-		}
+	st := make([]int, len(perm)) // x's strides, in y's dim order
+	for i, v := range perm {
+		st[i] = src[v]
 	}
+	out := make([]float64, 0, len(xv.d))
+	backendtest.ForEach(shape, func(idx []int) { out = append(out, xv.d[backendtest.Offset(idx, st)]) })
 	g.vals[y] = &refVal{shape, out}
 	return y
 }
@@ -229,4 +224,42 @@ func (g *refGraph) concat(axis int, xs ...string) string {
 	}
 	g.vals[y] = &refVal{shape, out}
 	return y
+}
+
+// session builds the graph with outs as its outputs and plans it on the
+// device of spec (closed at the end of the test).
+func (g *refGraph) session(t *testing.T, spec string, outs ...string) *engine.Session {
+	t.Helper()
+	g.b.Output(outs...)
+	m, err := g.b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := engine.New(m, dpDevices(t, spec)[0], engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// check runs s on the graph's inputs and compares the named outputs with
+// the reference: within tol relative to max(|want|, 1).
+func (g *refGraph) check(t *testing.T, s *engine.Session, tol float64, names ...string) {
+	t.Helper()
+	out, err := s.Run(context.Background(), g.feeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		got, want := out[name].Float64s(), g.vals[name].d
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
+		}
+		for j := range want {
+			if math.Abs(got[j]-want[j]) > tol*math.Max(math.Abs(want[j]), 1) {
+				t.Fatalf("%s[%d] = %v, want %v", name, j, got[j], want[j])
+			}
+		}
+	}
 }

@@ -1,12 +1,6 @@
 package engine_test
 
-import (
-	"context"
-	"math"
-	"testing"
-
-	"github.com/vrun-go/vrun/engine"
-)
+import "testing"
 
 // TestSinkTransposes checks transpose sinking on graphs shaped like
 // PyTorch's batch-first attention block: Transpose, Linear, an
@@ -59,37 +53,17 @@ func testSinkTransposes(t *testing.T, spec string) {
 			h := g.bias(g.matmul(t1, c.f1), false)
 			h = g.binary("Mul", h, h)
 			y := g.transpose(g.bias(g.matmul(h, c.f2), false), inv...)
-			g.b.Output(y)
-			if c.outputMid {
-				g.b.Output(t1)
-			}
-			m, err := g.b.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := engine.New(m, dpDevices(t, spec)[0], engine.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			if n := s.Info().OpCounts["Unary.Copy"]; n != c.copies {
-				t.Errorf("%d copies, want %d (ops %v)", n, c.copies, s.Info().OpCounts)
-			}
-			out, err := s.Run(context.Background(), g.feeds)
-			if err != nil {
-				t.Fatal(err)
-			}
 			outs := []string{y}
 			if c.outputMid {
 				outs = append(outs, t1)
 			}
-			for _, name := range outs {
-				got, want := out[name].Float64s(), g.vals[name].d
-				for j := range want {
-					if math.Abs(got[j]-want[j]) > 1e-5*math.Max(math.Abs(want[j]), 1) {
-						t.Fatalf("%s[%d] = %v, want %v", name, j, got[j], want[j])
-					}
-				}
+			s := g.session(t, spec, outs...)
+			if n := s.Info().OpCounts["Unary.Copy"]; n != c.copies {
+				t.Errorf("%d copies, want %d (ops %v)", n, c.copies, s.Info().OpCounts)
+			}
+			g.check(t, s, 1e-5, y)
+			if c.outputMid {
+				g.check(t, s, 0, t1) // a copy: exact
 			}
 		})
 	}

@@ -78,11 +78,7 @@ func view(t *testing.T, d rt.Device, dt rt.DType, rng *rand.Rand, shape, st []in
 		return v
 	}
 	r := backendtest.Strided(t, d, dt, shape, st, gen)
-	host := make([]byte, r.Buf.Size())
-	if err := d.Read(host, r.Buf, 0); err != nil {
-		t.Fatal(err)
-	}
-	all := (&rt.Tensor{DType: dt, Shape: []int{len(host) / dt.Size()}, Data: host}).Float64s()
+	all := backendtest.Read(t, d, r.Buf, dt)
 	base := int(r.Off) / dt.Size()
 	stc := r.StridesOrContiguous()
 	return r, func(b, h, i, w int) float64 { return all[base+backendtest.Offset([]int{b, h, i, w}, stc)] }
@@ -145,11 +141,7 @@ func runCase(t *testing.T, d rt.Device, dt rt.DType, c Case) {
 		t.Skipf("unsupported: %v", err)
 	}
 	backendtest.Run(t, d, op)
-	host := make([]byte, yb.Size())
-	if err := d.Read(host, yb, 0); err != nil {
-		t.Fatal(err)
-	}
-	got := (&rt.Tensor{DType: dt, Shape: []int{c.B * c.H * c.Lq * c.Dv}, Data: host}).Float64s()
+	got := backendtest.Read(t, d, yb, dt)
 	tol := Tolerance(dt)
 	s := make([]float64, c.Lk)
 	for b := range c.B {

@@ -50,6 +50,17 @@ func Upload(t testing.TB, d rt.Device, data []byte) rt.Buffer {
 	return b
 }
 
+// Read returns every element of buffer b, as values of dt. Any error
+// fails t.
+func Read(t testing.TB, d rt.Device, b rt.Buffer, dt rt.DType) []float64 {
+	t.Helper()
+	host := make([]byte, b.Size())
+	if err := d.Read(host, b, 0); err != nil {
+		t.Fatal(err)
+	}
+	return (&rt.Tensor{DType: dt, Shape: []int{len(host) / dt.Size()}, Data: host}).Float64s()
+}
+
 // Values returns v as a one-dimensional tensor of dt, with one zero
 // element when v is empty (a buffer is never empty).
 func Values(dt rt.DType, v []float64) *rt.Tensor {

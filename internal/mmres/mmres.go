@@ -112,19 +112,6 @@ func build(t *testing.T, d rt.Device, dt rt.DType, c Case, rng *rand.Rand) (*rt.
 	return op, dd
 }
 
-// readBack returns the values of buffer b (n elements of dt).
-func readBack(t *testing.T, d rt.Device, b rt.Buffer, dt rt.DType, n int) []float64 {
-	t.Helper()
-	out, err := rt.NewTensor(dt, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Read(out.Data, b, 0); err != nil {
-		t.Fatal(err)
-	}
-	return out.Float64s()
-}
-
 func runCase(t *testing.T, d rt.Device, dt rt.DType, c Case) {
 	rng := rand.New(rand.NewPCG(uint64(c.M), uint64(dt)))
 	op, dd := build(t, d, dt, c, rng)
@@ -137,16 +124,16 @@ func runCase(t *testing.T, d rt.Device, dt rt.DType, c Case) {
 		t.Fatalf("MatMul with Res: %v", err)
 	}
 	// The reference reads the operands as the device holds them (f16).
-	a := readBack(t, d, op.A.Buf, dt, len(dd.a))
-	b := readBack(t, d, op.B.Buf, dt, len(dd.b))
-	res := readBack(t, d, op.Res.Buf, dt, dd.ny)
+	a := backendtest.Read(t, d, op.A.Buf, dt)
+	b := backendtest.Read(t, d, op.B.Buf, dt)
+	res := backendtest.Read(t, d, op.Res.Buf, dt)
 	var bias []float64
 	if c.Bias {
-		bias = readBack(t, d, op.Bias.Buf, dt, c.N)
+		bias = backendtest.Read(t, d, op.Bias.Buf, dt)
 	}
-	before := readBack(t, d, dd.y, dt, dd.ny)
+	before := backendtest.Read(t, d, dd.y, dt)
 	backendtest.Run(t, d, op)
-	got := readBack(t, d, dd.y, dt, dd.ny)
+	got := backendtest.Read(t, d, dd.y, dt)
 	sy := op.StrideY
 	for bt := range c.Batch {
 		for i := range c.M {
