@@ -216,6 +216,24 @@ func (p *plan) opSeq() []opPos {
 	return seq
 }
 
+// opsAt returns the op at seq index k of seq (an opSeq of p); nil where a
+// fusion has removed it.
+func (p *plan) opsAt(seq []opPos) func(k int) rt.Op {
+	return func(k int) rt.Op { return p.steps[seq[k].s].ops[seq[k].i] }
+}
+
+// touchesRoot reports whether op references root t, and whether it
+// writes it.
+func touchesRoot(op rt.Op, t *tensor) (hit, writes bool) {
+	for _, o := range rt.Operands(op) {
+		if o.Ref.Buf != nil && rootOfRef(*o.Ref) == t {
+			hit = true
+			writes = writes || o.Output
+		}
+	}
+	return hit, writes
+}
+
 // fuseOff reports whether $VRUN_FUSE_OFF, a comma-separated list of pass
 // names, names the plan-time pass name ("sink", "mmres"): for timing a
 // model with and without one pass (Options.NoFusion turns them all off).

@@ -41,7 +41,7 @@ func (p *plan) fuseAttention() {
 	}
 	reads := p.rootReads()
 	seq := p.opSeq()
-	at := func(k int) rt.Op { return p.steps[seq[k].s].ops[seq[k].i] }
+	at := p.opsAt(seq)
 	changed := false
 	for k := 0; k < len(seq); k++ {
 		m1, ok := at(k).(*rt.MatMul)
@@ -631,12 +631,8 @@ func (p *plan) absorbOutput(at func(int) rt.Op, end, n int, att *rt.Attention, r
 		return 0, false
 	}
 	touches := func(op rt.Op, root *tensor) bool {
-		for _, o := range rt.Operands(op) {
-			if o.Ref.Buf != nil && rootOfRef(*o.Ref) == root {
-				return true
-			}
-		}
-		return false
+		hit, _ := touchesRoot(op, root)
+		return hit
 	}
 	for j := end + 1; j < n; j++ {
 		op := at(j)

@@ -25,7 +25,7 @@ func (p *plan) fuseGelu() {
 	reads := p.rootReads()
 	seq := p.opSeq()
 	changed := false
-	at := func(k int) rt.Op { return p.steps[seq[k].s].ops[seq[k].i] }
+	at := p.opsAt(seq)
 	for k := 0; k+4 < len(seq); k++ {
 		var ops [5]rt.Op
 		for j := range ops {

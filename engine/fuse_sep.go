@@ -22,7 +22,7 @@ func (p *plan) fuseSepConv() {
 	}
 	reads := p.rootReads()
 	seq := p.opSeq()
-	at := func(k int) rt.Op { return p.steps[seq[k].s].ops[seq[k].i] }
+	at := p.opsAt(seq)
 	changed := false
 	for k := 0; k+1 < len(seq); k++ {
 		dw, ok1 := at(k).(*rt.Conv)

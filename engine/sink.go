@@ -38,7 +38,7 @@ func (p *plan) sinkTransposes() {
 	}
 	changed := false
 	seq := p.opSeq()
-	at := func(k int) rt.Op { return p.steps[seq[k].s].ops[seq[k].i] }
+	at := p.opsAt(seq)
 	for k := range seq {
 		c, ok := at(k).(*rt.Unary)
 		if !ok || c.Fn != rt.Copy {
@@ -122,14 +122,7 @@ func (p *plan) touchers(seq []opPos, from int, t *tensor) (idx []int, writes []b
 		if op == nil {
 			continue
 		}
-		hit, w := false, false
-		for _, o := range rt.Operands(op) {
-			if o.Ref.Buf != nil && rootOfRef(*o.Ref) == t {
-				hit = true
-				w = w || o.Output
-			}
-		}
-		if hit {
+		if hit, w := touchesRoot(op, t); hit {
 			idx, writes = append(idx, j), append(writes, w)
 		}
 	}
@@ -217,7 +210,7 @@ func (p *plan) sinkCopyIntoMatMul(seq []opPos, k int, c *rt.Unary) bool {
 	if !ok {
 		return false
 	}
-	at := func(i int) rt.Op { return p.steps[seq[i].s].ops[seq[i].i] }
+	at := p.opsAt(seq)
 	tx, ty := rootOfRef(c.X), rootOfRef(c.Y)
 	if tx == nil || !whole(c.Y, ty) || !private(ty) || tx == ty || c.X.Off != 0 ||
 		c.X.Len() != rt.NumElements(tx.shape) || c.X.DType != tx.dtype {
@@ -274,7 +267,7 @@ func (p *plan) sinkCopyFromMatMul(seq []opPos, k int, c *rt.Unary) bool {
 		!whole(c.Y, tw) {
 		return false
 	}
-	at := func(i int) rt.Op { return p.steps[seq[i].s].ops[seq[i].i] }
+	at := p.opsAt(seq)
 	// The MatMul: the last op before c that touches tz, writing it whole;
 	// c is the only op after it that touches tz.
 	users, _ := p.touchers(seq, 0, tz)
