@@ -3,8 +3,8 @@
 
     python3 bench/torch_profile.py MODEL BATCH [RUNS]
 
-MODEL is one of the torch twins of testdata/models/export.py (resnet18,
-resnet50, mobilenet_v2, squeezenet1_1, bert). The model runs in eval mode
+MODEL is one of the torch twins of testdata/models/export.py (its
+models(): resnet18, resnet50, mobilenet_v2, squeezenet1_1, bert, ...). The model runs in eval mode
 under no_grad, f32 with TF32 off, as bench/torch_baseline.py times it; after
 a warm-up, RUNS (default 20) forward passes run under torch.profiler, and
 each kernel's total GPU time is printed per pass, largest first, beside the
@@ -20,13 +20,21 @@ torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
 
-def make(name):
-    import torchvision
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "testdata", "models"))
-    from export import BertEncoder
-    if name == "bert":
-        return BertEncoder(), (128, 768)
-    return getattr(torchvision.models, name)(weights=None), (3, 224, 224)
+def make(name, batch):
+    """The torch twin of name (export.models()) and a random input of batch
+    rows shaped like its example input."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "models"))
+    import export
+    twins = export.models()
+    if name not in twins:
+        sys.exit(f"no torch twin named {name!r} in testdata/models/export.py; have {sorted(twins)}")
+    ctor, example = twins[name]
+    shape = (batch, *example.shape[1:])
+    if example.dtype.is_floating_point:
+        x = torch.randn(*shape, device="cuda")
+    else:
+        x = torch.randint(0, 500, shape, device="cuda")
+    return ctor(), x
 
 
 def main():
@@ -34,9 +42,8 @@ def main():
         sys.exit(__doc__)
     name, batch = sys.argv[1], int(sys.argv[2])
     runs = int(sys.argv[3]) if len(sys.argv) > 3 else 20
-    m, shape = make(name)
+    m, x = make(name, batch)
     m = m.eval().cuda()
-    x = torch.randn(batch, *shape, device="cuda")
     with torch.no_grad():
         for _ in range(10):
             m(x)

@@ -223,8 +223,11 @@ func (p *plan) opsAt(seq []opPos) func(k int) rt.Op {
 }
 
 // touchesRoot reports whether op references root t, and whether it
-// writes it.
+// writes it; a nil op (removed by a fusion) touches nothing.
 func touchesRoot(op rt.Op, t *tensor) (hit, writes bool) {
+	if op == nil {
+		return false, false
+	}
 	for _, o := range rt.Operands(op) {
 		if o.Ref.Buf != nil && rootOfRef(*o.Ref) == t {
 			hit = true

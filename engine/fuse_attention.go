@@ -630,13 +630,9 @@ func (p *plan) absorbOutput(at func(int) rt.Op, end, n int, att *rt.Attention, r
 	if t == nil || reads[t] != 1 || t.input || t.where != inArena || t.isOutput() {
 		return 0, false
 	}
-	touches := func(op rt.Op, root *tensor) bool {
-		hit, _ := touchesRoot(op, root)
-		return hit
-	}
 	for j := end + 1; j < n; j++ {
 		op := at(j)
-		if op == nil || !touches(op, t) {
+		if hit, _ := touchesRoot(op, t); !hit {
 			continue
 		}
 		c, ok := op.(*rt.Unary)
@@ -649,7 +645,7 @@ func (p *plan) absorbOutput(at func(int) rt.Op, end, n int, att *rt.Attention, r
 			return 0, false
 		}
 		for i := end + 1; i < j; i++ {
-			if at(i) != nil && touches(at(i), dt) {
+			if hit, _ := touchesRoot(at(i), dt); hit {
 				return 0, false
 			}
 		}

@@ -117,12 +117,9 @@ func private(t *tensor) bool {
 // touchers lists the seq indices of the ops from seq index from on that
 // reference root t, and whether each writes it.
 func (p *plan) touchers(seq []opPos, from int, t *tensor) (idx []int, writes []bool) {
+	at := p.opsAt(seq)
 	for j := from; j < len(seq); j++ {
-		op := p.steps[seq[j].s].ops[seq[j].i]
-		if op == nil {
-			continue
-		}
-		if hit, w := touchesRoot(op, t); hit {
+		if hit, w := touchesRoot(at(j), t); hit {
 			idx, writes = append(idx, j), append(writes, w)
 		}
 	}
