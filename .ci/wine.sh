@@ -32,6 +32,13 @@ trap '"${wineserver:-true}" -k 2>/dev/null || true; rm -rf "$work"' EXIT
 export WINEPREFIX=$work/prefix WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml=" WINEARCH=win64
 wineserver=$(command -v wineserver || echo /usr/lib/wine/wineserver)
 export GOOS=windows GOARCH=amd64 CGO_ENABLED=0
+# One persistent wineserver for the whole run (the trap stops it). Left to
+# itself, the server exits a few seconds after its last client, and a
+# client that connects while it is exiting dies with "wine client error:0:
+# recvmsg: Connection reset by peer" before the program starts: with two
+# test binaries started back to back, that failed a CI run.
+mkdir -p "$WINEPREFIX"
+"$wineserver" -p
 
 echo "   wine prefix and the ProcessPrng stand-in"
 "$wine" wineboot --init >/dev/null 2>&1 || true
