@@ -302,11 +302,25 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 		return
 	}
 	cg, kg := o.C/o.Groups, o.K/o.Groups
-	lim := l.d.phys.limits
-	t, ok := pickConvTile(dt, kg, int(cols), cg*o.KH*o.KW, o.Groups, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, dw != nil, l.d.phys.info.Kind == rt.KindCPU)
-	if !ok {
-		l.err = l.unsupported(dt, "no convolution GEMM tile fits maxComputeSharedMemorySize %d", lim.MaxComputeSharedMemorySize)
-		return
+	kd := cg * o.KH * o.KW
+	// The tuner (tune.go) times plain convolutions, not SepConv's.
+	var t gemmTile
+	var sk splitPlan
+	tuned := false
+	if dw == nil {
+		key := fmt.Sprintf("conv %s n%d c%d h%d w%d k%d r%dx%d s%dx%d p%dx%d d%dx%d g%d", kdt, o.N, o.C, o.H, o.Width,
+			o.K, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups)
+		t, sk, _, tuned = l.tunedGEMM(key, convTiles, dt, kg, int(cols), kd, o.Groups)
+	}
+	if !tuned {
+		lim := l.d.phys.limits
+		var ok bool
+		t, ok = pickConvTile(dt, kg, int(cols), kd, o.Groups, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, dw != nil, l.d.phys.info.Kind == rt.KindCPU)
+		if !ok {
+			l.err = l.unsupported(dt, "no convolution GEMM tile fits maxComputeSharedMemorySize %d", lim.MaxComputeSharedMemorySize)
+			return
+		}
+		sk = l.pickConvSplit(t, dt, kg, int(cols), kd, o.Groups, dw != nil)
 	}
 	gx, gy := (cols+int64(t.bn)-1)/int64(t.bn), (int64(kg)+int64(t.bm)-1)/int64(t.bm)
 	if gx > int64(l.d.maxGroups[0]) || gy > int64(l.d.maxGroups[1]) {
@@ -367,7 +381,6 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 		}
 	}
 	aa, ab := realBits(dt, o.Act.Alpha), realBits(dt, o.Act.Beta)
-	kd := cg * o.KH * o.KW
 	push := []uint32{uint32(cols), uint32(geo.C), uint32(geo.H), uint32(geo.Width),
 		uint32(o.K), uint32(kg), uint32(cg), uint32(kd),
 		uint32(ohw), uint32(o.OW), uint32(geo.KH), uint32(geo.KW),
@@ -380,7 +393,7 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 		push[6], push[16], push[17] = offs[5], offs[6], uint32(dw.Act.Fn)
 		push[18] = uint32(float16.Fromfloat32(float32(dw.Act.Alpha)).Bits()) | uint32(float16.Fromfloat32(float32(dw.Act.Beta)).Bits())<<16
 	}
-	if sk := l.pickConvSplit(t, dt, kg, int(cols), kd, o.Groups, dw != nil); sk.s > 1 {
+	if sk.s > 1 {
 		// partial pass: X, W -> scratch; reduction: scratch, Bias -> Y
 		pp := append(push[:len(push):len(push)], uint32(sk.s), uint32(sk.ks))
 		sb, ss := sk.scratch()

@@ -239,6 +239,7 @@ type device struct {
 	building  sync.WaitGroup // pipelines being created (getPipeline)
 	pipesMade atomic.Int64   // pipelines created
 	noPrepare bool           // tests: Prepare does nothing
+	tune      tuner          // the GEMM autotuner (tune.go)
 
 	// synchronous copies for non-host-visible buffers
 	xmu     sync.Mutex

@@ -106,6 +106,12 @@
 //     Reset/Close), and splitk.comp sums them in a fixed order and applies
 //     alpha, beta*bias and the activation. Scratch writes and reads are
 //     tracked by the stream's barrier logic like any operand.
+//   - Autotuner (tune.go): with VRUN_VK_TUNE=1 (vrun -tune) a device
+//     times the tiles, K splits and, for matmul.comp, the fixed load path
+//     (specialization constant FIXED) of each tiled GEMM shape it lowers,
+//     on buffers of its own, and keeps the fastest where it beats the
+//     rules above by 2 %; the picks are cached per device beside the
+//     pipeline cache and used by later runs (VRUN_VK_TUNE=0: not).
 //   - VRUN_VK_VALIDATION=1 (read when the instance is created) enables
 //     VK_LAYER_KHRONOS_validation with a VK_EXT_debug_utils messenger;
 //     warnings and errors are returned from Submit, Wait,

@@ -57,6 +57,9 @@ type lowering struct {
 	err   error
 	outs  []dispatch
 	probe bool // checking support only: buffers are not bound
+	// force, when set, is the tuner's candidate for the op's tiled GEMM
+	// (tunedGEMM).
+	force *gemmForce
 }
 
 func (l *lowering) unsupported(dt rt.DType, format string, args ...any) error {
@@ -234,16 +237,23 @@ func (l *lowering) bindsOf(names []string, refs []rt.Ref, elems []int64, out int
 }
 
 // lower validates op and returns its dispatches (pipelines not resolved).
-func (d *device) lower(op rt.Op) ([]dispatch, error) { return d.lowerOp(op, false) }
+func (d *device) lower(op rt.Op) ([]dispatch, error) { return d.lowerWith(op, false, nil) }
 
+// lowerOp lowers op; with probe, only to check support or to list its
+// pipelines.
 func (d *device) lowerOp(op rt.Op, probe bool) ([]dispatch, error) {
+	return d.lowerWith(op, probe, nil)
+}
+
+// lowerWith is lowerOp with the tuner's forced choice (nil: none).
+func (d *device) lowerWith(op rt.Op, probe bool, force *gemmForce) ([]dispatch, error) {
 	if op == nil {
 		return nil, fmt.Errorf("vulkan: nil op")
 	}
 	if err := rt.CheckOp(op); err != nil {
 		return nil, err
 	}
-	l := &lowering{d: d, op: op, probe: probe}
+	l := &lowering{d: d, op: op, probe: probe, force: force}
 	if o, ok := op.(*rt.Attention); ok { // optional: not in rt.OpLowerer
 		l.attention(o)
 	} else if o, ok := op.(*rt.SepConv); ok { // optional too

@@ -67,6 +67,23 @@ func (t gemmTile) grid(m, n, batch int) int64 {
 	return int64((m+t.bm-1)/t.bm) * int64((n+t.bn-1)/t.bn) * int64(batch)
 }
 
+// gemmSpec returns matmul.comp's specialization constants for tile t:
+// the workgroup size and, with fixed (a tuned choice, see tune.go),
+// FIXED, which fixes the load path (TransA, TransB, vec4 loads) to that
+// of the push-constant flags, so that the driver compiles the K loop for
+// that path alone. Without it FIXED is 0 and the flags choose at run
+// time.
+func gemmSpec(t gemmTile, flags uint32, fixed bool) []uint32 {
+	if !fixed && !forceFixed {
+		return []uint32{uint32(t.threads())}
+	}
+	return []uint32{uint32(t.threads()), 1<<31 | flags&(1|2|256)}
+}
+
+// forceFixed, when set (tests), fixes the load path of every
+// matmul.comp pipeline of MatMul (gemmSpec).
+var forceFixed bool
+
 // forceGemmTile, when set (tests), selects that tile whenever it fits.
 var forceGemmTile string
 
@@ -333,14 +350,20 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 			return
 		}
 	}
-	lim := l.d.phys.limits
-	t, rule, ok := pickTile(dt, o.M, o.N, o.K, o.Batch, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
-	if !ok {
-		l.err = l.unsupported(dt, "no GEMM tile fits maxComputeSharedMemorySize %d", lim.MaxComputeSharedMemorySize)
-		return
-	}
 	if vec4Loads(o, offs[0], offs[1]) {
 		push[3] |= 256
+	}
+	key := fmt.Sprintf("matmul %s m%d n%d k%d b%d f%d", kdt, M, N, K, B, push[3]&(1|2|256))
+	t, sk, fixed, tuned := l.tunedGEMM(key, gemmTiles, dt, o.M, o.N, o.K, o.Batch)
+	if !tuned {
+		lim := l.d.phys.limits
+		var rule splitRule
+		t, rule, ok = pickTile(dt, o.M, o.N, o.K, o.Batch, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
+		if !ok {
+			l.err = l.unsupported(dt, "no GEMM tile fits maxComputeSharedMemorySize %d", lim.MaxComputeSharedMemorySize)
+			return
+		}
+		sk = l.pickSplitK(t, dt, o.M, o.N, o.K, o.Batch, rule)
 	}
 	bm, bn := int64(t.bm), int64(t.bn)
 	gx, gy := (N+bn-1)/bn, (M+bm-1)/bm
@@ -348,11 +371,12 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 		l.err = fmt.Errorf("MatMul: %dx%d output needs more workgroups than the device allows", M, N)
 		return
 	}
-	if sk := l.pickSplitK(t, dt, o.M, o.N, o.K, o.Batch, rule); sk.s > 1 {
+	spec := gemmSpec(t, push[3], fixed)
+	if sk.s > 1 {
 		// partial pass: A, B -> scratch; reduction: scratch, Bias -> Y
 		pp := append(append([]uint32(nil), push...), uint32(sk.s), uint32(sk.ks))
 		sb, ss := sk.scratch()
-		l.add(dispatch{shader: "matmulk_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
+		l.add(dispatch{shader: "matmulk_" + kdt + "_" + t.name, spec: spec,
 			binds: []bind{binds[0], binds[1], binds[2], sb}, reads: reads[:2], writes: []span{ss}, push: pp,
 			groups: [3]uint32{uint32(gx), uint32(gy), uint32(min(B*int64(sk.s), int64(l.d.maxGroups[2])))}, scratch: sk.bytes})
 		rflags := uint32(0)
@@ -375,7 +399,7 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 			reads: sreads, writes: writes, push: rp, groups: groups1D(l.d, B*M*N, wgSize), scratch: sk.bytes})
 		return
 	}
-	l.add(dispatch{shader: "matmul_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
+	l.add(dispatch{shader: "matmul_" + kdt + "_" + t.name, spec: spec,
 		binds: append(binds, resBind), reads: append(reads, rreads...), writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), bz}})
 }
 
@@ -451,22 +475,33 @@ func splitFor(t gemmTile, dt rt.DType, m, n, k, batch int, cpu bool, maxRange in
 			s = min(s, r.maxS)
 		}
 	}
+	for ; s > 1; s-- {
+		if p := splitExact(t, dt, m, n, k, batch, s, maxRange); p.s > 1 {
+			return p
+		}
+	}
+	return splitPlan{s: 1, ks: k}
+}
+
+// splitExact is the plan of about s K slices, each a multiple of t.bk
+// deep: (k + ks - 1) / ks slices of ks = ceil(k/s) rounded up to t.bk,
+// which may be fewer than s. It is no split (s = 1) where that leaves
+// one slice, or where the partials would not fit the scratch binding
+// (maxRange) or 2^32 elements.
+func splitExact(t gemmTile, dt rt.DType, m, n, k, batch, s int, maxRange int64) splitPlan {
+	if s <= 1 || k <= t.bk {
+		return splitPlan{s: 1, ks: k}
+	}
 	es := int64(4)
 	if dt == rt.F64 {
 		es = 8
 	}
-	for ; s > 1; s-- {
-		ks := (k + s - 1) / s
-		ks = (ks + t.bk - 1) / t.bk * t.bk
-		s := (k + ks - 1) / ks
-		if s <= 1 {
-			break
-		}
-		elems := int64(batch) * int64(s) * int64(m) * int64(n)
-		if !fits32(elems) || elems*es > maxRange || int64(batch)*int64(s) > int64(^uint32(0)>>1) {
-			continue
-		}
-		return splitPlan{s: s, ks: ks, bytes: elems * es}
+	ks := (k + s - 1) / s
+	ks = (ks + t.bk - 1) / t.bk * t.bk
+	s = (k + ks - 1) / ks
+	elems := int64(batch) * int64(s) * int64(m) * int64(n)
+	if s <= 1 || !fits32(elems) || elems*es > maxRange || int64(batch)*int64(s) > int64(^uint32(0)>>1) {
+		return splitPlan{s: 1, ks: k}
 	}
-	return splitPlan{s: 1, ks: k}
+	return splitPlan{s: s, ks: ks, bytes: elems * es}
 }

@@ -122,25 +122,6 @@ func checkGEMMW(t *testing.T, d rt.Device, r *rand.Rand, dt, wdt rt.DType, c gem
 func TestGEMMTiles(t *testing.T) {
 	d := testDevice(t)
 	r := rand.New(rand.NewSource(3))
-	cases := []gemmCase{
-		{1, 1, 1, 1, false, false, -1, -1, [2]int{}, false, 0},
-		{1, 129, 131, 33, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu},
-		{2, 67, 45, 17, true, false, -1, 0, [2]int{1, 0}, true, 0},
-		{3, 45, 67, 40, false, true, 2900, -1, [2]int{67, 1}, true, rt.Gelu},
-		{2, 130, 70, 31, true, true, -1, -1, [2]int{0, 0}, true, rt.LeakyRelu},
-		{1, 33, 129, 1, false, false, -1, -1, [2]int{}, false, rt.Tanh},
-		{1, 16, 16, 0, false, false, -1, -1, [2]int{0, 1}, true, 0}, // K = 0: beta*bias only
-		{1, 256, 128, 48, false, false, -1, -1, [2]int{}, false, 0},
-		// multiples of 4 but not of the tiles: f32's vec4 loads, with edges
-		{2, 132, 68, 36, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu},
-		{1, 68, 132, 20, true, false, -1, -1, [2]int{}, false, 0},
-		{2, 36, 100, 44, false, true, 3700, 4404, [2]int{}, false, 0},
-		{2, 100, 36, 52, true, true, 5204, 0, [2]int{1, 0}, true, 0},
-		// whole tiles of every size, alone and beside edge tiles
-		{2, 256, 384, 80, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu},
-		{1, 260, 132, 64, false, false, -1, -1, [2]int{}, false, 0},
-		{2, 128, 256, 36, false, false, 33000, 0, [2]int{1, 0}, true, 0},
-	}
 	defer func() { forceGemmTile, gemmVec4 = "", true }()
 	for _, vec := range []bool{true, false} {
 		gemmVec4 = vec
@@ -150,12 +131,55 @@ func TestGEMMTiles(t *testing.T) {
 				if !vec && dt != rt.F32 {
 					continue // only f32 has the vec4 path
 				}
-				for _, c := range cases {
+				for _, c := range gemmTileCases {
 					checkGEMM(t, d, r, dt, c)
 				}
 			}
 		}
 	}
+}
+
+// TestGEMMFixed is TestGEMMTiles in f32 with the load path fixed by the
+// pipeline (FIXED, which the tuner may pick), unsplit and in 3 K slices:
+// a wrong FIXED reads A or B in the wrong layout.
+func TestGEMMFixed(t *testing.T) {
+	d := testDevice(t)
+	r := rand.New(rand.NewSource(4))
+	defer func() { forceGemmTile, gemmVec4, forceFixed, forceSplitK = "", true, false, 0 }()
+	forceFixed = true
+	for _, split := range []int{0, 3} {
+		forceSplitK = split
+		for _, vec := range []bool{true, false} {
+			gemmVec4 = vec
+			for _, tile := range gemmTiles {
+				forceGemmTile = tile.name
+				for _, c := range gemmTileCases {
+					checkGEMM(t, d, r, rt.F32, c)
+				}
+			}
+		}
+	}
+}
+
+// gemmTileCases are TestGEMMTiles' shapes.
+var gemmTileCases = []gemmCase{
+	{1, 1, 1, 1, false, false, -1, -1, [2]int{}, false, 0},
+	{1, 129, 131, 33, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu},
+	{2, 67, 45, 17, true, false, -1, 0, [2]int{1, 0}, true, 0},
+	{3, 45, 67, 40, false, true, 2900, -1, [2]int{67, 1}, true, rt.Gelu},
+	{2, 130, 70, 31, true, true, -1, -1, [2]int{0, 0}, true, rt.LeakyRelu},
+	{1, 33, 129, 1, false, false, -1, -1, [2]int{}, false, rt.Tanh},
+	{1, 16, 16, 0, false, false, -1, -1, [2]int{0, 1}, true, 0}, // K = 0: beta*bias only
+	{1, 256, 128, 48, false, false, -1, -1, [2]int{}, false, 0},
+	// multiples of 4 but not of the tiles: f32's vec4 loads, with edges
+	{2, 132, 68, 36, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu},
+	{1, 68, 132, 20, true, false, -1, -1, [2]int{}, false, 0},
+	{2, 36, 100, 44, false, true, 3700, 4404, [2]int{}, false, 0},
+	{2, 100, 36, 52, true, true, 5204, 0, [2]int{1, 0}, true, 0},
+	// whole tiles of every size, alone and beside edge tiles
+	{2, 256, 384, 80, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu},
+	{1, 260, 132, 64, false, false, -1, -1, [2]int{}, false, 0},
+	{2, 128, 256, 36, false, false, 33000, 0, [2]int{1, 0}, true, 0},
 }
 
 // TestVec4Loads checks when matmul.comp's vec4 load path is chosen.

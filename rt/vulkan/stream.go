@@ -164,6 +164,11 @@ func (s *stream) Launch(op rt.Op) error {
 	if err != nil {
 		return err
 	}
+	return s.launch(op, ds)
+}
+
+// launch appends op, lowered to ds, to the stream.
+func (s *stream) launch(op rt.Op, ds []dispatch) error {
 	for i := range ds {
 		p, err := s.d.getPipeline(ds[i].shader, len(ds[i].binds), ds[i].spec)
 		if err != nil {
