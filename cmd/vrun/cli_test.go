@@ -19,6 +19,7 @@ import (
 	"github.com/vrun-go/vrun/model/onnx"
 	"github.com/vrun-go/vrun/npy"
 	"github.com/vrun-go/vrun/rt"
+	"github.com/vrun-go/vrun/rt/vulkan"
 	"github.com/vrun-go/vrun/train"
 )
 
@@ -229,6 +230,48 @@ func TestPrecisionF16OnVulkan(t *testing.T) {
 	for i := range a {
 		if d := math.Abs(float64(a[i] - b[i])); d > 2e-3*big {
 			t.Errorf("y[%d]: f16 weights %v, f32 %v (tolerance %g)", i, b[i], a[i], 2e-3*big)
+		}
+	}
+}
+
+// TestTuneOnVulkan runs the e2e CNN with -tune on Vulkan (lavapipe in
+// CI): the report names what the autotuner timed, the picks land in the
+// cache, and the outputs match those of a run without picks.
+func TestTuneOnVulkan(t *testing.T) {
+	if _, err := rt.Open("vulkan", nil); err != nil {
+		t.Skipf("no Vulkan device: %v", err)
+	}
+	dir := t.TempDir()
+	t.Setenv("VRUN_CACHE_DIR", dir)
+	t.Setenv(vulkan.TuneEnv, "0") // restored after the test; -tune sets it
+	cnn := filepath.Join(e2e.Dir(), "cnn.bin")
+	outs := map[bool]runJSON{}
+	for _, tune := range []bool{false, true} {
+		args := []string{"-json", "-device", "vulkan", "-shape", "x=2x3x15x13", cnn}
+		if tune {
+			args = append([]string{"-tune"}, args...)
+		}
+		var out, errb bytes.Buffer
+		if err := run(args, &out, &errb); err != nil {
+			t.Fatalf("-tune=%v: %v\n%s", tune, err, errb.String())
+		}
+		var v runJSON
+		must(t, json.Unmarshal(out.Bytes(), &v))
+		outs[tune] = v
+	}
+	if r := outs[true].Tune; len(r) != 1 || !strings.HasPrefix(r[0], "vulkan:0: tuned ") || !strings.Contains(r[0], dir) {
+		t.Errorf("-tune report %q, want one line for vulkan:0 naming the cache in %s", r, dir)
+	}
+	if r := outs[false].Tune; len(r) != 0 {
+		t.Errorf("report without -tune and with VRUN_VK_TUNE=0: %q", r)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "vulkan-tune-*.json")); len(m) != 1 {
+		t.Errorf("tuning cache files in %s: %v, want one", dir, m)
+	}
+	a, b := outs[false].Outputs[0].First, outs[true].Outputs[0].First
+	for i := range a {
+		if d := math.Abs(float64(a[i] - b[i])); d > 1e-5*(1+math.Abs(float64(a[i]))) {
+			t.Errorf("y[%d]: tuned %v, untuned %v", i, b[i], a[i])
 		}
 	}
 }

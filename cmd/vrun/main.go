@@ -19,6 +19,7 @@ import (
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/npy"
 	"github.com/vrun-go/vrun/rt"
+	"github.com/vrun-go/vrun/rt/vulkan"
 )
 
 // usageError marks errors that exit with status 2.
@@ -82,10 +83,12 @@ type runFlags struct {
 	shares   string
 	// precision is -precision: "f32" or "f16" (weights stored in f16).
 	precision string
-	seed      uint64
-	verbose   bool
-	json      bool
-	version   bool
+	// tune is -tune: the Vulkan GEMM autotuner (VRUN_VK_TUNE=1).
+	tune    bool
+	seed    uint64
+	verbose bool
+	json    bool
+	version bool
 }
 
 // maxBench is the most runs -bench times.
@@ -108,6 +111,7 @@ func newFlags(stderr io.Writer) *runFlags {
 	f.fs.BoolVar(&f.resident, "resident", false, "with -bench, keep the inputs and outputs on the device while timing (RunDevice), so that the host copies are not timed")
 	f.fs.StringVar(&f.shares, "shares", "", "with a -device list, each device's relative share of the batch, as `4,1` (default even)")
 	f.fs.StringVar(&f.precision, "precision", "f32", "`dtype` of the Conv, Gemm and MatMul weights on the device: f32, or f16 (half the weight memory and traffic; activations and accumulation stay f32; outputs within about 2e-3 of sum |x||w| of the f32 run)")
+	f.fs.BoolVar(&f.tune, "tune", false, "on a Vulkan device, time the tiles and K splits of each GEMM and convolution shape on this GPU while planning, and keep the fastest in the cache for later runs (sets VRUN_VK_TUNE=1)")
 	f.fs.Uint64Var(&f.seed, "seed", 1, "seed for random inputs")
 	f.fs.BoolVar(&f.verbose, "v", false, "verbose output")
 	f.fs.BoolVar(&f.json, "json", false, "print the results as JSON")
@@ -367,6 +371,9 @@ func runModel(f *runFlags, path string, stdout, stderr io.Writer) error {
 	for name, t := range inputs {
 		opts.Shapes[name] = t.Shape
 	}
+	if f.tune {
+		os.Setenv(vulkan.TuneEnv, "1")
+	}
 	t0 := time.Now()
 	m, err := vrun.New(g, opts)
 	if err != nil {
@@ -444,8 +451,21 @@ func runAndReport(f *runFlags, m *vrun.Model, name string, inputs map[string]*rt
 			fmt.Fprintf(w, "         %s\n", top5String(t, top, nan))
 		}
 	}
+	for _, d := range m.Devices {
+		if t, ok := d.(interface{ TuneReport() string }); ok {
+			if r := t.TuneReport(); r != "" {
+				rep.Tune = append(rep.Tune, d.Info().Spec()+": "+r)
+			}
+		}
+	}
+	if f.tune && len(rep.Tune) == 0 {
+		rep.Tune = []string{"nothing tuned: the autotuner times GEMMs on Vulkan devices"}
+	}
 	if !f.json {
 		fmt.Fprintf(w, "time     plan %s, first run %s\n", fmtDur(loadTime), fmtDur(first))
+		for _, r := range rep.Tune {
+			fmt.Fprintf(w, "tune     %s\n", r)
+		}
 		if rep.ChunkRows > 0 {
 			fmt.Fprintf(w, "chunks   the batch ran in chunks of %d rows: %s\n", rep.ChunkRows, m.Info().ChunkReason)
 		}

@@ -345,6 +345,9 @@ type runJSON struct {
 	Memory     *memoryJSON   `json:"memory,omitempty"`
 	// Precision, with -precision f16, says how many weight ops took f16.
 	Precision *precisionJSON `json:"precision,omitempty"`
+	// Tune is each Vulkan device's autotuner report (-tune, or picks
+	// from its cache), as "vulkan:0: tuned ...".
+	Tune []string `json:"tune,omitempty"`
 }
 
 // precisionJSON reports -precision f16: the Conv and MatMul ops whose
