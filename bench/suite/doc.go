@@ -59,6 +59,7 @@
 //	           when modified), else git describe, else "unknown"
 //	quick      true for -quick
 //	threads    -threads
+//	env        the VRUN_* environment variables of the run, sorted ("VRUN_VK_TUNE=1")
 //	machine    {host, os, arch, cpu, cpus, load_avg (at the end), go}
 //	devices    [{spec "vulkan:0", name, kind "discrete-gpu"|"cpu"|..., class "cpu"|"gpu",
 //	           driver}] or {spec, skipped: why} for a backend or device that did not open

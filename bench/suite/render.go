@@ -198,6 +198,9 @@ func Markdown(f *File) string {
 	if len(bskip) > 0 {
 		fmt.Fprintf(&b, "- Baselines skipped: %s.\n", strings.Join(bskip, "; "))
 	}
+	if len(f.Env) > 0 {
+		fmt.Fprintf(&b, "- Environment: `%s`.\n", strings.Join(f.Env, "` `"))
+	}
 	var errs []string
 	for _, kind := range Kinds {
 		rows, impls := comparisons(f, kind)

@@ -18,12 +18,15 @@ const SchemaVersion = 1
 // File is one run of the suite: the JSON object `suite run` writes and
 // `suite render` reads. See the package documentation for the schema.
 type File struct {
-	Schema    int        `json:"schema"`
-	Section   string     `json:"section"`
-	Date      string     `json:"date"`
-	Commit    string     `json:"commit"`
-	Quick     bool       `json:"quick,omitempty"`
-	Threads   int        `json:"threads"`
+	Schema  int    `json:"schema"`
+	Section string `json:"section"`
+	Date    string `json:"date"`
+	Commit  string `json:"commit"`
+	Quick   bool   `json:"quick,omitempty"`
+	Threads int    `json:"threads"`
+	// Env holds the VRUN_* environment variables of the run (switches
+	// such as VRUN_VK_TUNE=1), sorted.
+	Env       []string   `json:"env,omitempty"`
 	Machine   Machine    `json:"machine"`
 	Devices   []Device   `json:"devices"`
 	Baselines []Baseline `json:"baselines"`

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +52,18 @@ func buildCommit() string {
 		rev += "+dirty"
 	}
 	return rev
+}
+
+// vrunEnv returns the VRUN_* variables of the environment, sorted.
+func vrunEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "VRUN_") {
+			out = append(out, kv)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func machine() Machine {
@@ -170,7 +183,7 @@ func describe(d rt.DeviceInfo) Device {
 func run(o runOpts, logf func(string, ...any)) (*File, error) {
 	runtime.GOMAXPROCS(o.threads)
 	f := &File{Schema: SchemaVersion, Date: time.Now().UTC().Format(time.RFC3339), Commit: buildCommit(),
-		Quick: o.quick, Threads: o.threads, Machine: machine(), Section: o.section}
+		Quick: o.quick, Threads: o.threads, Env: vrunEnv(), Machine: machine(), Section: o.section}
 	tmp, err := os.MkdirTemp("", "vrun-suite")
 	if err != nil {
 		return nil, err
