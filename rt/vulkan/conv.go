@@ -208,8 +208,16 @@ func (l *lowering) Conv(o *rt.Conv) {
 	nw := int64(o.K) * int64(cg) * int64(o.KH) * int64(o.KW)
 	shader := "conv_" + kdt
 	path := convPath(cg, kg, o.KH*o.KW)
-	if path != "dw" && winoPick(o, dt, l.d.phys.info.Kind == rt.KindCPU) && l.winoConv(o, dt, kdt) {
-		return
+	if path != "dw" {
+		wino := winoPick(o, dt, l.d.phys.info.Kind == rt.KindCPU)
+		if winoApplies(o, dt) {
+			if p, ok := l.tunedPick(convKey(kdt, o), l.convCands(o, dt)); ok {
+				wino = p.Path == "wino"
+			}
+		}
+		if wino && l.winoConv(o, dt, kdt) {
+			return
+		}
 	}
 	if o.Res.Buf != nil && path != "gemm" {
 		// Only convgemm.comp (and splitk.comp) add a residual; the engine
@@ -226,6 +234,29 @@ func (l *lowering) Conv(o *rt.Conv) {
 	}
 	l.convCommon(shader, dt, half, o.X, o.W, o.Bias, o.Y, o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW,
 		o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups, nw, &o.Act)
+}
+
+// convKey names a convolution's shape in the tuner's cache (tune.go).
+func convKey(kdt string, o *rt.Conv) string {
+	return fmt.Sprintf("conv %s n%d c%d h%d w%d k%d r%dx%d s%dx%d p%dx%d d%dx%d g%d", kdt, o.N, o.C, o.H, o.Width,
+		o.K, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups)
+}
+
+// convCands returns the tuner's candidates for convolution o: the tiled
+// GEMM's tiles and splits where o takes convgemm.comp, and the Winograd
+// kernels where they apply.
+func (l *lowering) convCands(o *rt.Conv, dt rt.DType) func() []gemmPick {
+	return func() []gemmPick {
+		cg, kg := o.C/o.Groups, o.K/o.Groups
+		var out []gemmPick
+		if convPath(cg, kg, o.KH*o.KW) == "gemm" {
+			out = l.gemmCands(convTiles, dt, kg, o.N*o.OH*o.OW, cg*o.KH*o.KW, o.Groups)()
+		}
+		if winoApplies(o, dt) {
+			out = append(out, gemmPick{Path: "wino"})
+		}
+		return out
+	}
 }
 
 // sepConvEnv turns rt.SepConv off when "0" (the engine then keeps the two
@@ -308,9 +339,7 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 	var sk splitPlan
 	tuned := false
 	if dw == nil {
-		key := fmt.Sprintf("conv %s n%d c%d h%d w%d k%d r%dx%d s%dx%d p%dx%d d%dx%d g%d", kdt, o.N, o.C, o.H, o.Width,
-			o.K, o.KH, o.KW, o.StrideH, o.StrideW, o.PadT, o.PadL, o.DilH, o.DilW, o.Groups)
-		t, sk, _, tuned = l.tunedGEMM(key, convTiles, dt, kg, int(cols), kd, o.Groups)
+		t, sk, _, tuned = l.tunedGEMM(convKey(kdt, o), l.convCands(o, dt), convTiles, dt, kg, int(cols), kd, o.Groups)
 	}
 	if !tuned {
 		lim := l.d.phys.limits

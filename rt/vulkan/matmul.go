@@ -354,7 +354,7 @@ func (l *lowering) MatMul(o *rt.MatMul) {
 		push[3] |= 256
 	}
 	key := fmt.Sprintf("matmul %s m%d n%d k%d b%d f%d", kdt, M, N, K, B, push[3]&(1|2|256))
-	t, sk, fixed, tuned := l.tunedGEMM(key, gemmTiles, dt, o.M, o.N, o.K, o.Batch)
+	t, sk, fixed, tuned := l.tunedGEMM(key, nil, gemmTiles, dt, o.M, o.N, o.K, o.Batch)
 	if !tuned {
 		lim := l.d.phys.limits
 		var rule splitRule

@@ -23,13 +23,15 @@ import (
 )
 
 // The GEMM autotuner. The tile, K split and load path of a tiled GEMM
-// (MatMul on matmul.comp, Conv on convgemm.comp) come from fixed rules
-// (pickTile, pickConvTile, pickSplitK), measured on an H100 and H200.
-// With VRUN_VK_TUNE=1 a device instead times the candidates of each GEMM
-// shape it lowers (every tile that fits, K splits of 1 to 16 slices,
-// and for matmul.comp the FIXED load path) on its own GPU, on buffers of
-// its own with random contents, and keeps the fastest where it beats
-// the rule's choice by more than tuneMargin. The picks are written to a
+// (MatMul on matmul.comp, Conv on convgemm.comp), and whether a 3x3
+// convolution takes the Winograd kernels, come from fixed rules
+// (pickTile, pickConvTile, pickSplitK, winoPick), measured on an H100
+// and H200. With VRUN_VK_TUNE=1 a device instead times the candidates of
+// each such shape it lowers (every tile that fits, K splits of 1 to 16
+// slices, for matmul.comp the FIXED load path, for a convolution that
+// Winograd F(4,3) computes that path) on its own GPU, on buffers of its
+// own with random contents, and keeps the fastest where it beats the
+// rules' choice by more than tuneMargin. The picks are written to a
 // per-device JSON file in the cache directory (VRUN_CACHE_DIR, else
 // os.UserCacheDir()/vrun), beside the pipeline cache, and later runs
 // use them without tuning; VRUN_VK_TUNE=0 ignores the file.
@@ -66,10 +68,13 @@ var tuneSplits = []int{1, 2, 3, 4, 6, 8, 12, 16}
 // matmul.comp, whether the pipeline fixes its load path (FIXED). Default
 // marks a shape where the rule's own choice was the fastest.
 type gemmPick struct {
-	Default bool   `json:"default,omitempty"`
-	Tile    string `json:"tile,omitempty"`
-	Split   int    `json:"split,omitempty"`
-	Fixed   bool   `json:"fixed,omitempty"`
+	Default bool `json:"default,omitempty"`
+	// Path is "wino" for a convolution on the Winograd kernels (then no
+	// tile or split), "" for the tiled GEMM.
+	Path  string `json:"path,omitempty"`
+	Tile  string `json:"tile,omitempty"`
+	Split int    `json:"split,omitempty"`
+	Fixed bool   `json:"fixed,omitempty"`
 	// US and RuleUS are the GPU microseconds of the pick and of the
 	// rule's choice when it was tuned.
 	US     float64 `json:"us"`
@@ -121,8 +126,9 @@ func (d *device) tunePath() string {
 	return filepath.Join(dir, fmt.Sprintf("vulkan-tune-%04x-%04x-%s.json", p.VendorID, p.DeviceID, hex.EncodeToString(p.PipelineCacheUUID[:])))
 }
 
-// parseTune decodes a tuning cache, keeping the picks that name a known
-// tile with a split of 1 to 64 slices; a file it cannot read gives none.
+// parseTune decodes a tuning cache, keeping the Default and Winograd
+// picks and those that name a known tile with a split of 1 to 64 slices;
+// a file it cannot read gives none.
 func parseTune(b []byte) map[string]gemmPick {
 	var f tuneFile
 	if err := json.Unmarshal(b, &f); err != nil || f.Version != tuneVersion {
@@ -130,8 +136,14 @@ func parseTune(b []byte) map[string]gemmPick {
 	}
 	out := make(map[string]gemmPick, len(f.Picks))
 	for k, p := range f.Picks {
-		if p.Default {
+		switch {
+		case p.Default:
 			out[k] = gemmPick{Default: true, US: p.US, RuleUS: p.RuleUS}
+			continue
+		case p.Path == "wino":
+			out[k] = gemmPick{Path: "wino", US: p.US, RuleUS: p.RuleUS}
+			continue
+		case p.Path != "":
 			continue
 		}
 		_, inG := tileNamed(gemmTiles, p.Tile)
@@ -209,38 +221,51 @@ func (d *device) TuneReport() string {
 	return b.String()
 }
 
-// tunedGEMM returns the tuned choice for the tiled GEMM of the lowering's
-// op (key names its shape), from tiles: the forced candidate of the
-// tuner, else the device's pick for key, timing the candidates first when
-// VRUN_VK_TUNE=1 and the cache holds none. It reports false where the
-// rules decide: VRUN_VK_TUNE=0, a test's forceGemmTile, forceSplitK or
-// forceFixed, no pick, a Default pick, or one that does not fit the
-// shape or the device.
-func (l *lowering) tunedGEMM(key string, tiles []gemmTile, dt rt.DType, m, n, k, batch int) (gemmTile, splitPlan, bool, bool) {
-	var p gemmPick
-	switch {
-	case l.force != nil:
-		if l.force.rule {
-			return gemmTile{}, splitPlan{}, false, false
-		}
-		p = l.force.pick
-	default:
-		mode := tuneMode()
-		if mode == tuneOff || forceGemmTile != "" || forceSplitK > 0 || forceFixed {
-			// off, or a test's knob, which the rules follow
-			return gemmTile{}, splitPlan{}, false, false
-		}
-		t := l.d.tuner()
-		t.mu.Lock()
-		got, ok := t.picks[key]
-		t.mu.Unlock()
-		if !ok && mode == tuneRun {
-			got, ok = l.d.tuneShape(key, l.op, tiles, dt, m, n, k, batch)
-		}
-		if !ok || got.Default {
-			return gemmTile{}, splitPlan{}, false, false
-		}
-		p = got
+// tunedPick returns the tuner's choice for the lowering's op (key names
+// its shape): the forced candidate while the tuner times one, else the
+// device's pick for key, timing cands() first when VRUN_VK_TUNE=1 and the
+// cache holds none. It reports false where the rules decide:
+// VRUN_VK_TUNE=0, a test's forceGemmTile, forceSplitK, forceFixed or
+// forceConvPath, no pick, or a Default pick.
+func (l *lowering) tunedPick(key string, cands func() []gemmPick) (gemmPick, bool) {
+	if l.force != nil {
+		return l.force.pick, !l.force.rule
+	}
+	mode := tuneMode()
+	if mode == tuneOff || forceGemmTile != "" || forceSplitK > 0 || forceFixed || forceConvPath != "" {
+		return gemmPick{}, false // off, or a test's knob, which the rules follow
+	}
+	t := l.d.tuner()
+	t.mu.Lock()
+	p, ok := t.picks[key]
+	t.mu.Unlock()
+	if !ok && mode == tuneRun {
+		p, ok = l.d.tuneShape(key, l.op, cands)
+	}
+	if !ok || p.Default {
+		return gemmPick{}, false
+	}
+	t.mu.Lock()
+	if t.used == nil {
+		t.used = map[string]bool{}
+	}
+	t.used[key] = true
+	t.mu.Unlock()
+	return p, true
+}
+
+// tunedGEMM is tunedPick for a tiled GEMM of an m x n (x batch) output
+// and depth k on tiles, whose candidates are cands (nil: gemmCandidates
+// over tiles): the pick's tile, K split and FIXED. It reports false where
+// the rules decide, and for a pick of another path or one that does not
+// fit the shape or the device.
+func (l *lowering) tunedGEMM(key string, cands func() []gemmPick, tiles []gemmTile, dt rt.DType, m, n, k, batch int) (gemmTile, splitPlan, bool, bool) {
+	if cands == nil {
+		cands = l.gemmCands(tiles, dt, m, n, k, batch)
+	}
+	p, ok := l.tunedPick(key, cands)
+	if !ok || p.Path != "" {
+		return gemmTile{}, splitPlan{}, false, false
 	}
 	tl, ok := tileNamed(tiles, p.Tile)
 	lim := l.d.phys.limits
@@ -253,16 +278,16 @@ func (l *lowering) tunedGEMM(key string, tiles []gemmTile, dt rt.DType, m, n, k,
 			return gemmTile{}, splitPlan{}, false, false
 		}
 	}
-	if l.force == nil {
-		t := l.d.tuner()
-		t.mu.Lock()
-		if t.used == nil {
-			t.used = map[string]bool{}
-		}
-		t.used[key] = true
-		t.mu.Unlock()
-	}
 	return tl, sk, p.Fixed, true
+}
+
+// gemmCands returns the tuner's candidates for a tiled GEMM on the
+// lowering's device (gemmCandidates).
+func (l *lowering) gemmCands(tiles []gemmTile, dt rt.DType, m, n, k, batch int) func() []gemmPick {
+	return func() []gemmPick {
+		lim := l.d.phys.limits
+		return gemmCandidates(tiles, dt, m, n, k, batch, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.maxRange)
+	}
 }
 
 // gemmCandidates lists the tuner's candidates for an m x n (x batch)
@@ -301,9 +326,9 @@ func gemmCandidates(tiles []gemmTile, dt rt.DType, m, n, k, batch int, sharedLim
 	return out
 }
 
-// tuneShape times the candidates of op's tiled GEMM and stores the pick
+// tuneShape times the candidates of op (cands()) and stores the pick
 // under key. Tuning failures leave the rules in charge.
-func (d *device) tuneShape(key string, op rt.Op, tiles []gemmTile, dt rt.DType, m, n, k, batch int) (gemmPick, bool) {
+func (d *device) tuneShape(key string, op rt.Op, cands func() []gemmPick) (gemmPick, bool) {
 	t := d.tuner()
 	t.run.Lock()
 	defer t.run.Unlock()
@@ -313,7 +338,7 @@ func (d *device) tuneShape(key string, op rt.Op, tiles []gemmTile, dt rt.DType, 
 	if ok {
 		return p, true
 	}
-	p, err := d.timeCandidates(op, tiles, dt, m, n, k, batch)
+	p, err := d.timeCandidates(op, cands())
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil {
@@ -331,7 +356,7 @@ func (d *device) tuneShape(key string, op rt.Op, tiles []gemmTile, dt rt.DType, 
 // timeCandidates runs a copy of op on buffers of its own: first the rules'
 // choice, then each candidate, then on matmul.comp the FIXED variants of
 // the two fastest; the best is re-timed against the rule's choice.
-func (d *device) timeCandidates(op rt.Op, tiles []gemmTile, dt rt.DType, m, n, k, batch int) (gemmPick, error) {
+func (d *device) timeCandidates(op rt.Op, cands []gemmPick) (gemmPick, error) {
 	c, free, err := d.synthOp(op)
 	if err != nil {
 		return gemmPick{}, err
@@ -341,13 +366,12 @@ func (d *device) timeCandidates(op rt.Op, tiles []gemmTile, dt rt.DType, m, n, k
 	if err != nil {
 		return gemmPick{}, err
 	}
-	lim := d.phys.limits
 	type timed struct {
 		p  gemmPick
 		us float64
 	}
 	var res []timed
-	for _, p := range gemmCandidates(tiles, dt, m, n, k, batch, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, d.maxRange) {
+	for _, p := range cands {
 		us, err := d.timeForced(c, &gemmForce{pick: p})
 		if err != nil {
 			continue // a variant this device cannot build or run

@@ -82,7 +82,7 @@ func TestTuneMatMul(t *testing.T) {
 	picks := readTune(t, path)
 	const key = "matmul f32 m37 n70 k300 b1 f2"
 	p, ok := picks[key]
-	if len(picks) != 1 || !ok {
+	if len(picks) != 1 || !ok || p.Path != "" {
 		t.Fatalf("tuning cache %s holds %v, want one pick under %q", path, picks, key)
 	}
 	if p.US <= 0 || p.RuleUS <= 0 || (!p.Default && p.US >= p.RuleUS) {
@@ -160,13 +160,13 @@ func (d *device) tileFits(name string) bool {
 	return ok && tl.fits(rt.F32, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations)
 }
 
-// TestTuneConv tunes an implicit-GEMM convolution and checks the tuned
-// run's values, then follows a hand-written pick (tile u in 2 K slices).
+// TestTuneConv tunes a 3x3 convolution (candidates: the implicit GEMM's
+// tiles and splits, and the Winograd kernels) and checks the tuned run's
+// values, then follows hand-written picks: tile u in 2 K slices, and the
+// Winograd path.
 func TestTuneConv(t *testing.T) {
 	d := testDevice(t).(*device)
 	path := useTuner(t, d, "1")
-	defer func() { forceConvPath = "" }()
-	forceConvPath = "gemm"
 	r := rand.New(rand.NewSource(42))
 	c := convCase{2, 20, 13, 17, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu}
 	checkConv(t, d, r, rt.F32, c, "tuned")
@@ -185,7 +185,18 @@ func TestTuneConv(t *testing.T) {
 		t.Errorf("pick u/2 lowers to %v", names)
 	}
 	checkConv(t, d, r, rt.F32, c, "pick u/2")
+	writeTune(t, d, path, map[string]gemmPick{key: {Path: "wino", US: 1, RuleUS: 2}})
+	if names, _ := loweredSpecs(t, d, op); len(names) != 4 || names[0] != "winow_f32" || names[3] != "winoy_f32" {
+		t.Errorf("pick wino lowers to %v", names)
+	}
+	checkConv(t, d, r, rt.F32, c, "pick wino")
+	if cands := d.lowering(op).convCands(op, rt.F32)(); len(cands) < 2 || cands[len(cands)-1].Path != "wino" {
+		t.Errorf("candidates of a 3x3 convolution %v: want tiles and wino last", cands)
+	}
 }
+
+// lowering returns a lowering of op on d, for calling its methods.
+func (d *device) lowering(op rt.Op) *lowering { return &lowering{d: d, op: op} }
 
 // TestGemmCandidates checks the tuner's candidate list: tiles that fit
 // and are not twice the output, splits that keep 64-deep slices and
@@ -222,16 +233,20 @@ func TestGemmCandidates(t *testing.T) {
 func FuzzParseTune(f *testing.F) {
 	f.Add([]byte(`{"version":1,"device":"x","picks":{"matmul f32 m1 n2 k3 b1 f0":{"tile":"l","split":2,"fixed":true,"us":1,"rule_us":2}}}`))
 	f.Add([]byte(`{"version":1,"picks":{"a":{"default":true,"us":1,"rule_us":1},"b":{"tile":"?","split":1}}}`))
+	f.Add([]byte(`{"version":1,"picks":{"c":{"path":"wino","tile":"l","us":1,"rule_us":2},"d":{"path":"x","tile":"l","split":1}}}`))
 	f.Add([]byte(`{"version":2}`))
 	f.Add([]byte(`not json`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for k, p := range parseTune(b) {
-			if p.Default {
+			if p.Default || p.Path == "wino" {
+				if p.Tile != "" || p.Split != 0 || p.Fixed || (p.Default && p.Path != "") {
+					t.Errorf("%q: kept %+v", k, p)
+				}
 				continue
 			}
 			_, g := tileNamed(gemmTiles, p.Tile)
 			_, c := tileNamed(convTiles, p.Tile)
-			if !(g || c) || p.Split < 1 || p.Split > 64 {
+			if !(g || c) || p.Split < 1 || p.Split > 64 || p.Path != "" {
 				t.Errorf("%q: kept %+v", k, p)
 			}
 		}
