@@ -109,7 +109,7 @@
 //   - Autotuner (tune.go): with VRUN_VK_TUNE=1 (vrun -tune) a device
 //     times the tiles, K splits and, for matmul.comp, the fixed load path
 //     (specialization constant FIXED) of each tiled GEMM shape it lowers,
-//     and the Winograd path of 3x3 convolutions,
+//     the Winograd path of 3x3 convolutions and the GEMV geometry,
 //     on buffers of its own, and keeps the fastest where it beats the
 //     rules above by 2 %; the picks are cached per device beside the
 //     pipeline cache and used by later runs (VRUN_VK_TUNE=0: not).

@@ -17,26 +17,67 @@ import (
 type gemvConfig struct {
 	// WG is the workgroup size (rounded to a multiple of the lane group
 	// and capped at the device's limit).
-	WG int
+	WG int `json:"wg"`
 	// Rows is the number of rows of W each lane group (a subgroup, or LG
 	// invocations without subgroup arithmetic) owns in row mode, 1..4.
-	Rows int
-	// Lanes is the number of invocations across outputs in column mode;
-	// WG/Lanes rows of K run side by side in a workgroup.
-	Lanes int
+	Rows int `json:"rows"`
+	// Lanes is the number of invocations across outputs in column mode
+	// (a power of two); WG/Lanes rows of K run side by side in a
+	// workgroup.
+	Lanes int `json:"lanes"`
 	// Split is the number of K slices of column mode: 0 picks one from
 	// gemvTarget, 1 never splits.
-	Split int
+	Split int `json:"split"`
 	// Unroll is the number of loads per row and lane of one step, all
 	// issued before their FMAs: 128-bit chunks of each of the Rows rows
 	// in row mode (at most 16 loads of W per lane in all), rows of K in
 	// column mode; 1..8, 0 takes gemvUnroll's choice.
-	Unroll int
+	Unroll int `json:"unroll"`
 	// Scalar turns off the 128-bit loads.
-	Scalar bool
+	Scalar bool `json:"scalar,omitempty"`
 	// NoSubgroup reduces through shared memory even where the device
 	// has subgroup arithmetic.
-	NoSubgroup bool
+	NoSubgroup bool `json:"nosubgroup,omitempty"`
+}
+
+// valid reports whether c is a geometry gemv.comp can run (the lowering
+// still rounds WG to the device).
+func (c gemvConfig) valid() bool {
+	pow2 := c.Lanes > 0 && c.Lanes&(c.Lanes-1) == 0
+	return c.WG >= 1 && c.WG <= 1024 && c.Rows >= 1 && c.Rows <= gemvMaxRows && pow2 && c.Lanes <= 256 &&
+		c.Split >= 0 && c.Split <= 4096 && c.Unroll >= 0 && c.Unroll <= gemvMaxUnroll
+}
+
+// gemvCandidates are the tuner's geometries of one mode (tune.go): in
+// column mode workgroups of 128 to 512 with 16 to 64 lanes, four or
+// eight rows of K a step, the automatic K split and 1 to 32 slices of at
+// least gemvSplitK rows; in row mode workgroups of 64 to 256 owning 1 to
+// 4 rows a lane group with 2 to 8 loads in flight.
+func gemvCandidates(column bool, k int) []gemvConfig {
+	var out []gemvConfig
+	if !column {
+		for _, wg := range []int{64, 128, 256} {
+			for _, rows := range []int{1, 2, 4} {
+				for _, u := range []int{2, 4, 8} {
+					out = append(out, gemvConfig{WG: wg, Rows: rows, Lanes: 32, Unroll: u})
+				}
+			}
+		}
+		return out
+	}
+	for _, wg := range []int{128, 256, 512} {
+		for _, lanes := range []int{16, 32, 64} {
+			for _, u := range []int{4, 8} {
+				for _, s := range []int{0, 1, 2, 4, 8, 16, 32} {
+					if s > 1 && k/s < gemvSplitK {
+						continue
+					}
+					out = append(out, gemvConfig{WG: wg, Rows: 2, Lanes: lanes, Split: s, Unroll: u})
+				}
+			}
+		}
+	}
+	return out
 }
 
 func (c gemvConfig) String() string {
@@ -130,6 +171,19 @@ func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, kdt string, binds []bind, rea
 	// Row mode where both operands run along K; column mode otherwise.
 	column := M == 1 && N != 1 && !o.TransB || N == 1 && M != 1 && o.TransA
 	cfg := gemvGeometry(column)
+	if gemvForce == nil {
+		key := fmt.Sprintf("gemv %s m%d n%d k%d b%d f%d o%d,%d", kdt, M, N, K, B, push[3]&3, offs[0]%8, offs[1]%8)
+		cands := func() []gemmPick {
+			var out []gemmPick
+			for _, c := range gemvCandidates(column, o.K) {
+				out = append(out, gemmPick{GEMV: &c})
+			}
+			return out
+		}
+		if p, ok := l.tunedPick(key, cands); ok && p.GEMV != nil {
+			cfg = *p.GEMV
+		}
+	}
 	lim := l.d.phys.limits
 	cpu := l.d.phys.info.Kind == rt.KindCPU
 	sg := !cfg.NoSubgroup && l.d.hasSubgroupArith()

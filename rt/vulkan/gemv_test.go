@@ -74,6 +74,36 @@ func TestGEMVConfigs(t *testing.T) {
 	}
 }
 
+// TestGEMVCandidates runs every geometry the tuner may pick
+// (gemvCandidates) against a float64 reference: each on one of the
+// gemvCases of its mode in turn, in f32 (every fifth in f16 too).
+// TestGEMVConfigs covers the same ranges of each parameter on every case.
+func TestGEMVCandidates(t *testing.T) {
+	d := testDevice(t)
+	r := rand.New(rand.NewSource(16))
+	defer func() { gemvForce = nil }()
+	for _, column := range []bool{false, true} {
+		var cases []gemmCase
+		for _, c := range gemvCases {
+			if column == (c.m == 1 && c.n != 1 && !c.tb || c.n == 1 && c.m != 1 && c.ta) {
+				cases = append(cases, c)
+			}
+		}
+		k := cases[0].k
+		for _, c := range cases {
+			k = min(k, c.k)
+		}
+		for i, cfg := range gemvCandidates(column, k) {
+			gemvForce = &cfg
+			c := cases[i%len(cases)]
+			checkGEMMAt(t, d, r, rt.F32, c, 0, 0)
+			if i%5 == 0 {
+				checkGEMMAt(t, d, r, rt.F16, c, 0, 0)
+			}
+		}
+	}
+}
+
 // TestGEMVLowering checks which path each GEMV takes: row or column mode,
 // 128-bit loads only where K (row) or L (column), offsets and strides
 // are multiples of 4, and the split-K reduction pass.

@@ -23,15 +23,16 @@ import (
 )
 
 // The GEMM autotuner. The tile, K split and load path of a tiled GEMM
-// (MatMul on matmul.comp, Conv on convgemm.comp), and whether a 3x3
-// convolution takes the Winograd kernels, come from fixed rules
-// (pickTile, pickConvTile, pickSplitK, winoPick), measured on an H100
-// and H200. With VRUN_VK_TUNE=1 a device instead times the candidates of
-// each such shape it lowers (every tile that fits, K splits of 1 to 16
-// slices, for matmul.comp the FIXED load path, for a convolution that
-// Winograd F(4,3) computes that path) on its own GPU, on buffers of its
-// own with random contents, and keeps the fastest where it beats the
-// rules' choice by more than tuneMargin. The picks are written to a
+// (MatMul on matmul.comp, Conv on convgemm.comp), whether a 3x3
+// convolution takes the Winograd kernels, and the geometry of a GEMV
+// (gemv.comp) come from fixed rules (pickTile, pickConvTile, pickSplitK,
+// winoPick, gemvGeometry), measured on an H100 and H200. With
+// VRUN_VK_TUNE=1 a device instead times the candidates of each such
+// shape it lowers (every tile that fits, K splits of 1 to 16 slices, for
+// matmul.comp the FIXED load path, for a convolution that Winograd
+// F(4,3) computes that path, for a GEMV gemvCandidates) on its own GPU,
+// on buffers of its own with random contents, and keeps the fastest
+// where it beats the rules' choice by more than tuneMargin. The picks are written to a
 // per-device JSON file in the cache directory (VRUN_CACHE_DIR, else
 // os.UserCacheDir()/vrun), beside the pipeline cache, and later runs
 // use them without tuning; VRUN_VK_TUNE=0 ignores the file.
@@ -65,8 +66,9 @@ const tuneMargin = 0.02
 var tuneSplits = []int{1, 2, 3, 4, 6, 8, 12, 16}
 
 // gemmPick is one tuned choice: a tile, its K split (1: none) and, on
-// matmul.comp, whether the pipeline fixes its load path (FIXED). Default
-// marks a shape where the rule's own choice was the fastest.
+// matmul.comp, whether the pipeline fixes its load path (FIXED); or the
+// Winograd path of a convolution; or a GEMV's geometry. Default marks a
+// shape where the rules' own choice was the fastest.
 type gemmPick struct {
 	Default bool `json:"default,omitempty"`
 	// Path is "wino" for a convolution on the Winograd kernels (then no
@@ -75,6 +77,8 @@ type gemmPick struct {
 	Tile  string `json:"tile,omitempty"`
 	Split int    `json:"split,omitempty"`
 	Fixed bool   `json:"fixed,omitempty"`
+	// GEMV is the geometry of a GEMV (gemv.comp).
+	GEMV *gemvConfig `json:"gemv,omitempty"`
 	// US and RuleUS are the GPU microseconds of the pick and of the
 	// rule's choice when it was tuned.
 	US     float64 `json:"us"`
@@ -127,8 +131,8 @@ func (d *device) tunePath() string {
 }
 
 // parseTune decodes a tuning cache, keeping the Default and Winograd
-// picks and those that name a known tile with a split of 1 to 64 slices;
-// a file it cannot read gives none.
+// picks, valid GEMV geometries and the picks that name a known tile with
+// a split of 1 to 64 slices; a file it cannot read gives none.
 func parseTune(b []byte) map[string]gemmPick {
 	var f tuneFile
 	if err := json.Unmarshal(b, &f); err != nil || f.Version != tuneVersion {
@@ -142,6 +146,11 @@ func parseTune(b []byte) map[string]gemmPick {
 			continue
 		case p.Path == "wino":
 			out[k] = gemmPick{Path: "wino", US: p.US, RuleUS: p.RuleUS}
+			continue
+		case p.GEMV != nil:
+			if p.GEMV.valid() {
+				out[k] = gemmPick{GEMV: p.GEMV, US: p.US, RuleUS: p.RuleUS}
+			}
 			continue
 		case p.Path != "":
 			continue
@@ -225,14 +234,14 @@ func (d *device) TuneReport() string {
 // its shape): the forced candidate while the tuner times one, else the
 // device's pick for key, timing cands() first when VRUN_VK_TUNE=1 and the
 // cache holds none. It reports false where the rules decide:
-// VRUN_VK_TUNE=0, a test's forceGemmTile, forceSplitK, forceFixed or
-// forceConvPath, no pick, or a Default pick.
+// VRUN_VK_TUNE=0, a test's forceGemmTile, forceSplitK, forceFixed,
+// forceConvPath or gemvForce, no pick, or a Default pick.
 func (l *lowering) tunedPick(key string, cands func() []gemmPick) (gemmPick, bool) {
 	if l.force != nil {
 		return l.force.pick, !l.force.rule
 	}
 	mode := tuneMode()
-	if mode == tuneOff || forceGemmTile != "" || forceSplitK > 0 || forceFixed || forceConvPath != "" {
+	if mode == tuneOff || forceGemmTile != "" || forceSplitK > 0 || forceFixed || forceConvPath != "" || gemvForce != nil {
 		return gemmPick{}, false // off, or a test's knob, which the rules follow
 	}
 	t := l.d.tuner()
@@ -264,7 +273,7 @@ func (l *lowering) tunedGEMM(key string, cands func() []gemmPick, tiles []gemmTi
 		cands = l.gemmCands(tiles, dt, m, n, k, batch)
 	}
 	p, ok := l.tunedPick(key, cands)
-	if !ok || p.Path != "" {
+	if !ok || p.Path != "" || p.GEMV != nil {
 		return gemmTile{}, splitPlan{}, false, false
 	}
 	tl, ok := tileNamed(tiles, p.Tile)

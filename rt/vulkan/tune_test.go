@@ -195,6 +195,32 @@ func TestTuneConv(t *testing.T) {
 	}
 }
 
+// TestTuneGEMV tunes a column-mode GEMV (x·W) and checks the tuned run's
+// values and the cached geometry, then follows a hand-written one (128
+// invocations, 16 lanes, 4 K slices: the GEMV and a split-K reduction).
+func TestTuneGEMV(t *testing.T) {
+	d := testDevice(t).(*device)
+	path := useTuner(t, d, "1")
+	r := rand.New(rand.NewSource(43))
+	c := gemmCase{1, 1, 300, 1000, false, false, -1, -1, [2]int{0, 1}, true, rt.Relu}
+	checkGEMM(t, d, r, rt.F32, c)
+	const key = "gemv f32 m1 n300 k1000 b1 f0 o0,0"
+	picks := readTune(t, path)
+	if p, ok := picks[key]; len(picks) != 1 || !ok || (!p.Default && (p.GEMV == nil || !p.GEMV.valid())) {
+		t.Fatalf("tuning cache holds %v, want one GEMV pick under %q", picks, key)
+	}
+	t.Setenv(TuneEnv, "")
+	writeTune(t, d, path, map[string]gemmPick{key: {GEMV: &gemvConfig{WG: 128, Rows: 2, Lanes: 16, Split: 4, Unroll: 8}, US: 1, RuleUS: 2}})
+	op := &rt.MatMul{A: newBuf(t, d, rt.F32, 1000, nil).ref([]int{1000}, nil), B: newBuf(t, d, rt.F32, 1000*300, nil).ref([]int{1000 * 300}, nil),
+		Y: newBuf(t, d, rt.F32, 300, nil).ref([]int{300}, nil), Batch: 1, M: 1, N: 300, K: 1000, Alpha: 1}
+	names, specs := loweredSpecs(t, d, op)
+	if len(names) != 2 || !strings.HasPrefix(names[0], "gemv") || names[1] != "splitk_f32" || len(specs[0]) < 5 ||
+		specs[0][0] != 128 || specs[0][2] != 16 || specs[0][4] != 8 {
+		t.Errorf("GEMV pick wg128/16 lanes/4 slices/unroll 8 lowers to %v %v", names, specs)
+	}
+	checkGEMM(t, d, r, rt.F32, c)
+}
+
 // lowering returns a lowering of op on d, for calling its methods.
 func (d *device) lowering(op rt.Op) *lowering { return &lowering{d: d, op: op} }
 
@@ -234,12 +260,14 @@ func FuzzParseTune(f *testing.F) {
 	f.Add([]byte(`{"version":1,"device":"x","picks":{"matmul f32 m1 n2 k3 b1 f0":{"tile":"l","split":2,"fixed":true,"us":1,"rule_us":2}}}`))
 	f.Add([]byte(`{"version":1,"picks":{"a":{"default":true,"us":1,"rule_us":1},"b":{"tile":"?","split":1}}}`))
 	f.Add([]byte(`{"version":1,"picks":{"c":{"path":"wino","tile":"l","us":1,"rule_us":2},"d":{"path":"x","tile":"l","split":1}}}`))
+	f.Add([]byte(`{"version":1,"picks":{"g":{"gemv":{"wg":128,"rows":2,"lanes":16,"split":4,"unroll":8},"us":1,"rule_us":2},"h":{"gemv":{"wg":128,"lanes":3}}}}`))
 	f.Add([]byte(`{"version":2}`))
 	f.Add([]byte(`not json`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for k, p := range parseTune(b) {
-			if p.Default || p.Path == "wino" {
-				if p.Tile != "" || p.Split != 0 || p.Fixed || (p.Default && p.Path != "") {
+			if p.Default || p.Path == "wino" || p.GEMV != nil {
+				if p.Tile != "" || p.Split != 0 || p.Fixed || (p.Default && (p.Path != "" || p.GEMV != nil)) ||
+					(p.GEMV != nil && (p.Path != "" || !p.GEMV.valid())) {
 					t.Errorf("%q: kept %+v", k, p)
 				}
 				continue
