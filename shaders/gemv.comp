@@ -30,7 +30,8 @@
 // A^T x, L = M): a workgroup owns CL lanes of consecutive outputs (four
 // per lane with 128-bit loads, bit 5) and WG/CL rows of K that it walks
 // with U independent accumulators (U loads in flight per lane), then sums
-// its rows in shared memory in a fixed order. With S > 1 the workgroups also split K into S slices
+// its rows in shared memory in a fixed order: in sequence up to 8 rows,
+// by halving (a tree) for more where their number is a power of two. With S > 1 the workgroups also split K into S slices
 // of ks (gl_WorkGroupID.y); they write raw partials to the stream's
 // scratch buffer (bound as Y), part[(bt*S + s)*L + j], which splitk.comp
 // sums in order and finishes with alpha, beta*bias and the activation.

@@ -142,13 +142,26 @@ void COLS() {
 				sv[t * 4u] = sum;
 			}
 			barrier();
+			// More than 8 rows of K (a power of two of them): a tree
+			// halves them in place first, so that row 0 holds the sums.
+			// Up to 8 rows, row 0's invocations add them in order.
+			uint nr = ns;
+			if (ns > 8u && (ns & (ns - 1u)) == 0u) {
+				for (uint h = ns >> 1; h > 0u; h >>= 1) {
+					if (s < h) {
+						[[unroll]] for (uint q = 0u; q < 4u; q++) sv[t * 4u + q] += sv[(t + h * CL) * 4u + q];
+					}
+					barrier();
+				}
+				nr = 1u;
+			}
 			if (s == 0u) {
 				uint nq = vec ? 4u : 1u;
 				for (uint q = 0u; q < nq; q++) {
 					uint j = vec ? (g * CL + c) * 4u + q : g * CL + c;
 					if (j < L) {
 						CT sum = CT(0);
-						for (uint p = 0u; p < ns; p++) sum += sv[(p * CL + c) * 4u + q];
+						for (uint p = 0u; p < nr; p++) sum += sv[(p * CL + c) * 4u + q];
 						if (S > 1u) part[(bt * S + z) * L + j] = sum;
 #if WISA
 						else epilogue(bt, j, 0u, sum);

@@ -49,10 +49,11 @@ func (c gemvConfig) valid() bool {
 }
 
 // gemvCandidates are the tuner's geometries of one mode (tune.go): in
-// column mode workgroups of 128 to 512 with 16 to 64 lanes, four or
+// column mode workgroups of 128 to 1024 with 8 to 64 lanes, four or
 // eight rows of K a step, the automatic K split and 1 to 32 slices of at
-// least gemvSplitK rows; in row mode workgroups of 64 to 256 owning 1 to
-// 4 rows a lane group with 2 to 8 loads in flight.
+// least gemvSplitK rows (many rows of K in a workgroup may replace the
+// split and its reduction pass); in row mode workgroups of 64 to 256
+// owning 1 to 4 rows a lane group with 2 to 8 loads in flight.
 func gemvCandidates(column bool, k int) []gemvConfig {
 	var out []gemvConfig
 	if !column {
@@ -65,8 +66,8 @@ func gemvCandidates(column bool, k int) []gemvConfig {
 		}
 		return out
 	}
-	for _, wg := range []int{128, 256, 512} {
-		for _, lanes := range []int{16, 32, 64} {
+	for _, wg := range []int{128, 256, 512, 1024} {
+		for _, lanes := range []int{8, 16, 32, 64} {
 			for _, u := range []int{4, 8} {
 				for _, s := range []int{0, 1, 2, 4, 8, 16, 32} {
 					if s > 1 && k/s < gemvSplitK {

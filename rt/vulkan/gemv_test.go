@@ -17,8 +17,8 @@ import (
 // group (8 is clamped to gemvMaxRows), 1, 2, 3, 5 and 8 loads per step
 // (4 rows cap row mode's at 4),
 // narrow and wide column lanes, one-subgroup, small and large
-// workgroups, and forced column-mode K splits (S = 2, 3, 7 and one per
-// 64 rows).
+// workgroups, forced column-mode K splits (S = 2, 3, 7 and one per 64
+// rows), and column mode's tree reduction.
 var gemvConfigs = []gemvConfig{
 	gemvRowDefault,
 	gemvColumnDefault,
@@ -29,6 +29,11 @@ var gemvConfigs = []gemvConfig{
 	{WG: 64, Rows: 3, Lanes: 16, Split: 3, Unroll: 5, NoSubgroup: true},
 	{WG: 512, Rows: 8, Lanes: 128, Split: 7, Unroll: 1},
 	{WG: 512, Rows: 4, Lanes: 256, Split: 64, Scalar: true},
+	// column mode's tree over more than 8 rows of K (128 and 32), and
+	// 24 rows (not a power of two: in sequence)
+	{WG: 1024, Rows: 2, Lanes: 8, Unroll: 4},
+	{WG: 512, Rows: 2, Lanes: 16, Split: 3, Unroll: 8, NoSubgroup: true},
+	{WG: 384, Rows: 2, Lanes: 16, Scalar: true},
 }
 
 // gemvCases are GEMV shapes for both modes: odd K (129, 1000 with odd
