@@ -232,13 +232,20 @@ func cacheDir() string {
 	return filepath.Join(d, "vrun")
 }
 
-func (d *device) cachePath() string {
+// cachePath is the device's pipeline cache file, "" without a cache
+// directory.
+func (d *device) cachePath() string { return d.cacheFile("vulkan-", ".bin") }
+
+// cacheFile is the file PREFIX-VENDOR-DEVICE-PIPELINECACHEUUID.EXT of
+// the device in the cache directory (one per device and driver build),
+// "" without a cache directory.
+func (d *device) cacheFile(prefix, ext string) string {
 	dir := cacheDir()
 	if dir == "" {
 		return ""
 	}
 	p := d.phys.props
-	return filepath.Join(dir, fmt.Sprintf("vulkan-%04x-%04x-%s.bin", p.VendorID, p.DeviceID, hex.EncodeToString(p.PipelineCacheUUID[:])))
+	return filepath.Join(dir, fmt.Sprintf("%s%04x-%04x-%s%s", prefix, p.VendorID, p.DeviceID, hex.EncodeToString(p.PipelineCacheUUID[:]), ext))
 }
 
 // validCacheHeader checks a VkPipelineCacheHeaderVersionOne against the device.

@@ -4,7 +4,6 @@ package vulkan
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -121,14 +120,7 @@ type gemmForce struct {
 
 // tunePath is the device's tuning cache file, "" without a cache
 // directory.
-func (d *device) tunePath() string {
-	dir := cacheDir()
-	if dir == "" {
-		return ""
-	}
-	p := d.phys.props
-	return filepath.Join(dir, fmt.Sprintf("vulkan-tune-%04x-%04x-%s.json", p.VendorID, p.DeviceID, hex.EncodeToString(p.PipelineCacheUUID[:])))
-}
+func (d *device) tunePath() string { return d.cacheFile("vulkan-tune-", ".json") }
 
 // parseTune decodes a tuning cache, keeping the Default and Winograd
 // picks, valid GEMV geometries and the picks that name a known tile with
@@ -218,16 +210,24 @@ func (d *device) TuneReport() string {
 	}
 	var b strings.Builder
 	if t.tuned > 0 {
-		fmt.Fprintf(&b, "tuned %d GEMM shapes: %.1f µs of GPU time with the picks, %.1f µs with the rules (%.2fx)",
-			t.tuned, t.us, t.ruleUS, t.ruleUS/max(t.us, 1e-9))
+		fmt.Fprintf(&b, "tuned %d GEMM shape%s: %.1f µs of GPU time with the picks, %.1f µs with the rules (%.2fx)",
+			t.tuned, plural(t.tuned), t.us, t.ruleUS, t.ruleUS/max(t.us, 1e-9))
 	} else {
 		b.WriteString("tuned no GEMM shapes")
 	}
-	fmt.Fprintf(&b, "; %d shapes ran with a pick; cache %s", len(t.used), t.path)
+	fmt.Fprintf(&b, "; %d shape%s ran with a pick; cache %s", len(t.used), plural(len(t.used)), t.path)
 	for _, e := range t.errs {
 		b.WriteString("; " + e)
 	}
 	return b.String()
+}
+
+// plural is "s" unless n is 1.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 // tunedPick returns the tuner's choice for the lowering's op (key names

@@ -76,7 +76,7 @@ func TestTuneMatMul(t *testing.T) {
 	c := gemmCase{1, 37, 70, 300, false, true, -1, -1, [2]int{0, 1}, true, rt.Relu}
 	checkGEMM(t, d, r, rt.F32, c)
 	rep := d.TuneReport()
-	if !strings.Contains(rep, "tuned 1 GEMM shapes") {
+	if !strings.Contains(rep, "tuned 1 GEMM shape:") {
 		t.Errorf("TuneReport after tuning one shape: %q", rep)
 	}
 	picks := readTune(t, path)
