@@ -31,10 +31,11 @@ import (
 // matmul.comp the FIXED load path, for a convolution that Winograd
 // F(4,3) computes that path, for a GEMV gemvCandidates) on its own GPU,
 // on buffers of its own with random contents, and keeps the fastest
-// where it beats the rules' choice by more than tuneMargin. The picks are written to a
-// per-device JSON file in the cache directory (VRUN_CACHE_DIR, else
-// os.UserCacheDir()/vrun), beside the pipeline cache, and later runs
-// use them without tuning; VRUN_VK_TUNE=0 ignores the file.
+// where it beats the rules' choice by more than tuneMargin. The picks
+// are written to a per-device JSON file in the cache directory
+// (VRUN_CACHE_DIR, else os.UserCacheDir()/vrun), beside the pipeline
+// cache, and later runs use them without tuning; VRUN_VK_TUNE=0 ignores
+// the file.
 //
 // The defaults need no tuning: tuning only adds picks where the GPU says
 // another choice is faster. A pick that no longer fits the shape or the
@@ -47,6 +48,7 @@ const (
 	tuneRun
 )
 
+// tuneMode reads VRUN_VK_TUNE (TuneEnv).
 func tuneMode() int {
 	switch strings.TrimSpace(os.Getenv(TuneEnv)) {
 	case "0":
@@ -95,20 +97,19 @@ const tuneVersion = 1
 
 // tuner is a device's autotuner state.
 type tuner struct {
-	load  sync.Once
+	load             sync.Once // sets path and deviceName, reads picks
+	path, deviceName string
+	run              sync.Mutex // one shape is timed at a time
+
 	mu    sync.Mutex // guards the fields below
 	picks map[string]gemmPick
 	// used holds the shapes lowered with a pick; tuned counts the shapes
 	// timed by this device, with the sums of their picks' and rules'
-	// times.
-	used          map[string]bool
-	tuned         int
-	us, ruleUS    float64
-	errs          []string
-	run           sync.Mutex // one shape is timed at a time
-	path          string
-	deviceName    string
-	forTestNoSave bool
+	// times; errs are the tuning and cache-writing failures.
+	used       map[string]bool
+	tuned      int
+	us, ruleUS float64
+	errs       []string
 }
 
 // gemmForce makes a lowering take one candidate of the tuner: pick, or
@@ -132,31 +133,25 @@ func parseTune(b []byte) map[string]gemmPick {
 	}
 	out := make(map[string]gemmPick, len(f.Picks))
 	for k, p := range f.Picks {
+		_, inG := tileNamed(gemmTiles, p.Tile)
+		_, inC := tileNamed(convTiles, p.Tile)
 		switch {
 		case p.Default:
 			out[k] = gemmPick{Default: true, US: p.US, RuleUS: p.RuleUS}
-			continue
 		case p.Path == "wino":
 			out[k] = gemmPick{Path: "wino", US: p.US, RuleUS: p.RuleUS}
-			continue
 		case p.GEMV != nil:
 			if p.GEMV.valid() {
 				out[k] = gemmPick{GEMV: p.GEMV, US: p.US, RuleUS: p.RuleUS}
 			}
-			continue
-		case p.Path != "":
-			continue
-		}
-		_, inG := tileNamed(gemmTiles, p.Tile)
-		_, inC := tileNamed(convTiles, p.Tile)
-		if (inG || inC) && p.Split >= 1 && p.Split <= 64 && !math.IsNaN(p.US) && !math.IsNaN(p.RuleUS) {
-			out[k] = p
+		case p.Path == "" && (inG || inC) && p.Split >= 1 && p.Split <= 64:
+			out[k] = gemmPick{Tile: p.Tile, Split: p.Split, Fixed: p.Fixed, US: p.US, RuleUS: p.RuleUS}
 		}
 	}
 	return out
 }
 
-// loaded returns the tuner with its cache read (once per device).
+// tuner returns the device's tuner, its cache read (once per device).
 func (d *device) tuner() *tuner {
 	t := &d.tune
 	t.load.Do(func() {
@@ -176,7 +171,7 @@ func (d *device) tuner() *tuner {
 // added some) and writes it atomically; errors are recorded, not
 // returned: the cache is an optimisation. t.mu is held.
 func (t *tuner) save() {
-	if t.path == "" || t.forTestNoSave {
+	if t.path == "" {
 		return
 	}
 	merged := map[string]gemmPick{}
@@ -199,8 +194,9 @@ func (t *tuner) save() {
 }
 
 // TuneReport says what the autotuner did on this device: the shapes it
-// timed and what their picks gain over the rules, the lookups the cache
-// answered, and the cache file. It is "" when the tuner did nothing.
+// timed and what their picks gain over the rules, how many shapes ran
+// with a pick, the cache file and any failure. It is "" when the tuner
+// did nothing.
 func (d *device) TuneReport() string {
 	t := d.tuner()
 	t.mu.Lock()
