@@ -3,7 +3,9 @@
 package vulkan
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/vrun-go/vrun/internal/atomicfile"
 	"github.com/vrun-go/vrun/rt"
+	"github.com/vrun-go/vrun/shaders"
 )
 
 // The GEMM autotuner. The tile, K split and load path of a tiled GEMM
@@ -88,12 +91,32 @@ type gemmPick struct {
 
 // tuneFile is the JSON of a device's tuning cache.
 type tuneFile struct {
-	Version int                 `json:"version"`
-	Device  string              `json:"device"`
+	Version int    `json:"version"`
+	Device  string `json:"device"`
+	// Kernels is tuneKernels of the build that timed the picks.
+	Kernels string              `json:"kernels"`
 	Picks   map[string]gemmPick `json:"picks"`
 }
 
 const tuneVersion = 1
+
+// tuneKernels hashes the SPIR-V of the kernels the tuner chooses among
+// (the matmul, convgemm, splitk, gemv and wino variants): picks timed
+// against other builds of them are dropped.
+var tuneKernels = sync.OnceValue(func() string {
+	h := sha256.New()
+	for _, n := range shaders.Names() {
+		for _, p := range []string{"matmul", "convgemm", "splitk_", "gemv", "wino"} {
+			if strings.HasPrefix(n, p) {
+				b, _ := shaders.SPIRV(n)
+				h.Write([]byte(n))
+				h.Write(b)
+				break
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+})
 
 // tuner is a device's autotuner state.
 type tuner struct {
@@ -125,10 +148,11 @@ func (d *device) tunePath() string { return d.cacheFile("vulkan-tune-", ".json")
 
 // parseTune decodes a tuning cache, keeping the Default and Winograd
 // picks, valid GEMV geometries and the picks that name a known tile with
-// a split of 1 to 64 slices; a file it cannot read gives none.
-func parseTune(b []byte) map[string]gemmPick {
+// a split of 1 to 64 slices; a file it cannot read, or one timed with
+// other kernels than kernels (tuneKernels), gives none.
+func parseTune(b []byte, kernels string) map[string]gemmPick {
 	var f tuneFile
-	if err := json.Unmarshal(b, &f); err != nil || f.Version != tuneVersion {
+	if err := json.Unmarshal(b, &f); err != nil || f.Version != tuneVersion || f.Kernels != kernels {
 		return map[string]gemmPick{}
 	}
 	out := make(map[string]gemmPick, len(f.Picks))
@@ -160,7 +184,7 @@ func (d *device) tuner() *tuner {
 		t.picks = map[string]gemmPick{}
 		if t.path != "" {
 			if b, err := os.ReadFile(t.path); err == nil {
-				t.picks = parseTune(b)
+				t.picks = parseTune(b, tuneKernels())
 			}
 		}
 	})
@@ -176,12 +200,12 @@ func (t *tuner) save() {
 	}
 	merged := map[string]gemmPick{}
 	if b, err := os.ReadFile(t.path); err == nil {
-		merged = parseTune(b)
+		merged = parseTune(b, tuneKernels())
 	}
 	for k, p := range t.picks {
 		merged[k] = p
 	}
-	b, err := json.MarshalIndent(tuneFile{Version: tuneVersion, Device: t.deviceName, Picks: merged}, "", "\t")
+	b, err := json.MarshalIndent(tuneFile{Version: tuneVersion, Device: t.deviceName, Kernels: tuneKernels(), Picks: merged}, "", "\t")
 	if err == nil {
 		err = os.MkdirAll(filepath.Dir(t.path), 0o755)
 	}

@@ -29,7 +29,7 @@ func useTuner(t *testing.T, d *device, mode string) string {
 // writeTune writes picks as d's tuning cache and makes d read it anew.
 func writeTune(t *testing.T, d *device, path string, picks map[string]gemmPick) {
 	t.Helper()
-	b, err := json.Marshal(tuneFile{Version: tuneVersion, Picks: picks})
+	b, err := json.Marshal(tuneFile{Version: tuneVersion, Kernels: tuneKernels(), Picks: picks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func readTune(t *testing.T, path string) map[string]gemmPick {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return parseTune(b)
+	return parseTune(b, tuneKernels())
 }
 
 // loweredSpecs returns the shader names and specialization constants
@@ -143,6 +143,15 @@ func TestTuneMatMul(t *testing.T) {
 		if want := bad.Split == 7; followed != want {
 			t.Errorf("pick %+v: lowers to %v %v, followed %v, want %v", bad, names, specs, followed, want)
 		}
+	}
+	// Picks timed with other kernels (another build's SPIR-V) are dropped.
+	b, _ := json.Marshal(tuneFile{Version: tuneVersion, Kernels: "another build", Picks: map[string]gemmPick{key: {Tile: "t", Split: 3}}})
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.tune = tuner{}
+	if names, _ := loweredSpecs(t, d, op); names[0] == "matmulk_f32_t" {
+		t.Errorf("a pick of another build's kernels was followed: %v", names)
 	}
 	// A tile too large for the device.
 	if !d.tileFits("l") {
@@ -257,14 +266,14 @@ func TestGemmCandidates(t *testing.T) {
 // FuzzParseTune: parseTune takes any bytes without panicking and keeps
 // only picks of known tiles and sane splits.
 func FuzzParseTune(f *testing.F) {
-	f.Add([]byte(`{"version":1,"device":"x","picks":{"matmul f32 m1 n2 k3 b1 f0":{"tile":"l","split":2,"fixed":true,"us":1,"rule_us":2}}}`))
-	f.Add([]byte(`{"version":1,"picks":{"a":{"default":true,"us":1,"rule_us":1},"b":{"tile":"?","split":1}}}`))
-	f.Add([]byte(`{"version":1,"picks":{"c":{"path":"wino","tile":"l","us":1,"rule_us":2},"d":{"path":"x","tile":"l","split":1}}}`))
-	f.Add([]byte(`{"version":1,"picks":{"g":{"gemv":{"wg":128,"rows":2,"lanes":16,"split":4,"unroll":8},"us":1,"rule_us":2},"h":{"gemv":{"wg":128,"lanes":3}}}}`))
+	f.Add([]byte(`{"version":1,"device":"x","kernels":"k","picks":{"matmul f32 m1 n2 k3 b1 f0":{"tile":"l","split":2,"fixed":true,"us":1,"rule_us":2}}}`))
+	f.Add([]byte(`{"version":1,"kernels":"k","picks":{"a":{"default":true,"us":1,"rule_us":1},"b":{"tile":"?","split":1}}}`))
+	f.Add([]byte(`{"version":1,"kernels":"k","picks":{"c":{"path":"wino","tile":"l","us":1,"rule_us":2},"d":{"path":"x","tile":"l","split":1}}}`))
+	f.Add([]byte(`{"version":1,"kernels":"k","picks":{"g":{"gemv":{"wg":128,"rows":2,"lanes":16,"split":4,"unroll":8},"us":1,"rule_us":2},"h":{"gemv":{"wg":128,"lanes":3}}}}`))
 	f.Add([]byte(`{"version":2}`))
 	f.Add([]byte(`not json`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for k, p := range parseTune(b) {
+		for k, p := range parseTune(b, "k") {
 			if p.Default || p.Path == "wino" || p.GEMV != nil {
 				if p.Tile != "" || p.Split != 0 || p.Fixed || (p.Default && (p.Path != "" || p.GEMV != nil)) ||
 					(p.GEMV != nil && (p.Path != "" || !p.GEMV.valid())) {
