@@ -209,13 +209,13 @@ func (l *lowering) Conv(o *rt.Conv) {
 	shader := "conv_" + kdt
 	path := convPath(cg, kg, o.KH*o.KW)
 	if path != "dw" {
-		wino := winoPick(o, dt, l.d.phys.info.Kind == rt.KindCPU)
+		wino, tile := winoPick(o, dt, l.d.phys.info.Kind == rt.KindCPU), ""
 		if winoApplies(o, dt) {
 			if p, ok := l.tunedPick(convKey(kdt, o), l.convCands(o, dt)); ok {
-				wino = p.Path == "wino"
+				wino, tile = p.Path == "wino", p.Tile
 			}
 		}
-		if wino && l.winoConv(o, dt, kdt) {
+		if wino && l.winoConv(o, dt, kdt, tile) {
 			return
 		}
 	}
@@ -243,8 +243,9 @@ func convKey(kdt string, o *rt.Conv) string {
 }
 
 // convCands returns the tuner's candidates for convolution o: the tiled
-// GEMM's tiles and splits where o takes convgemm.comp, and the Winograd
-// kernels where they apply.
+// GEMM's tiles and splits where o takes convgemm.comp, and where the
+// Winograd kernels apply, those with winoTile's tile and with each other
+// tile for their 36 GEMMs (unsplit; gemmCandidates' tiles).
 func (l *lowering) convCands(o *rt.Conv, dt rt.DType) func() []gemmPick {
 	return func() []gemmPick {
 		cg, kg := o.C/o.Groups, o.K/o.Groups
@@ -254,6 +255,12 @@ func (l *lowering) convCands(o *rt.Conv, dt rt.DType) func() []gemmPick {
 		}
 		if winoApplies(o, dt) {
 			out = append(out, gemmPick{Path: "wino"})
+			_, _, T := winoTiles(o)
+			for _, p := range l.gemmCands(gemmTiles, dt, o.K, int((T+3)/4*4), o.C, 36)() {
+				if p.Split == 1 {
+					out = append(out, gemmPick{Path: "wino", Tile: p.Tile})
+				}
+			}
 		}
 		return out
 	}

@@ -75,8 +75,8 @@ var tuneSplits = []int{1, 2, 3, 4, 6, 8, 12, 16}
 // shape where the rules' own choice was the fastest.
 type gemmPick struct {
 	Default bool `json:"default,omitempty"`
-	// Path is "wino" for a convolution on the Winograd kernels (then no
-	// tile or split), "" for the tiled GEMM.
+	// Path is "wino" for a convolution on the Winograd kernels (then
+	// Tile, when set, is the tile of their GEMMs), "" for the tiled GEMM.
 	Path  string `json:"path,omitempty"`
 	Tile  string `json:"tile,omitempty"`
 	Split int    `json:"split,omitempty"`
@@ -163,7 +163,9 @@ func parseTune(b []byte, kernels string) map[string]gemmPick {
 		case p.Default:
 			out[k] = gemmPick{Default: true, US: p.US, RuleUS: p.RuleUS}
 		case p.Path == "wino":
-			out[k] = gemmPick{Path: "wino", US: p.US, RuleUS: p.RuleUS}
+			if _, ok := tileNamed(gemmTiles, p.Tile); ok || p.Tile == "" {
+				out[k] = gemmPick{Path: "wino", Tile: p.Tile, US: p.US, RuleUS: p.RuleUS}
+			}
 		case p.GEMV != nil:
 			if p.GEMV.valid() {
 				out[k] = gemmPick{GEMV: p.GEMV, US: p.US, RuleUS: p.RuleUS}

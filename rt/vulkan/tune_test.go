@@ -172,7 +172,8 @@ func (d *device) tileFits(name string) bool {
 // TestTuneConv tunes a 3x3 convolution (candidates: the implicit GEMM's
 // tiles and splits, and the Winograd kernels) and checks the tuned run's
 // values, then follows hand-written picks: tile u in 2 K slices, and the
-// Winograd path.
+// Winograd path with winoTile's tile, with t, and with l (which lavapipe
+// cannot fit: winoTile's).
 func TestTuneConv(t *testing.T) {
 	d := testDevice(t).(*device)
 	path := useTuner(t, d, "1")
@@ -194,13 +195,29 @@ func TestTuneConv(t *testing.T) {
 		t.Errorf("pick u/2 lowers to %v", names)
 	}
 	checkConv(t, d, r, rt.F32, c, "pick u/2")
-	writeTune(t, d, path, map[string]gemmPick{key: {Path: "wino", US: 1, RuleUS: 2}})
-	if names, _ := loweredSpecs(t, d, op); len(names) != 4 || names[0] != "winow_f32" || names[3] != "winoy_f32" {
-		t.Errorf("pick wino lowers to %v", names)
+	for _, tile := range []string{"", "t", "l"} {
+		writeTune(t, d, path, map[string]gemmPick{key: {Path: "wino", Tile: tile, US: 1, RuleUS: 2}})
+		names, _ := loweredSpecs(t, d, op)
+		want := "matmul_f32_" + tile
+		if tile == "" || !d.tileFits(tile) {
+			want = "" // winoTile's
+		}
+		if len(names) != 4 || names[0] != "winow_f32" || names[3] != "winoy_f32" || (want != "" && names[2] != want) {
+			t.Errorf("pick wino/%q lowers to %v, want its GEMMs on %q", tile, names, want)
+		}
+		checkConv(t, d, r, rt.F32, c, "pick wino/"+tile)
 	}
-	checkConv(t, d, r, rt.F32, c, "pick wino")
-	if cands := d.lowering(op).convCands(op, rt.F32)(); len(cands) < 2 || cands[len(cands)-1].Path != "wino" {
-		t.Errorf("candidates of a 3x3 convolution %v: want tiles and wino last", cands)
+	cands := d.lowering(op).convCands(op, rt.F32)()
+	var wino, tiled int
+	for _, p := range cands {
+		if p.Path == "wino" {
+			wino++
+		} else {
+			tiled++
+		}
+	}
+	if wino < 2 || tiled < 2 {
+		t.Errorf("candidates of a 3x3 convolution %v: want tiled GEMMs and Winograd with several tiles", cands)
 	}
 }
 
@@ -275,7 +292,8 @@ func FuzzParseTune(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for k, p := range parseTune(b, "k") {
 			if p.Default || p.Path == "wino" || p.GEMV != nil {
-				if p.Tile != "" || p.Split != 0 || p.Fixed || (p.Default && (p.Path != "" || p.GEMV != nil)) ||
+				_, wt := tileNamed(gemmTiles, p.Tile)
+				if (p.Tile != "" && !(p.Path == "wino" && wt)) || p.Split != 0 || p.Fixed || (p.Default && (p.Path != "" || p.GEMV != nil)) ||
 					(p.GEMV != nil && (p.Path != "" || !p.GEMV.valid())) {
 					t.Errorf("%q: kept %+v", k, p)
 				}

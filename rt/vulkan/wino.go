@@ -134,11 +134,13 @@ func winoTile(dt rt.DType, m, n, k int, sharedLim, maxInv uint32, cpu bool) (gem
 var winoMaxScratch int64 = 1 << 30 // a var for tests
 
 // winoConv lowers o (winoPick) to the four Winograd dispatches; kdt is the
-// kernel variant of W ("f32", or "f32w16" for f16 weights). It reports
+// kernel variant of W ("f32", or "f32w16" for f16 weights), tile the
+// tuner's tile for the GEMMs ("": winoTile's, as for one that does not
+// fit the device). It reports
 // false, having added nothing, where the scratch would exceed
 // winoMaxScratch, a region the device's binding range, or an operand 2^32
 // elements (the caller then takes the implicit GEMM).
-func (l *lowering) winoConv(o *rt.Conv, dt rt.DType, kdt string) bool {
+func (l *lowering) winoConv(o *rt.Conv, dt rt.DType, kdt, tile string) bool {
 	th, tw, T := winoTiles(o)
 	tp := (T + 3) / 4 * 4
 	C, K := int64(o.C), int64(o.K)
@@ -160,6 +162,9 @@ func (l *lowering) winoConv(o *rt.Conv, dt rt.DType, kdt string) bool {
 	}
 	lim := l.d.phys.limits
 	t, ok := winoTile(dt, o.K, int(tp), o.C, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations, l.d.phys.info.Kind == rt.KindCPU)
+	if tt, found := tileNamed(gemmTiles, tile); found && tt.fits(dt, lim.MaxComputeSharedMemorySize, lim.MaxComputeWorkGroupInvocations) {
+		t, ok = tt, true
+	}
 	if !ok {
 		return false
 	}

@@ -238,7 +238,7 @@ func TestWinoScratchBound(t *testing.T) {
 	}{{need, true}, {need - 1, false}} {
 		winoMaxScratch = c.limit
 		l := &lowering{d: d.(*device), op: op, probe: true}
-		if got := l.winoConv(op, rt.F32, "f32"); got != c.want || (len(l.outs) == 4) != c.want || l.err != nil {
+		if got := l.winoConv(op, rt.F32, "f32", ""); got != c.want || (len(l.outs) == 4) != c.want || l.err != nil {
 			t.Errorf("scratch %d bytes, bound %d: winoConv %v with %d dispatches (err %v), want %v", need, c.limit, got, len(l.outs), l.err, c.want)
 		}
 	}
