@@ -32,7 +32,8 @@ import (
 // VRUN_VK_TUNE=1 a device instead times the candidates of each such
 // shape it lowers (every tile that fits, K splits of 1 to 16 slices, for
 // matmul.comp the FIXED load path, for a convolution that Winograd
-// F(4,3) computes that path, for a GEMV gemvCandidates) on its own GPU,
+// F(4,3) computes that path with each tile for its GEMMs, for a GEMV
+// gemvCandidates) on its own GPU,
 // on buffers of its own with random contents, and keeps the fastest
 // where it beats the rules' choice by more than tuneMargin. The picks
 // are written to a per-device JSON file in the cache directory
