@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -373,6 +374,9 @@ func (d *device) tuneShape(key string, op rt.Op, cands func() []gemmPick) (gemmP
 	p, err := d.timeCandidates(op, cands())
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if errors.Is(err, errRuleFails) {
+		return gemmPick{}, false // an op the device rejects (Supports says why): nothing to tune
+	}
 	if err != nil {
 		t.errs = append(t.errs, fmt.Sprintf("%s: %v", key, err))
 		return gemmPick{}, false
@@ -385,10 +389,18 @@ func (d *device) tuneShape(key string, op rt.Op, cands func() []gemmPick) (gemmP
 	return p, true
 }
 
+// errRuleFails: the rules' own lowering of the op fails (an op the
+// device does not run, such as a Conv with a residual on a kernel
+// without one), so there is nothing to tune.
+var errRuleFails = errors.New("the rules' lowering fails")
+
 // timeCandidates runs a copy of op on buffers of its own: first the rules'
 // choice, then each candidate, then on matmul.comp the FIXED variants of
 // the two fastest; the best is re-timed against the rule's choice.
 func (d *device) timeCandidates(op rt.Op, cands []gemmPick) (gemmPick, error) {
+	if _, err := d.lowerWith(op, true, &gemmForce{rule: true}); err != nil {
+		return gemmPick{}, errRuleFails
+	}
 	c, free, err := d.synthOp(op)
 	if err != nil {
 		return gemmPick{}, err

@@ -247,6 +247,32 @@ func TestTuneGEMV(t *testing.T) {
 	checkGEMM(t, d, r, rt.F32, c)
 }
 
+// TestTuneUnsupported: an op the device rejects (a 3x3 convolution with a
+// residual on the direct kernel, 4 output channels) is not tuned and
+// leaves no error in the report; Supports still says why.
+func TestTuneUnsupported(t *testing.T) {
+	d := testDevice(t).(*device)
+	path := useTuner(t, d, "1")
+	ref := func(shape ...int) rt.Ref {
+		n := 1
+		for _, v := range shape {
+			n *= v
+		}
+		return newBuf(t, d, rt.F32, n, nil).ref(shape, nil)
+	}
+	op := &rt.Conv{X: ref(1, 8, 9, 9), W: ref(4, 8, 3, 3), Y: ref(1, 4, 9, 9), Res: ref(1, 4, 9, 9), N: 1, C: 8, H: 9, Width: 9, K: 4,
+		OH: 9, OW: 9, KH: 3, KW: 3, StrideH: 1, StrideW: 1, PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: 1}
+	if err := d.Supports(op); err == nil || !strings.Contains(err.Error(), "residual") {
+		t.Fatalf("Supports of a Conv with Res on the direct kernel: %v, want an error naming the residual", err)
+	}
+	if rep := d.TuneReport(); rep != "" {
+		t.Errorf("TuneReport after an unsupported op: %q, want none", rep)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("a tuning cache was written for an unsupported op (%v)", err)
+	}
+}
+
 // lowering returns a lowering of op on d, for calling its methods.
 func (d *device) lowering(op rt.Op) *lowering { return &lowering{d: d, op: op} }
 
