@@ -406,7 +406,13 @@ func (d *device) timeCandidates(op rt.Op, cands []gemmPick) (gemmPick, error) {
 		return gemmPick{}, err
 	}
 	defer free()
-	rule, err := d.timeForced(c, &gemmForce{rule: true})
+	st, err := d.NewStream(rt.StreamOptions{Profile: true})
+	if err != nil {
+		return gemmPick{}, err
+	}
+	defer st.Close()
+	s := st.(*stream)
+	rule, err := s.timeForced(c, &gemmForce{rule: true})
 	if err != nil {
 		return gemmPick{}, err
 	}
@@ -416,7 +422,7 @@ func (d *device) timeCandidates(op rt.Op, cands []gemmPick) (gemmPick, error) {
 	}
 	var res []timed
 	for _, p := range cands {
-		us, err := d.timeForced(c, &gemmForce{pick: p})
+		us, err := s.timeForced(c, &gemmForce{pick: p})
 		if err != nil {
 			continue // a variant this device cannot build or run
 		}
@@ -430,7 +436,7 @@ func (d *device) timeCandidates(op rt.Op, cands []gemmPick) (gemmPick, error) {
 		for _, r := range res[:min(2, len(res))] {
 			p := r.p
 			p.Fixed = true
-			if us, err := d.timeForced(c, &gemmForce{pick: p}); err == nil {
+			if us, err := s.timeForced(c, &gemmForce{pick: p}); err == nil {
 				res = append(res, timed{p, us})
 			}
 		}
@@ -439,10 +445,10 @@ func (d *device) timeCandidates(op rt.Op, cands []gemmPick) (gemmPick, error) {
 	// The best against the rule once more, alternating, to damp noise.
 	best := res[0]
 	for range 2 {
-		if us, err := d.timeForced(c, &gemmForce{rule: true}); err == nil {
+		if us, err := s.timeForced(c, &gemmForce{rule: true}); err == nil {
 			rule = min(rule, us)
 		}
-		if us, err := d.timeForced(c, &gemmForce{pick: best.p}); err == nil {
+		if us, err := s.timeForced(c, &gemmForce{pick: best.p}); err == nil {
 			best.us = min(best.us, us)
 		}
 	}
@@ -453,20 +459,15 @@ func (d *device) timeCandidates(op rt.Op, cands []gemmPick) (gemmPick, error) {
 	return best.p, nil
 }
 
-// timeForced lowers op with force and returns its best GPU time in µs
-// over a few runs after a warm-up (wall time where the queue has no
-// timestamps).
-func (d *device) timeForced(op rt.Op, force *gemmForce) (float64, error) {
-	ds, err := d.lowerWith(op, false, force)
+// timeForced lowers op with force, records it alone on s (a profiling
+// stream, reset first) and returns its best GPU time in µs over a few
+// runs after a warm-up (wall time where the queue has no timestamps).
+func (s *stream) timeForced(op rt.Op, force *gemmForce) (float64, error) {
+	s.Reset()
+	ds, err := s.d.lowerWith(op, false, force)
 	if err != nil {
 		return 0, err
 	}
-	st, err := d.NewStream(rt.StreamOptions{Profile: true})
-	if err != nil {
-		return 0, err
-	}
-	defer st.Close()
-	s := st.(*stream)
 	if err := s.launch(op, ds); err != nil {
 		return 0, err
 	}
