@@ -21,3 +21,9 @@ func TestMemory(t *testing.T) {
 		}
 	})
 }
+
+// TestConvStrideY runs the shared check of rt.Conv.StrideY (images apart
+// in a Concat's output), which this backend refuses.
+func TestConvStrideY(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, d *device) { backendtest.ConvStrideY(t, d) })
+}

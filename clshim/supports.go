@@ -41,6 +41,9 @@ func (d *device) supports(op rt.Op) error {
 	if o, ok := op.(*rt.MatMul); ok && o.Res.Buf != nil {
 		return unsupported(op, dt, "MatMul with a residual (Res)")
 	}
+	if o, ok := op.(*rt.Conv); ok && !o.DenseY() {
+		return unsupported(op, dt, "Conv with its images StrideY apart (the engine then keeps the Concat's copy)")
+	}
 	if o, ok := op.(*rt.Conv); ok && o.Res.Buf != nil {
 		// conv_gemm and conv_direct add the residual in their epilogue.
 		if o.Res.DType != o.Y.DType {

@@ -17,3 +17,11 @@ func TestMemPool(t *testing.T) {
 	defer d.Close()
 	backendtest.MemPool(t, d)
 }
+
+// TestConvStrideY runs the shared check of rt.Conv.StrideY (images apart
+// in a Concat's output), which this backend runs image by image.
+func TestConvStrideY(t *testing.T) {
+	d := NewDevice()
+	defer d.Close()
+	backendtest.ConvStrideY(t, d)
+}

@@ -86,6 +86,16 @@ func data(r rt.Ref) []byte {
 
 // execute runs one validated op whose buffers Submit has checked.
 func execute(op rt.Op) error {
+	if o, ok := op.(*rt.Conv); ok && !o.DenseY() {
+		// Images apart in a wider Y (a Concat's output): one at a time.
+		for n := 0; n < o.N; n++ {
+			c := o.Image(n)
+			if err := execute(&c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if rt.OpDType(op) == rt.F16 && !isElementwise(op) && !isIndexed(op) {
 		return runF16(op)
 	}

@@ -16,3 +16,9 @@ func TestMemory(t *testing.T) {
 	backendtest.Memory(t, d, 1<<62)
 	backendtest.MemPool(t, d)
 }
+
+// TestConvStrideY runs the shared check of rt.Conv.StrideY (images apart
+// in a Concat's output), which this backend refuses.
+func TestConvStrideY(t *testing.T) {
+	backendtest.ConvStrideY(t, openTest(t, false))
+}

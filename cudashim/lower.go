@@ -55,6 +55,9 @@ func supports(op rt.Op) error {
 	if o, ok := op.(*rt.Attention); ok {
 		return attentionSupported(o)
 	}
+	if o, ok := op.(*rt.Conv); ok && !o.DenseY() {
+		return unsupported(op, o.X.DType, "Conv with its images StrideY apart (the engine then keeps the Concat's copy)")
+	}
 	if o, ok := op.(*rt.Conv); ok && o.Res.Buf != nil {
 		return convResSupported(o)
 	}

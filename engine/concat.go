@@ -2,6 +2,7 @@ package engine
 
 import (
 	"os"
+	"slices"
 
 	"github.com/vrun-go/vrun/model"
 	"github.com/vrun-go/vrun/rt"
@@ -33,6 +34,14 @@ import (
 //   - its byte offset in the output is a multiple of concatAlign;
 //   - the plan is an inference plan (training and gradient plans keep
 //     their copies: gradients live per storage root).
+//
+// At batch > 1 a channel Concat's parts are strided stretches of its
+// output (one per image). A part computed by one Conv (with its
+// activation, without a residual) that nothing but the Concat reads is
+// then written there directly instead: the Conv's Y becomes that stretch,
+// its images rt.Conv.StrideY apart, where the device supports it
+// (plan.optional), and the part's tensor and copy disappear. SqueezeNet's
+// fire modules and Inception's branches are such Concats.
 //
 // Parts that fail stay copies. VRUN_CONCAT_ELIDE=0 turns the pass off
 // (for comparison runs).
@@ -111,13 +120,19 @@ func (p *plan) elideConcats() {
 			}
 		}
 	}
-	moved := false
+	moved, retargeted := false, false
 	for s := range p.steps {
 		if p.elideConcat(s, use) {
 			moved = true
 		}
+		if p.convsIntoConcat(s, use) {
+			retargeted = true
+		}
 	}
 	if !moved {
+		if retargeted {
+			p.compactOps()
+		}
 		return
 	}
 	for s := range p.steps {
@@ -193,6 +208,87 @@ func (p *plan) elideConcat(s int, use map[*tensor]*rootUse) bool {
 		moved = true
 	}
 	return moved
+}
+
+// convsIntoConcat points the Convs that compute parts of the Concat at
+// step index s, where the parts are strided stretches of its output (at
+// batch > 1), into the output (rt.Conv.StrideY), leaving the parts' copies
+// nil, and reports whether it retargeted any.
+func (p *plan) convsIntoConcat(s int, use map[*tensor]*rootUse) bool {
+	st := &p.steps[s]
+	n := st.node
+	if n == nil || n.Op != "Concat" || len(st.ops) == 0 || len(n.Outputs) != 1 || n.Outputs[0] < 0 || n.Outputs[0] >= len(p.tensors) {
+		return false
+	}
+	y := p.tensors[n.Outputs[0]]
+	uy := use[y]
+	if y.root != y || y.where != inArena || y.value != nil || y.input || uy == nil {
+		return false
+	}
+	done := false
+	for i, op := range st.ops {
+		cp, ok := op.(*rt.Unary)
+		if !ok || cp.Fn != rt.Copy || cp.Y.Contiguous() || rootOfRef(cp.Y) != y {
+			continue
+		}
+		r := rootOfRef(cp.X)
+		u := use[r]
+		if r == nil || u == nil || r == y || r.root != r || r.where != inArena || r.input || r.value != nil || r.isOutput() ||
+			cp.X.Off != 0 || !cp.X.Contiguous() || cp.X.Len()*int64(cp.X.DType.Size()) != r.bytes() {
+			continue
+		}
+		// The part's only other op must be the Conv that writes it whole.
+		var at *rt.Conv
+		var atS, atI, others int
+		for s2, st2 := range p.steps {
+			for i2, op2 := range st2.ops {
+				if hit, _ := touchesRoot(op2, r); !hit || (s2 == s && i2 == i) {
+					continue
+				}
+				others++
+				if c, ok := op2.(*rt.Conv); ok {
+					at, atS, atI = c, s2, i2
+				}
+			}
+		}
+		if others != 1 || at == nil || atS >= s {
+			continue
+		}
+		c, ok := stridedConvInto(at, cp, r)
+		if !ok || !p.optional(c) {
+			continue
+		}
+		p.steps[atS].ops[atI] = c
+		st.ops[i] = nil
+		y.first = min(y.first, u.first)
+		uy.merge(u)
+		delete(use, r)
+		done = true
+	}
+	return done
+}
+
+// stridedConvInto returns conv writing the stretch of a Concat output
+// that copy cp copies its result r into (cp.Y: [N, K, ...] with the
+// images of the wider output apart), or false when conv does not write r
+// whole and contiguous, adds a residual, or cp.Y is not such a stretch.
+func stridedConvInto(conv *rt.Conv, cp *rt.Unary, r *tensor) (*rt.Conv, bool) {
+	ohw := conv.OH * conv.OW
+	img := conv.K * ohw
+	sh, st := cp.Y.Shape, cp.Y.StridesOrContiguous()
+	if rootOfRef(conv.Y) != r || conv.Y.Off != 0 || !conv.Y.Contiguous() || conv.StrideY != 0 || conv.Res.Buf != nil ||
+		conv.N < 2 || conv.Y.Len() != int64(conv.N)*int64(img) || cp.X.Len() != conv.Y.Len() || conv.Y.DType != cp.Y.DType ||
+		len(sh) < 2 || sh[0] != conv.N || rt.NumElements(sh[1:]) != int64(img) || st[0] <= img ||
+		!slices.Equal(st[1:], rt.ContiguousStrides(sh[1:])) {
+		return nil, false
+	}
+	c := *conv
+	c.StrideY = st[0]
+	c.Y = rt.Ref{Buf: cp.Y.Buf, Off: cp.Y.Off, DType: cp.Y.DType, Shape: []int{int(rt.BatchExtent(c.N, c.StrideY, c.K, ohw))}}
+	if rt.CheckOp(&c) != nil {
+		return nil, false
+	}
+	return &c, true
 }
 
 // concatParts returns, for each op of a lowered Concat step, the storage

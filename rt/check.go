@@ -108,7 +108,7 @@ func opSizes(op Op) []int {
 	case *MatMul:
 		return []int{o.Batch, o.M, o.N, o.K, o.StrideA, o.StrideB, o.StrideY}
 	case *Conv:
-		return []int{o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW, o.PadT, o.PadL}
+		return []int{o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW, o.PadT, o.PadL, o.StrideY}
 	case *ConvTranspose:
 		return []int{o.N, o.C, o.H, o.Width, o.K, o.OH, o.OW, o.KH, o.KW, o.PadT, o.PadL}
 	case *Pool:
@@ -157,6 +157,9 @@ func checkParams(op Op) error {
 	case *Conv:
 		if !goodConvParams(o.C, o.K, o.Groups, o.StrideH, o.StrideW, o.DilH, o.DilW) {
 			return fmt.Errorf("Conv: bad params C=%d K=%d groups=%d stride=%dx%d dil=%dx%d", o.C, o.K, o.Groups, o.StrideH, o.StrideW, o.DilH, o.DilW)
+		}
+		if o.StrideY != 0 && int64(o.StrideY) < Extent(o.K, o.OH, o.OW) {
+			return fmt.Errorf("Conv: StrideY %d is less than an image of Y (%d×%d×%d)", o.StrideY, o.K, o.OH, o.OW)
 		}
 	case *ConvTranspose:
 		if !goodConvParams(o.C, o.K, o.Groups, o.StrideH, o.StrideW, o.DilH, o.DilW) {

@@ -77,8 +77,8 @@ func Operands(op Op) []Operand {
 			in("X", &o.X, Extent(o.N, o.C, o.H, o.Width)),
 			in("W", &o.W, Extent(o.K, perGroup(o.C, o.Groups), o.KH, o.KW)),
 			optional(in("Bias", &o.Bias, Extent(o.K))),
-			out("Y", &o.Y, Extent(o.N, o.K, o.OH, o.OW)),
-			optional(in("Res", &o.Res, Extent(o.N, o.K, o.OH, o.OW))),
+			out("Y", &o.Y, convYExtent(o)),
+			optional(in("Res", &o.Res, convYExtent(o))),
 		}
 	case *ConvTranspose:
 		return []Operand{
@@ -136,6 +136,15 @@ func perGroup(c, groups int) int {
 // Extent is the product of sizes, or -1 when one is negative or the
 // product overflows int64: NumElements of the sizes as a shape.
 func Extent(sizes ...int) int64 { return NumElements(sizes) }
+
+// convYExtent is the extent of a Conv's Y and Res: N images StrideY
+// apart (Conv.ImageStrideY).
+func convYExtent(o *Conv) int64 {
+	if o.DenseY() {
+		return Extent(o.N, o.K, o.OH, o.OW)
+	}
+	return BatchExtent(o.N, o.StrideY, o.K, o.OH*o.OW)
+}
 
 // BatchExtent is the extent of a batch of m×n matrices placed stride
 // elements apart: (batch-1)*stride + m*n, or -1 when batch < 1, a size

@@ -273,14 +273,22 @@ type MatMul struct {
 // with ih = oh*StrideH - PadT + kh*DilH (zero outside the input), and g the
 // group of output channel k. X is contiguous [N, C, H, Width], W (the
 // weight) is contiguous [K, C/Groups, KH, KW], Bias is optional [K], Y is
-// contiguous [N, K, OH, OW]. Bottom and right padding are implied by OH
-// and OW. W may be F16 while X, Bias and Y are F32 (see [HalfWeights]).
+// [N, K, OH, OW], contiguous within each image, its images StrideY
+// elements apart (0: K*OH*OW, contiguous). Bottom and right padding are
+// implied by OH and OW. W may be F16 while X, Bias and Y are F32 (see
+// [HalfWeights]).
 //
-// Res, when present, is a contiguous [N, K, OH, OW] residual added to the
-// sum before Act (Y = Act(Bias + sum + Res): the shortcut of a ResNet or
-// MobileNetV2 block); it must not overlap Y. Only some backends compute
-// it; the others reject a Conv with Res in Supports, and the engine folds
-// the Add into the Conv only where the device supports it.
+// A StrideY above K*OH*OW writes the images into a wider tensor: the
+// engine points a Conv whose result feeds a channel Concat at batch > 1
+// straight into its stretch of the Concat's output. Only some backends
+// take it; the others reject such a Conv in Supports.
+//
+// Res, when present, is an [N, K, OH, OW] residual laid out like Y (its
+// images StrideY apart), added to the sum before Act (Y = Act(Bias + sum
+// + Res): the shortcut of a ResNet or MobileNetV2 block); it must not
+// overlap Y. Only some backends compute it; the others reject a Conv with
+// Res in Supports, and the engine folds the Add into the Conv only where
+// the device supports it.
 type Conv struct {
 	X, W, Bias, Y    Ref
 	Res              Ref
@@ -292,7 +300,40 @@ type Conv struct {
 	DilH, DilW       int
 	Groups           int
 	Act              Activation
+	StrideY          int
 }
+
+// ImageStrideY returns the elements between the images of Y (and Res):
+// StrideY, or K*OH*OW where it is 0.
+func (o *Conv) ImageStrideY() int {
+	if o.StrideY == 0 {
+		return o.K * o.OH * o.OW
+	}
+	return o.StrideY
+}
+
+// Image returns the convolution of image n of o alone: N = 1, with X, Y
+// and Res at that image's offsets and StrideY 0. A backend without a
+// kernel for a StrideY may run a Conv image by image.
+func (o *Conv) Image(n int) Conv {
+	c := *o
+	c.N, c.StrideY = 1, 0
+	c.X = imageRef(o.X, n*o.C*o.H*o.Width, 1, o.C, o.H, o.Width)
+	c.Y = imageRef(o.Y, n*o.ImageStrideY(), 1, o.K, o.OH, o.OW)
+	if o.Res.Buf != nil {
+		c.Res = imageRef(o.Res, n*o.ImageStrideY(), 1, o.K, o.OH, o.OW)
+	}
+	return c
+}
+
+// imageRef is the contiguous view of shape at element off of r.
+func imageRef(r Ref, off int, shape ...int) Ref {
+	return Ref{Buf: r.Buf, Off: r.Off + int64(off)*int64(r.DType.Size()), DType: r.DType, Shape: shape}
+}
+
+// DenseY reports whether Y (and Res) are contiguous [N, K, OH, OW]: StrideY
+// is 0 or K*OH*OW, or there is at most one image.
+func (o *Conv) DenseY() bool { return o.StrideY == 0 || o.N <= 1 || o.StrideY == o.K*o.OH*o.OW }
 
 // ConvTranspose is the transpose (gradient) of Conv: X is [N, C, H, Width],
 // W (the weight) is [C, K/Groups, KH, KW], Y is [N, K, OH, OW] with

@@ -61,6 +61,9 @@ func checkSepConv(o *SepConv) error {
 	if d.Y.Buf != nil || p.X.Buf != nil || d.Res.Buf != nil {
 		return fmt.Errorf("SepConv: DW.Y, PW.X and DW.Res must be empty (the intermediate is never stored)")
 	}
+	if d.StrideY != 0 || p.StrideY != 0 {
+		return fmt.Errorf("SepConv: DW.StrideY and PW.StrideY must be 0 (PW.Y is contiguous)")
+	}
 	if int(d.Act.Fn) >= NumUnaryFns || int(p.Act.Fn) >= NumUnaryFns {
 		return fmt.Errorf("SepConv: unknown activation")
 	}

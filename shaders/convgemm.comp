@@ -70,6 +70,8 @@ layout(push_constant) uniform PC {
 	uvec2 actA, actB;
 #ifdef SPLITK
 	uint S, KS; // K slices per group, GEMM depth per slice
+#else
+	uint sYn; // elements between the images of Y and Res (K*OHW when dense)
 #endif
 } pc;
 #ifdef SEPDW
@@ -224,7 +226,7 @@ void epilogue(uint g, CT4 r0[TN / 4], CT4 r1[TN / 4], CT4 r2[TN / 4], CT4 r3[TN 
 	uint gn = n0 + tid % BN;
 	uint n, p;
 	col_split(min(gn, pc.NC - 1u), n, p);
-	uint ybase = n * pc.K * pc.OHW + p;
+	uint ybase = n * pc.sYn + p;
 	for (uint e = tid; e < 4u * CH; e += NT) {
 		uint gm = m0 + g * (4u * WGM) + e / BN;
 		if (gm < pc.Kg && gn < pc.NC) {

@@ -33,7 +33,7 @@ layout(push_constant) uniform PC {
 	uint OH, OW, TH, TW; // output plane, tiles per column and row
 	uint T, TP, pt, pl; // tiles (N*TH*TW), padded to TP; top and left padding
 	uint offX, offW, offB, offY; // element offsets of X (WINO_X), W (WINO_W), Bias, Y (WINO_Y)
-	uint flags, act, offR, pad;
+	uint flags, act, offR, sYn; // sYn: elements between the images of Y and Res (winoy)
 	uvec2 actA, actB;
 } pc;
 
@@ -147,7 +147,7 @@ void main() {
 		uint tpi = pc.TH * pc.TW;
 		uint n = t / tpi, r = t - n * tpi;
 		uint th = r / pc.TW, tw = r - th * pc.TW;
-		uint plane = (n * pc.K + k) * pc.OH * pc.OW;
+		uint plane = n * pc.sYn + k * pc.OH * pc.OW;
 		[[unroll]] for (uint a = 0u; a < 4u; a++) {
 			uint oh = th * 4u + a;
 			[[unroll]] for (uint b = 0u; b < 4u; b++) {

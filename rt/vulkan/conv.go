@@ -225,6 +225,12 @@ func (l *lowering) Conv(o *rt.Conv) {
 		l.err = l.unsupported(dt, "Conv with a residual (Res) on the %s kernel", path)
 		return
 	}
+	if !o.DenseY() && path != "gemm" {
+		// Only convgemm.comp, splitk.comp and winoy write images apart;
+		// the engine then keeps the Concat's copy.
+		l.err = l.unsupported(dt, "Conv with its images StrideY apart on the %s kernel", path)
+		return
+	}
 	switch path {
 	case "dw":
 		shader = "dwconv_" + kdt
@@ -335,7 +341,9 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 	if ny == 0 {
 		return
 	}
-	if !fits32(ny) || !fits32(nx) || !fits32(nw) {
+	sy := int64(o.ImageStrideY())
+	ey := (int64(o.N)-1)*sy + int64(o.K)*ohw // Y's and Res's extent
+	if !fits32(ey) || !fits32(nx) || !fits32(nw) {
 		l.err = fmt.Errorf("Conv: operands exceed 2^32 elements")
 		return
 	}
@@ -380,7 +388,7 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 	}
 	names := []string{"X", "W", "Bias", "Y", "Res"}
 	refs := []rt.Ref{geo.X, o.W, b, o.Y, res}
-	elems := []int64{max(nx, 1), max(nw, 1), nb, ny, ny}
+	elems := []int64{max(nx, 1), max(nw, 1), nb, ey, ey}
 	sep := ""
 	if dw != nil {
 		// bindings 5 and 6: the depthwise weight and bias
@@ -447,7 +455,7 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 			rflags |= 2
 		}
 		rp := []uint32{uint32(kg), uint32(cols), uint32(sk.s), uint32(o.Groups),
-			uint32(ohw), uint32(int64(o.K) * ohw), uint32(ohw), uint32(int64(kg) * ohw),
+			uint32(ohw), uint32(sy), uint32(ohw), uint32(int64(kg) * ohw),
 			offs[3], offs[2], uint32(kg), rflags, 1, 0, uint32(o.Act.Fn), offs[4],
 			one[0], one[1], one[0], one[1], aa[0], aa[1], ab[0], ab[1]}
 		l.add(dispatch{shader: "splitk_" + dt.String(), spec: []uint32{wgSize}, binds: []bind{sb, binds[2], binds[3], binds[4]},
@@ -456,7 +464,7 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 	}
 	gz := uint32(min(int64(o.Groups), int64(l.d.maxGroups[2])))
 	l.add(dispatch{shader: "convgemm" + sep + "_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
-		binds: binds, reads: append(in, epi...), writes: writes, push: push, groups: [3]uint32{uint32(gx), uint32(gy), gz}})
+		binds: binds, reads: append(in, epi...), writes: writes, push: append(push, uint32(sy)), groups: [3]uint32{uint32(gx), uint32(gy), gz}})
 }
 
 func (l *lowering) ConvTranspose(o *rt.ConvTranspose) {

@@ -145,7 +145,7 @@ func (l *lowering) winoConv(o *rt.Conv, dt rt.DType, kdt, tile string) bool {
 	tp := (T + 3) / 4 * 4
 	C, K := int64(o.C), int64(o.K)
 	nu, nv, nm := 36*K*C, 36*C*tp, 36*K*tp
-	if !fits32(nu) || !fits32(nv) || !fits32(nm) || !fits32(int64(o.N)*K*int64(o.OH)*int64(o.OW)) ||
+	if !fits32(nu) || !fits32(nv) || !fits32(nm) || !fits32((int64(o.N)-1)*int64(o.ImageStrideY())+K*int64(o.OH)*int64(o.OW)) ||
 		!fits32(int64(o.N)*C*int64(o.H)*int64(o.Width)) {
 		return false
 	}
@@ -185,7 +185,8 @@ func (l *lowering) winoConv(o *rt.Conv, dt rt.DType, kdt, tile string) bool {
 		flags |= 4
 		res = o.Res
 	}
-	ny := int64(o.N) * K * int64(o.OH) * int64(o.OW)
+	sy := int64(o.ImageStrideY())
+	ny := (int64(o.N)-1)*sy + K*int64(o.OH)*int64(o.OW) // Y's and Res's extent
 	nx := int64(o.N) * C * int64(o.H) * int64(o.Width)
 	binds, offs, reads, writes, ok := l.bindsOf([]string{"X", "W", "Bias", "Y", "Res"},
 		[]rt.Ref{o.X, o.W, b, o.Y, res}, []int64{max(nx, 1), K * C * 9, nb, ny, ny}, 3)
@@ -200,7 +201,7 @@ func (l *lowering) winoConv(o *rt.Conv, dt rt.DType, kdt, tile string) bool {
 		uint32(o.OH), uint32(o.OW), uint32(th), uint32(tw),
 		uint32(T), uint32(tp), uint32(o.PadT), uint32(o.PadL),
 		offs[0], offs[1], offs[2], offs[3],
-		flags, uint32(o.Act.Fn), offs[4], 0, aa[0], aa[1], ab[0], ab[1]}
+		flags, uint32(o.Act.Fn), offs[4], uint32(sy), aa[0], aa[1], ab[0], ab[1]}
 	spec := []uint32{wgSize}
 	l.add(dispatch{shader: "winow_" + kdt, spec: spec, binds: []bind{binds[1], uB}, reads: []span{reads[1]}, writes: []span{uS},
 		push: push, groups: groups1D(l.d, K*C, wgSize), scratch: total})
