@@ -24,8 +24,8 @@ func TestConvStrideY(t *testing.T) {
 	d := testDevice(t)
 	r := rand.New(rand.NewSource(83))
 	cases := []convCase{
-		{3, 5, 9, 11, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu},      // 3x3, Winograd applies
-		{2, 13, 5, 7, 17, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, rt.Relu},    // SqueezeNet's expand 1x1
+		{3, 5, 9, 11, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu},       // 3x3, Winograd applies
+		{2, 13, 5, 7, 17, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, false, rt.Relu},     // SqueezeNet's expand 1x1
 		{3, 6, 11, 9, 10, 3, 3, 2, 2, 1, 0, 1, 2, 1, 1, 2, true, rt.LeakyRelu}, // stride 2, groups 2
 	}
 	defer func() { forceConvPath, forceGemmTile, forceSplitK = "", "", 0 }()
