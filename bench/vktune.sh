@@ -25,7 +25,14 @@ suite=$1 out=$2
 shift 2
 mkdir -p "$out"
 cache=$(mktemp -d)
-trap 'rm -rf "$cache"' EXIT
+# keep the picks of a run cut short (a timeout's TERM) too
+save() {
+	mkdir -p "$out/picks"
+	cp "$cache"/vulkan-tune-*.json "$out/picks/" 2>/dev/null || echo "no tuning cache was written (no Vulkan device?)"
+	rm -rf "$cache"
+}
+trap save EXIT
+trap 'exit 143' TERM INT
 export VRUN_CACHE_DIR="$cache"
 one() { # one NAME TUNE: a suite run with VRUN_VK_TUNE=TUNE ("" unsets it)
 	name=$1 tune=$2
@@ -41,5 +48,3 @@ one rules1 0 "$@"
 one tune 1 "$@"
 one rules2 0 "$@"
 one picks "" "$@"
-mkdir -p "$out/picks"
-cp "$cache"/vulkan-tune-*.json "$out/picks/" 2>/dev/null || echo "no tuning cache was written (no Vulkan device?)"
