@@ -164,19 +164,30 @@ func refsMoved(op rt.Op) bool {
 	return found
 }
 
-// elideConcat elides what it may of the Concat at step index s (its ops
-// are left nil) and reports whether it moved any part.
-func (p *plan) elideConcat(s int, use map[*tensor]*rootUse) bool {
+// concatAt returns the step at index s and its output when the step is a
+// lowered Concat whose output is a storage root in the arena, computed
+// by the plan; else a nil output.
+func (p *plan) concatAt(s int) (*step, *tensor) {
 	st := &p.steps[s]
 	n := st.node
 	if n == nil || n.Op != "Concat" || len(st.ops) == 0 || len(n.Outputs) != 1 || n.Outputs[0] < 0 || n.Outputs[0] >= len(p.tensors) {
-		return false
+		return st, nil
 	}
 	y := p.tensors[n.Outputs[0]]
 	if y.root != y || y.where != inArena || y.value != nil || y.input {
+		return st, nil
+	}
+	return st, y
+}
+
+// elideConcat elides what it may of the Concat at step index s (its ops
+// are left nil) and reports whether it moved any part.
+func (p *plan) elideConcat(s int, use map[*tensor]*rootUse) bool {
+	st, y := p.concatAt(s)
+	if y == nil {
 		return false
 	}
-	parts := concatParts(p, n, st.ops, y)
+	parts := concatParts(p, st.node, st.ops, y)
 	if parts == nil {
 		return false
 	}
@@ -215,16 +226,11 @@ func (p *plan) elideConcat(s int, use map[*tensor]*rootUse) bool {
 // batch > 1), into the output (rt.Conv.StrideY), leaving the parts' copies
 // nil, and reports whether it retargeted any.
 func (p *plan) convsIntoConcat(s int, use map[*tensor]*rootUse) bool {
-	st := &p.steps[s]
-	n := st.node
-	if n == nil || n.Op != "Concat" || len(st.ops) == 0 || len(n.Outputs) != 1 || n.Outputs[0] < 0 || n.Outputs[0] >= len(p.tensors) {
+	st, y := p.concatAt(s)
+	if y == nil || use[y] == nil {
 		return false
 	}
-	y := p.tensors[n.Outputs[0]]
 	uy := use[y]
-	if y.root != y || y.where != inArena || y.value != nil || y.input || uy == nil {
-		return false
-	}
 	done := false
 	for i, op := range st.ops {
 		cp, ok := op.(*rt.Unary)
