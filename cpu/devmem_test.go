@@ -19,7 +19,7 @@ func TestMemPool(t *testing.T) {
 }
 
 // TestConvStrideY runs the shared check of rt.Conv.StrideY (images apart
-// in a Concat's output), which this backend runs image by image.
+// in a Concat's output), which this backend refuses.
 func TestConvStrideY(t *testing.T) {
 	d := NewDevice()
 	defer d.Close()

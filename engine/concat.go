@@ -40,7 +40,7 @@ import (
 // activation, without a residual) that nothing but the Concat reads is
 // then written there directly instead: the Conv's Y becomes that stretch,
 // its images rt.Conv.StrideY apart, where the device supports it
-// (plan.optional), and the part's tensor and copy disappear. SqueezeNet's
+// (plan.canRun), and the part's tensor and copy disappear. SqueezeNet's
 // fire modules and Inception's branches are such Concats.
 //
 // Parts that fail stay copies. VRUN_CONCAT_ELIDE=0 turns the pass off
@@ -261,7 +261,7 @@ func (p *plan) convsIntoConcat(s int, use map[*tensor]*rootUse) bool {
 			continue
 		}
 		c, ok := stridedConvInto(at, cp, r)
-		if !ok || !p.optional(c) {
+		if !ok || !p.canRun(c) {
 			continue
 		}
 		p.steps[atS].ops[atI] = c

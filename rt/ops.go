@@ -312,25 +312,6 @@ func (o *Conv) ImageStrideY() int {
 	return o.StrideY
 }
 
-// Image returns the convolution of image n of o alone: N = 1, with X, Y
-// and Res at that image's offsets and StrideY 0. A backend without a
-// kernel for a StrideY may run a Conv image by image.
-func (o *Conv) Image(n int) Conv {
-	c := *o
-	c.N, c.StrideY = 1, 0
-	c.X = imageRef(o.X, n*o.C*o.H*o.Width, 1, o.C, o.H, o.Width)
-	c.Y = imageRef(o.Y, n*o.ImageStrideY(), 1, o.K, o.OH, o.OW)
-	if o.Res.Buf != nil {
-		c.Res = imageRef(o.Res, n*o.ImageStrideY(), 1, o.K, o.OH, o.OW)
-	}
-	return c
-}
-
-// imageRef is the contiguous view of shape at element off of r.
-func imageRef(r Ref, off int, shape ...int) Ref {
-	return Ref{Buf: r.Buf, Off: r.Off + int64(off)*int64(r.DType.Size()), DType: r.DType, Shape: shape}
-}
-
 // DenseY reports whether Y (and Res) are contiguous [N, K, OH, OW]: StrideY
 // is 0 or K*OH*OW, or there is at most one image.
 func (o *Conv) DenseY() bool { return o.StrideY == 0 || o.N <= 1 || o.StrideY == o.K*o.OH*o.OW }
