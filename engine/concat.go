@@ -227,8 +227,8 @@ func (p *plan) elideConcat(s int, use map[*tensor]*rootUse) bool {
 // nil, and reports whether it retargeted any.
 func (p *plan) convsIntoConcat(s int, use map[*tensor]*rootUse) bool {
 	st, y := p.concatAt(s)
-	if y == nil || use[y] == nil {
-		return false
+	if y == nil || use[y] == nil || !p.mayFuse() {
+		return false // mayFuse: a plan without a device cannot ask it
 	}
 	uy := use[y]
 	done := false
