@@ -268,6 +268,29 @@ func TestCacheCorruption(t *testing.T) {
 	}
 }
 
+// TestCacheKeySource checks that a program binary's cache key follows its
+// source: a kernel file changed by one character (as a kernel signature
+// change does) gets another key, so that no binary built from the former
+// source is loaded for it.
+func TestCacheKeySource(t *testing.T) {
+	for _, file := range []string{"gemm.cl", "conv.cl"} {
+		src := kernelSource(file)
+		opts := "-DT=float -DACC=float"
+		k := cacheKey("dev", "drv", src, opts)
+		if k2 := cacheKey("dev", "drv", src, opts); k2 != k {
+			t.Errorf("%s: key %s, then %s for the same source", file, k, k2)
+		}
+		i := strings.Index(src, "int hasRes")
+		if i < 0 {
+			t.Fatalf("%s: no hasRes argument in its source", file)
+		}
+		changed := src[:i] + "int hasRes, long SX" + src[i+len("int hasRes"):]
+		if cacheKey("dev", "drv", changed, opts) == k {
+			t.Errorf("%s: the same key %s for a changed source", file, k)
+		}
+	}
+}
+
 // TestBuildErrorLog checks that a compiler error is reported with its log.
 func TestBuildErrorLog(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev *device) {

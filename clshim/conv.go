@@ -55,6 +55,8 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 	a.acc(dt, o.Act.Beta)
 	a.ref(d, o.Res)
 	a.i32(b01(o.Res.Buf != nil))
+	// SY: the elements between the images of Y and Res (rt.Conv.StrideY).
+	a.i64(int64(o.ImageStrideY()))
 	if direct {
 		lx := 1
 		for lx < o.OW && lx < 32 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vrun-go/vrun/internal/backendtest"
+	"github.com/vrun-go/vrun/rt"
 )
 
 func TestMemory(t *testing.T) {
@@ -23,7 +24,25 @@ func TestMemory(t *testing.T) {
 }
 
 // TestConvStrideY runs the shared check of rt.Conv.StrideY (images apart
-// in a Concat's output), which this backend refuses.
+// in a Concat's output) on the device's own choice of conv kernels
+// (conv_gemm, and conv_direct for few channels per group), then again on a
+// small forced tile with the GEMM depth split in three (split-K's
+// epilogue writes Y).
 func TestConvStrideY(t *testing.T) {
-	forEachDevice(t, func(t *testing.T, d *device) { backendtest.ConvStrideY(t, d) })
+	forEachDevice(t, func(t *testing.T, d *device) {
+		// The shared check accepts a refusal; this backend must not refuse.
+		op := &rt.Conv{N: 2, C: 4, H: 3, Width: 3, K: 8, OH: 3, OW: 3, KH: 1, KW: 1, StrideH: 1, StrideW: 1,
+			DilH: 1, DilW: 1, Groups: 1, StrideY: 100,
+			X: rt.Ref{DType: rt.F32, Shape: []int{72}}, W: rt.Ref{DType: rt.F32, Shape: []int{32}},
+			Y: rt.Ref{DType: rt.F32, Shape: []int{172}}}
+		if err := d.Supports(op); err != nil {
+			t.Fatalf("Supports of a Conv with StrideY: %v, want nil", err)
+		}
+		backendtest.ConvStrideY(t, d)
+		t.Run("split3", func(t *testing.T) {
+			defer func() { d.gemmForce, d.splitForce = nil, 0 }()
+			d.gemmForce, d.splitForce = &gemmShape{32, 32, 16, 4, 4}, 3
+			backendtest.ConvStrideY(t, d)
+		})
+	})
 }

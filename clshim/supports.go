@@ -24,7 +24,8 @@ func unsupported(op rt.Op, dt rt.DType, reason string) error {
 
 // supports mirrors the CPU backend's dtype rules, plus the device's
 // capabilities (f64 needs cl_khr_fp64), and runs a Conv with a residual
-// (rt.Conv.Res) of Y's dtype.
+// (rt.Conv.Res) of Y's dtype and a Conv whose images of Y and Res are
+// StrideY apart (conv_gemm and conv_direct index them so).
 func (d *device) supports(op rt.Op) error {
 	dt := rt.OpDType(op)
 	if !dt.Valid() {
@@ -40,9 +41,6 @@ func (d *device) supports(op rt.Op) error {
 	}
 	if o, ok := op.(*rt.MatMul); ok && o.Res.Buf != nil {
 		return unsupported(op, dt, "MatMul with a residual (Res)")
-	}
-	if o, ok := op.(*rt.Conv); ok && !o.DenseY() {
-		return unsupported(op, dt, "Conv with its images StrideY apart (the engine then keeps the Concat's copy)")
 	}
 	if o, ok := op.(*rt.Conv); ok && o.Res.Buf != nil {
 		// conv_gemm and conv_direct add the residual in their epilogue.

@@ -68,6 +68,22 @@ type rootUse struct {
 	lastWrite int // last step writing it; -1 when none
 }
 
+// rootOps maps each storage root (by the tensor of its slot, as
+// rootOfRef) to the places of the ops that read or write it, in plan
+// order, each place once. elideConcats builds it once; as its passes nil
+// ops and retarget Convs, an entry may go stale (the op there no longer
+// touches the root), so readers check the op at each place again
+// (touchesRoot), and a pass that makes an op touch another root adds its
+// place there (rootOps.add).
+type rootOps map[*tensor][]opPos
+
+// add records that the op at place at touches t, unless it is recorded.
+func (x rootOps) add(t *tensor, at opPos) {
+	if !slices.Contains(x[t], at) {
+		x[t] = append(x[t], at)
+	}
+}
+
 func (u *rootUse) merge(v *rootUse) {
 	u.first = min(u.first, v.first)
 	u.lastRead = max(u.lastRead, v.lastRead)
@@ -92,8 +108,9 @@ func (p *plan) elideConcats() {
 		return
 	}
 	use := map[*tensor]*rootUse{}
+	ops := rootOps{}
 	for s, st := range p.steps {
-		for _, op := range st.ops {
+		for i, op := range st.ops {
 			ods := rt.Operands(op)
 			if ods == nil {
 				return // an op the table does not know: it may touch anything
@@ -105,6 +122,9 @@ func (p *plan) elideConcats() {
 				sl, ok := o.Ref.Buf.(slot)
 				if !ok {
 					continue
+				}
+				if ps := ops[sl.t]; len(ps) == 0 || ps[len(ps)-1] != (opPos{s, i}) {
+					ops[sl.t] = append(ps, opPos{s, i}) // in plan order: once per op
 				}
 				u := use[sl.t]
 				if u == nil {
@@ -122,10 +142,10 @@ func (p *plan) elideConcats() {
 	}
 	moved, retargeted := false, false
 	for s := range p.steps {
-		if p.elideConcat(s, use) {
+		if p.elideConcat(s, use, ops) {
 			moved = true
 		}
-		if p.convsIntoConcat(s, use) {
+		if p.convsIntoConcat(s, use, ops) {
 			retargeted = true
 		}
 	}
@@ -181,8 +201,10 @@ func (p *plan) concatAt(s int) (*step, *tensor) {
 }
 
 // elideConcat elides what it may of the Concat at step index s (its ops
-// are left nil) and reports whether it moved any part.
-func (p *plan) elideConcat(s int, use map[*tensor]*rootUse) bool {
+// are left nil) and reports whether it moved any part. A moved part's
+// ops in the index ops now touch the output's root: their places are
+// added to the output's.
+func (p *plan) elideConcat(s int, use map[*tensor]*rootUse, ops rootOps) bool {
 	st, y := p.concatAt(s)
 	if y == nil {
 		return false
@@ -215,6 +237,9 @@ func (p *plan) elideConcat(s int, use map[*tensor]*rootUse) bool {
 		y.first = min(y.first, r.first, u.first)
 		uy.merge(u)
 		delete(use, r)
+		for _, at := range ops[r] {
+			ops.add(y, at)
+		}
 		st.ops[i] = nil
 		moved = true
 	}
@@ -224,8 +249,10 @@ func (p *plan) elideConcat(s int, use map[*tensor]*rootUse) bool {
 // convsIntoConcat points the Convs that compute parts of the Concat at
 // step index s, where the parts are strided stretches of its output (at
 // batch > 1), into the output (rt.Conv.StrideY), leaving the parts' copies
-// nil, and reports whether it retargeted any.
-func (p *plan) convsIntoConcat(s int, use map[*tensor]*rootUse) bool {
+// nil, and reports whether it retargeted any. ops indexes the ops that
+// touch each storage root; a retargeted Conv's place is added to the
+// output's.
+func (p *plan) convsIntoConcat(s int, use map[*tensor]*rootUse, ops rootOps) bool {
 	st, y := p.concatAt(s)
 	if y == nil || use[y] == nil || !p.mayFuse() {
 		return false // mayFuse: a plan without a device cannot ask it
@@ -246,15 +273,14 @@ func (p *plan) convsIntoConcat(s int, use map[*tensor]*rootUse) bool {
 		// The part's only other op must be the Conv that writes it whole.
 		var at *rt.Conv
 		var atS, atI, others int
-		for s2, st2 := range p.steps {
-			for i2, op2 := range st2.ops {
-				if hit, _ := touchesRoot(op2, r); !hit || (s2 == s && i2 == i) {
-					continue
-				}
-				others++
-				if c, ok := op2.(*rt.Conv); ok {
-					at, atS, atI = c, s2, i2
-				}
+		for _, pos := range ops[r] {
+			op2 := p.steps[pos.s].ops[pos.i]
+			if hit, _ := touchesRoot(op2, r); !hit || pos == (opPos{s, i}) {
+				continue
+			}
+			others++
+			if c, ok := op2.(*rt.Conv); ok {
+				at, atS, atI = c, pos.s, pos.i
 			}
 		}
 		if others != 1 || at == nil || atS >= s {
@@ -265,6 +291,7 @@ func (p *plan) convsIntoConcat(s int, use map[*tensor]*rootUse) bool {
 			continue
 		}
 		p.steps[atS].ops[atI] = c
+		ops.add(y, opPos{atS, atI})
 		st.ops[i] = nil
 		y.first = min(y.first, u.first)
 		uy.merge(u)

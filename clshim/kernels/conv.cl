@@ -5,14 +5,15 @@
 // for convolutions with few output channels per group (depthwise): no
 // integer division in the index math, weights of one channel shared by
 // the work-group's rows. hasRes adds the residual Res[ro + the output's
-// index] (rt.Conv.Res) before the activation.
+// index] (rt.Conv.Res) before the activation. SY is the elements between
+// the images of Y and Res (rt.Conv.ImageStrideY: Kc*OH*OW when dense).
 #if !defined(ONE_KERNEL) || defined(KERNEL_conv_direct)
 __kernel void conv_direct(__global const T* X, long xo, __global const WT* W, long wo,
                           __global const T* bias, long bio, __global T* Y, long yo,
                           int C, int H, int Wd, int Kc, int OH, int OW, int KH, int KW,
                           int SH, int SW, int PT, int PL, int DH, int DW, int G,
                           int hasBias, int actFn, ACC actA, ACC actB,
-                          __global const T* Res, long ro, int hasRes) {
+                          __global const T* Res, long ro, int hasRes, long SY) {
 	int ow = get_global_id(0), oh = get_global_id(1);
 	if (ow >= OW || oh >= OH) return;
 	int z = get_global_id(2);
@@ -34,7 +35,7 @@ __kernel void conv_direct(__global const T* X, long xo, __global const WT* W, lo
 			}
 		}
 	}
-	long yi = ((long)z * OH + oh) * OW + ow;
+	long yi = (long)img * SY + ((long)k * OH + oh) * OW + ow;
 	if (hasRes) s += LD(Res, ro + yi);
 	ST(Y, yo + yi, act(actFn, s, actA, actB));
 }

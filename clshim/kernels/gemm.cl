@@ -166,7 +166,8 @@ void gemm(__global const T* A, long ao, __global const WT* B, long bo,
 // conv_gemm: for image n and group g (z = n*G + g), Y[k, p] =
 // W_g[k, r] @ col[r, p] with r = (c, kh, kw), p = (oh, ow); bias, the
 // residual (hasRes: Res[n, k, oh, ow] at Res + ro, rt.Conv.Res) and the
-// activation in the epilogue, in that order.
+// activation in the epilogue, in that order. SY is the elements between
+// the images of Y and Res (rt.Conv.ImageStrideY: Kc*OH*OW when dense).
 #if !defined(ONE_KERNEL) || defined(KERNEL_conv_gemm)
 __kernel __attribute__((reqd_work_group_size(RN, RM, 1)))
 void conv_gemm(__global const T* X, long xo, __global const WT* W, long wo,
@@ -174,7 +175,7 @@ void conv_gemm(__global const T* X, long xo, __global const WT* W, long wo,
                int C, int H, int Wd, int Kc, int OH, int OW, int KH, int KW,
                int SH, int SW, int PT, int PL, int DH, int DW, int G,
                int hasBias, int actFn, ACC actA, ACC actB,
-               __global const T* Res, long ro, int hasRes,
+               __global const T* Res, long ro, int hasRes, long SY,
                int S, __global ACC* part, long pao, __global uint* cnt, long cno) {
 	__local ACC4 As[TK][PM / 4];
 	__local ACC4 Bs[TK][PN / 4];
@@ -277,7 +278,7 @@ void conv_gemm(__global const T* X, long xo, __global const WT* W, long wo,
 			}
 		if (tid == 0) cnt[cno + t] = 0;
 	}
-	long yb = ((long)img * Kc + (long)g * Kg) * P;
+	long yb = (long)img * SY + (long)g * Kg * P;
 	for (int i = 0; i < WM; i++) {
 		int gm = m0 + ROW(i);
 		if (gm >= Kg) continue;
