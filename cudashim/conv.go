@@ -22,10 +22,6 @@ func (l *lowering) Conv(o *rt.Conv) {
 	if cols == 0 || o.K == 0 {
 		return
 	}
-	if !o.DenseY() { // images StrideY apart: cuDNN only (convstride.go)
-		l.convStrided(o)
-		return
-	}
 	switch {
 	case useSplitK() && (forceSK.on || skSmallGrid(o)):
 		l.convSK(o, pickSK(o))

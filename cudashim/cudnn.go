@@ -48,14 +48,6 @@ import (
 // off, and VRUN_CUDA_CUDNN_FUSE=1 limits it to a bias with a ReLU or no
 // activation and no residual (on the H100, 2026-12-06: mobilenet_v2 0.52
 // ms against 0.45 with the default, resnet50 1.11 against 1.02).
-//
-// Images apart (rt.Conv.StrideY, a Conv writing its part of a channel
-// Concat's output at batch > 1): Y's descriptor then carries the strides
-// (StrideY, OH*OW, OW, 1), through cudnnSetTensor4dDescriptorEx, and so
-// does the fused call's Z (the residual, laid out like Y); the bias copy,
-// the residual Add and the activation that run as elementwise kernels
-// take the same strides. Only this path writes such a Y: convstride.go
-// refuses a strided Conv that would run on a built-in kernel.
 
 const dnnEnv = "VRUN_CUDA_CUDNN"
 
@@ -75,11 +67,10 @@ var dnnNames = []string{
 }
 
 // dnnOptNames follow dnnNames in the VR_cudnn* enum: entry points vrun
-// uses when present (the fused conv + bias + activation; the strided
-// output descriptor of a Conv with its images StrideY apart).
+// uses when present (the fused conv + bias + activation).
 var dnnOptNames = []string{
 	"cudnnCreateActivationDescriptor", "cudnnSetActivationDescriptor", "cudnnDestroyActivationDescriptor",
-	"cudnnConvolutionBiasActivationForward", "cudnnSetTensor4dDescriptorEx",
+	"cudnnConvolutionBiasActivationForward",
 }
 
 func init() {
@@ -295,30 +286,16 @@ func (l *lowering) addr(r rt.Ref) (uint64, bool) {
 // dnnConv records o through cuDNN and reports true, or reports false
 // (having recorded nothing) when o must run on the built-in kernel.
 func (l *lowering) dnnConv(o *rt.Conv) bool {
-	ok, _ := l.dnnTry(o)
-	return ok
-}
-
-// dnnTry is dnnConv; when it records nothing it also says why.
-func (l *lowering) dnnTry(o *rt.Conv) (bool, string) {
 	d := l.d
-	switch {
-	case l.err != nil:
-		return false, l.err.Error()
-	case !dnnEligible(o):
-		return false, "not exactly cuDNN's convolution (asymmetric pads, dtype or sizes)"
-	case !useCudnn():
-		return false, "cuDNN disabled (" + dnnEnv + "=0)"
-	}
-	if err := loadCudnn(); err != nil {
-		return false, "cuDNN " + err.Error()
+	if l.err != nil || !dnnEligible(o) || !useCudnn() || loadCudnn() != nil {
+		return false
 	}
 	x, okx := l.addr(o.X)
 	w, okw := l.addr(o.W)
 	y, oky := l.addr(o.Y)
 	// cuDNN's vectorized kernels assume 16-byte aligned tensors.
 	if !okx || !okw || !oky || (x|w|y)%16 != 0 {
-		return false, "X, W or Y not 16-byte aligned"
+		return false
 	}
 	c := &dnnConv{x: x, w: w, y: y}
 	if err := d.dnnSetup(o, &c.c); err != nil {
@@ -326,15 +303,14 @@ func (l *lowering) dnnTry(o *rt.Conv) (bool, string) {
 		d.dnn.mu.Lock()
 		d.dnn.last = err.Error()
 		d.dnn.mu.Unlock()
-		return false, err.Error()
+		return false
 	}
 	l.ptr(o.X)
 	l.ptr(o.W)
 	l.ptr(o.Y)
 	dt := o.X.DType
-	// Y as [N, K, OH*OW], its images yImageStride apart (dense: contiguous).
 	yv := o.Y
-	yv.Shape, yv.Strides = []int{o.N, o.K, o.OH * o.OW}, []int{yImageStride(o), o.OH * o.OW, 1}
+	yv.Shape, yv.Strides = []int{o.N, o.K, o.OH * o.OW}, nil
 	act := o.Act.Fn != rt.Copy
 	if fused, resDone, actDone := l.dnnFuse(o, c); fused {
 		l.out = append(l.out, launch{kernel: -1, dnn: c})
@@ -357,28 +333,10 @@ func (l *lowering) dnnTry(o *rt.Conv) (bool, string) {
 	}
 	if l.err != nil { // the op fails to record: nothing will free c
 		C.vr_dnn_conv_free(&c.c)
-		return true, ""
+		return true
 	}
 	d.dnn.used.Add(1)
-	return true, ""
-}
-
-// dnnCanStride reports whether the loaded cuDNN can describe a Y with its
-// images apart (cudnnSetTensor4dDescriptorEx).
-func dnnCanStride() bool {
-	return loadCudnn() == nil && C.vr_dnn[C.VR_cudnnSetTensor4dDescriptorEx] != nil
-}
-
-// dnnProbe sets o up as dnnConv would, descriptors and algorithm through
-// the device's query handle, and frees what it made: nil when cuDNN takes
-// o, else why not.
-func (d *Device) dnnProbe(o *rt.Conv) error {
-	var c C.vr_dnn_conv
-	if err := d.dnnSetup(o, &c); err != nil {
-		return err
-	}
-	C.vr_dnn_conv_free(&c)
-	return nil
+	return true
 }
 
 // dnnCanFuse reports whether the loaded cuDNN has the fused conv + bias +
@@ -388,16 +346,15 @@ func dnnCanFuse() bool {
 }
 
 // dnnRes records Y += Res, in place, when o has a residual (that the
-// convolution call did not add). Both are [N, K*OH*OW], their images
-// yImageStride apart.
+// convolution call did not add).
 func (l *lowering) dnnRes(o *rt.Conv) {
 	if o.Res.Buf == nil {
 		return
 	}
-	shape, strides := []int{o.N, o.K * o.OH * o.OW}, []int{yImageStride(o), 1}
+	n := int(rt.Extent(o.N, o.K, o.OH, o.OW))
 	yv, rv := o.Y, o.Res
-	yv.Shape, yv.Strides = shape, strides
-	rv.Shape, rv.Strides = shape, strides
+	yv.Shape, yv.Strides = []int{n}, nil
+	rv.Shape, rv.Strides = []int{n}, nil
 	k := kEwBinaryF
 	if o.X.DType == rt.F64 {
 		k = kEwBinaryD
@@ -501,7 +458,7 @@ func (d *Device) dnnSetup(o *rt.Conv, c *C.vr_dnn_conv) error {
 	ci := func(v int) C.int { return C.int(v) }
 	st := C.vr_dnn_conv_setup(d.dnn.handle, c, dtype, compute, mathType,
 		ci(o.N), ci(o.C), ci(o.H), ci(o.Width), ci(o.K), ci(o.KH), ci(o.KW), ci(o.OH), ci(o.OW),
-		ci(o.PadT), ci(o.PadL), ci(o.StrideH), ci(o.StrideW), ci(o.DilH), ci(o.DilW), ci(o.Groups), ci(yImageStride(o)),
+		ci(o.PadT), ci(o.PadL), ci(o.StrideH), ci(o.StrideW), ci(o.DilH), ci(o.DilW), ci(o.Groups),
 		C.uint(dnnAlgoMask), C.int(noTensorOps), C.size_t(dnnWorkspaceLimit), &step)
 	what := "cudnn setup"
 	if step != nil {

@@ -110,11 +110,6 @@ typedef cudnnStatus_t(VR_API* pfn_cudnnConvolutionBiasActivationForward)(
     cudnnHandle_t, const void*, cudnnTensorDescriptor_t, const void*, cudnnFilterDescriptor_t, const void*,
     cudnnConvolutionDescriptor_t, int, void*, size_t, const void*, cudnnTensorDescriptor_t, const void*,
     cudnnTensorDescriptor_t, const void*, cudnnActivationDescriptor_t, cudnnTensorDescriptor_t, void*);
-// (desc, dataType, n, c, h, w, nStride, cStride, hStride, wStride): no
-// format argument; the strides are in elements. Y's descriptor of a Conv
-// whose images are rt.Conv.StrideY apart.
-typedef cudnnStatus_t(VR_API* pfn_cudnnSetTensor4dDescriptorEx)(cudnnTensorDescriptor_t, int, int, int, int, int, int,
-                                                                   int, int, int);
 
 enum {
   VR_cudnnGetVersion, VR_cudnnGetErrorString, VR_cudnnCreate, VR_cudnnDestroy, VR_cudnnSetStream,
@@ -125,7 +120,7 @@ enum {
   VR_cudnnGetConvolutionForwardAlgorithm_v7, VR_cudnnGetConvolutionForwardWorkspaceSize,
   VR_cudnnConvolutionForward,
   VR_cudnnCreateActivationDescriptor, VR_cudnnSetActivationDescriptor, VR_cudnnDestroyActivationDescriptor,
-  VR_cudnnConvolutionBiasActivationForward, VR_cudnnSetTensor4dDescriptorEx,
+  VR_cudnnConvolutionBiasActivationForward,
   VR_DNN_COUNT
 };
 
@@ -179,13 +174,9 @@ static void vr_dnn_conv_free(vr_dnn_conv* c) {
 // Values of *step that are not cuDNN calls (the status is then 0).
 #define VR_DNN_STEP_DIMS "output dims differ from the op's"
 #define VR_DNN_STEP_ALGO "no suitable forward algorithm"
-#define VR_DNN_STEP_STRIDE "cudnnSetTensor4dDescriptorEx missing (Y with its images apart)"
 
 // vr_dnn_conv_setup creates and sets the descriptors of an NCHW
-// convolution with symmetric pads (padh, padw), its output images ystride
-// elements apart (k*oh*ow: packed; more: each image (k, oh, ow) packed,
-// through cudnnSetTensor4dDescriptorEx, which must then be present; the
-// fused call's Z shares Y's descriptor), checks that cuDNN's output
+// convolution with symmetric pads (padh, padw), checks that cuDNN's output
 // dims are (n, k, oh, ow), and picks the first algorithm of the v7
 // heuristics (best first) that succeeds, is in allowMask (bit per
 // cudnnConvolutionFwdAlgo_t), has a workspace of at most wsLimit bytes and,
@@ -194,7 +185,7 @@ static void vr_dnn_conv_free(vr_dnn_conv* c) {
 // returns its status, a vrun-side refusal returns 0 with *step set.
 static cudnnStatus_t vr_dnn_conv_setup(cudnnHandle_t h, vr_dnn_conv* c, int dtype, int computeType, int mathType,
                                        int n, int ch, int hh, int ww, int k, int kh, int kw, int oh, int ow,
-                                       int padh, int padw, int sh, int sw, int dh, int dw, int groups, int ystride,
+                                       int padh, int padw, int sh, int sw, int dh, int dw, int groups,
                                        unsigned allowMask, int noTensorOps, size_t wsLimit, const char** step) {
   cudnnStatus_t s;
   memset(c, 0, sizeof(*c));
@@ -211,17 +202,8 @@ static cudnnStatus_t vr_dnn_conv_setup(cudnnHandle_t h, vr_dnn_conv* c, int dtyp
   VR_TRY(DNN(cudnnCreateConvolutionDescriptor)(&c->conv), "cudnnCreateConvolutionDescriptor");
   VR_TRY(DNN(cudnnSetTensor4dDescriptor)(c->x, VR_CUDNN_TENSOR_NCHW, dtype, n, ch, hh, ww),
          "cudnnSetTensor4dDescriptor(X)");
-  if (ystride == k * oh * ow) {
-    VR_TRY(DNN(cudnnSetTensor4dDescriptor)(c->y, VR_CUDNN_TENSOR_NCHW, dtype, n, k, oh, ow),
-           "cudnnSetTensor4dDescriptor(Y)");
-  } else if (!vr_dnn[VR_cudnnSetTensor4dDescriptorEx]) {
-    s = VR_CUDNN_STATUS_SUCCESS;
-    *step = VR_DNN_STEP_STRIDE;
-    goto fail;
-  } else {
-    VR_TRY(DNN(cudnnSetTensor4dDescriptorEx)(c->y, dtype, n, k, oh, ow, ystride, oh * ow, ow, 1),
-           "cudnnSetTensor4dDescriptorEx(Y)");
-  }
+  VR_TRY(DNN(cudnnSetTensor4dDescriptor)(c->y, VR_CUDNN_TENSOR_NCHW, dtype, n, k, oh, ow),
+         "cudnnSetTensor4dDescriptor(Y)");
   VR_TRY(DNN(cudnnSetFilter4dDescriptor)(c->w, dtype, VR_CUDNN_TENSOR_NCHW, k, ch / groups, kh, kw),
          "cudnnSetFilter4dDescriptor");
   VR_TRY(DNN(cudnnSetConvolution2dDescriptor)(c->conv, padh, padw, sh, sw, dh, dw, VR_CUDNN_CROSS_CORRELATION,

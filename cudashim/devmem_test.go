@@ -18,10 +18,7 @@ func TestMemory(t *testing.T) {
 }
 
 // TestConvStrideY runs the shared check of rt.Conv.StrideY (images apart
-// in a Concat's output), which this backend runs through cuDNN and refuses
-// elsewhere (convstride.go; TestConvStrideYCudnn covers the cuDNN path
-// more widely: of the shared cases only the 16-byte aligned one reaches
-// it).
+// in a Concat's output), which this backend refuses.
 func TestConvStrideY(t *testing.T) {
 	backendtest.ConvStrideY(t, openTest(t, false))
 }

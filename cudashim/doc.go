@@ -151,11 +151,7 @@
 // depth split across blocks (split-K into a per-stream scratch buffer,
 // then a deterministic reduction applying bias, residual and activation),
 // which also compute rt.Conv.Res; VRUN_CUDA_SPLITK=0 turns that path off
-// (see convsk.go). A Conv with its images rt.Conv.StrideY apart (writing
-// into a channel Concat's output at batch > 1) runs only where it would
-// run on cuDNN, whose output descriptor takes the stride; Supports
-// refuses it wherever one of the built-in kernels would run it, and the
-// engine keeps the Concat's copy (see convstride.go). ConvTranspose, Pool, Reduce, Softmax, Normalize and
+// (see convsk.go). ConvTranspose, Pool, Reduce, Softmax, Normalize and
 // Gather have direct kernels.
 //
 // # Errors

@@ -36,11 +36,6 @@ func (d *Device) Supports(op rt.Op) error {
 	if err := supports(op); err != nil {
 		return err
 	}
-	if o, ok := op.(*rt.Conv); ok && !o.DenseY() {
-		if err := d.convStrideSupported(o, true); err != nil {
-			return err
-		}
-	}
 	if o, ok := op.(*rt.MatMul); ok && o.Res.Buf != nil && !d.cublas {
 		return unsupported(op, o.A.DType, "MatMul with a residual (Res) without cuBLAS")
 	}
@@ -55,11 +50,13 @@ func unsupported(op rt.Op, dt rt.DType, reason string) error {
 }
 
 // supports applies the reference (CPU) dtype rules, which this backend
-// implements in full. A Conv with its images StrideY apart passes them as
-// its dense form does; the device checks its path (convstride.go).
+// implements in full.
 func supports(op rt.Op) error {
 	if o, ok := op.(*rt.Attention); ok {
 		return attentionSupported(o)
+	}
+	if o, ok := op.(*rt.Conv); ok && !o.DenseY() {
+		return unsupported(op, o.X.DType, "Conv with its images StrideY apart (the engine then keeps the Concat's copy)")
 	}
 	if o, ok := op.(*rt.Conv); ok && o.Res.Buf != nil {
 		return convResSupported(o)
@@ -105,9 +102,6 @@ func (d *Device) validate(op rt.Op) error {
 		if rt.Extent(o.N, o.C, o.H, o.Width) > math.MaxInt32 || rt.Extent(o.N, o.K, o.OH, o.OW) > math.MaxInt32 ||
 			rt.Extent(o.K, o.C/o.Groups, o.KH, o.KW) > math.MaxInt32 {
 			return unsupported(op, o.X.DType, "tensors of 2^31 or more elements")
-		}
-		if !o.DenseY() {
-			return d.convStrideSupported(o, false)
 		}
 	}
 	return nil
