@@ -140,11 +140,6 @@ func gemvUnroll(cfg gemvConfig, column bool, dt rt.DType, rows int64) int64 {
 	return u
 }
 
-// gemvCol8 (benchmarks: false turns it off) lets column mode with f16
-// weights load eight a lane (one 128-bit load) where L and the weights'
-// offset and stride are multiples of 8; else four a lane (64-bit).
-var gemvCol8 = true
-
 // gemvTarget is the column-mode workgroups wanted on a GPU (H200: 132
 // SMs): fewer split K into slices (a var for BenchmarkGEMVShapes).
 var gemvTarget int64 = 132 * 8
@@ -255,7 +250,7 @@ func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, kdt string, binds []bind, rea
 	}
 	per := lanes
 	switch {
-	case vec && half && gemvCol8 && !wisA && aligned(8, L, offW, sw):
+	case vec && half && !wisA && aligned(8, L, offW, sw):
 		// f16 weights: eight outputs a lane, one 128-bit load
 		p[3] |= 64
 		per *= 8

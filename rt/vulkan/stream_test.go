@@ -284,19 +284,11 @@ func BenchmarkGEMV(b *testing.B) {
 			name = "f32w16"
 		}
 		wb := newBuf(b, d, wt, k*n, w)
-		op := func() rt.Op {
-			return &rt.MatMul{A: x.ref([]int{k}, nil), B: wb.ref([]int{k * n}, nil), Y: y.ref([]int{n}, nil),
+		b.Run(name, func(b *testing.B) {
+			op := &rt.MatMul{A: x.ref([]int{k}, nil), B: wb.ref([]int{k * n}, nil), Y: y.ref([]int{n}, nil),
 				Batch: 1, M: 1, N: n, K: k, Alpha: 1}
-		}
-		b.Run(name, func(b *testing.B) { benchOp(b, d, op(), 0, float64(k*n*wt.Size())) })
-		if wt == rt.F16 {
-			// four f16 weights a lane (64-bit loads), the former column mode
-			b.Run(name+"-col4", func(b *testing.B) {
-				defer func() { gemvCol8 = true }()
-				gemvCol8 = false
-				benchOp(b, d, op(), 0, float64(k*n*wt.Size()))
-			})
-		}
+			benchOp(b, d, op, 0, float64(k*n*wt.Size()))
+		})
 	}
 }
 
