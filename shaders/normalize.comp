@@ -154,14 +154,16 @@ void vrows() {
 	uint team, lane, nteams;
 	vrows_team(L, team, lane, nteams);
 	CT eps = pc_real(pc.eps);
-	vec4 v[VC], nv[VC];
 	for (uint r = team; r < pc.outer; r += nteams) {
-		uint by = (pc.offY >> 2) + r * n4;
-		if (PF == 0u || r == team) VROWS_LOAD(v, r, vec4(0));
-		if (PF != 0u && r + nteams < pc.outer) VROWS_LOAD(nv, r + nteams, vec4(0));
+		uint bx = (pc.offX >> 2) + r * n4, by = (pc.offY >> 2) + r * n4;
+		vec4 v[VC];
 		CT acc = CT(0);
 		[[unroll]] for (uint j = 0u; j < VC; j++) {
-			if (j * L < n4) acc += vrows_hsum(v[j]); // uniform
+			if (j * L < n4) { // uniform
+				uint k = lane + j * L;
+				v[j] = k < n4 ? vec4(X_VLD(x4[bx + k])) : vec4(0);
+				acc += vrows_hsum(v[j]);
+			}
 		}
 		if (L >= WG) acc = wgsum(acc, t);
 		else VROWS_REDUCE(acc, L, vrows_add);
@@ -184,9 +186,6 @@ void vrows() {
 				if ((pc.flags & 2u) != 0u) w += vec4(X_VLD(bi4[(pc.offB >> 2) + k]));
 				y4[by + k] = Y_VST(w);
 			}
-		}
-		if (PF != 0u) {
-			[[unroll]] for (uint j = 0u; j < VC; j++) v[j] = nv[j];
 		}
 	}
 }

@@ -186,14 +186,16 @@ void vrows() {
 	vrows_team(L, team, lane, nteams);
 	CT low = -CT(M_INF);
 	bool lg = pc.logsm != 0u;
-	vec4 v[VC], nv[VC];
 	for (uint r = team; r < pc.outer; r += nteams) {
-		uint by = (pc.offY >> 2) + r * n4;
-		if (PF == 0u || r == team) VROWS_LOAD(v, r, vec4(low));
-		if (PF != 0u && r + nteams < pc.outer) VROWS_LOAD(nv, r + nteams, vec4(low));
+		uint bx = (pc.offX >> 2) + r * n4, by = (pc.offY >> 2) + r * n4;
+		vec4 v[VC];
 		CT m = low;
 		[[unroll]] for (uint j = 0u; j < VC; j++) {
-			if (j * L < n4) m = max(m, vrows_hmax(v[j])); // uniform
+			if (j * L < n4) { // uniform
+				uint k = lane + j * L;
+				v[j] = k < n4 ? vec4(X_VLD(x4[bx + k])) : vec4(low);
+				m = max(m, vrows_hmax(v[j]));
+			}
 		}
 		if (L >= WG) m = wgmax(m, t);
 		else VROWS_REDUCE(m, L, max);
@@ -214,9 +216,6 @@ void vrows() {
 		[[unroll]] for (uint j = 0u; j < VC; j++) {
 			uint k = lane + j * L;
 			if (j * L < n4 && k < n4) y4[by + k] = Y_VST(lg ? v[j] - vec4(ls) : v[j] * inv);
-		}
-		if (PF != 0u) {
-			[[unroll]] for (uint j = 0u; j < VC; j++) v[j] = nv[j];
 		}
 	}
 }

@@ -12,23 +12,6 @@
 
 layout(constant_id = 1) const uint VC = 8u;
 
-// PF (spec constant 3, softmax and layer norm): 1 loads a team's next row
-// into registers before it reduces and stores the current one, so that
-// its loads are in flight across the reductions' barriers (the grid is
-// then sized for a few rows per team: rt/vulkan's vrowPrefetch).
-layout(constant_id = 3) const uint PF = 0u;
-
-// VROWS_LOAD(v, r, pad) loads this lane's vectors of row r (vector j at
-// lane + j*L of the row's n4) into v, pad past the row's end; the includer
-// has X's vector view x4 and the variables L, lane and n4.
-#define VROWS_LOAD(v, r, pad) \
-	[[unroll]] for (uint j_ = 0u; j_ < VC; j_++) { \
-		if (j_ * L < n4) { \
-			uint k_ = lane + j_ * L; \
-			v[j_] = k_ < n4 ? vec4(X_VLD(x4[(pc.offX >> 2) + (r) * n4 + k_])) : (pad); \
-		} \
-	}
-
 // vrows_team sets the team of this invocation, its lane in the team and
 // the number of teams of the dispatch.
 void vrows_team(uint L, out uint team, out uint lane, out uint nteams) {

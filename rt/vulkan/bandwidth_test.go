@@ -486,11 +486,6 @@ func BenchmarkBandwidth(b *testing.B) {
 		run(fmt.Sprintf("softmax-rows-wg%d", wg), softmax, 2*nb, knob(&vrowWG, wg))
 		run(fmt.Sprintf("layernorm-rows-wg%d", wg), layernorm, 2*nb, knob(&vrowWG, wg))
 	}
-	// the next row loaded before the current one is reduced (-pf<groups>)
-	for _, g := range []int{132 * 2, 132 * 4, 132 * 8} {
-		run(fmt.Sprintf("softmax-rows-pf%d", g), softmax, 2*nb, knob(&vrowPrefetch, g))
-		run(fmt.Sprintf("layernorm-rows-pf%d", g), layernorm, 2*nb, knob(&vrowPrefetch, g))
-	}
 	run("softmax-rows-fullvc", softmax, 2*nb, fullvc)
 	run("layernorm-rows-fullvc", layernorm, 2*nb, fullvc)
 	// short rows (attention scores, BERT's hidden size): several rows per

@@ -87,12 +87,6 @@ var (
 	reduceVecLoads = 4
 )
 
-// vrowPrefetch, when > 0, runs softmax and layer norm's rows given to a
-// whole workgroup on at most that many workgroups, each loading its next
-// row before it reduces and stores the current one (vrows.glsl's PF):
-// their loads stay in flight across the reductions' barriers.
-var vrowPrefetch = 0
-
 // rowWG is the workgroup size for rows given to a whole workgroup with
 // the knob k (vrowWG or reduceWG).
 func (l *lowering) rowWG(k int) int {
@@ -117,9 +111,6 @@ func (l *lowering) vrowSpec(lanes, n int) []uint32 {
 	vc := vrowVectors
 	if !vrowFullVC {
 		vc = min(max((n/4+lanes-1)/lanes, 1), vrowVectors)
-	}
-	if vrowPrefetch > 0 && lanes > int(l.d.phys.caps.subgroupSize) {
-		return []uint32{uint32(wg), uint32(vc), 0, 1} // PF: constant_id 3
 	}
 	return []uint32{uint32(wg), uint32(vc)}
 }
@@ -207,11 +198,7 @@ const (
 // workgroups of spec[0] invocations.
 func (l *lowering) vrowGroups(rows int64, lanes int, spec []uint32) [3]uint32 {
 	per := int64(max(int(spec[0])/lanes, 1))
-	n := (rows + per - 1) / per
-	if len(spec) > 3 && spec[3] != 0 {
-		n = min(n, int64(vrowPrefetch))
-	}
-	return groups2D(l.d, n)
+	return groups2D(l.d, (rows+per-1)/per)
 }
 
 // sgRowGroups is the workgroup grid of rows rows, one per subgroup.

@@ -73,15 +73,13 @@ func layerNormRef(xs []float64, n int, sc, bi []float64, eps float64) []float64 
 func TestVecRows(t *testing.T) {
 	d := testDevice(t)
 	dev := d.(*device)
-	defer func(pf int) { vrowForceLanes, vrowPrefetch = 0, pf }(vrowPrefetch)
+	defer func() { vrowForceLanes = 0 }()
 	r := rand.New(rand.NewSource(17))
 	ns := int(dev.phys.caps.subgroupSize)
 	vec := dev.hasSubgroupArith() && dev.phys.caps.subgroupOps&sgShuffle != 0
 	t.Logf("subgroup size %d, VROWS variants %v", ns, vec)
 	rowWG := (&lowering{d: dev}).rowWG(vrowWG) // a whole workgroup's row
-	// -1: a whole workgroup's rows on two workgroups, each loading its
-	// next row before it finishes the current one (vrowPrefetch)
-	lanes := []int{0, wgSize, -1}
+	lanes := []int{0, wgSize}
 	for l := 1; l <= ns; l *= 2 {
 		lanes = append(lanes, l)
 	}
@@ -89,10 +87,6 @@ func TestVecRows(t *testing.T) {
 		for _, n := range []int{4, 12, 128, 132, 768, 1024, 2052, 8192, 8196, 16384, 16388} {
 			for _, off := range []int{0, 4, 2} {
 				for _, force := range lanes {
-					vrowPrefetch = 0
-					if force == -1 {
-						force, vrowPrefetch = wgSize, 2
-					}
 					if force != 0 && (off != 0 || (force != wgSize && n/4 > force*vrowVectors)) {
 						continue
 					}
@@ -101,7 +95,7 @@ func TestVecRows(t *testing.T) {
 					if n >= 2048 {
 						rows = 3
 					}
-					what := fmt.Sprintf("%s n=%d off=%d lanes=%d prefetch=%d", dt, n, off, force, vrowPrefetch)
+					what := fmt.Sprintf("%s n=%d off=%d lanes=%d", dt, n, off, force)
 					wantVec := vec && off%4 == 0 && n <= rowWG*vrowVectors*4
 					xs := randVals(r, dt, off+rows*n, -4, 4)
 					xb := newBuf(t, d, dt, len(xs), xs)
