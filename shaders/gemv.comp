@@ -28,8 +28,7 @@
 // Column mode (bit 3 set) serves y[j] = sum_k v[k] * W[k*L + j], where W
 // is contiguous along the outputs (x W with B not transposed, L = N; or
 // A^T x, L = M): a workgroup owns CL lanes of consecutive outputs (four
-// per lane with 128-bit loads, bit 5; eight with f16 weights B, bit 6,
-// one 128-bit load of eight halves) and WG/CL rows of K that it walks
+// per lane with 128-bit loads, bit 5) and WG/CL rows of K that it walks
 // with U independent accumulators (U loads in flight per lane), then sums
 // its rows in shared memory in a fixed order: in sequence up to 8 rows,
 // by halving (a tree) for more where their number is a power of two. With S > 1 the workgroups also split K into S slices
@@ -95,9 +94,6 @@ F8 ld_ac(uint i) { return F8(a4[2u * i], a4[2u * i + 1u]); }
 uvec4 ld_bc(uint i) { return b8[i]; }
 vec4 chdot(vec4 s, uvec4 w, F8 x) { return fma(h4(w.zw), x.hi, fma(h4(w.xy), x.lo, s)); }
 vec4 chdot(vec4 s, F8 w, uvec4 x) { return fma(w.hi, h4(x.zw), fma(w.lo, h4(x.xy), s)); }
-// column mode with W = B: eight outputs a lane, one 128-bit load of B
-// (flags bit 6)
-#define COL8(i) b8[i]
 #elif X_DT == 1
 #define VEC 1
 #define CHUNK 4u
@@ -179,7 +175,6 @@ CT lgsum(CT v, uint lane) {
 // V = A, W = B
 #define WISA 0
 #define ROWS rows_vw
-#define COLFIN colfin_vw
 #define COLS cols_vw
 #define LDV ld_a
 #define LDW ld_b
@@ -193,7 +188,6 @@ CT lgsum(CT v, uint lane) {
 #include "gemv_body.glsl"
 #undef WISA
 #undef ROWS
-#undef COLFIN
 #undef COLS
 #undef LDV
 #undef LDW
@@ -208,7 +202,6 @@ CT lgsum(CT v, uint lane) {
 // V = B, W = A
 #define WISA 1
 #define ROWS rows_wv
-#define COLFIN colfin_wv
 #define COLS cols_wv
 #define LDV ld_b
 #define LDW ld_a

@@ -1,10 +1,9 @@
 // gemv_body.glsl: gemv.comp's row and column modes for one operand order,
-// included twice. The includer defines WISA (W is A), ROWS, COLS and
-// COLFIN (the function names), VOFF(bt) and WOFF(bt) (V's and W's offsets in batch
+// included twice. The includer defines WISA (W is A), ROWS and COLS (the
+// function names), VOFF(bt) and WOFF(bt) (V's and W's offsets in batch
 // bt), LDV and LDW (scalar loads of V and W, compute type), and, where VEC is defined, LDV4 and LDW4 (loads of four elements as a
 // vec4, indexed in units of four) and LDVC and LDWC (loads of one chunk,
-// indexed in chunks; see gemv.comp), and may define COL8(i) (column mode
-// with W = B: a uvec4 of eight f16 weights, indexed in eights).
+// indexed in chunks; see gemv.comp).
 
 void ROWS() {
 	uint lane, nl, gid, ng;
@@ -110,54 +109,6 @@ void ROWS() {
 	AT sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 #endif
 
-// COLFIN finishes column mode's pass over group g: the workgroup's rows
-// of K hold their partial sums of nq (1 or 4) outputs per lane in sv
-// (lane c of row s at sv[(s*CL + c)*4 + q]); lane c of row 0 writes
-// outputs jb + c*step + q (raw partials with S > 1).
-void COLFIN(uint t, uint c, uint s, uint ns, uint bt, uint z, uint L, uint S, uint jb, uint step, uint nq) {
-	barrier();
-	// More than 8 rows of K (a power of two of them): a tree halves them
-	// in place first, so that row 0 holds the sums. Up to 8 rows, row 0's
-	// invocations add them in order.
-	uint nr = ns;
-	if (ns > 8u && (ns & (ns - 1u)) == 0u) {
-		for (uint h = ns >> 1; h > 0u; h >>= 1) {
-			if (s < h) {
-				[[unroll]] for (uint q = 0u; q < 4u; q++) sv[t * 4u + q] += sv[(t + h * CL) * 4u + q];
-			}
-			barrier();
-		}
-		nr = 1u;
-	}
-	if (s == 0u) {
-		for (uint q = 0u; q < nq; q++) {
-			uint j = jb + c * step + q;
-			if (j < L) {
-				CT sum = CT(0);
-				for (uint p = 0u; p < nr; p++) sum += sv[(p * CL + c) * 4u + q];
-				if (S > 1u) part[(bt * S + z) * L + j] = sum;
-#if WISA
-				else epilogue(bt, j, 0u, sum);
-#else
-				else epilogue(bt, 0u, j, sum);
-#endif
-			}
-		}
-	}
-	barrier();
-}
-
-#ifndef SV4
-#define SV4
-// sv4 puts this invocation's four partial sums into sv.
-void sv4(uint t, vec4 v) {
-	sv[t * 4u] = CT(v.x);
-	sv[t * 4u + 1u] = CT(v.y);
-	sv[t * 4u + 2u] = CT(v.z);
-	sv[t * 4u + 3u] = CT(v.w);
-}
-#endif
-
 void COLS() {
 	uint t = gl_LocalInvocationID.x;
 	uint c = t % CL, s = t / CL, ns = WG / CL;
@@ -168,70 +119,59 @@ void COLS() {
 	uint L = pc.N;
 #endif
 	uint K = pc.K, S = pc.S;
-#if defined(COL8) && !WISA
-	bool vec8 = (pc.flags & 64u) != 0u;
-	uint spanw = vec8 ? 8u * CL : vec ? 4u * CL : CL;
-#else
 	uint spanw = vec ? 4u * CL : CL;
-#endif
 	uint ngroups = (L + spanw - 1u) / spanw;
 	uint z = gl_WorkGroupID.y;
 	uint k0 = z * pc.ks, k1 = min(K, k0 + pc.ks);
 	for (uint bt = gl_WorkGroupID.z; bt < pc.batch; bt += gl_NumWorkGroups.z) {
 		uint bv = VOFF(bt), bw = WOFF(bt);
 		for (uint g = gl_WorkGroupID.x; g < ngroups; g += gl_NumWorkGroups.x) {
-#if defined(COL8) && !WISA
-			if (vec8) {
-				// eight outputs a lane (one 128-bit load of f16 weights),
-				// finished as two halves of four
-				uint L8 = L >> 3, w8 = bw >> 3, j8 = g * CL + c;
-				vec4 lo[UMAX], hi[UMAX];
-				[[unroll]] for (uint u = 0u; u < UMAX; u++) {
-					lo[u] = vec4(0);
-					hi[u] = vec4(0);
-				}
-				if (j8 < L8) {
-					uint k = k0 + s;
-					for (; k + (U - 1u) * ns < k1; k += U * ns) {
-						uvec4 w[UMAX];
-						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
-							if (u < U) w[u] = COL8(w8 + (k + u * ns) * L8 + j8);
-						}
-						[[unroll]] for (uint u = 0u; u < UMAX; u++) {
-							if (u < U) {
-								vec4 xv = vec4(LDV(bv + k + u * ns));
-								lo[u] = fma(h4(w[u].xy), xv, lo[u]);
-								hi[u] = fma(h4(w[u].zw), xv, hi[u]);
-							}
-						}
-					}
-					for (; k < k1; k += ns) {
-						uvec4 w0 = COL8(w8 + k * L8 + j8);
-						vec4 xv = vec4(LDV(bv + k));
-						lo[0] = fma(h4(w0.xy), xv, lo[0]);
-						hi[0] = fma(h4(w0.zw), xv, hi[0]);
-					}
-				}
-				sv4(t, ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((lo[4] + lo[5]) + (lo[6] + lo[7])));
-				COLFIN(t, c, s, ns, bt, z, L, S, g * CL * 8u, 8u, 4u);
-				sv4(t, ((hi[0] + hi[1]) + (hi[2] + hi[3])) + ((hi[4] + hi[5]) + (hi[6] + hi[7])));
-				COLFIN(t, c, s, ns, bt, z, L, S, g * CL * 8u + 4u, 8u, 4u);
-				continue;
-			}
-#endif
 #ifdef VEC
 			if (vec) {
 				uint L4 = L >> 2, w4 = bw >> 2, j4 = g * CL + c;
 				COL_DOT(vec4, LDW4, w4, L4, j4)
-				sv4(t, sum);
-				COLFIN(t, c, s, ns, bt, z, L, S, g * CL * 4u, 4u, 4u);
-				continue;
-			}
+				sv[t * 4u] = CT(sum.x);
+				sv[t * 4u + 1u] = CT(sum.y);
+				sv[t * 4u + 2u] = CT(sum.z);
+				sv[t * 4u + 3u] = CT(sum.w);
+			} else
 #endif
-			uint j = g * CL + c;
-			COL_DOT(CT, LDW, bw, L, j)
-			sv[t * 4u] = sum;
-			COLFIN(t, c, s, ns, bt, z, L, S, g * CL, 1u, 1u);
+			{
+				uint j = g * CL + c;
+				COL_DOT(CT, LDW, bw, L, j)
+				sv[t * 4u] = sum;
+			}
+			barrier();
+			// More than 8 rows of K (a power of two of them): a tree
+			// halves them in place first, so that row 0 holds the sums.
+			// Up to 8 rows, row 0's invocations add them in order.
+			uint nr = ns;
+			if (ns > 8u && (ns & (ns - 1u)) == 0u) {
+				for (uint h = ns >> 1; h > 0u; h >>= 1) {
+					if (s < h) {
+						[[unroll]] for (uint q = 0u; q < 4u; q++) sv[t * 4u + q] += sv[(t + h * CL) * 4u + q];
+					}
+					barrier();
+				}
+				nr = 1u;
+			}
+			if (s == 0u) {
+				uint nq = vec ? 4u : 1u;
+				for (uint q = 0u; q < nq; q++) {
+					uint j = vec ? (g * CL + c) * 4u + q : g * CL + c;
+					if (j < L) {
+						CT sum = CT(0);
+						for (uint p = 0u; p < nr; p++) sum += sv[(p * CL + c) * 4u + q];
+						if (S > 1u) part[(bt * S + z) * L + j] = sum;
+#if WISA
+						else epilogue(bt, j, 0u, sum);
+#else
+						else epilogue(bt, 0u, j, sum);
+#endif
+					}
+				}
+			}
+			barrier();
 		}
 	}
 }

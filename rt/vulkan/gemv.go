@@ -123,8 +123,7 @@ func gemvGeometry(column bool) gemvConfig {
 
 // gemvUnroll returns the loads per row and lane of one step: cfg.Unroll
 // clamped to 1..8 and, in row mode, to 16 loads of W per lane; 0 takes 4
-// (f16 column mode 8: its loads are 64-bit; f16 weights with f32
-// activations, dt f32, take 128-bit loads of eight).
+// (f16 column mode 8: its loads are 64-bit).
 func gemvUnroll(cfg gemvConfig, column bool, dt rt.DType, rows int64) int64 {
 	u := int64(cfg.Unroll)
 	if u <= 0 {
@@ -203,7 +202,11 @@ func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, kdt string, binds []bind, rea
 		wg -= unit
 	}
 	rows := int64(min(max(cfg.Rows, 1), gemvMaxRows))
-	unroll := gemvUnroll(cfg, column, dt, rows)
+	udt := dt
+	if half {
+		udt = rt.F16
+	}
+	unroll := gemvUnroll(cfg, column, udt, rows)
 	spec := []uint32{uint32(wg), uint32(rows), uint32(lanes), gemvLG, uint32(unroll)}
 
 	p := append(append([]uint32(nil), push...), 1, uint32(K))
@@ -249,12 +252,7 @@ func (l *lowering) gemv(o *rt.MatMul, dt rt.DType, kdt string, binds []bind, rea
 		L, offW, sw = M, int64(offs[0]), sa
 	}
 	per := lanes
-	switch {
-	case vec && half && !wisA && aligned(8, L, offW, sw):
-		// f16 weights: eight outputs a lane, one 128-bit load
-		p[3] |= 64
-		per *= 8
-	case vec && aligned(4, L, offW, sw):
+	if vec && aligned(4, L, offW, sw) {
 		p[3] |= 32
 		per *= 4
 	}

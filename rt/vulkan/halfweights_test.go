@@ -140,24 +140,6 @@ func TestHalfWeightsLowering(t *testing.T) {
 			t.Errorf("%s without 16-bit storage: %v, want an *rt.UnsupportedError naming storageBuffer16BitAccess", x.op.OpName(), err)
 		}
 	}
-	// column mode (x W, W not transposed): eight f16 weights a lane
-	// (flags bit 6) where the row length is a multiple of 8, else four
-	// (bit 5)
-	for _, x := range []struct {
-		n         int
-		vec8, vec bool
-	}{{264, true, false}, {300, false, true}, {301, false, false}} {
-		op := mm(1, x.n, 256)
-		op.TransB = false
-		ds, err := dev.lower(op)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := ds[0].push[3]
-		if f&8 == 0 || (f&64 != 0) != x.vec8 || (f&32 != 0) != x.vec {
-			t.Errorf("x W, N = %d, f16 W: flags %#x, want column mode with 8 a lane %v, 4 a lane %v", x.n, f, x.vec8, x.vec)
-		}
-	}
 	bad := mm(4, 4, 4)
 	bad.A, bad.B = bad.B, bad.A // f16 A with f32 B
 	if err := d.Supports(bad); err == nil {
