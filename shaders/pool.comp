@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // pool: 2-D max / average / Lp pooling over [NC, H, W], one invocation per
-// output, or (spec constant 2, TILE = 1) poolt's bands of rows.
+// output.
 #define RANK 1
 #define NOPS 1
 #include "common.glsl"
@@ -27,12 +27,6 @@ layout(std430, binding = 0) readonly buffer BX4 { X_VT x4[]; };
 layout(constant_id = 1) const uint PV = 4u;
 #define PVMAX 4u
 #endif
-
-// TILE (spec constant 2): 1 runs poolt (pc.p is its band's output rows).
-layout(constant_id = 2) const uint TILE = 0u;
-// HMAX: the elements of poolt's shared band (rt/vulkan's poolTileMax).
-#define HMAX 3072u
-shared CT hm[HMAX];
 
 // pool3: the 3×3, dilation-1 max and average pools with their nine loads
 // issued together: each is clamped into the image and masked after it
@@ -79,107 +73,6 @@ void pool3(uint total) {
 			acc /= CT(pc.cip != 0u ? ph * pw : vh * vw);
 		}
 		y[pc.offY + r] = Y_ST(acc);
-	}
-}
-
-// poolt (TILE = 1): the 3×3, dilation-1 max and average pools, any
-// stride. A workgroup owns a band of BR = pc.p output rows of one plane
-// (bands looped over the grid). Stage 1 reads each of the band's input
-// rows once, coalesced, and reduces it along W into the shared band hm
-// (one value per input row and output column); stage 2 reduces three
-// rows of hm per output. Where the pool reads each input row from up to
-// three output rows' windows (pool3, poolv), this reads it once from
-// memory (a band's halo rows twice). In the VEC variants, with stride 2
-// and pad at most 1 along W, rows of a multiple of 4 items at an offset
-// that is a multiple of 4 and OW <= W/2, stage 1 takes one 128-bit load
-// (and one scalar load of the neighbouring column) per two output columns.
-CT pool_id() { return pc.fn == 0u ? -CT(M_INF) : CT(0); }
-CT pool_op(CT a, CT b) { return pc.fn == 0u ? max(a, b) : a + b; }
-
-// poolt_valid counts the window positions k0 + 0..2 inside [0, n) and
-// inside [-lo, n + hi) (the padded extent).
-void poolt_valid(int k0, uint n, uint lo, uint hi, out uint v, out uint p) {
-	v = 0u;
-	p = 0u;
-	[[unroll]] for (int k = 0; k < 3; k++) {
-		int i = k0 + k;
-		v += i >= 0 && i < int(n) ? 1u : 0u;
-		p += i >= -int(lo) && i < int(n + hi) ? 1u : 0u;
-	}
-}
-
-void poolt() {
-	uint BR = pc.p, OW = pc.OW, W = pc.W, t = gl_LocalInvocationID.x;
-	uint nb = (pc.OH + BR - 1u) / BR;
-	uint nwg = gl_NumWorkGroups.x * gl_NumWorkGroups.y;
-#ifdef VEC
-	bool vec = pc.sw == 2u && pc.pl <= 1u && (W & 3u) == 0u && 2u * OW <= W && (pc.offX & 3u) == 0u;
-#endif
-	for (uint g = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; g < pc.NC * nb; g += nwg) {
-		uint nc = g / nb, oh0 = (g % nb) * BR;
-		uint nr = min(BR, pc.OH - oh0);
-		uint rows = (nr - 1u) * pc.sh + 3u;
-		int ih0 = int(oh0 * pc.sh) - int(pc.pt);
-		uint base = pc.offX + nc * pc.H * W;
-#ifdef VEC
-		if (vec) {
-			// quad q of an input row (columns 4q..4q+3) gives output
-			// columns 2q and 2q+1: with pad 1 their windows are 4q-1..4q+1
-			// and 4q+1..4q+3, with pad 0 4q..4q+2 and 4q+2..4q+4.
-			uint W4 = W >> 2, nq = (OW + 1u) >> 1;
-			for (uint e = t; e < rows * nq; e += WG) {
-				uint i = e / nq, q = e % nq;
-				int ih = ih0 + int(i);
-				CT m0 = pool_id(), m1 = pool_id();
-				if (ih >= 0 && ih < int(pc.H)) {
-					uint rb = base + uint(ih) * W;
-					vec4 v = vec4(X_VLD(x4[(rb >> 2) + q]));
-					if (pc.pl != 0u) {
-						CT l = q > 0u ? CT(X_LD(x[rb + 4u * q - 1u])) : pool_id();
-						m0 = pool_op(pool_op(l, CT(v.x)), CT(v.y));
-						m1 = pool_op(pool_op(CT(v.y), CT(v.z)), CT(v.w));
-					} else {
-						CT r = 4u * q + 4u < W ? CT(X_LD(x[rb + 4u * q + 4u])) : pool_id();
-						m0 = pool_op(pool_op(CT(v.x), CT(v.y)), CT(v.z));
-						m1 = pool_op(pool_op(CT(v.z), CT(v.w)), r);
-					}
-				}
-				hm[i * OW + 2u * q] = m0;
-				if (2u * q + 1u < OW) hm[i * OW + 2u * q + 1u] = m1;
-			}
-		} else
-#endif
-		{
-			for (uint e = t; e < rows * OW; e += WG) {
-				uint i = e / OW, ow = e % OW;
-				int ih = ih0 + int(i);
-				CT m = pool_id();
-				if (ih >= 0 && ih < int(pc.H)) {
-					uint rb = base + uint(ih) * W;
-					int iw0 = int(ow * pc.sw) - int(pc.pl);
-					[[unroll]] for (int k = 0; k < 3; k++) {
-						int iw = iw0 + k;
-						if (iw >= 0 && iw < int(W)) m = pool_op(m, CT(X_LD(x[rb + uint(iw)])));
-					}
-				}
-				hm[i * OW + ow] = m;
-			}
-		}
-		barrier();
-		uint yb = pc.offY + (nc * pc.OH + oh0) * OW;
-		for (uint e = t; e < nr * OW; e += WG) {
-			uint j = e / OW, ow = e % OW;
-			uint r0 = j * pc.sh;
-			CT acc = pool_op(pool_op(hm[r0 * OW + ow], hm[(r0 + 1u) * OW + ow]), hm[(r0 + 2u) * OW + ow]);
-			if (pc.fn != 0u) {
-				uint vh, ph, vw, pw;
-				poolt_valid(ih0 + int(r0), pc.H, pc.pt, pc.pb, vh, ph);
-				poolt_valid(int(ow * pc.sw) - int(pc.pl), W, pc.pl, pc.pr, vw, pw);
-				acc /= CT(pc.cip != 0u ? ph * pw : vh * vw);
-			}
-			y[yb + e] = Y_ST(acc);
-		}
-		barrier();
 	}
 }
 
@@ -250,10 +143,6 @@ void poolv() {
 #endif
 
 void main() {
-	if (TILE != 0u) {
-		poolt();
-		return;
-	}
 #ifdef VEC
 	poolv();
 	return;

@@ -539,35 +539,8 @@ func BenchmarkBandwidth(b *testing.B) {
 			NC: nc, H: h, W: w, OH: oh, OW: ow, KH: 3, KW: 3, StrideH: 2, StrideW: 2,
 			PadT: 1, PadL: 1, PadB: 1, PadR: 1, DilH: 1, DilW: 1}
 	}
-	// poolt off (-pt0: poolv), poolv's outputs per invocation (-pv4), and
-	// poolv off too (-pv0: pool3)
-	notile := func(f func() func()) func() func() {
-		return func() func() {
-			poolTile = false
-			undo := func() {}
-			if f != nil {
-				undo = f()
-			}
-			return func() { undo(); poolTile = true }
-		}
-	}
+	// poolv's outputs per invocation (-pv4), and off (-pv0: pool3)
 	run("maxpool-3x3s2", pool, float64(nc*h*w*4)*5/4, nil)
-	run("maxpool-3x3s2-pt0", pool, float64(nc*h*w*4)*5/4, notile(nil))
-	run("maxpool-3x3s2-pv4", pool, float64(nc*h*w*4)*5/4, notile(knob(&poolVec, 4)))
-	run("maxpool-3x3s2-pv0", pool, float64(nc*h*w*4)*5/4, notile(knob(&poolVec, 0)))
-	// squeezenet1_1's first pool at batch 32 (rows of 111: scalar loads,
-	// ceil mode), poolt against pool3
-	nc2, h2, oh2 := 32*64, 111, 55
-	if isCPU(d) {
-		nc2 = 8
-	}
-	in2 := newBuf(b, d, dt, nc2*h2*h2, vals[:min(ne, nc2*h2*h2)])
-	out2 := newBuf(b, d, dt, nc2*oh2*oh2, nil)
-	pool2 := func() rt.Op {
-		return &rt.Pool{Fn: rt.MaxPool, X: in2.ref([]int{nc2, h2, h2}, nil), Y: out2.ref([]int{nc2, oh2, oh2}, nil),
-			NC: nc2, H: h2, W: h2, OH: oh2, OW: oh2, KH: 3, KW: 3, StrideH: 2, StrideW: 2, PadB: 1, PadR: 1, DilH: 1, DilW: 1}
-	}
-	b2 := float64(nc2*(h2*h2+oh2*oh2)) * 4
-	run("maxpool-3x3s2-w111", pool2, b2, nil)
-	run("maxpool-3x3s2-w111-pt0", pool2, b2, notile(nil))
+	run("maxpool-3x3s2-pv4", pool, float64(nc*h*w*4)*5/4, knob(&poolVec, 4))
+	run("maxpool-3x3s2-pv0", pool, float64(nc*h*w*4)*5/4, knob(&poolVec, 0))
 }

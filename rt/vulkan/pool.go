@@ -15,45 +15,6 @@ import (
 // 2665 GB/s of GPU time, 4 2404, the scalar pool3 2330.
 var poolVec = 2
 
-// poolTile (benchmarks: false turns it off) lets pool.comp's poolt run
-// the 3×3, dilation-1 max and average pools on GPUs: bands of output rows
-// whose input rows each workgroup reads once, reduced through shared
-// memory. On a CPU device (lavapipe) its barriers cost more than the
-// loads they save (BenchmarkBandwidth: 3-4x slower than poolv there), so
-// poolt runs there only with poolTileCPU (tests).
-var (
-	poolTile    = true
-	poolTileCPU bool
-)
-
-// poolTileMax is the elements of poolt's shared band (pool.comp's HMAX);
-// poolTileGroups the workgroups poolt aims at (H200: 132 SMs), so that a
-// few planes still fill the GPU; poolTileMinRows the fewest output rows
-// a band is cut to for that.
-const (
-	poolTileMax     = 3072
-	poolTileGroups  = 132 * 4
-	poolTileMinRows = 4
-)
-
-// poolTileRows is poolt's band of output rows for o on a CPU device
-// (cpu) or a GPU, or 0 when poolt does not run it.
-func poolTileRows(o *rt.Pool, cpu bool) int {
-	if !poolTile || (cpu && !poolTileCPU) || (o.Fn != rt.MaxPool && o.Fn != rt.AvgPool) || o.KH != 3 || o.KW != 3 || o.DilH != 1 || o.DilW != 1 ||
-		o.StrideH < 1 || o.StrideW < 1 || o.H <= 0 || o.W <= 0 || o.OH <= 0 || o.OW <= 0 {
-		return 0
-	}
-	most := (poolTileMax/o.OW-3)/o.StrideH + 1 // rows*OW <= poolTileMax
-	if most < 1 {
-		return 0
-	}
-	nb := (o.OH + most - 1) / most
-	if want := (poolTileGroups + o.NC - 1) / o.NC; want > nb {
-		nb = min(want, max(o.OH/poolTileMinRows, nb))
-	}
-	return (o.OH + nb - 1) / nb
-}
-
 // poolVecOK reports whether poolv runs o, whose X starts at element
 // offset off within its binding.
 func poolVecOK(o *rt.Pool, off uint32) bool {
@@ -103,17 +64,6 @@ func (l *lowering) Pool(o *rt.Pool) {
 	push := []uint32{uint32(o.NC), uint32(o.H), uint32(o.W), uint32(o.OH), uint32(o.OW), uint32(o.KH), uint32(o.KW), uint32(o.StrideH),
 		uint32(o.StrideW), uint32(o.PadT), uint32(o.PadL), uint32(o.PadB), uint32(o.PadR), uint32(o.DilH), uint32(o.DilW), uint32(o.Fn),
 		cip, uint32(o.P), offs[0], offs[1]}
-	if br := poolTileRows(o, l.d.phys.info.Kind == rt.KindCPU); br > 0 {
-		push[17] = uint32(br)
-		shader := "pool_" + dt.String()
-		if o.X.DType == rt.F32 || o.X.DType == rt.F16 {
-			shader = "poolv_" + dt.String()
-		}
-		nb := int64((o.OH + br - 1) / br)
-		l.add(dispatch{shader: shader, spec: []uint32{wgSize, uint32(max(poolVec, 2)), 1}, binds: binds, reads: reads, writes: writes,
-			push: push, groups: groups2D(l.d, int64(o.NC)*nb)})
-		return
-	}
 	if poolVecOK(o, offs[0]) {
 		pv := int64(poolVec)
 		n := int64(o.NC) * int64(o.OH) * ((int64(o.OW) + pv - 1) / pv)
