@@ -348,3 +348,84 @@ func TestErrors(t *testing.T) {
 		s.Close()
 	})
 }
+
+// TestGEMV runs gemm.cl's gemv kernel (MatMul with M == 1 or N == 1) in
+// both modes and operand orders: x·W with W stored K x N (column mode) or
+// N x K (row mode), and W·x with W stored M x K (row) or K x M (column);
+// odd lengths, K below and past a split, batches with a shared or padded
+// W, a 2-D bias and an activation, with the K split chosen by the device,
+// and forced to 3 and 7 (the last work-group of an output group sums the
+// partials), against a float64 reference (1e-5 of sum |a*b| + 1).
+func TestGEMV(t *testing.T) {
+	forEachDevice(t, func(t *testing.T, dev *device) {
+		defer func() { dev.splitForce = 0 }()
+		rng := rand.New(rand.NewSource(3))
+		cases := []struct {
+			M, N, K, batch int
+			ta, tb, shared bool
+		}{
+			{1, 300, 257, 1, false, false, false}, // column, W = B
+			{1, 301, 1000, 2, false, true, false}, // row, W = B
+			{1, 33, 4099, 2, true, false, true},   // column, shared W
+			{77, 1, 1000, 1, false, false, false}, // row, W = A
+			{300, 1, 130, 2, true, true, false},   // column, W = A
+			{1, 1, 500, 1, false, false, false},   // a dot product
+			{1, 9, 5, 3, false, true, true},       // K below a split
+		}
+		for _, split := range []int{0, 3, 7} {
+			dev.splitForce = split
+			for _, c := range cases {
+				strideA, strideB := c.M*c.K, c.K*c.N+5
+				if c.shared {
+					strideB = 0
+				}
+				A := make([]float32, c.batch*strideA)
+				B := make([]float32, (c.batch-1)*strideB+c.K*c.N)
+				bias := make([]float32, c.M*c.N)
+				for _, v := range [][]float32{A, B, bias} {
+					for i := range v {
+						v[i] = rng.Float32()*2 - 1
+					}
+				}
+				ab, bb, cb := backendtest.Upload(t, dev, f32bytes(A)), backendtest.Upload(t, dev, f32bytes(B)), backendtest.Upload(t, dev, f32bytes(bias))
+				y := newGuarded(t, dev, rt.F32, c.batch*c.M*c.N)
+				op := &rt.MatMul{
+					A: rt.Ref{Buf: ab, DType: rt.F32, Shape: []int{len(A)}}, B: rt.Ref{Buf: bb, DType: rt.F32, Shape: []int{len(B)}},
+					Bias: rt.Ref{Buf: cb, DType: rt.F32, Shape: []int{c.M, c.N}, Strides: []int{c.N, 1}},
+					Y:    y.ref(rt.F32, c.batch*c.M*c.N), Batch: c.batch, M: c.M, N: c.N, K: c.K, TransA: c.ta, TransB: c.tb,
+					StrideA: strideA, StrideB: strideB, StrideY: c.M * c.N, Alpha: 0.5, Beta: 2,
+					Act: rt.Activation{Fn: rt.LeakyRelu, Alpha: 0.1},
+				}
+				backendtest.Run(t, dev, op)
+				got := bytesF32(y.read(t, dev))
+				for b := 0; b < c.batch; b++ {
+					for i := 0; i < c.M; i++ {
+						for j := 0; j < c.N; j++ {
+							s, mag := 0.0, 0.0
+							for k := 0; k < c.K; k++ {
+								ai, bi := b*strideA+i*c.K+k, b*strideB+k*c.N+j
+								if c.ta {
+									ai = b*strideA + k*c.M + i
+								}
+								if c.tb {
+									bi = b*strideB + j*c.K + k
+								}
+								p := float64(A[ai]) * float64(B[bi])
+								s += p
+								mag += math.Abs(p)
+							}
+							want := rt.LeakyRelu.Apply(0.5*s+2*float64(bias[i*c.N+j]), 0.1, 0)
+							if g := float64(got[(b*c.M+i)*c.N+j]); math.Abs(g-want) > 1e-5*(mag+1) {
+								t.Fatalf("split %d %+v: Y[%d][%d,%d] = %v, want %v", split, c, b, i, j, g, want)
+							}
+						}
+					}
+				}
+				ab.Free()
+				bb.Free()
+				cb.Free()
+				y.buf.Free()
+			}
+		}
+	})
+}

@@ -68,40 +68,9 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 	}
 	tiles := sh.groups(kg, P, o.N*o.Groups)
 	a.i32(S)
-	var scratch []rt.Buffer
-	if S > 1 {
-		accSize := 4
-		if dt == rt.F64 {
-			accSize = 8
-		}
-		part, err := d.Alloc(int64(tiles) * int64(S) * int64(sh.tm*sh.tn) * int64(accSize))
-		if err != nil {
-			releaseKernel(a.k)
-			return nil, fmt.Errorf("opencl: Conv: split-K partials: %w", err)
-		}
-		cnt, err := d.Alloc(int64(4 * tiles))
-		if err == nil {
-			err = d.Write(cnt, 0, make([]byte, 4*tiles))
-		}
-		if err != nil {
-			part.Free()
-			if cnt != nil {
-				cnt.Free()
-			}
-			releaseKernel(a.k)
-			return nil, fmt.Errorf("opencl: Conv: split-K counters: %w", err)
-		}
-		scratch = []rt.Buffer{part, cnt}
-		for _, b := range scratch {
-			m, _ := d.memOf(b)
-			a.mem(m)
-			a.i64(0)
-		}
-	} else {
-		a.mem(nil)
-		a.i64(0)
-		a.mem(nil)
-		a.i64(0)
+	scratch, err := d.splitScratch(a, dt, S, tiles, sh.tm*sh.tn)
+	if err != nil {
+		return nil, err
 	}
 	rn, rm := sh.local()
 	gws := [3]int{(P + sh.tn - 1) / sh.tn * rn, (kg + sh.tm - 1) / sh.tm * rm, o.N * o.Groups * S}
@@ -114,6 +83,49 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 	}
 	l.scratch = scratch
 	return l, nil
+}
+
+// splitScratch passes a split-K kernel's partials and counters (part,
+// pao, cnt, cno) to a: with S > 1, buffers for tiles output tiles of per
+// partial sums in each of S splits, and a zeroed counter per tile (the
+// kernel leaves it zero again); else none. It releases a's kernel when
+// it fails.
+func (d *device) splitScratch(a *args, dt rt.DType, S, tiles, per int) ([]rt.Buffer, error) {
+	if S <= 1 {
+		a.mem(nil)
+		a.i64(0)
+		a.mem(nil)
+		a.i64(0)
+		return nil, nil
+	}
+	accSize := int64(4)
+	if dt == rt.F64 {
+		accSize = 8
+	}
+	part, err := d.Alloc(int64(tiles) * int64(S) * int64(per) * accSize)
+	if err != nil {
+		releaseKernel(a.k)
+		return nil, fmt.Errorf("opencl: %s: split-K partials: %w", a.op.OpName(), err)
+	}
+	cnt, err := d.Alloc(int64(4 * tiles))
+	if err == nil {
+		err = d.Write(cnt, 0, make([]byte, 4*tiles))
+	}
+	if err != nil {
+		part.Free()
+		if cnt != nil {
+			cnt.Free()
+		}
+		releaseKernel(a.k)
+		return nil, fmt.Errorf("opencl: %s: split-K counters: %w", a.op.OpName(), err)
+	}
+	scratch := []rt.Buffer{part, cnt}
+	for _, b := range scratch {
+		m, _ := d.memOf(b)
+		a.mem(m)
+		a.i64(0)
+	}
+	return scratch, nil
 }
 
 // Conv tile rule (pickConv). The narrow tiles and the shallow split-K

@@ -89,7 +89,11 @@ func (d *device) lowerMatMul(o *rt.MatMul) (*launchSpec, error) {
 	}
 	dt := o.A.DType
 	s := d.pickGEMM(dt, o.M, o.N, o.Batch)
-	a, err := d.kernel(o, "gemm.cl", d.gemmDefs(s, dt, o.Act.Fn)+halfWeightDefs(o), "gemm")
+	name := "gemm"
+	if o.M == 1 || o.N == 1 {
+		name = "gemv"
+	}
+	a, err := d.kernel(o, "gemm.cl", d.gemmDefs(s, dt, o.Act.Fn)+halfWeightDefs(o), name)
 	if err != nil {
 		return nil, err
 	}
@@ -115,9 +119,66 @@ func (d *device) lowerMatMul(o *rt.MatMul) (*launchSpec, error) {
 	a.i32(int(o.Act.Fn))
 	a.acc(dt, o.Act.Alpha)
 	a.acc(dt, o.Act.Beta)
+	if name == "gemv" {
+		return d.finishGEMV(a, o)
+	}
 	rn, rm := s.local()
 	gws := [3]int{(o.N + s.tn - 1) / s.tn * rn, (o.M + s.tm - 1) / s.tm * rm, o.Batch}
 	return d.finishND(a, gws, [3]int{rn, rm, 1})
+}
+
+// gemv.cl's work-group (gemm.cl's GV_X x GV_Y) and the work-groups its
+// split aims at per compute unit.
+const (
+	gemvX, gemvY  = 32, 8
+	gemvPerCU     = 8
+	gemvMinSplitK = 64 // least K of one split
+)
+
+// gemvSplit is the K split of a GEMV with groups output groups, batch
+// times: enough work-groups for gemvPerCU per compute unit on a GPU
+// (splitForce in tests), none on a CPU.
+func (d *device) gemvSplit(groups, batch, k int) int {
+	if d.splitForce > 0 {
+		return max(min(d.splitForce, k), 1)
+	}
+	if d.ent.caps.cpu {
+		return 1
+	}
+	want := d.ent.caps.computeUnits * gemvPerCU
+	s := (want + groups*batch - 1) / (groups * batch)
+	return max(min(s, k/gemvMinSplitK), 1)
+}
+
+// finishGEMV completes gemm.cl's gemv kernel for o (M == 1 or N == 1):
+// its split and scratch, and the launch of one work-group per output
+// group, batch and split.
+func (d *device) finishGEMV(a *args, o *rt.MatMul) (*launchSpec, error) {
+	wa := o.N == 1 && o.M != 1
+	L, col := o.N, !o.TransB
+	if wa {
+		L, col = o.M, o.TransA
+	}
+	nout := gemvY
+	if col {
+		nout = gemvX
+	}
+	groups := (L + nout - 1) / nout
+	S := d.gemvSplit(groups, o.Batch, o.K)
+	a.i32(S)
+	scratch, err := d.splitScratch(a, o.A.DType, S, groups*o.Batch, gemvX)
+	if err != nil {
+		return nil, err
+	}
+	l, err := d.finishND(a, [3]int{groups * gemvX, gemvY, o.Batch * S}, [3]int{gemvX, gemvY, 1})
+	if err != nil {
+		for _, b := range scratch {
+			b.Free()
+		}
+		return nil, err
+	}
+	l.scratch = scratch
+	return l, nil
 }
 
 // allGEMMShapes lists the tile variants of every tuning (tests).

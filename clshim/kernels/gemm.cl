@@ -294,3 +294,122 @@ void conv_gemm(__global const T* X, long xo, __global const WT* W, long wo,
 	}
 }
 #endif
+
+// gemv: a MatMul with M == 1 or N == 1 (y = x·W or W·x), built for memory
+// bandwidth, where gemm's tiles would leave all but one row idle. The
+// matrix W is B when M == 1 (V = A) and A otherwise (V = B); the vector V
+// is contiguous along K either way. Column mode (W's element (k, j) at
+// k*L + j: x·W with B not transposed, or A^T·x) gives each work-item one
+// output column (x, coalesced) and strides K by the work-group's rows
+// (y); row mode (W's element (j, k) at j*K + k) gives each row of
+// work-items (y) one output and strides K by its lanes (x). The work-group
+// sums its partial sums in local memory in a fixed order. With S > 1 the
+// work-groups also split K into S slices (group z = batch*S + split):
+// each stores its partial sums, and the last of an output group's slices
+// to arrive sums them in slice order (deterministic, as conv_gemm's
+// split-K) and writes Y.
+#if !defined(ONE_KERNEL) || defined(KERNEL_gemv)
+#define GV_X 32
+#define GV_Y 8
+__kernel __attribute__((reqd_work_group_size(GV_X, GV_Y, 1)))
+void gemv(__global const T* A, long ao, __global const WT* B, long bo,
+          __global const T* bias, long bio, int bs0, int bs1,
+          __global T* Y, long yo, int M, int N, int Kd, int transA, int transB,
+          long strA, long strB, long strY, ACC alpha, ACC beta, int hasBias,
+          int actFn, ACC actA, ACC actB,
+          int S, __global ACC* part, long pao, __global uint* cnt, long cno) {
+	__local ACC red[GV_Y][GV_X + 1];
+	__local int last;
+	int x = get_local_id(0), y = get_local_id(1), tid = y * GV_X + x;
+	int S1 = max(S, 1);
+	long z = get_group_id(2);
+	int split = (int)(z % S1);
+	long bt = z / S1;
+	ao += bt * strA;
+	bo += bt * strB;
+	yo += bt * strY;
+	int wa = N == 1 && M != 1; // W is A
+	int L = wa ? M : N;
+	int col = wa ? transA : !transB;
+	int nout = col ? GV_X : GV_Y; // outputs of a work-group
+	int j0 = get_group_id(0) * nout;
+	int per = (Kd + S1 - 1) / S1;
+	int kb = split * per, ke = min(Kd, kb + per);
+	ACC s = 0;
+#define GV_V(k) (wa ? LDW(B, bo + (k)) : LD(A, ao + (k)))
+#define GV_W(i) (wa ? LD(A, ao + (i)) : LDW(B, bo + (i)))
+	if (col) {
+		int j = j0 + x;
+		if (j < L) {
+			ACC s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+			int k = kb + y;
+			for (; k + 3 * GV_Y < ke; k += 4 * GV_Y) {
+				ACC w0 = GV_W((long)k * L + j), w1 = GV_W((long)(k + GV_Y) * L + j);
+				ACC w2 = GV_W((long)(k + 2 * GV_Y) * L + j), w3 = GV_W((long)(k + 3 * GV_Y) * L + j);
+				s0 += w0 * GV_V(k);
+				s1 += w1 * GV_V(k + GV_Y);
+				s2 += w2 * GV_V(k + 2 * GV_Y);
+				s3 += w3 * GV_V(k + 3 * GV_Y);
+			}
+			for (; k < ke; k += GV_Y) s0 += GV_W((long)k * L + j) * GV_V(k);
+			s = (s0 + s1) + (s2 + s3);
+		}
+	} else {
+		int j = j0 + y;
+		if (j < L) {
+			ACC s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+			long wb = (long)j * Kd;
+			int k = kb + x;
+			for (; k + 3 * GV_X < ke; k += 4 * GV_X) {
+				ACC w0 = GV_W(wb + k), w1 = GV_W(wb + k + GV_X), w2 = GV_W(wb + k + 2 * GV_X), w3 = GV_W(wb + k + 3 * GV_X);
+				s0 += w0 * GV_V(k);
+				s1 += w1 * GV_V(k + GV_X);
+				s2 += w2 * GV_V(k + 2 * GV_X);
+				s3 += w3 * GV_V(k + 3 * GV_X);
+			}
+			for (; k < ke; k += GV_X) s0 += GV_W(wb + k) * GV_V(k);
+			s = (s0 + s1) + (s2 + s3);
+		}
+	}
+#undef GV_V
+#undef GV_W
+	red[y][x] = s;
+	barrier(CLK_LOCAL_MEM_FENCE);
+	// work-item tid < nout sums output j0 + tid: a column over y, or a
+	// row over x, in order
+	ACC v = 0;
+	if (tid < nout) {
+		if (col)
+			for (int i = 0; i < GV_Y; i++) v += red[i][tid];
+		else
+			for (int i = 0; i < GV_X; i++) v += red[tid][i];
+	}
+	if (S1 > 1) {
+		long t = bt * get_num_groups(0) + get_group_id(0);
+		__global ACC* pt = part + pao + t * S1 * GV_X;
+		if (tid < nout) pt[(long)split * GV_X + tid] = v;
+		mem_fence(CLK_GLOBAL_MEM_FENCE);
+		barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+		if (tid == 0) last = atomic_inc(&cnt[cno + t]) == (uint)(S1 - 1);
+		barrier(CLK_LOCAL_MEM_FENCE);
+		if (!last) return;
+		mem_fence(CLK_GLOBAL_MEM_FENCE);
+		volatile __global ACC* vp = pt;
+		if (tid < nout) {
+			ACC u = 0;
+			for (int q = 0; q < S1; q++) u += q == split ? v : vp[(long)q * GV_X + tid];
+			v = u;
+		}
+		if (tid == 0) cnt[cno + t] = 0;
+	}
+	int j = j0 + tid;
+	if (tid < nout && j < L) {
+		int gm = wa ? j : 0, gn = wa ? 0 : j;
+		ACC r = alpha * v;
+		if (hasBias) r += beta * LD(bias, bio + (long)gm * bs0 + (long)gn * bs1);
+		ST(Y, yo + (long)gm * N + gn, EPI_ACT(actFn, r, actA, actB));
+	}
+}
+#undef GV_X
+#undef GV_Y
+#endif
