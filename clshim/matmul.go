@@ -160,13 +160,16 @@ func (d *device) finishGEMV(a *args, o *rt.MatMul) (*launchSpec, error) {
 		L, col = o.M, o.TransA
 	}
 	nout := gemvY
-	if col {
+	switch {
+	case col && L%4 == 0:
+		nout = 4 * gemvX
+	case col:
 		nout = gemvX
 	}
 	groups := (L + nout - 1) / nout
 	S := d.gemvSplit(groups, o.Batch, o.K)
 	a.i32(S)
-	scratch, err := d.splitScratch(a, o.A.DType, S, groups*o.Batch, gemvX)
+	scratch, err := d.splitScratch(a, o.A.DType, S, groups*o.Batch, 4*gemvX)
 	if err != nil {
 		return nil, err
 	}

@@ -301,7 +301,8 @@ void conv_gemm(__global const T* X, long xo, __global const WT* W, long wo,
 // is contiguous along K either way. Column mode (W's element (k, j) at
 // k*L + j: x·W with B not transposed, or A^T·x) gives each work-item one
 // output column (x, coalesced) and strides K by the work-group's rows
-// (y); row mode (W's element (j, k) at j*K + k) gives each row of
+// (y), four adjacent columns (one vector load) where L is a multiple of
+// 4; row mode (W's element (j, k) at j*K + k) gives each row of
 // work-items (y) one output and strides K by its lanes (x). The work-group
 // sums its partial sums in local memory in a fixed order. With S > 1 the
 // work-groups also split K into S slices (group z = batch*S + split):
@@ -311,6 +312,18 @@ void conv_gemm(__global const T* X, long xo, __global const WT* W, long wo,
 #if !defined(ONE_KERNEL) || defined(KERNEL_gemv)
 #define GV_X 32
 #define GV_Y 8
+// GV_LD4, GV_LDW4: four consecutive elements as an ACC4 (of T, and of the
+// weight type WT)
+#if defined(IS_HALF) && IS_HALF
+#define GV_LD4(p, i) vload_half4(0, (p) + (i))
+#else
+#define GV_LD4(p, i) CAT(convert_, ACC4)(vload4(0, (p) + (i)))
+#endif
+#if defined(W_HALF) && W_HALF
+#define GV_LDW4(p, i) vload_half4(0, (p) + (i))
+#else
+#define GV_LDW4(p, i) GV_LD4(p, i)
+#endif
 __kernel __attribute__((reqd_work_group_size(GV_X, GV_Y, 1)))
 void gemv(__global const T* A, long ao, __global const WT* B, long bo,
           __global const T* bias, long bio, int bs0, int bs1,
@@ -319,6 +332,7 @@ void gemv(__global const T* A, long ao, __global const WT* B, long bo,
           int actFn, ACC actA, ACC actB,
           int S, __global ACC* part, long pao, __global uint* cnt, long cno) {
 	__local ACC red[GV_Y][GV_X + 1];
+	__local ACC4 red4[GV_Y][GV_X];
 	__local int last;
 	int x = get_local_id(0), y = get_local_id(1), tid = y * GV_X + x;
 	int S1 = max(S, 1);
@@ -331,14 +345,32 @@ void gemv(__global const T* A, long ao, __global const WT* B, long bo,
 	int wa = N == 1 && M != 1; // W is A
 	int L = wa ? M : N;
 	int col = wa ? transA : !transB;
-	int nout = col ? GV_X : GV_Y; // outputs of a work-group
+	int v4 = col && (L & 3) == 0;
+	int nout = col ? (v4 ? 4 * GV_X : GV_X) : GV_Y; // outputs of a work-group
 	int j0 = get_group_id(0) * nout;
 	int per = (Kd + S1 - 1) / S1;
 	int kb = split * per, ke = min(Kd, kb + per);
 	ACC s = 0;
 #define GV_V(k) (wa ? LDW(B, bo + (k)) : LD(A, ao + (k)))
 #define GV_W(i) (wa ? LD(A, ao + (i)) : LDW(B, bo + (i)))
-	if (col) {
+#define GV_W4(i) (wa ? GV_LD4(A, ao + (i)) : GV_LDW4(B, bo + (i)))
+	if (v4) {
+		int j = j0 + 4 * x;
+		ACC4 s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+		if (j < L) {
+			int k = kb + y;
+			for (; k + 3 * GV_Y < ke; k += 4 * GV_Y) {
+				ACC4 w0 = GV_W4((long)k * L + j), w1 = GV_W4((long)(k + GV_Y) * L + j);
+				ACC4 w2 = GV_W4((long)(k + 2 * GV_Y) * L + j), w3 = GV_W4((long)(k + 3 * GV_Y) * L + j);
+				s0 += w0 * GV_V(k);
+				s1 += w1 * GV_V(k + GV_Y);
+				s2 += w2 * GV_V(k + 2 * GV_Y);
+				s3 += w3 * GV_V(k + 3 * GV_Y);
+			}
+			for (; k < ke; k += GV_Y) s0 += GV_W4((long)k * L + j) * GV_V(k);
+		}
+		red4[y][x] = (s0 + s1) + (s2 + s3);
+	} else if (col) {
 		int j = j0 + x;
 		if (j < L) {
 			ACC s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -373,21 +405,24 @@ void gemv(__global const T* A, long ao, __global const WT* B, long bo,
 	}
 #undef GV_V
 #undef GV_W
+#undef GV_W4
 	red[y][x] = s;
 	barrier(CLK_LOCAL_MEM_FENCE);
 	// work-item tid < nout sums output j0 + tid: a column over y, or a
 	// row over x, in order
 	ACC v = 0;
 	if (tid < nout) {
-		if (col)
+		if (v4)
+			for (int i = 0; i < GV_Y; i++) v += ((__local ACC*)red4[i])[tid];
+		else if (col)
 			for (int i = 0; i < GV_Y; i++) v += red[i][tid];
 		else
 			for (int i = 0; i < GV_X; i++) v += red[tid][i];
 	}
 	if (S1 > 1) {
 		long t = bt * get_num_groups(0) + get_group_id(0);
-		__global ACC* pt = part + pao + t * S1 * GV_X;
-		if (tid < nout) pt[(long)split * GV_X + tid] = v;
+		__global ACC* pt = part + pao + t * S1 * (4 * GV_X);
+		if (tid < nout) pt[(long)split * (4 * GV_X) + tid] = v;
 		mem_fence(CLK_GLOBAL_MEM_FENCE);
 		barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
 		if (tid == 0) last = atomic_inc(&cnt[cno + t]) == (uint)(S1 - 1);
@@ -397,7 +432,7 @@ void gemv(__global const T* A, long ao, __global const WT* B, long bo,
 		volatile __global ACC* vp = pt;
 		if (tid < nout) {
 			ACC u = 0;
-			for (int q = 0; q < S1; q++) u += q == split ? v : vp[(long)q * GV_X + tid];
+			for (int q = 0; q < S1; q++) u += q == split ? v : vp[(long)q * (4 * GV_X) + tid];
 			v = u;
 		}
 		if (tid == 0) cnt[cno + t] = 0;
@@ -412,4 +447,6 @@ void gemv(__global const T* A, long ao, __global const WT* B, long bo,
 }
 #undef GV_X
 #undef GV_Y
+#undef GV_LD4
+#undef GV_LDW4
 #endif
