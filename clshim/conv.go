@@ -67,36 +67,25 @@ func (d *device) lowerConv(o *rt.Conv) (*launchSpec, error) {
 		return d.finishND(a, gws, [3]int{lx, ly, 1})
 	}
 	tiles := sh.groups(kg, P, o.N*o.Groups)
-	a.i32(S)
-	scratch, err := d.splitScratch(a, dt, S, tiles, sh.tm*sh.tn)
-	if err != nil {
-		return nil, err
-	}
 	rn, rm := sh.local()
 	gws := [3]int{(P + sh.tn - 1) / sh.tn * rn, (kg + sh.tm - 1) / sh.tm * rm, o.N * o.Groups * S}
-	l, err := d.finishND(a, gws, [3]int{rn, rm, 1})
-	if err != nil {
-		for _, b := range scratch {
-			b.Free()
-		}
-		return nil, err
-	}
-	l.scratch = scratch
-	return l, nil
+	return d.finishSplit(a, dt, S, tiles, sh.tm*sh.tn, gws, [3]int{rn, rm, 1})
 }
 
-// splitScratch passes a split-K kernel's partials and counters (part,
-// pao, cnt, cno) to a: with S > 1, buffers for tiles output tiles of per
-// partial sums in each of S splits, and a zeroed counter per tile (the
-// kernel leaves it zero again); else none. It releases a's kernel when
-// it fails.
-func (d *device) splitScratch(a *args, dt rt.DType, S, tiles, per int) ([]rt.Buffer, error) {
+// finishSplit completes a split-K kernel (conv_gemm, gemv): it passes S
+// and the partials and counters (part, pao, cnt, cno) to a, and launches
+// it over gws in work-groups of lws. With S > 1 these are buffers for
+// tiles output tiles of per partial sums in each of S splits, and a
+// zeroed counter per tile (the kernel leaves it zero again), owned by
+// the launch; else none. It releases a's kernel when it fails.
+func (d *device) finishSplit(a *args, dt rt.DType, S, tiles, per int, gws, lws [3]int) (*launchSpec, error) {
+	a.i32(S)
 	if S <= 1 {
 		a.mem(nil)
 		a.i64(0)
 		a.mem(nil)
 		a.i64(0)
-		return nil, nil
+		return d.finishND(a, gws, lws)
 	}
 	accSize := int64(4)
 	if dt == rt.F64 {
@@ -125,7 +114,15 @@ func (d *device) splitScratch(a *args, dt rt.DType, S, tiles, per int) ([]rt.Buf
 		a.mem(m)
 		a.i64(0)
 	}
-	return scratch, nil
+	l, err := d.finishND(a, gws, lws)
+	if err != nil {
+		for _, b := range scratch {
+			b.Free()
+		}
+		return nil, err
+	}
+	l.scratch = scratch
+	return l, nil
 }
 
 // Conv tile rule (pickConv). The narrow tiles and the shallow split-K

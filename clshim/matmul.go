@@ -151,8 +151,7 @@ func (d *device) gemvSplit(groups, batch, k int) int {
 }
 
 // finishGEMV completes gemm.cl's gemv kernel for o (M == 1 or N == 1):
-// its split and scratch, and the launch of one work-group per output
-// group, batch and split.
+// its split, and one work-group per output group, batch and split.
 func (d *device) finishGEMV(a *args, o *rt.MatMul) (*launchSpec, error) {
 	wa := o.N == 1 && o.M != 1
 	L, col := o.N, !o.TransB
@@ -168,20 +167,7 @@ func (d *device) finishGEMV(a *args, o *rt.MatMul) (*launchSpec, error) {
 	}
 	groups := (L + nout - 1) / nout
 	S := d.gemvSplit(groups, o.Batch, o.K)
-	a.i32(S)
-	scratch, err := d.splitScratch(a, o.A.DType, S, groups*o.Batch, 4*gemvX)
-	if err != nil {
-		return nil, err
-	}
-	l, err := d.finishND(a, [3]int{groups * gemvX, gemvY, o.Batch * S}, [3]int{gemvX, gemvY, 1})
-	if err != nil {
-		for _, b := range scratch {
-			b.Free()
-		}
-		return nil, err
-	}
-	l.scratch = scratch
-	return l, nil
+	return d.finishSplit(a, o.A.DType, S, groups*o.Batch, 4*gemvX, [3]int{groups * gemvX, gemvY, o.Batch * S}, [3]int{gemvX, gemvY, 1})
 }
 
 // allGEMMShapes lists the tile variants of every tuning (tests).
