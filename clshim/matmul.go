@@ -91,7 +91,9 @@ func (d *device) lowerMatMul(o *rt.MatMul) (*launchSpec, error) {
 	s := d.pickGEMM(dt, o.M, o.N, o.Batch)
 	name := "gemm"
 	if o.M == 1 || o.N == 1 {
-		name = "gemv"
+		// gemv uses no tile: one program per dtype and activation, built
+		// with the device's first tile's defines whatever the shape
+		name, s = "gemv", d.gemmShapes(dt)[0]
 	}
 	a, err := d.kernel(o, "gemm.cl", d.gemmDefs(s, dt, o.Act.Fn)+halfWeightDefs(o), name)
 	if err != nil {
