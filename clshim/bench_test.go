@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/vrun-go/vrun/internal/backendtest"
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -40,36 +41,87 @@ func BenchmarkGEMM(b *testing.B) {
 					s.Wait()
 					s.Close()
 				}
-				s, err := d.NewStream(rt.StreamOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
 				op := &rt.MatMul{A: rt.Ref{Buf: a, DType: rt.F32, Shape: []int{n, n}}, B: rt.Ref{Buf: bb, DType: rt.F32, Shape: []int{n, n}},
 					Y: rt.Ref{Buf: y, DType: rt.F32, Shape: []int{n, n}}, Batch: 1, M: n, N: n, K: n, Alpha: 1}
-				if err := s.Launch(op); err != nil {
-					b.Fatal(err)
-				}
-				// Warm up (first launch compiles the work-group function on some drivers).
-				if err := s.Submit(); err != nil {
-					b.Fatal(err)
-				}
-				if err := s.Wait(); err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					if err := s.Submit(); err != nil {
-						b.Fatal(err)
-					}
-					if err := s.Wait(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				sec := b.Elapsed().Seconds() / float64(b.N)
+				sec := timeOp(b, d, op)
 				b.ReportMetric(2*float64(n)*float64(n)*float64(n)/sec/1e12, "TFLOP/s")
 			})
+		}
+	}
+}
+
+// timeOp records op into a stream of d, submits it once to warm up (the
+// first launch compiles the work-group function on some drivers), then
+// times b.N Submit+Wait rounds and returns the seconds per round.
+func timeOp(b *testing.B, d rt.Device, op rt.Op) float64 {
+	b.Helper()
+	s, err := d.NewStream(rt.StreamOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Launch(op); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Submit(); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := s.Submit(); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	return b.Elapsed().Seconds() / float64(b.N)
+}
+
+// BenchmarkGEMV times gemm.cl's gemv kernel on an LLM-like projection,
+// y = x·W with W 4096 × n (column mode) and y = x·W^T with W n × 4096
+// (row mode, the Linear layout), f32 and f16 weights (rt.HalfWeights),
+// and reports the GB/s of reading W (Submit+Wait, so small sizes include
+// the launch). Only n = 4096 runs on CPU devices.
+func BenchmarkGEMV(b *testing.B) {
+	const k = 4096
+	for _, info := range testDevices(b) {
+		for _, n := range []int{4096, 14336} {
+			for _, tb := range []bool{false, true} {
+				for _, wt := range []rt.DType{rt.F32, rt.F16} {
+					mode := "xW"
+					if tb {
+						mode = "xWT"
+					}
+					b.Run(fmt.Sprintf("dev%d/%s/%dx%d/w%s", info.Index, mode, k, n, wt), func(b *testing.B) {
+						if n > 4096 && info.Kind == rt.KindCPU {
+							b.Skip("n>4096 skipped on a CPU device")
+						}
+						d, err := Backend{}.Open(info.Index)
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer d.Close()
+						ref := func(dt rt.DType, n int, v float64) rt.Ref {
+							buf, err := d.Alloc(int64(dt.Size() * n))
+							if err != nil {
+								b.Fatal(err)
+							}
+							r := rt.Ref{Buf: buf, DType: dt, Shape: []int{n}}
+							backendtest.Run(b, d, &rt.Fill{Y: r, Value: v})
+							return r
+						}
+						op := &rt.MatMul{A: ref(rt.F32, k, 0.5), B: ref(wt, k*n, 0.25), Y: ref(rt.F32, n, 0),
+							Batch: 1, M: 1, N: n, K: k, TransB: tb, Alpha: 1}
+						sec := timeOp(b, d, op)
+						b.ReportMetric(float64(k*n*wt.Size())/sec/1e9, "GB/s")
+					})
+				}
+			}
 		}
 	}
 }
@@ -127,31 +179,7 @@ func BenchmarkConv(b *testing.B) {
 				o.X.Shape = []int{1, sh.c, sh.h, sh.h}
 				o.W.Shape = []int{sh.k, sh.c / sh.g, sh.kh, sh.kh}
 				o.Y.Shape = []int{1, sh.k, oh, oh}
-				s, err := d.NewStream(rt.StreamOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				if err := s.Launch(o); err != nil {
-					b.Fatal(err)
-				}
-				if err := s.Submit(); err != nil {
-					b.Fatal(err)
-				}
-				if err := s.Wait(); err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					if err := s.Submit(); err != nil {
-						b.Fatal(err)
-					}
-					if err := s.Wait(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				sec := b.Elapsed().Seconds() / float64(b.N)
+				sec := timeOp(b, d, o)
 				flops := 2 * float64(sh.k*oh*oh) * float64(sh.c/sh.g*sh.kh*sh.kh)
 				b.ReportMetric(flops/sec/1e12, "TFLOP/s")
 				b.ReportMetric(sec*1e6, "µs/op")
