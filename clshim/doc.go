@@ -43,6 +43,14 @@
 //   - VRUN_CL_CONV=wide: the former convolution tile rule (no narrow
 //     tiles), for comparing speeds.
 //
+// MatMuls run on gemm.cl's register-blocked tiles, except those with
+// M == 1 or N == 1, which run on its gemv kernel (one output column or
+// row per work-item group, K split across work-groups for a GPU's compute
+// units, the partials summed in order by the last work-group to arrive).
+// Convs run on conv_gemm (implicit GEMM, split-K where the tiles are too
+// few) or conv_direct; both write images rt.Conv.StrideY apart, so a
+// Concat's Convs write into its output at batch > 1.
+//
 // Each Stream owns one in-order command queue. Launch creates and sets up
 // one cl_kernel per recorded op, so that Submit only enqueues: writes and
 // reads are non-blocking copies from and to the caller's (pinned) slices,
