@@ -43,25 +43,28 @@ func BenchmarkGEMM(b *testing.B) {
 				}
 				op := &rt.MatMul{A: rt.Ref{Buf: a, DType: rt.F32, Shape: []int{n, n}}, B: rt.Ref{Buf: bb, DType: rt.F32, Shape: []int{n, n}},
 					Y: rt.Ref{Buf: y, DType: rt.F32, Shape: []int{n, n}}, Batch: 1, M: n, N: n, K: n, Alpha: 1}
-				sec := timeOp(b, d, op)
+				sec := timeOp(b, d, op, 1)
 				b.ReportMetric(2*float64(n)*float64(n)*float64(n)/sec/1e12, "TFLOP/s")
 			})
 		}
 	}
 }
 
-// timeOp records op into a stream of d, submits it once to warm up (the
-// first launch compiles the work-group function on some drivers), then
-// times b.N Submit+Wait rounds and returns the seconds per round.
-func timeOp(b *testing.B, d rt.Device, op rt.Op) float64 {
+// timeOp records op reps times into a stream of d, submits it once to
+// warm up (the first launch compiles the work-group function on some
+// drivers), then times b.N Submit+Wait rounds and returns the seconds per
+// op.
+func timeOp(b *testing.B, d rt.Device, op rt.Op, reps int) float64 {
 	b.Helper()
 	s, err := d.NewStream(rt.StreamOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.Launch(op); err != nil {
-		b.Fatal(err)
+	for r := 0; r < reps; r++ {
+		if err := s.Launch(op); err != nil {
+			b.Fatal(err)
+		}
 	}
 	if err := s.Submit(); err != nil {
 		b.Fatal(err)
@@ -79,7 +82,7 @@ func timeOp(b *testing.B, d rt.Device, op rt.Op) float64 {
 		}
 	}
 	b.StopTimer()
-	return b.Elapsed().Seconds() / float64(b.N)
+	return b.Elapsed().Seconds() / float64(b.N) / float64(reps)
 }
 
 // BenchmarkGEMV times gemm.cl's gemv kernel on an LLM-like projection,
@@ -117,7 +120,7 @@ func BenchmarkGEMV(b *testing.B) {
 						}
 						op := &rt.MatMul{A: ref(rt.F32, k, 0.5), B: ref(wt, k*n, 0.25), Y: ref(rt.F32, n, 0),
 							Batch: 1, M: 1, N: n, K: k, TransB: tb, Alpha: 1}
-						sec := timeOp(b, d, op)
+						sec := timeOp(b, d, op, 1)
 						b.ReportMetric(float64(k*n*wt.Size())/sec/1e9, "GB/s")
 					})
 				}
@@ -179,7 +182,7 @@ func BenchmarkConv(b *testing.B) {
 				o.X.Shape = []int{1, sh.c, sh.h, sh.h}
 				o.W.Shape = []int{sh.k, sh.c / sh.g, sh.kh, sh.kh}
 				o.Y.Shape = []int{1, sh.k, oh, oh}
-				sec := timeOp(b, d, o)
+				sec := timeOp(b, d, o, 1)
 				flops := 2 * float64(sh.k*oh*oh) * float64(sh.c/sh.g*sh.kh*sh.kh)
 				b.ReportMetric(flops/sec/1e12, "TFLOP/s")
 				b.ReportMetric(sec*1e6, "µs/op")
@@ -271,33 +274,7 @@ func BenchmarkConvRule(b *testing.B) {
 						dev.convRule = rule
 						defer func() { dev.convRule = "" }()
 						tile, split := dev.pickConv(rt.F32, sh.k, oh*oh, 1, sh.c*sh.kh*sh.kh)
-						s, err := d.NewStream(rt.StreamOptions{})
-						if err != nil {
-							b.Fatal(err)
-						}
-						defer s.Close()
-						for r := 0; r < reps; r++ {
-							if err := s.Launch(o); err != nil {
-								b.Fatal(err)
-							}
-						}
-						if err := s.Submit(); err != nil {
-							b.Fatal(err)
-						}
-						if err := s.Wait(); err != nil {
-							b.Fatal(err)
-						}
-						b.ResetTimer()
-						for i := 0; i < b.N; i++ {
-							if err := s.Submit(); err != nil {
-								b.Fatal(err)
-							}
-							if err := s.Wait(); err != nil {
-								b.Fatal(err)
-							}
-						}
-						b.StopTimer()
-						sec := b.Elapsed().Seconds() / float64(b.N) / reps
+						sec := timeOp(b, d, o, reps)
 						b.ReportMetric(sec*1e6, "µs/conv")
 						b.ReportMetric(flops/sec/1e12, "TFLOP/s")
 						b.ReportMetric(float64(tile.tm), "tm")

@@ -354,58 +354,45 @@ void gemv(__global const T* A, long ao, __global const WT* B, long bo,
 #define GV_V(k) (wa ? LDW(B, bo + (k)) : LD(A, ao + (k)))
 #define GV_W(i) (wa ? LD(A, ao + (i)) : LDW(B, bo + (i)))
 #define GV_W4(i) (wa ? GV_LD4(A, ao + (i)) : GV_LDW4(B, bo + (i)))
+// GV_DOT(AT, LOADW, IDX, k0, STEP, out): out = the sum over k = k0,
+// k0 + STEP, ... below ke of LOADW(IDX(k)) * V[k], in four accumulators
+// of type AT (four loads in flight per work-item).
+#define GV_DOT(AT, LOADW, IDX, k0, STEP, out) { \
+		AT s0 = 0, s1 = 0, s2 = 0, s3 = 0; \
+		int k = (k0); \
+		for (; k + 3 * (STEP) < ke; k += 4 * (STEP)) { \
+			AT w0 = LOADW(IDX(k)), w1 = LOADW(IDX(k + (STEP))); \
+			AT w2 = LOADW(IDX(k + 2 * (STEP))), w3 = LOADW(IDX(k + 3 * (STEP))); \
+			s0 += w0 * GV_V(k); \
+			s1 += w1 * GV_V(k + (STEP)); \
+			s2 += w2 * GV_V(k + 2 * (STEP)); \
+			s3 += w3 * GV_V(k + 3 * (STEP)); \
+		} \
+		for (; k < ke; k += (STEP)) s0 += LOADW(IDX(k)) * GV_V(k); \
+		out = (s0 + s1) + (s2 + s3); \
+	}
+// column mode: W's element (k, j); row mode: (j, k) from the row at wb
+#define GV_COLI(k) ((long)(k) * L + j)
+#define GV_ROWI(k) (wb + (k))
 	if (v4) {
 		int j = j0 + 4 * x;
-		ACC4 s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-		if (j < L) {
-			int k = kb + y;
-			for (; k + 3 * GV_Y < ke; k += 4 * GV_Y) {
-				ACC4 w0 = GV_W4((long)k * L + j), w1 = GV_W4((long)(k + GV_Y) * L + j);
-				ACC4 w2 = GV_W4((long)(k + 2 * GV_Y) * L + j), w3 = GV_W4((long)(k + 3 * GV_Y) * L + j);
-				s0 += w0 * GV_V(k);
-				s1 += w1 * GV_V(k + GV_Y);
-				s2 += w2 * GV_V(k + 2 * GV_Y);
-				s3 += w3 * GV_V(k + 3 * GV_Y);
-			}
-			for (; k < ke; k += GV_Y) s0 += GV_W4((long)k * L + j) * GV_V(k);
-		}
-		red4[y][x] = (s0 + s1) + (s2 + s3);
+		ACC4 s4 = 0;
+		if (j < L) GV_DOT(ACC4, GV_W4, GV_COLI, kb + y, GV_Y, s4)
+		red4[y][x] = s4;
 	} else if (col) {
 		int j = j0 + x;
-		if (j < L) {
-			ACC s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-			int k = kb + y;
-			for (; k + 3 * GV_Y < ke; k += 4 * GV_Y) {
-				ACC w0 = GV_W((long)k * L + j), w1 = GV_W((long)(k + GV_Y) * L + j);
-				ACC w2 = GV_W((long)(k + 2 * GV_Y) * L + j), w3 = GV_W((long)(k + 3 * GV_Y) * L + j);
-				s0 += w0 * GV_V(k);
-				s1 += w1 * GV_V(k + GV_Y);
-				s2 += w2 * GV_V(k + 2 * GV_Y);
-				s3 += w3 * GV_V(k + 3 * GV_Y);
-			}
-			for (; k < ke; k += GV_Y) s0 += GV_W((long)k * L + j) * GV_V(k);
-			s = (s0 + s1) + (s2 + s3);
-		}
+		if (j < L) GV_DOT(ACC, GV_W, GV_COLI, kb + y, GV_Y, s)
 	} else {
 		int j = j0 + y;
-		if (j < L) {
-			ACC s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-			long wb = (long)j * Kd;
-			int k = kb + x;
-			for (; k + 3 * GV_X < ke; k += 4 * GV_X) {
-				ACC w0 = GV_W(wb + k), w1 = GV_W(wb + k + GV_X), w2 = GV_W(wb + k + 2 * GV_X), w3 = GV_W(wb + k + 3 * GV_X);
-				s0 += w0 * GV_V(k);
-				s1 += w1 * GV_V(k + GV_X);
-				s2 += w2 * GV_V(k + 2 * GV_X);
-				s3 += w3 * GV_V(k + 3 * GV_X);
-			}
-			for (; k < ke; k += GV_X) s0 += GV_W(wb + k) * GV_V(k);
-			s = (s0 + s1) + (s2 + s3);
-		}
+		long wb = (long)j * Kd;
+		if (j < L) GV_DOT(ACC, GV_W, GV_ROWI, kb + x, GV_X, s)
 	}
 #undef GV_V
 #undef GV_W
 #undef GV_W4
+#undef GV_DOT
+#undef GV_COLI
+#undef GV_ROWI
 	red[y][x] = s;
 	barrier(CLK_LOCAL_MEM_FENCE);
 	// work-item tid < nout sums output j0 + tid: a column over y, or a
