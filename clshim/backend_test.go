@@ -371,6 +371,8 @@ func TestGEMV(t *testing.T) {
 			{300, 1, 130, 2, true, true, false},   // column, W = A
 			{1, 1, 500, 1, false, false, false},   // a dot product
 			{1, 9, 5, 3, false, true, true},       // K below a split
+			{1, 37, 1023, 2, false, true, false},  // row, W = B, K % 4 = 3
+			{45, 1, 2053, 1, false, false, false}, // row, W = A, K % 4 = 1
 		}
 		for _, split := range []int{0, 3, 7} {
 			dev.splitForce = split

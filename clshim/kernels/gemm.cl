@@ -303,7 +303,8 @@ void conv_gemm(__global const T* X, long xo, __global const WT* W, long wo,
 // output column (x, coalesced) and strides K by the work-group's rows
 // (y), four adjacent columns (one vector load) where L is a multiple of
 // 4; row mode (W's element (j, k) at j*K + k) gives each row of
-// work-items (y) one output and strides K by its lanes (x). The work-group
+// work-items (y) one output and strides K by its lanes (x), four elements
+// of V and of W a load (vload4, or vload_half4). The work-group
 // sums its partial sums in local memory in a fixed order. With S > 1 the
 // work-groups also split K into S slices (group z = batch*S + split):
 // each stores its partial sums, and the last of an output group's slices
@@ -348,51 +349,62 @@ void gemv(__global const T* A, long ao, __global const WT* B, long bo,
 	int v4 = col && (L & 3) == 0;
 	int nout = col ? (v4 ? 4 * GV_X : GV_X) : GV_Y; // outputs of a work-group
 	int j0 = get_group_id(0) * nout;
-	int per = (Kd + S1 - 1) / S1;
+	int per = ((Kd + S1 - 1) / S1 + 3) & ~3; // slices start at multiples of 4
 	int kb = split * per, ke = min(Kd, kb + per);
 	ACC s = 0;
 #define GV_V(k) (wa ? LDW(B, bo + (k)) : LD(A, ao + (k)))
 #define GV_W(i) (wa ? LD(A, ao + (i)) : LDW(B, bo + (i)))
 #define GV_W4(i) (wa ? GV_LD4(A, ao + (i)) : GV_LDW4(B, bo + (i)))
-// GV_DOT(AT, LOADW, IDX, k0, STEP, out): out = the sum over k = k0,
-// k0 + STEP, ... below ke of LOADW(IDX(k)) * V[k], in four accumulators
-// of type AT (four loads in flight per work-item).
-#define GV_DOT(AT, LOADW, IDX, k0, STEP, out) { \
+#define GV_V4(q) (wa ? GV_LDW4(B, bo + kb + 4 * (q)) : GV_LD4(A, ao + kb + 4 * (q)))
+// GV_DOT(AT, LOADW, IDX, k0, STEP, out, END, LOADV): out = the sum over
+// k = k0, k0 + STEP, ... below END of LOADW(IDX(k)) * LOADV(k), in four
+// accumulators of type AT (four loads in flight per work-item).
+#define GV_DOT(AT, LOADW, IDX, k0, STEP, out, END, LOADV) { \
 		AT s0 = 0, s1 = 0, s2 = 0, s3 = 0; \
 		int k = (k0); \
-		for (; k + 3 * (STEP) < ke; k += 4 * (STEP)) { \
+		for (; k + 3 * (STEP) < (END); k += 4 * (STEP)) { \
 			AT w0 = LOADW(IDX(k)), w1 = LOADW(IDX(k + (STEP))); \
 			AT w2 = LOADW(IDX(k + 2 * (STEP))), w3 = LOADW(IDX(k + 3 * (STEP))); \
-			s0 += w0 * GV_V(k); \
-			s1 += w1 * GV_V(k + (STEP)); \
-			s2 += w2 * GV_V(k + 2 * (STEP)); \
-			s3 += w3 * GV_V(k + 3 * (STEP)); \
+			s0 += w0 * LOADV(k); \
+			s1 += w1 * LOADV(k + (STEP)); \
+			s2 += w2 * LOADV(k + 2 * (STEP)); \
+			s3 += w3 * LOADV(k + 3 * (STEP)); \
 		} \
-		for (; k < ke; k += (STEP)) s0 += LOADW(IDX(k)) * GV_V(k); \
+		for (; k < (END); k += (STEP)) s0 += LOADW(IDX(k)) * LOADV(k); \
 		out = (s0 + s1) + (s2 + s3); \
 	}
-// column mode: W's element (k, j); row mode: (j, k) from the row at wb
+// column mode: W's element (k, j); row mode: vector q (elements kb + 4q
+// to kb + 4q + 3) of the row at wb
 #define GV_COLI(k) ((long)(k) * L + j)
-#define GV_ROWI(k) (wb + (k))
+#define GV_ROW4(q) (wb + kb + 4 * (q))
 	if (v4) {
 		int j = j0 + 4 * x;
 		ACC4 s4 = 0;
-		if (j < L) GV_DOT(ACC4, GV_W4, GV_COLI, kb + y, GV_Y, s4)
+		if (j < L) GV_DOT(ACC4, GV_W4, GV_COLI, kb + y, GV_Y, s4, ke, GV_V)
 		red4[y][x] = s4;
 	} else if (col) {
 		int j = j0 + x;
-		if (j < L) GV_DOT(ACC, GV_W, GV_COLI, kb + y, GV_Y, s)
+		if (j < L) GV_DOT(ACC, GV_W, GV_COLI, kb + y, GV_Y, s, ke, GV_V)
 	} else {
+		// row mode: four elements of K a load (vector V and W), the
+		// slice's last K % 4 elements one a work-item
 		int j = j0 + y;
 		long wb = (long)j * Kd;
-		if (j < L) GV_DOT(ACC, GV_W, GV_ROWI, kb + x, GV_X, s)
+		int n4 = max(ke - kb, 0) / 4, kt = kb + 4 * n4;
+		ACC4 s4 = 0;
+		if (j < L) {
+			GV_DOT(ACC4, GV_W4, GV_ROW4, x, GV_X, s4, n4, GV_V4)
+			if (kt + x < ke) s = GV_W(wb + kt + x) * GV_V(kt + x);
+		}
+		s += (s4.x + s4.y) + (s4.z + s4.w);
 	}
 #undef GV_V
 #undef GV_W
 #undef GV_W4
+#undef GV_V4
 #undef GV_DOT
 #undef GV_COLI
-#undef GV_ROWI
+#undef GV_ROW4
 	red[y][x] = s;
 	barrier(CLK_LOCAL_MEM_FENCE);
 	// work-item tid < nout sums output j0 + tid: a column over y, or a
