@@ -1,5 +1,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#ifdef SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 // pool: 2-D max / average / Lp pooling over [NC, H, W], one invocation per
 // output.
 #define RANK 1
@@ -23,6 +27,14 @@ layout(std430, binding = 1) writeonly buffer BY { Y_T y[]; };
 #ifdef VEC
 #include "vec.glsl"
 layout(std430, binding = 0) readonly buffer BX4 { X_VT x4[]; };
+layout(std430, binding = 1) writeonly buffer BY4 { Y_VT y4[]; };
+#if Y_DT == 2
+layout(std430, binding = 1) writeonly buffer BY2 { f16vec2 y2[]; };
+#define Y_V2ST(v) f16vec2(v)
+#else
+layout(std430, binding = 1) writeonly buffer BY2 { vec2 y2[]; };
+#define Y_V2ST(v) (v)
+#endif
 // PV: the outputs per invocation of poolv (spec constant 1: 2 or 4).
 layout(constant_id = 1) const uint PV = 4u;
 #define PVMAX 4u
@@ -80,22 +92,45 @@ void pool3(uint total) {
 // poolv (the VEC variants): the 3×3, dilation-1, stride-2 max and average
 // pools with pad left at most 1 on rows of a multiple of 4 items (at an
 // offset that is a multiple of 4): an invocation computes PV adjacent
-// outputs of a row from the 2*PV+2 input columns they span, per input
-// row one scalar load (the column left of them), PV/2 vector loads and
-// one scalar load (the column right of them), against 9 loads an output
-// (clamped into the image and masked after, as in pool3).
+// outputs of a row from the 2*PV+1 input columns they span. Per input row
+// it makes PV/2 vector loads and takes the one column outside them (left
+// of them with pad 1, right of them with pad 0) from the invocation that
+// holds the neighbouring outputs of the row, through a subgroup shuffle
+// in the SUBGROUP builds (poolvs), else, and at the ends of a subgroup's
+// run of the row, with one scalar load. Where the row length and Y's
+// offset are multiples of PV, the PV outputs go out as one vector store.
+//
+// The loop's trip count is uniform over the workgroup so that every
+// invocation takes part in the shuffles; those past the end compute on
+// the last output and store nothing.
 void poolv() {
 	uint nq = (pc.OW + PV - 1u) / PV;
 	uint total = pc.NC * pc.OH * nq;
 	uint W = pc.W, W4 = W >> 2;
 	bool pl1 = pc.pl != 0u;
-	GRID_LOOP(r, total) {
-		uint q = r % nq;
-		uint t = r / nq;
+	bool vst = ((pc.OW | pc.offY) & (PV - 1u)) == 0u;
+	for (uint r0 = gl_WorkGroupID.x * WG; r0 < total; r0 += gl_NumWorkGroups.x * WG) {
+		uint r = r0 + gl_LocalInvocationID.x;
+		uint rc = min(r, total - 1u);
+		uint q = rc % nq;
+		uint t = rc / nq;
 		uint oh = t % pc.OH;
 		uint nc = t / pc.OH;
 		int ih0 = int(oh * pc.sh) - int(pc.pt);
 		uint c0 = 2u * PV * q; // column of v[.][1], a multiple of 4
+		// the column outside the vectors: left of them (pad 1) or right
+		uint ce = min(pl1 ? max(c0, 1u) - 1u : c0 + 2u * PV, W - 1u);
+#ifdef SUBGROUP
+		// nb: the lane holding the neighbouring outputs (the previous
+		// group with pad 1, the next one with pad 0) when it does, in
+		// the same row (then its run of vectors ends or starts at ce).
+		uint me = gl_SubgroupInvocationID;
+		uint nb = pl1 ? me - 1u : me + 1u;
+		bool inSg = nb < gl_SubgroupSize;
+		uint src = inSg ? nb : me;
+		uint rn = subgroupShuffle(rc, src);
+		bool fromNb = inSg && (pl1 ? q > 0u && rn + 1u == rc : q + 1u < nq && rn == rc + 1u);
+#endif
 		uint base = pc.offX + nc * pc.H * W;
 		CT v[3][2u * PVMAX + 2u];
 		bool okH[3];
@@ -106,7 +141,6 @@ void poolv() {
 			vh += okH[kh] ? 1u : 0u;
 			ph += ih >= -int(pc.pt) && ih < int(pc.H + pc.pb) ? 1u : 0u;
 			uint rb = base + uint(clamp(ih, 0, int(pc.H) - 1)) * W;
-			v[kh][0] = CT(X_LD(x[rb + min(max(c0, 1u) - 1u, W - 1u)]));
 			[[unroll]] for (uint u = 0u; u < PV / 2u; u++) {
 				vec4 e = vec4(X_VLD(x4[(rb >> 2) + min(c0 / 4u + u, W4 - 1u)]));
 				v[kh][1u + 4u * u] = CT(e.x);
@@ -114,28 +148,51 @@ void poolv() {
 				v[kh][3u + 4u * u] = CT(e.z);
 				v[kh][4u + 4u * u] = CT(e.w);
 			}
-			v[kh][2u * PV + 1u] = CT(X_LD(x[rb + min(c0 + 2u * PV, W - 1u)]));
+			CT edge;
+#ifdef SUBGROUP
+			// what this lane's neighbour on the other side needs
+			CT offer = pl1 ? v[kh][2u * PV] : v[kh][1];
+			CT got = subgroupShuffle(offer, src);
+			if (fromNb) edge = got;
+			else edge = CT(X_LD(x[rb + ce]));
+#else
+			edge = CT(X_LD(x[rb + ce]));
+#endif
+			v[kh][0] = edge;
+			v[kh][2u * PV + 1u] = edge;
 		}
-		uint ybase = pc.offY + (nc * pc.OH + oh) * pc.OW;
-		[[unroll]] for (uint i = 0u; i < PV; i++) {
+		CT outs[PVMAX];
+		[[unroll]] for (uint i = 0u; i < PVMAX; i++) {
 			uint ow = PV * q + i;
-			if (ow < pc.OW) {
-				CT acc = pc.fn == 0u ? -CT(M_INF) : CT(0);
-				uint vw = 0u, pw = 0u;
-				[[unroll]] for (uint kw = 0u; kw < 3u; kw++) {
-					// input column c0 + 2i - pl + kw: v[.][2i + kw] with pad 1,
-					// v[.][2i + kw + 1] with pad 0
-					int iw = int(c0 + 2u * i + kw) - int(pc.pl);
-					bool inW = iw >= 0 && iw < int(W);
-					vw += inW ? 1u : 0u;
-					pw += iw >= -int(pc.pl) && iw < int(W + pc.pr) ? 1u : 0u;
-					[[unroll]] for (uint kh = 0u; kh < 3u; kh++) {
+			CT acc = pc.fn == 0u ? -CT(M_INF) : CT(0);
+			uint vw = 0u, pw = 0u;
+			[[unroll]] for (uint kw = 0u; kw < 3u; kw++) {
+				// input column c0 + 2i - pl + kw: v[.][2i + kw] with pad 1,
+				// v[.][2i + kw + 1] with pad 0
+				int iw = int(c0 + 2u * i + kw) - int(pc.pl);
+				bool inW = iw >= 0 && iw < int(W);
+				vw += inW ? 1u : 0u;
+				pw += iw >= -int(pc.pl) && iw < int(W + pc.pr) ? 1u : 0u;
+				[[unroll]] for (uint kh = 0u; kh < 3u; kh++) {
+					if (i < PV) {
 						CT e = pl1 ? v[kh][2u * i + kw] : v[kh][2u * i + kw + 1u];
 						if (inW && okH[kh]) acc = pc.fn == 0u ? max(acc, e) : acc + e;
 					}
 				}
-				if (pc.fn != 0u) acc /= CT(pc.cip != 0u ? ph * pw : vh * vw);
-				y[ybase + ow] = Y_ST(acc);
+			}
+			if (pc.fn != 0u) acc /= CT(pc.cip != 0u ? ph * pw : vh * vw);
+			outs[i] = acc;
+		}
+		if (r < total) {
+			uint ybase = pc.offY + (nc * pc.OH + oh) * pc.OW + PV * q;
+			if (vst && PV == 4u) {
+				y4[ybase >> 2] = Y_VST(vec4(outs[0], outs[1], outs[2], outs[3]));
+			} else if (vst && PV == 2u) {
+				y2[ybase >> 1] = Y_V2ST(vec2(outs[0], outs[1]));
+			} else {
+				[[unroll]] for (uint i = 0u; i < PVMAX; i++) {
+					if (i < PV && PV * q + i < pc.OW) y[ybase + i] = Y_ST(outs[i]);
+				}
 			}
 		}
 	}

@@ -15,6 +15,12 @@ import (
 // 2665 GB/s of GPU time, 4 2404, the scalar pool3 2330.
 var poolVec = 2
 
+// poolShuffle lets poolv take the column outside its vectors from the
+// neighbouring invocation through a subgroup shuffle (the poolvs
+// variants) where the device has subgroup shuffles; false (tests,
+// benchmarks) loads it.
+var poolShuffle = true
+
 // poolVecOK reports whether poolv runs o, whose X starts at element
 // offset off within its binding.
 func poolVecOK(o *rt.Pool, off uint32) bool {
@@ -67,7 +73,11 @@ func (l *lowering) Pool(o *rt.Pool) {
 	if poolVecOK(o, offs[0]) {
 		pv := int64(poolVec)
 		n := int64(o.NC) * int64(o.OH) * ((int64(o.OW) + pv - 1) / pv)
-		l.add(dispatch{shader: "poolv_" + dt.String(), spec: []uint32{wgSize, uint32(pv)}, binds: binds, reads: reads, writes: writes,
+		shader := "poolv_"
+		if poolShuffle && l.d.phys.caps.subgroupOps&(sgBasic|sgShuffle) == sgBasic|sgShuffle {
+			shader = "poolvs_"
+		}
+		l.add(dispatch{shader: shader + dt.String(), spec: []uint32{wgSize, uint32(pv)}, binds: binds, reads: reads, writes: writes,
 			push: push, groups: groups1D(l.d, n, wgSize)})
 		return
 	}

@@ -36,12 +36,19 @@ func TestPool(t *testing.T) {
 		{2, 7, 12, 3, 3, 3, 2, 0, 0, 1, 1, 1, 1, 1},
 		{2, 5, 4, 3, 3, 2, 2, 1, 1, 1, 3, 1, 1, 0},
 		{1, 6, 20, 3, 3, 1, 2, 1, 0, 1, 0, 1, 1, 0},
+		// many rows and planes to a subgroup, rows of 3 and 5 groups of
+		// outputs (a subgroup's run of a row begins and ends inside it),
+		// an odd row (scalar stores)
+		{7, 11, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},
+		{6, 10, 40, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 0},
+		{5, 9, 28, 3, 3, 2, 2, 1, 1, 1, 0, 1, 1, 0},
 	}
-	defer func(pv int) { poolVec = pv }(poolVec)
-	for _, pv := range []int{4, 2} {
-		poolVec = pv
+	defer func(pv int, sh bool) { poolVec, poolShuffle = pv, sh }(poolVec, poolShuffle)
+	for _, pv := range []int{4, 2, -4, -2} {
+		// negative: poolv without the subgroup shuffles
+		poolVec, poolShuffle = max(pv, -pv), pv > 0
 		for _, dt := range floatDTypes {
-			for _, c := range cases {
+			for ci, c := range cases {
 				OH := (c.H+c.pt+c.pb-c.dh*(c.KH-1)-1)/c.sh + 1 + c.extra
 				OW := (c.W+c.pl+c.pr-c.dw*(c.KW-1)-1)/c.sw + 1 + c.extra
 				x := randVals(r, dt, c.NC*c.H*c.W, -2, 2)
@@ -51,15 +58,20 @@ func TestPool(t *testing.T) {
 							if (fn != rt.LpPool && p != 2) || (fn != rt.AvgPool && cip) {
 								continue
 							}
-							yb := newBuf(t, d, dt, c.NC*OH*OW, nil)
-							op := &rt.Pool{Fn: fn, X: newBuf(t, d, dt, len(x), x).ref([]int{len(x)}, nil), Y: yb.ref([]int{c.NC * OH * OW}, nil),
+							// every other case writes Y one element past an
+							// aligned offset (poolv's scalar stores)
+							ny, yo := c.NC*OH*OW, ci%2
+							yb := newBuf(t, d, dt, ny+yo, nil)
+							yr := yb.ref([]int{ny}, nil)
+							yr.Off += int64(yo * dt.Size())
+							op := &rt.Pool{Fn: fn, X: newBuf(t, d, dt, len(x), x).ref([]int{len(x)}, nil), Y: yr,
 								NC: c.NC, H: c.H, W: c.W, OH: OH, OW: OW, KH: c.KH, KW: c.KW, StrideH: c.sh, StrideW: c.sw,
 								PadT: c.pt, PadL: c.pl, PadB: c.pb, PadR: c.pr, DilH: c.dh, DilW: c.dw, CountIncludePad: cip, P: p}
 							if !supported(t, d, op) {
 								continue
 							}
 							backendtest.Run(t, d, op)
-							got := yb.read(t, d)
+							got := yb.read(t, d)[yo : yo+ny]
 							want := make([]float64, len(got))
 							for nc := 0; nc < c.NC; nc++ {
 								for oh := 0; oh < OH; oh++ {
