@@ -44,9 +44,12 @@
 //     tiles), for comparing speeds.
 //
 // MatMuls run on gemm.cl's register-blocked tiles, except those with
-// M == 1 or N == 1, which run on its gemv kernel (one output column or
-// row per work-item group, K split across work-groups for a GPU's compute
-// units, the partials summed in order by the last work-group to arrive).
+// M == 1 or N == 1, which run on its gemv kernel (four output columns
+// per work-item with one vector load where the row length is a multiple
+// of 4, or one output row per row of work-items loading four elements of
+// K at a time; K split across work-groups for a GPU's
+// compute units, the partials summed in order by the last work-group to
+// arrive).
 // Convs run on conv_gemm (implicit GEMM, split-K where the tiles are too
 // few) or conv_direct; both write images rt.Conv.StrideY apart, so a
 // Concat's Convs write into its output at batch > 1.
