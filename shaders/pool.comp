@@ -162,8 +162,7 @@ void poolv() {
 			v[kh][2u * PV + 1u] = edge;
 		}
 		CT outs[PVMAX];
-		[[unroll]] for (uint i = 0u; i < PVMAX; i++) {
-			uint ow = PV * q + i;
+		for (uint i = 0u; i < PV; i++) {
 			CT acc = pc.fn == 0u ? -CT(M_INF) : CT(0);
 			uint vw = 0u, pw = 0u;
 			[[unroll]] for (uint kw = 0u; kw < 3u; kw++) {
@@ -174,10 +173,8 @@ void poolv() {
 				vw += inW ? 1u : 0u;
 				pw += iw >= -int(pc.pl) && iw < int(W + pc.pr) ? 1u : 0u;
 				[[unroll]] for (uint kh = 0u; kh < 3u; kh++) {
-					if (i < PV) {
-						CT e = pl1 ? v[kh][2u * i + kw] : v[kh][2u * i + kw + 1u];
-						if (inW && okH[kh]) acc = pc.fn == 0u ? max(acc, e) : acc + e;
-					}
+					CT e = pl1 ? v[kh][2u * i + kw] : v[kh][2u * i + kw + 1u];
+					if (inW && okH[kh]) acc = pc.fn == 0u ? max(acc, e) : acc + e;
 				}
 			}
 			if (pc.fn != 0u) acc /= CT(pc.cip != 0u ? ph * pw : vh * vw);
@@ -190,8 +187,8 @@ void poolv() {
 			} else if (vst && PV == 2u) {
 				y2[ybase >> 1] = Y_V2ST(vec2(outs[0], outs[1]));
 			} else {
-				[[unroll]] for (uint i = 0u; i < PVMAX; i++) {
-					if (i < PV && PV * q + i < pc.OW) y[ybase + i] = Y_ST(outs[i]);
+				for (uint i = 0u; i < PV; i++) {
+					if (PV * q + i < pc.OW) y[ybase + i] = Y_ST(outs[i]);
 				}
 			}
 		}
