@@ -4,9 +4,6 @@ package vulkan
 
 import (
 	"fmt"
-	"os"
-	"strings"
-	"sync"
 
 	"github.com/vrun-go/vrun/rt"
 )
@@ -77,7 +74,7 @@ func (t gemmTile) grid(m, n, batch int) int64 {
 // that path alone. Without it FIXED is 0 and the flags choose at run
 // time.
 func gemmSpec(t gemmTile, flags uint32, fixed bool) []uint32 {
-	if !fixed && !forceFixed && !fixedEnv() {
+	if !fixed && !forceFixed {
 		return []uint32{uint32(t.threads())}
 	}
 	return []uint32{uint32(t.threads()), 1<<31 | flags&(1|2|256)}
@@ -86,11 +83,6 @@ func gemmSpec(t gemmTile, flags uint32, fixed bool) []uint32 {
 // forceFixed, when set (tests), fixes the load path of every
 // matmul.comp pipeline of MatMul (gemmSpec).
 var forceFixed bool
-
-// fixedEnv reports whether VRUN_VK_FIXED=1 fixes the load path of every
-// matmul.comp pipeline, as forceFixed does (to time it against the
-// run-time choice); read once.
-var fixedEnv = sync.OnceValue(func() bool { return strings.TrimSpace(os.Getenv("VRUN_VK_FIXED")) == "1" })
 
 // forceGemmTile, when set (tests), selects that tile whenever it fits.
 var forceGemmTile string
