@@ -20,7 +20,7 @@
 #      chosen at run time (VRUN_VK_FIXED=0, the default) and fixed in each
 #      pipeline (1), cuBLAS and PyTorch's CUDA graph beside the first;
 #   3. -precision f16 against f32 at batch 1 on the four CNNs (vrun -bench
-#      300 -resident, f32 / f16 / f32);
+#      300 -resident, f32 / f16 / f32), and resnet50's per-op profile in each;
 #   4. the f16-weight GEMV with f16vec4 loads (gemv.comp's ld_b4 as
 #      vec4(f16vec4), through VRUN_VK_SPV) against the embedded
 #      unpackHalf2x16 one (BenchmarkGEMV/f32w16);
@@ -79,6 +79,9 @@ for m in squeezenet1_1 mobilenet_v2 resnet18 resnet50; do
 	for p in f32 f16 f32; do
 		echo "$m $p $($K/vrun -device vulkan:0 -bench 300 -resident -precision $p -shape x=1x3x224x224 /tmp/m/$m.onnx 2>&1 | grep '^bench')" >>"$W/f16.log"
 	done
+done
+for p in f32 f16; do
+	$K/vrun -device vulkan:0 -bench 100 -resident -profile -precision $p -shape x=1x3x224x224 /tmp/m/resnet50.onnx >"$W/prof_$p.log" 2>&1
 done
 cd "$R/rt/vulkan"
 $K/vulkan.test -test.run XXX -test.bench '^BenchmarkGEMV$' -test.benchtime 200x >"$W/gemv.log" 2>&1
