@@ -1,9 +1,5 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-#ifdef SUBGROUP
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_shuffle : require
-#endif
 // pool: 2-D max / average / Lp pooling over [NC, H, W], one invocation per
 // output.
 #define RANK 1
@@ -93,44 +89,27 @@ void pool3(uint total) {
 // pools with pad left at most 1 on rows of a multiple of 4 items (at an
 // offset that is a multiple of 4): an invocation computes PV adjacent
 // outputs of a row from the 2*PV+1 input columns they span. Per input row
-// it makes PV/2 vector loads and takes the one column outside them (left
-// of them with pad 1, right of them with pad 0) from the invocation that
-// holds the neighbouring outputs of the row, through a subgroup shuffle
-// in the SUBGROUP builds (poolvs), else, and at the ends of a subgroup's
-// run of the row, with one scalar load. Where the row length and Y's
-// offset are multiples of PV, the PV outputs go out as one vector store.
-//
-// The loop's trip count is uniform over the workgroup so that every
-// invocation takes part in the shuffles; those past the end compute on
-// the last output and store nothing.
+// it makes PV/2 vector loads and one scalar load, of the one column
+// outside them that its pad needs (left of them with pad 1, right of them
+// with pad 0). Where the row length and Y's offset are multiples of PV,
+// the PV outputs go out as one vector store. (Taking that column from the
+// neighbouring invocation through a subgroup shuffle instead was slower:
+// 0.85 of copy against 0.91 on an H100.)
 void poolv() {
 	uint nq = (pc.OW + PV - 1u) / PV;
 	uint total = pc.NC * pc.OH * nq;
 	uint W = pc.W, W4 = W >> 2;
 	bool pl1 = pc.pl != 0u;
 	bool vst = ((pc.OW | pc.offY) & (PV - 1u)) == 0u;
-	for (uint r0 = gl_WorkGroupID.x * WG; r0 < total; r0 += gl_NumWorkGroups.x * WG) {
-		uint r = r0 + gl_LocalInvocationID.x;
-		uint rc = min(r, total - 1u);
-		uint q = rc % nq;
-		uint t = rc / nq;
+	GRID_LOOP(r, total) {
+		uint q = r % nq;
+		uint t = r / nq;
 		uint oh = t % pc.OH;
 		uint nc = t / pc.OH;
 		int ih0 = int(oh * pc.sh) - int(pc.pt);
 		uint c0 = 2u * PV * q; // column of v[.][1], a multiple of 4
 		// the column outside the vectors: left of them (pad 1) or right
 		uint ce = min(pl1 ? max(c0, 1u) - 1u : c0 + 2u * PV, W - 1u);
-#ifdef SUBGROUP
-		// nb: the lane holding the neighbouring outputs (the previous
-		// group with pad 1, the next one with pad 0) when it does, in
-		// the same row (then its run of vectors ends or starts at ce).
-		uint me = gl_SubgroupInvocationID;
-		uint nb = pl1 ? me - 1u : me + 1u;
-		bool inSg = nb < gl_SubgroupSize;
-		uint src = inSg ? nb : me;
-		uint rn = subgroupShuffle(rc, src);
-		bool fromNb = inSg && (pl1 ? q > 0u && rn + 1u == rc : q + 1u < nq && rn == rc + 1u);
-#endif
 		uint base = pc.offX + nc * pc.H * W;
 		CT v[3][2u * PVMAX + 2u];
 		bool okH[3];
@@ -148,16 +127,7 @@ void poolv() {
 				v[kh][3u + 4u * u] = CT(e.z);
 				v[kh][4u + 4u * u] = CT(e.w);
 			}
-			CT edge;
-#ifdef SUBGROUP
-			// what this lane's neighbour on the other side needs
-			CT offer = pl1 ? v[kh][2u * PV] : v[kh][1];
-			CT got = subgroupShuffle(offer, src);
-			if (fromNb) edge = got;
-			else edge = CT(X_LD(x[rb + ce]));
-#else
-			edge = CT(X_LD(x[rb + ce]));
-#endif
+			CT edge = CT(X_LD(x[rb + ce]));
 			v[kh][0] = edge;
 			v[kh][2u * PV + 1u] = edge;
 		}
@@ -180,16 +150,14 @@ void poolv() {
 			if (pc.fn != 0u) acc /= CT(pc.cip != 0u ? ph * pw : vh * vw);
 			outs[i] = acc;
 		}
-		if (r < total) {
-			uint ybase = pc.offY + (nc * pc.OH + oh) * pc.OW + PV * q;
-			if (vst && PV == 4u) {
-				y4[ybase >> 2] = Y_VST(vec4(outs[0], outs[1], outs[2], outs[3]));
-			} else if (vst && PV == 2u) {
-				y2[ybase >> 1] = Y_V2ST(vec2(outs[0], outs[1]));
-			} else {
-				for (uint i = 0u; i < PV; i++) {
-					if (PV * q + i < pc.OW) y[ybase + i] = Y_ST(outs[i]);
-				}
+		uint ybase = pc.offY + (nc * pc.OH + oh) * pc.OW + PV * q;
+		if (vst && PV == 4u) {
+			y4[ybase >> 2] = Y_VST(vec4(outs[0], outs[1], outs[2], outs[3]));
+		} else if (vst && PV == 2u) {
+			y2[ybase >> 1] = Y_V2ST(vec2(outs[0], outs[1]));
+		} else {
+			for (uint i = 0u; i < PV; i++) {
+				if (PV * q + i < pc.OW) y[ybase + i] = Y_ST(outs[i]);
 			}
 		}
 	}

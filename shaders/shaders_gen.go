@@ -334,8 +334,6 @@ var names = []string{
 	"pool_f64",                  // pool.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"poolv_f16",                 // pool.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VEC=1
 	"poolv_f32",                 // pool.comp X_DT=1 Y_DT=1 VEC=1
-	"poolvs_f16",                // pool.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VEC=1 SUBGROUP=1
-	"poolvs_f32",                // pool.comp X_DT=1 Y_DT=1 VEC=1 SUBGROUP=1
 	"reduce_f16",                // reduce.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"reduce_f32",                // reduce.comp X_DT=1 Y_DT=1
 	"reduce_f64",                // reduce.comp X_DT=3 Y_DT=3 CT_DOUBLE=1

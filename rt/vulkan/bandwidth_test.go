@@ -539,18 +539,8 @@ func BenchmarkBandwidth(b *testing.B) {
 			NC: nc, H: h, W: w, OH: oh, OW: ow, KH: 3, KW: 3, StrideH: 2, StrideW: 2,
 			PadT: 1, PadL: 1, PadB: 1, PadR: 1, DilH: 1, DilW: 1}
 	}
-	// poolv's outputs per invocation (-pv4), without its subgroup
-	// shuffles (-nosg), and off (-pv0: pool3)
+	// poolv's outputs per invocation (-pv4), and off (-pv0: pool3)
 	run("maxpool-3x3s2", pool, float64(nc*h*w*4)*5/4, nil)
 	run("maxpool-3x3s2-pv4", pool, float64(nc*h*w*4)*5/4, knob(&poolVec, 4))
-	nosgPool := func(pv int) func() func() {
-		return func() func() {
-			old, olds := poolVec, poolShuffle
-			poolVec, poolShuffle = pv, false
-			return func() { poolVec, poolShuffle = old, olds }
-		}
-	}
-	run("maxpool-3x3s2-nosg", pool, float64(nc*h*w*4)*5/4, nosgPool(poolVec))
-	run("maxpool-3x3s2-pv4-nosg", pool, float64(nc*h*w*4)*5/4, nosgPool(4))
 	run("maxpool-3x3s2-pv0", pool, float64(nc*h*w*4)*5/4, knob(&poolVec, 0))
 }

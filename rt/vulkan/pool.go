@@ -12,14 +12,9 @@ import (
 // (poolv: 3×3, stride-2 max and average pools on rows of a multiple of 4
 // items, with vector loads), 2 or 4; 0 (benchmarks) turns them off.
 // H200, 2026-12-04 (BenchmarkBandwidth, 200 runs, same run): 2 reads
-// 2665 GB/s of GPU time, 4 2404, the scalar pool3 2330.
+// 2665 GB/s of GPU time, 4 2404, the scalar pool3 2330. H100, 2026-12-07,
+// with one edge column loaded a row: 2 0.91 of the copy kernel, 4 0.88.
 var poolVec = 2
-
-// poolShuffle lets poolv take the column outside its vectors from the
-// neighbouring invocation through a subgroup shuffle (the poolvs
-// variants) where the device has subgroup shuffles; false (tests,
-// benchmarks) loads it.
-var poolShuffle = true
 
 // poolVecOK reports whether poolv runs o, whose X starts at element
 // offset off within its binding.
@@ -73,11 +68,7 @@ func (l *lowering) Pool(o *rt.Pool) {
 	if poolVecOK(o, offs[0]) {
 		pv := int64(poolVec)
 		n := int64(o.NC) * int64(o.OH) * ((int64(o.OW) + pv - 1) / pv)
-		shader := "poolv_"
-		if poolShuffle && l.d.phys.caps.subgroupOps&(sgBasic|sgShuffle) == sgBasic|sgShuffle {
-			shader = "poolvs_"
-		}
-		l.add(dispatch{shader: shader + dt.String(), spec: []uint32{wgSize, uint32(pv)}, binds: binds, reads: reads, writes: writes,
+		l.add(dispatch{shader: "poolv_" + dt.String(), spec: []uint32{wgSize, uint32(pv)}, binds: binds, reads: reads, writes: writes,
 			push: push, groups: groups1D(l.d, n, wgSize)})
 		return
 	}

@@ -36,17 +36,15 @@ func TestPool(t *testing.T) {
 		{2, 7, 12, 3, 3, 3, 2, 0, 0, 1, 1, 1, 1, 1},
 		{2, 5, 4, 3, 3, 2, 2, 1, 1, 1, 3, 1, 1, 0},
 		{1, 6, 20, 3, 3, 1, 2, 1, 0, 1, 0, 1, 1, 0},
-		// many rows and planes to a subgroup, rows of 3 and 5 groups of
-		// outputs (a subgroup's run of a row begins and ends inside it),
-		// an odd row (scalar stores)
+		// many rows and planes to a workgroup, rows of 3 and 5 groups of
+		// outputs, an odd row (scalar stores)
 		{7, 11, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},
 		{6, 10, 40, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, 0},
 		{5, 9, 28, 3, 3, 2, 2, 1, 1, 1, 0, 1, 1, 0},
 	}
-	defer func(pv int, sh bool) { poolVec, poolShuffle = pv, sh }(poolVec, poolShuffle)
-	for _, pv := range []int{4, 2, -4, -2} {
-		// negative: poolv without the subgroup shuffles
-		poolVec, poolShuffle = max(pv, -pv), pv > 0
+	defer func(pv int) { poolVec = pv }(poolVec)
+	for _, pv := range []int{4, 2} {
+		poolVec = pv
 		for _, dt := range floatDTypes {
 			for ci, c := range cases {
 				OH := (c.H+c.pt+c.pb-c.dh*(c.KH-1)-1)/c.sh + 1 + c.extra

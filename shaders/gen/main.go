@@ -226,7 +226,6 @@ func variants() []variant {
 		add("pool_"+n, "pool.comp", base...)
 		if n != "f64" { // rt/vulkan's poolVec
 			add("poolv_"+n, "pool.comp", append(base, []string{"VEC=1"})...)
-			add("poolvs_"+n, "pool.comp", append(base, []string{"VEC=1", "SUBGROUP=1"})...)
 		}
 	}
 	// f16 weights with f32 activations (rt.HalfWeights): the weight
