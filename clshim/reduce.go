@@ -3,6 +3,8 @@
 package clshim
 
 import (
+	"fmt"
+
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -17,7 +19,12 @@ func (d *device) lowerReduce(o *rt.Reduce) (*launchSpec, error) {
 	if wg {
 		name = "reduce_wg"
 	}
-	a, err := d.kernel(o, "reduce.cl", typeDefs(o.X.DType), name)
+	defs := typeDefs(o.X.DType)
+	if d.split {
+		// the function fixed at build time (reduce.cl's RED_FN)
+		defs += fmt.Sprintf(" -DRED_FN=%d", int(o.Fn))
+	}
+	a, err := d.kernel(o, "reduce.cl", defs, name)
 	if err != nil {
 		return nil, err
 	}
