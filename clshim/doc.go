@@ -23,8 +23,9 @@
 //
 // Cold start is mostly the driver's OpenCL C compiler. Prepare (called
 // when a plan is made) builds only the programs of the plan's ops, on
-// several goroutines; on GPUs each program holds one kernel, with a
-// MatMul's or Conv's activation fixed at build time. Environment variables
+// several goroutines (NVIDIA's driver still compiles them one at a time);
+// on GPUs each program holds one kernel, with a MatMul's or Conv's
+// activation and a Reduce's function fixed at build time. Environment variables
 // for measuring it (read at Open):
 //
 //   - VRUN_CL_SPLIT=0|1: whole kernel files or one kernel per program.
