@@ -22,10 +22,18 @@ func (s gemmShape) defs(dt rt.DType) string {
 // at build time, so that the compiler keeps one case of act's switch in
 // the unrolled epilogue (NVIDIA's compiler takes seconds on all of them).
 func (d *device) gemmDefs(s gemmShape, dt rt.DType, act rt.UnaryFn) string {
+	return s.defs(dt) + d.buildConst("ACT_FN", int(act))
+}
+
+// buildConst returns the define " -Dname=v" on a device with split,
+// where a kernel's runtime selector argument (an activation, a
+// reduction) is fixed at build time so that the compiler keeps the one
+// path it takes; "" elsewhere (the argument chooses at run time).
+func (d *device) buildConst(name string, v int) string {
 	if !d.split {
-		return s.defs(dt)
+		return ""
 	}
-	return fmt.Sprintf("%s -DACT_FN=%d", s.defs(dt), int(act))
+	return fmt.Sprintf(" -D%s=%d", name, v)
 }
 
 // halfWeightDefs returns the define that makes a program's weight

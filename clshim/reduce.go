@@ -3,8 +3,6 @@
 package clshim
 
 import (
-	"fmt"
-
 	"github.com/vrun-go/vrun/rt"
 )
 
@@ -19,12 +17,7 @@ func (d *device) lowerReduce(o *rt.Reduce) (*launchSpec, error) {
 	if wg {
 		name = "reduce_wg"
 	}
-	defs := typeDefs(o.X.DType)
-	if d.split {
-		// the function fixed at build time (reduce.cl's RED_FN)
-		defs += fmt.Sprintf(" -DRED_FN=%d", int(o.Fn))
-	}
-	a, err := d.kernel(o, "reduce.cl", defs, name)
+	a, err := d.kernel(o, "reduce.cl", typeDefs(o.X.DType)+d.buildConst("RED_FN", int(o.Fn)), name)
 	if err != nil {
 		return nil, err
 	}
