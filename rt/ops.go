@@ -504,7 +504,10 @@ func (*TopK) isOp()            {}
 // is F16 while its other operands (A or X, Bias, Y) are F32: a weight
 // stored in half precision, widened to f32 as it is loaded, with the
 // products accumulated in f32 (engine.Options.Precision, `vrun -precision
-// f16`). It is an optional form: a backend runs it only where its
+// f16`). A backend may instead multiply a Conv in f16 on matrix hardware,
+// rounding X to f16 for the products (a relative 2^-11 each) while the
+// sums stay f32: the Vulkan backend does so on devices with cooperative
+// matrices. It is an optional form: a backend runs it only where its
 // Supports accepts it, and the reference rules ([ReferenceSupport])
 // reject it with an *UnsupportedError.
 func HalfWeights(op Op) bool {

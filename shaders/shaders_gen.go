@@ -103,6 +103,10 @@ var names = []string{
 	"conv_f32",                  // conv.comp X_DT=1 Y_DT=1
 	"conv_f32w16",               // conv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1
 	"conv_f64",                  // conv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"convcm_f32w16_16x16x16",    // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16
+	"convcm_f32w16_16x8x16",     // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16
+	"convcmk_f32w16_16x16x16",   // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 SPLITK=1
+	"convcmk_f32w16_16x8x16",    // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 SPLITK=1
 	"convgemm_f16_l",            // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
 	"convgemm_f16_m",            // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
 	"convgemm_f16_n",            // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4

@@ -64,8 +64,10 @@ const (
 )
 
 // forceConvPath, when set (tests), selects "gemm", "dw" or "direct"
-// wherever that kernel can run the op, or "wino" (winoPick) for every
-// convolution on the implicit-GEMM path that Winograd F(4,3) can run.
+// wherever that kernel can run the op, "wino" (winoPick) for every
+// convolution on the implicit-GEMM path that Winograd F(4,3) can run, or
+// "coop" (convcm.comp, coopConv) for every f16-weight convolution on
+// that path where the device has cooperative matrices.
 var forceConvPath string
 
 // convPath picks the kernel for a convolution with cg input and kg output
@@ -184,9 +186,12 @@ func convSplit(t gemmTile) splitRule {
 // VRUN_VK_CONVSPLIT as "TARGET/MINK" (workgroups aimed at, shallowest
 // slice; at most convSplitMax slices), to time rules against each other
 // in one binary; read once.
-var convSplitEnv = sync.OnceValues(func() (splitRule, bool) {
-	v := strings.TrimSpace(os.Getenv("VRUN_VK_CONVSPLIT"))
-	a, b, ok := strings.Cut(v, "/")
+var convSplitEnv = sync.OnceValues(func() (splitRule, bool) { return parseSplitRule(os.Getenv("VRUN_VK_CONVSPLIT")) })
+
+// parseSplitRule reads a split rule given as "TARGET/MINK" (workgroups
+// aimed at, shallowest slice; at most convSplitMax slices).
+func parseSplitRule(v string) (splitRule, bool) {
+	a, b, ok := strings.Cut(strings.TrimSpace(v), "/")
 	if !ok {
 		return splitRule{}, false
 	}
@@ -196,7 +201,7 @@ var convSplitEnv = sync.OnceValues(func() (splitRule, bool) {
 		return splitRule{}, false
 	}
 	return splitRule{int64(target), minK, convSplitMax}, true
-})
+}
 
 func (l *lowering) Conv(o *rt.Conv) {
 	dt := o.X.DType
@@ -204,11 +209,15 @@ func (l *lowering) Conv(o *rt.Conv) {
 	if !ok {
 		return
 	}
+	if l.d.halfConvSlower(o) {
+		l.err = l.unsupported(rt.F16, "f16 weights: this Conv runs faster with f32 weights on this device (its cooperative-matrix kernel takes convolutions at least 192 deep with 64 output channels)")
+		return
+	}
 	cg, kg := o.C/o.Groups, o.K/o.Groups
 	nw := int64(o.K) * int64(cg) * int64(o.KH) * int64(o.KW)
 	shader := "conv_" + kdt
 	path := convPath(cg, kg, o.KH*o.KW)
-	if path != "dw" {
+	if path != "dw" && !l.d.coopConv(o) {
 		wino, tile := winoPick(o, dt, l.d.phys.info.Kind == rt.KindCPU), ""
 		if winoApplies(o, dt) {
 			if p, ok := l.tunedPick(convKey(kdt, o), l.convCands(o, dt)); ok {
@@ -352,8 +361,12 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 	// The tuner (tune.go) times plain convolutions, not SepConv's.
 	var t gemmTile
 	var sk splitPlan
+	coop := dw == nil && half && l.coopConvPlan(o)
 	tuned := false
-	if dw == nil {
+	if coop {
+		t, tuned = coopConvTile, true
+		sk = l.pickSplitK(t, dt, kg, int(cols), kd, o.Groups, coopConvSplitRule())
+	} else if dw == nil {
 		t, sk, _, tuned = l.tunedGEMM(convKey(kdt, o), l.convCands(o, dt), convTiles, dt, kg, int(cols), kd, o.Groups)
 	}
 	if !tuned {
@@ -424,6 +437,16 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 			in = append(in, reads[5])
 		}
 	}
+	shader, kshader := "convgemm"+sep+"_"+kdt+"_"+t.name, "convgemmk"+sep+"_"+kdt+"_"+t.name
+	if coop {
+		shader, kshader = l.d.phys.coopConvVariant(false), l.d.phys.coopConvVariant(true)
+		if kd%8 == 0 && offs[1]%8 == 0 && sk.ks%8 == 0 {
+			flags |= 16 // convcm.comp: W's rows in 16-byte chunks
+		}
+		if flags&2 != 0 && offs[0]%4 == 0 && (o.H*o.Width)%4 == 0 {
+			flags |= 32 // convcm.comp: X's channel planes 16-byte aligned
+		}
+	}
 	aa, ab := realBits(dt, o.Act.Alpha), realBits(dt, o.Act.Beta)
 	push := []uint32{uint32(cols), uint32(geo.C), uint32(geo.H), uint32(geo.Width),
 		uint32(o.K), uint32(kg), uint32(cg), uint32(kd),
@@ -445,7 +468,7 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 		if dw != nil {
 			pbinds = append(pbinds, binds[4:]...)
 		}
-		l.add(dispatch{shader: "convgemmk" + sep + "_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
+		l.add(dispatch{shader: kshader, spec: []uint32{uint32(t.threads())},
 			binds: pbinds, reads: in, writes: []span{ss}, push: pp,
 			groups: [3]uint32{uint32(gx), uint32(gy), uint32(min(int64(o.Groups)*int64(sk.s), int64(l.d.maxGroups[2])))}, scratch: sk.bytes})
 		rreads := append([]span{ss}, epi...)
@@ -463,7 +486,7 @@ func (l *lowering) convGEMM(o, dw *rt.Conv, dt rt.DType, kdt string, half bool, 
 		return
 	}
 	gz := uint32(min(int64(o.Groups), int64(l.d.maxGroups[2])))
-	l.add(dispatch{shader: "convgemm" + sep + "_" + kdt + "_" + t.name, spec: []uint32{uint32(t.threads())},
+	l.add(dispatch{shader: shader, spec: []uint32{uint32(t.threads())},
 		binds: binds, reads: append(in, epi...), writes: writes, push: append(push, uint32(sy)), groups: [3]uint32{uint32(gx), uint32(gy), gz}})
 }
 

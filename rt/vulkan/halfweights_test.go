@@ -118,19 +118,38 @@ func TestHalfWeightsLowering(t *testing.T) {
 	}{
 		{mm(64, 64, 64), "matmul_f32w16_"},
 		{mm(1, 300, 256), "gemv"},
-		{conv(16, 32, 1), "convgemm"}, // convgemm_f32w16_* or, split on a GPU, convgemmk_f32w16_*
+		// convgemm_f32w16_*, convgemmk_f32w16_* (split), or on cooperative
+		// matrices convcm_f32w16_* (64 channels) or refused (16)
+		{conv(16, 32, 1), "conv"},
+		{conv(64, 64, 1), "conv"},
 		{conv(16, 16, 16), "dwconv_f32w16"},
 		{conv(16, 4, 1), "conv_f32w16"},
 	} {
 		if !rt.HalfWeights(x.op) {
 			t.Fatalf("%s: not a HalfWeights op", x.op.OpName())
 		}
+		want := x.want
+		if c, ok := x.op.(*rt.Conv); ok && want == "conv" {
+			want = "convgemm"
+			if dev.coopConv(c) {
+				want = "convcm"
+			}
+			if dev.halfConvSlower(c) {
+				// a device with convcm.comp keeps f32 weights where it
+				// would not take them
+				var ue *rt.UnsupportedError
+				if err := d.Supports(c); !errors.As(err, &ue) || !strings.Contains(err.Error(), "faster with f32 weights") {
+					t.Errorf("Conv %d->%d: %v, want an *rt.UnsupportedError (faster with f32 weights)", c.C, c.K, err)
+				}
+				continue
+			}
+		}
 		ds, err := dev.lower(x.op)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(ds[0].shader, x.want) || !strings.Contains(ds[0].shader, "f32w16") {
-			t.Errorf("%s: shader %s, want %s*", x.op.OpName(), ds[0].shader, x.want)
+		if !strings.HasPrefix(ds[0].shader, want) || !strings.Contains(ds[0].shader, "f32w16") {
+			t.Errorf("%s: shader %s, want %s*", x.op.OpName(), ds[0].shader, want)
 		}
 		dev.phys.caps.storage16 = false
 		err = d.Supports(x.op)

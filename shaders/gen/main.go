@@ -280,6 +280,16 @@ func variants() []variant {
 					fmt.Sprintf("BN=%d", blk.bn), fmt.Sprintf("BKN=%d", blk.bk)})
 		}
 	}
+	// Convolutions with f16 weights on NV cooperative matrices, per MxNxK
+	// shape (rt/vulkan's coopConv)
+	for _, sh := range [][3]int{{16, 16, 16}, {16, 8, 16}} {
+		x, w := dt("f32"), dt("f16")
+		shape := fmt.Sprintf("%dx%dx%d", sh[0], sh[1], sh[2])
+		defs := []string{fmt.Sprintf("MS=%d", sh[0]), fmt.Sprintf("NS=%d", sh[1]), fmt.Sprintf("KS=%d", sh[2])}
+		base := [][]string{slot("X", x), slot("Y", x), slot("W", w), needs(x, w), defs}
+		add("convcm_f32w16_"+shape, "convcm.comp", base...)
+		add("convcmk_f32w16_"+shape, "convcm.comp", append(base, []string{"SPLITK=1"})...)
+	}
 	// f16 GEMM on workgroup-scope cooperative matrices (NV2; compiled by
 	// glslang 15), per block and operand transposition (rt/vulkan's
 	// coop2Blocks).
