@@ -24,7 +24,8 @@
 //	-profile         print the slowest ops of the last run and the device memory
 //	                 (arenas, weights, pool statistics)
 //	-precision f16   store the Conv, Gemm and MatMul weights in f16 on the device
-//	                 (activations and accumulation stay f32; default f32)
+//	                 (activations and accumulation stay f32, but for convolutions
+//	                 that Vulkan runs on f16 tensor cores; default f32)
 //	-json            print the results (of a run, info, devices, version) as JSON
 //	-seed N          seed of the random inputs (default 1)
 //	-v               verbose: why "auto" skipped a backend, planning details

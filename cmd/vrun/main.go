@@ -110,7 +110,7 @@ func newFlags(stderr io.Writer) *runFlags {
 	f.fs.BoolVar(&f.profile, "profile", false, "print the slowest ops of the last run and the device memory")
 	f.fs.BoolVar(&f.resident, "resident", false, "with -bench, keep the inputs and outputs on the device while timing (RunDevice), so that the host copies are not timed")
 	f.fs.StringVar(&f.shares, "shares", "", "with a -device list, each device's relative share of the batch, as `4,1` (default even)")
-	f.fs.StringVar(&f.precision, "precision", "f32", "`dtype` of the Conv, Gemm and MatMul weights on the device: f32, or f16 (half the weight memory and traffic; activations and accumulation stay f32; outputs within about 2e-3 of sum |x||w| of the f32 run)")
+	f.fs.StringVar(&f.precision, "precision", "f32", "`dtype` of the Conv, Gemm and MatMul weights on the device: f32, or f16 (half the weight memory and traffic; activations and accumulation stay f32, but for the convolutions that Vulkan runs on f16 tensor cores, which round their input to f16; outputs within about 2e-3 of sum |x||w| of the f32 run)")
 	f.fs.BoolVar(&f.tune, "tune", false, "on a Vulkan device, time the kernel choices (tiles, K splits, Winograd, GEMV geometry) of each GEMM, GEMV and convolution shape on this GPU while planning, and keep the fastest in the cache for later runs (sets VRUN_VK_TUNE=1)")
 	f.fs.Uint64Var(&f.seed, "seed", 1, "seed for random inputs")
 	f.fs.BoolVar(&f.verbose, "v", false, "verbose output")

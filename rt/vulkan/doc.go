@@ -57,7 +57,9 @@
 //     128x256 or 128x128 blocks, 4x4 or 4x2 16x16 fragments per subgroup,
 //     uvec4 global loads where aligned, fragments stored straight to Y
 //     for full blocks without bias/activation) where the device lists an
-//     f16xf16->f32 subgroup shape;
+//     f16xf16->f32 subgroup shape, and so do the deeper f16-weight
+//     convolutions (convcm.comp, convcm.go; the shallower ones are refused
+//     their f16 weights there, so that the engine keeps f32 ones);
 //     VK_NV_cooperative_matrix and its features are enabled at device
 //     creation only then, and VRUN_VK_COOPMAT=0 turns that off. Where the
 //     device (Vulkan 1.3) has VK_KHR_cooperative_matrix and
