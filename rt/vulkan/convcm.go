@@ -12,13 +12,16 @@ import (
 
 // Convolutions with f16 weights (rt.HalfWeights, precision f16) run on
 // convcm.comp where the device has the f16 cooperative-matrix GEMM
-// (coopOK, pickCoopMat): the implicit GEMM of convgemm.comp with its
-// products on the tensor cores. X is rounded to f16 as it is loaded, so
-// a product differs from the f32 kernels' by that rounding (a relative
-// 2^-11 of each term); the sums stay f32. This takes the place of the
-// Winograd path and of convgemm.comp's f32w16 tiles, which were slower
-// with f16 weights than with f32 ones at batch 1 (docs/benchmarks.md,
-// the twelfth session). VRUN_VK_CONVCM=0 keeps convgemm.comp.
+// (coopOK, pickCoopMat) and the convolution is deep enough to gain
+// (coopConvWins): the implicit GEMM of convgemm.comp with its products on
+// the tensor cores. X is rounded to f16 as it is loaded, so a product
+// differs from the f32 kernels' by that rounding (a relative 2^-11 of
+// each term); the sums stay f32. On such a device the other implicit-GEMM
+// convolutions are refused their f16 weights (halfConvSlower): the f32
+// kernels with 16-bit weight loads (convgemm.comp's f32w16 tiles, the
+// Winograd path) were slower than with f32 weights at batch 1
+// (docs/benchmarks.md, the twelfth and thirteenth sessions).
+// VRUN_VK_CONVCM=0 turns both off.
 
 // coopConvTile is convcm.comp's block as a gemmTile: 64 x 64 outputs, K
 // slices of 64, 128 invocations (threads(): 64/8 x 64/4).
