@@ -3,6 +3,7 @@
 package vulkan
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"strings"
@@ -129,6 +130,52 @@ func TestCoopConvRule(t *testing.T) {
 	} {
 		if got := coopConvWins(x.o); got != x.want {
 			t.Errorf("%s: coopConvWins = %v, want %v", x.what, got, x.want)
+		}
+	}
+}
+
+// TestHalfConvPolicy checks, on a device made to report cooperative
+// matrices, that an f16-weight Conv on the implicit-GEMM path is refused
+// its f16 weights where coopConvWins rejects it (with an
+// *rt.UnsupportedError that the engine turns into f32 weights and a
+// note) and accepted where it takes convcm.comp, that depthwise Convs and
+// tests forcing a kernel keep the f32w16 kernels, and that
+// VRUN_VK_CONVCM=0's switch (coopConvOff) keeps them everywhere. Lowering
+// only probes, so no cooperative-matrix pipeline is built.
+func TestHalfConvPolicy(t *testing.T) {
+	d := testDevice(t)
+	dev := d.(*device)
+	if !dev.phys.caps.storage16 {
+		t.Skip("device lacks storageBuffer16BitAccess")
+	}
+	defer func(ok bool) { dev.phys.coopOK, forceConvPath = ok, "" }(dev.phys.coopOK)
+	dev.phys.coopOK = true
+	if dev.coopFailed.Load() || coopConvOff() {
+		t.Skip("convcm.comp is off on this device (a failed pipeline, or VRUN_VK_CONVCM=0)")
+	}
+	conv := func(c, k, g int) *rt.Conv {
+		n := 8
+		return &rt.Conv{X: newBuf(t, d, rt.F32, c*n*n, nil).ref([]int{c * n * n}, nil),
+			W: newBuf(t, d, rt.F16, k*c/g*9, nil).ref([]int{k * c / g * 9}, nil), Y: newBuf(t, d, rt.F32, k*n*n, nil).ref([]int{k * n * n}, nil),
+			N: 1, C: c, H: n, Width: n, K: k, OH: n, OW: n, KH: 3, KW: 3, StrideH: 1, StrideW: 1, PadT: 1, PadL: 1, DilH: 1, DilW: 1, Groups: g}
+	}
+	for _, x := range []struct {
+		what   string
+		o      *rt.Conv
+		force  string
+		refuse bool
+	}{
+		{"3x3 16->32 (depth 144)", conv(16, 32, 1), "", true},
+		{"3x3 64->64 (depth 576)", conv(64, 64, 1), "", false},
+		{"depthwise", conv(16, 16, 16), "", false},
+		{"3x3 16->32, the implicit GEMM forced", conv(16, 32, 1), "gemm", false},
+	} {
+		forceConvPath = x.force
+		err := d.Supports(x.o)
+		var ue *rt.UnsupportedError
+		refused := errors.As(err, &ue) && strings.Contains(err.Error(), "faster with f32 weights")
+		if refused != x.refuse || (!x.refuse && err != nil) {
+			t.Errorf("%s: Supports = %v, want refused %v", x.what, err, x.refuse)
 		}
 	}
 }
