@@ -508,8 +508,10 @@ func (*TopK) isOp()            {}
 // rounding X to f16 for the products (a relative 2^-11 each) while the
 // sums stay f32: the Vulkan backend does so on devices with cooperative
 // matrices. It is an optional form: a backend runs it only where its
-// Supports accepts it, and the reference rules ([ReferenceSupport])
-// reject it with an *UnsupportedError.
+// Supports accepts it, and may refuse it where f32 weights run faster
+// (the Vulkan backend, for the convolutions its cooperative-matrix kernel
+// does not take); the reference rules ([ReferenceSupport]) reject it
+// with an *UnsupportedError.
 func HalfWeights(op Op) bool {
 	switch o := op.(type) {
 	case *MatMul:

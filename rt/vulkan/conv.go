@@ -210,7 +210,7 @@ func (l *lowering) Conv(o *rt.Conv) {
 		return
 	}
 	if l.d.halfConvSlower(o) {
-		l.err = l.unsupported(rt.F16, "f16 weights: this Conv runs faster with f32 weights on this device (its cooperative-matrix kernel takes convolutions at least 192 deep with 64 output channels)")
+		l.err = l.unsupported(rt.F16, "f16 weights: this Conv runs faster with f32 weights on this device (its cooperative-matrix kernel takes only the deeper convolutions)")
 		return
 	}
 	cg, kg := o.C/o.Groups, o.K/o.Groups
