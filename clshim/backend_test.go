@@ -355,7 +355,9 @@ func TestErrors(t *testing.T) {
 // odd lengths, K below and past a split, batches with a shared or padded
 // W, a 2-D bias and an activation, with the K split chosen by the device,
 // and forced to 3 and 7 (the last work-group of an output group sums the
-// partials), against a float64 reference (1e-5 of sum |a*b| + 1).
+// partials), whole-file programs and split ones (one kernel a program,
+// the mode fixed at build time: what GPUs get), against a float64
+// reference (1e-5 of sum |a*b| + 1).
 func TestGEMV(t *testing.T) {
 	forEachDevice(t, func(t *testing.T, dev *device) {
 		defer func() { dev.splitForce = 0 }()
@@ -374,8 +376,13 @@ func TestGEMV(t *testing.T) {
 			{1, 37, 1023, 2, false, true, false},  // row, W = B, K % 4 = 3
 			{45, 1, 2053, 1, false, false, false}, // row, W = A, K % 4 = 1
 		}
-		for _, split := range []int{0, 3, 7} {
-			dev.splitForce = split
+		defer func(split bool) { dev.split = split }(dev.split)
+		for _, v := range []struct {
+			progs bool // one kernel per program, the mode fixed at build time (GV_MODE)
+			split int
+		}{{false, 0}, {false, 3}, {false, 7}, {true, 0}, {true, 3}} {
+			dev.split, dev.splitForce = v.progs, v.split
+			split := v.split
 			for _, c := range cases {
 				strideA, strideB := c.M*c.K, c.K*c.N+5
 				if c.shared {
@@ -418,7 +425,7 @@ func TestGEMV(t *testing.T) {
 							}
 							want := rt.LeakyRelu.Apply(0.5*s+2*float64(bias[i*c.N+j]), 0.1, 0)
 							if g := float64(got[(b*c.M+i)*c.N+j]); math.Abs(g-want) > 1e-5*(mag+1) {
-								t.Fatalf("split %d %+v: Y[%d][%d,%d] = %v, want %v", split, c, b, i, j, g, want)
+								t.Fatalf("split %d (split programs %v) %+v: Y[%d][%d,%d] = %v, want %v", split, v.progs, c, b, i, j, g, want)
 							}
 						}
 					}

@@ -25,8 +25,9 @@
 // when a plan is made) builds only the programs of the plan's ops, on
 // several goroutines (NVIDIA's driver still compiles them one at a time);
 // on GPUs each program holds one kernel, with a MatMul's or Conv's
-// activation and a Reduce's function fixed at build time. Environment variables
-// for measuring it (read at Open):
+// activation, a GEMV's mode (column, column with vector loads, or row)
+// and a Reduce's function fixed at build time, so that the compiler sees
+// one path. Environment variables for measuring it (read at Open):
 //
 //   - VRUN_CL_SPLIT=0|1: whole kernel files or one kernel per program.
 //   - VRUN_CL_OPTS: extra clBuildProgram options for every program (for

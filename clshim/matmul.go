@@ -97,13 +97,16 @@ func (d *device) lowerMatMul(o *rt.MatMul) (*launchSpec, error) {
 	}
 	dt := o.A.DType
 	s := d.pickGEMM(dt, o.M, o.N, o.Batch)
-	name := "gemm"
+	name, defs := "gemm", ""
 	if o.M == 1 || o.N == 1 {
-		// gemv uses no tile: one program per dtype and activation, built
-		// with the device's first tile's defines whatever the shape
+		// gemv uses no tile: one program per dtype and activation (and
+		// mode on split devices), built with the device's first tile's
+		// defines whatever the shape
 		name, s = "gemv", d.gemmShapes(dt)[0]
+		mode, _ := gemvMode(o)
+		defs = d.buildConst("GV_MODE", mode)
 	}
-	a, err := d.kernel(o, "gemm.cl", d.gemmDefs(s, dt, o.Act.Fn)+halfWeightDefs(o), name)
+	a, err := d.kernel(o, "gemm.cl", d.gemmDefs(s, dt, o.Act.Fn)+halfWeightDefs(o)+defs, name)
 	if err != nil {
 		return nil, err
 	}
@@ -160,21 +163,29 @@ func (d *device) gemvSplit(groups, batch, k int) int {
 	return max(min(s, k/gemvMinSplitK), 1)
 }
 
-// finishGEMV completes gemm.cl's gemv kernel for o (M == 1 or N == 1):
-// its split, and one work-group per output group, batch and split.
-func (d *device) finishGEMV(a *args, o *rt.MatMul) (*launchSpec, error) {
+// gemvMode returns gemm.cl's gemv path for o (M == 1 or N == 1), as the
+// kernel computes it (GV_MODE): 0 column mode with four adjacent outputs
+// a work-item, 1 column mode, 2 row mode; and L, the number of outputs.
+func gemvMode(o *rt.MatMul) (mode, L int) {
 	wa := o.N == 1 && o.M != 1
 	L, col := o.N, !o.TransB
 	if wa {
 		L, col = o.M, o.TransA
 	}
-	nout := gemvY
 	switch {
-	case col && L%4 == 0:
-		nout = 4 * gemvX
-	case col:
-		nout = gemvX
+	case !col:
+		return 2, L
+	case L%4 == 0:
+		return 0, L
 	}
+	return 1, L
+}
+
+// finishGEMV completes gemm.cl's gemv kernel for o (M == 1 or N == 1):
+// its split, and one work-group per output group, batch and split.
+func (d *device) finishGEMV(a *args, o *rt.MatMul) (*launchSpec, error) {
+	mode, L := gemvMode(o)
+	nout := [3]int{4 * gemvX, gemvX, gemvY}[mode]
 	groups := (L + nout - 1) / nout
 	S := d.gemvSplit(groups, o.Batch, o.K)
 	return d.finishSplit(a, o.A.DType, S, groups*o.Batch, 4*gemvX, [3]int{groups * gemvX, gemvY, o.Batch * S}, [3]int{gemvX, gemvY, 1})

@@ -345,8 +345,14 @@ void gemv(__global const T* A, long ao, __global const WT* B, long bo,
 	yo += bt * strY;
 	int wa = N == 1 && M != 1; // W is A
 	int L = wa ? M : N;
+#ifdef GV_MODE
+	// split devices fix the mode at build time (matmul.go's gemvMode), so
+	// that the compiler sees one path
+	const int col = GV_MODE != 2, v4 = GV_MODE == 0;
+#else
 	int col = wa ? transA : !transB;
 	int v4 = col && (L & 3) == 0;
+#endif
 	int nout = col ? (v4 ? 4 * GV_X : GV_X) : GV_Y; // outputs of a work-group
 	int j0 = get_group_id(0) * nout;
 	int per = ((Kd + S1 - 1) / S1 + 3) & ~3; // slices start at multiples of 4
