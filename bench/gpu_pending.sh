@@ -11,7 +11,7 @@
 #
 # .gpu (ignored, carried) also holds ../shared/gpu/'s setup.sh and
 # packages. Each step writes its results to $OUT as it finishes, so a call
-# cut short keeps what it measured (about 3 minutes on an H100):
+# cut short keeps what it measured (about 4 minutes on an H100):
 #   1. the tests of convcm.comp and of the f16-weight lowering, with the
 #      GPU's name (an H200 has no figures for it yet);
 #   2. batch 1: f32 against f16 with the rule (the default) and with
@@ -20,7 +20,11 @@
 #   3. batch 32: the same on resnet50, resnet18 and mobilenet_v2 (never
 #      timed with convcm.comp);
 #   4. per-node GPU times (-profile -json) of f32 and f16 on resnet50,
-#      squeezenet1_1 and mobilenet_v2, as node / f32 ms / f16 ms lines.
+#      squeezenet1_1 and mobilenet_v2, as node / f32 ms / f16 ms lines;
+#   5. OpenCL cold start of resnet18 on NVIDIA's platform
+#      (bench/coldstart/opencl.sh, fresh caches) with the vrun before the
+#      GEMV's mode was fixed at build time (GV_MODE, commit 7ba93e9c) and
+#      with this one, in turn, twice.
 set -u
 mode=${1:?usage: $0 kit|run DIR}
 dir=${2:-.gpu}
@@ -31,6 +35,10 @@ kit)
 	c=$(git rev-parse --short=8 HEAD)
 	go build -trimpath -ldflags "-s -w -X main.commit=$c" -o "$k/vrun" ./cmd/vrun &&
 		go test -c -trimpath -ldflags "-s -w" -o "$k/vulkan.test" ./rt/vulkan || exit 1
+	old=$(mktemp -d)
+	git worktree add -q --detach "$old" 7ba93e9c &&
+		(cd "$old" && go build -trimpath -ldflags "-s -w" -o "$k/vrun_old" ./cmd/vrun) || exit 1
+	git worktree remove --force "$old"
 	tar cf - -C "$(dirname "$k")" kit | xz -9e -T0 >"$dir/kit.tar.xz"
 	ls -l "$dir/kit.tar.xz"
 	exit 0
@@ -80,5 +88,11 @@ print("##", sys.argv[1], "total ms", {k: round(sum(v.values()), 3) for k, v in P
 for n, t in P["f32"].items():
     print(sys.argv[1], n, t, P["f16"].get(n))
 PY
+done
+tar czf "$W/all.tgz" -C "$W" --exclude all.tgz . 2>/dev/null
+for v in old new old new; do
+	b=$K/vrun
+	[ $v = old ] && b=$K/vrun_old
+	KEEP=$W/cold_$v bash bench/coldstart/opencl.sh "$b" /tmp/m/resnet18.onnx opencl:1 "$v=" >>"$W/cold.log" 2>&1
 done
 tar czf "$W/all.tgz" -C "$W" --exclude all.tgz . 2>/dev/null
