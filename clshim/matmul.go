@@ -163,9 +163,15 @@ func (d *device) gemvSplit(groups, batch, k int) int {
 	return max(min(s, k/gemvMinSplitK), 1)
 }
 
+// gemm.cl's gemv paths (its GV_MODE values).
+const (
+	gemvColumn4 = 0 // column mode, four adjacent outputs a work-item
+	gemvColumn  = 1 // column mode, one output a work-item
+	gemvRow     = 2 // row mode
+)
+
 // gemvMode returns gemm.cl's gemv path for o (M == 1 or N == 1), as the
-// kernel computes it (GV_MODE): 0 column mode with four adjacent outputs
-// a work-item, 1 column mode, 2 row mode; and L, the number of outputs.
+// kernel computes it, and L, the number of outputs.
 func gemvMode(o *rt.MatMul) (mode, L int) {
 	wa := o.N == 1 && o.M != 1
 	L, col := o.N, !o.TransB
@@ -174,18 +180,24 @@ func gemvMode(o *rt.MatMul) (mode, L int) {
 	}
 	switch {
 	case !col:
-		return 2, L
+		return gemvRow, L
 	case L%4 == 0:
-		return 0, L
+		return gemvColumn4, L
 	}
-	return 1, L
+	return gemvColumn, L
 }
 
 // finishGEMV completes gemm.cl's gemv kernel for o (M == 1 or N == 1):
 // its split, and one work-group per output group, batch and split.
 func (d *device) finishGEMV(a *args, o *rt.MatMul) (*launchSpec, error) {
 	mode, L := gemvMode(o)
-	nout := [3]int{4 * gemvX, gemvX, gemvY}[mode]
+	nout := gemvY // gemvRow
+	switch mode {
+	case gemvColumn4:
+		nout = 4 * gemvX
+	case gemvColumn:
+		nout = gemvX
+	}
 	groups := (L + nout - 1) / nout
 	S := d.gemvSplit(groups, o.Batch, o.K)
 	return d.finishSplit(a, o.A.DType, S, groups*o.Batch, 4*gemvX, [3]int{groups * gemvX, gemvY, o.Batch * S}, [3]int{gemvX, gemvY, 1})

@@ -70,7 +70,8 @@ var coopBlocks = []coopBlock{{128, 32}, {256, 32}, {128, 64}}
 // selects that block.
 var forceCoopBlock coopBlock
 
-// coopShapes are the shapes mmcm.comp is compiled for, preferred first.
+// coopShapes are the shapes mmcm.comp and convcm.comp are compiled for
+// (shaders/gen's coopShapes), preferred first.
 var coopShapes = []coopShape{{16, 16, 16}, {16, 8, 16}}
 
 // coopShared is the shared memory of the largest mmcm.comp variant (block

@@ -267,8 +267,8 @@ func variants() []variant {
 		x := dt(n)
 		add("topk_"+n, "topk.comp", slot("X", x), slot("Y", x), needs(x))
 	}
-	// f16 GEMM on NV cooperative matrices, per MxNxK shape (rt/vulkan's coopShapes)
-	for _, sh := range [][3]int{{16, 16, 16}, {16, 8, 16}} {
+	// f16 GEMM on NV cooperative matrices, per MxNxK shape
+	for _, sh := range coopShapes {
 		f16 := dt("f16")
 		for _, blk := range []struct{ bn, bk int }{{128, 32}, {256, 32}, {128, 64}} { // rt/vulkan's coopBlocks
 			name := fmt.Sprintf("mmcm_f16_%dx%dx%d_%d", sh[0], sh[1], sh[2], blk.bn)
@@ -282,7 +282,7 @@ func variants() []variant {
 	}
 	// Convolutions with f16 weights on NV cooperative matrices, per MxNxK
 	// shape (rt/vulkan's coopConv)
-	for _, sh := range [][3]int{{16, 16, 16}, {16, 8, 16}} {
+	for _, sh := range coopShapes {
 		x, w := dt("f32"), dt("f16")
 		shape := fmt.Sprintf("%dx%dx%d", sh[0], sh[1], sh[2])
 		defs := []string{fmt.Sprintf("MS=%d", sh[0]), fmt.Sprintf("NS=%d", sh[1]), fmt.Sprintf("KS=%d", sh[2])}
@@ -320,6 +320,10 @@ func variants() []variant {
 	}
 	return vs
 }
+
+// coopShapes are the NV cooperative-matrix MxNxK shapes that mmcm.comp
+// and convcm.comp are compiled for (rt/vulkan's coopShapes).
+var coopShapes = [][3]int{{16, 16, 16}, {16, 8, 16}}
 
 // coop2Blocks are mmcm2.comp's workgroup blocks: BM x BN outputs, K in
 // slices of BK, wg invocations, the aligned K loop unrolled unroll times
