@@ -1,12 +1,17 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#ifdef KHR
+#extension GL_KHR_cooperative_matrix : require
+#else
 #extension GL_NV_cooperative_matrix : require
+#endif
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
-// convcm: convgemm.comp's implicit-GEMM convolution on NV cooperative
-// matrices, for f16 weights with f32 activations (rt.HalfWeights): the
+// convcm: convgemm.comp's implicit-GEMM convolution on subgroup-scope
+// cooperative matrices (NV, or KHR with -D KHR=1: coopmat.glsl), for f16
+// weights with f32 activations (rt.HalfWeights): the
 // products are f16 x f16 on the tensor cores, accumulated in f32. W is
 // the A operand ([Kg, KD] per group, f16 as stored), the im2col matrix of
 // X the B operand ([KD, NB*OH*OW], never materialized), its elements
@@ -15,11 +20,12 @@
 // 2 and 4, the group loop and the split-K partial pass (-D SPLITK, its
 // reduction splitk.comp) are convgemm.comp's.
 //
-// A workgroup of 128 invocations (4 subgroups of 32) computes a 64 x 64
-// block of Yg (64 output channels by 64 im2col columns); subgroups form a
-// 2 x 2 grid and subgroup s owns the 32 x 32 sub-block at rows (s/2)*32,
-// columns (s%2)*32 as FM x FN accumulators of the MS x NS x KS shape (-D
-// MS, NS, KS). K is walked in slices of BK (-D BKN, 64 or 32) through one
+// A workgroup of 128 invocations (4 subgroups of 32, or 16 of 8 with -D
+// SGS=8) computes a 64 x 64 block of Yg (64 output channels by 64 im2col
+// columns); subgroups form an SGR x SGR grid (2 x 2, or 4 x 4) and
+// subgroup s owns the WM x WN sub-block at rows (s/SGR)*WM, columns
+// (s%SGR)*WN as FM x FN accumulators of the MS x NS x KS shape (-D MS, NS,
+// KS). K is walked in slices of BK (-D BKN, 64 or 32) through one
 // shared-memory stage prefetched into registers, as in mmcm.comp: store
 // slice t, barrier, issue the global loads of slice t+1, multiply slice
 // t, barrier.
@@ -45,6 +51,7 @@
 #include "common.glsl"
 #include "mathf.glsl"
 #include "gen_act_f.glsl"
+#include "coopmat.glsl"
 
 #define BM 64u
 #define BN 64u
@@ -53,8 +60,14 @@
 #endif
 #define BK uint(BKN)
 #define NT 128u
-#define WM 32u // rows and columns of a subgroup's sub-block
-#define WN 32u
+#if SGS == 32
+#define SGRN 2
+#elif SGS == 8
+#define SGRN 4
+#endif
+#define SGR uint(SGRN)
+#define WM (BM / SGR) // rows and columns of a subgroup's sub-block
+#define WN (BN / SGR)
 #define FM (WM / MS)
 #define FN (WN / NS)
 #define LDA (BK + 8u)          // halves per shared row of A
@@ -68,7 +81,7 @@
 #define RS (NT / TPR)          // B rows between an invocation's rows
 #define RB (BK / RS)           // B rows per invocation
 
-#if KS != 16 || (32 % MS) != 0 || (32 % NS) != 0 || (BKN != 32 && BKN != 64)
+#if (KS != 16 && !(KS == 8 && SGS == 8)) || (SGS != 32 && SGS != 8) || (64 / SGRN) % MS != 0 || (64 / SGRN) % NS != 0 || (BKN != 32 && BKN != 64)
 #error convcm.comp: unsupported shape
 #endif
 
@@ -101,10 +114,6 @@ layout(std430, binding = 3) writeonly buffer BY { Y_T y[]; };
 
 shared uvec4 SH[max(A4, SCR4)]; // the A tile; the epilogue's f32 block
 shared uvec4 SB[B4];            // the B tile
-
-#define MATA fcoopmatNV<16, gl_ScopeSubgroup, MS, KS>
-#define MATB fcoopmatNV<16, gl_ScopeSubgroup, KS, NS>
-#define MATC fcoopmatNV<32, gl_ScopeSubgroup, MS, NS>
 
 // Cols holds what B's loads need of an invocation's CPT columns: the
 // element offset of each column's image in X (~0u: no such column), its
@@ -189,7 +198,7 @@ void stash(uint tid, uvec4 ra[CA], uvec4 rb[RB]) {
 void main() {
 	uint tid = gl_LocalInvocationID.x;
 	uint s = gl_SubgroupID;
-	uint wm = s / 2u, wn = s % 2u;
+	uint wm = s / SGR, wn = s % SGR;
 	uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
 	uint hw = pc.H * pc.W;
 
@@ -237,11 +246,11 @@ void main() {
 			[[unroll]] for (uint ks = 0u; ks < BK / KS; ks++) {
 				MATA fa[FM];
 				[[unroll]] for (uint i = 0u; i < FM; i++)
-					coopMatLoadNV(fa[i], SH, ((wm * WM + i * MS) * LDA + ks * KS) / 8u, LDA / 8u, false);
+					CM_LOAD(fa[i], SH, ((wm * WM + i * MS) * LDA + ks * KS) / 8u, LDA / 8u);
 				[[unroll]] for (uint j = 0u; j < FN; j++) {
 					MATB fb;
-					coopMatLoadNV(fb, SB, (ks * KS * LDB + wn * WN + j * NS) / 8u, LDB / 8u, false);
-					[[unroll]] for (uint i = 0u; i < FM; i++) acc[i][j] = coopMatMulAddNV(fa[i], fb, acc[i][j]);
+					CM_LOAD(fb, SB, (ks * KS * LDB + wn * WN + j * NS) / 8u, LDB / 8u);
+					[[unroll]] for (uint i = 0u; i < FM; i++) acc[i][j] = CM_MULADD(fa[i], fb, acc[i][j]);
 				}
 			}
 		}
@@ -251,7 +260,7 @@ void main() {
 		barrier(); // the last slice is no longer read
 		[[unroll]] for (uint i = 0u; i < FM; i++)
 			[[unroll]] for (uint j = 0u; j < FN; j++)
-				coopMatStoreNV(acc[i][j], SH, ((wm * WM + i * MS) * BN + wn * WN + j * NS) / 4u, BN / 4u, false);
+				CM_STORE(acc[i][j], SH, ((wm * WM + i * MS) * BN + wn * WN + j * NS) / 4u, BN / 4u);
 		barrier();
 #ifndef SPLITK
 		float aa = pc_real(pc.actA), ab = pc_real(pc.actB);

@@ -9,7 +9,9 @@
 // freshness with `git diff --exit-code shaders/`.
 //
 // Two compilers: a source that enables GL_KHR_cooperative_matrix or
-// GL_NV_cooperative_matrix2 (mmcm2.comp) is compiled by glslangValidator 15
+// GL_NV_cooperative_matrix2 outside #if blocks (mmcm2.comp), and a variant
+// that defines KHR=1 (mmcm.comp's and convcm.comp's KHR cooperative-matrix
+// variants; coopmat.glsl), is compiled by glslangValidator 15
 // for Vulkan 1.3 (SPIR-V 1.6, unoptimized), every other one by glslc
 // (Debian 12's shaderc 2023.2) for Vulkan 1.2 with -O; Debian 12's glslc
 // cannot compile those extensions. gen/glslang15.sh provides glslang 15 on

@@ -1,20 +1,26 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#ifdef KHR
+#extension GL_KHR_cooperative_matrix : require
+#else
 #extension GL_NV_cooperative_matrix : require
+#endif
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
-// mmcm: f16 GEMM on NV cooperative matrices (f16 inputs, f32
-// accumulators), same push constants and semantics as matmul.comp.
+// mmcm: f16 GEMM on subgroup-scope cooperative matrices (f16 inputs, f32
+// accumulators), same push constants and semantics as matmul.comp; NV or
+// KHR cooperative matrices (-D KHR=1), see coopmat.glsl.
 //
-// A workgroup of 256 invocations (8 subgroups of 32, spec constant 0 =
-// 256) computes a 128 x BN block of Y (-D BN = 128 or 256); subgroups form
-// a 2 x 4 grid and subgroup w owns the 64 x BN/4 sub-block at rows
-// (w/4)*64, columns (w%4)*BN/4, as FM x FN accumulators of the MS x NS x
-// KS shape (-D MS, NS, KS; KS = 16): 4x4 fragments of 16x16 for BN = 256,
-// 4x2 for BN = 128. Each fragment of A is reused FN times, each of B FM
-// times.
+// A workgroup of 256 invocations (spec constant 0 = 256: 8 subgroups of
+// 32, or 32 of 8 with -D SGS=8) computes a 128 x BN block of Y (-D BN =
+// 128 or 256); subgroups form an SGR x SGC grid (2 x 4, or 4 x 8) and
+// subgroup w owns the WMR x WN sub-block at rows (w/SGC)*WMR, columns
+// (w%SGC)*WN, as FM x FN accumulators of the MS x NS x KS shape (-D MS,
+// NS, KS; KS = 16, or 8 with 8-wide subgroups): 4x4 fragments of 16x16
+// for BN = 256, 4x2 for BN = 128. Each fragment of A is reused FN times,
+// each of B FM times.
 //
 // K is walked in slices of BK = 32 (-D BKN=64: 64, for 128-wide blocks)
 // through one shared-memory stage,
@@ -32,7 +38,7 @@
 // Epilogue: a block fully inside Y with no bias or activation, Y rows
 // 16-byte aligned (flag 128), converts alpha*acc to f16 fragments and
 // stores them straight to global memory; otherwise each subgroup stores
-// one fragment row (16 x BN/4 floats) at a time to its own part of shared
+// one fragment row (MS x WN floats) at a time to its own part of shared
 // memory and applies alpha, beta*Bias and the activation per element with
 // bounds checks, coalesced along N.
 #define RANK 1
@@ -41,23 +47,33 @@
 #include "mathf.glsl"
 #include "gen_act_f.glsl"
 
+#include "coopmat.glsl"
+
 #define BM 128u
 #ifndef BKN
 #define BKN 32
 #endif
 #define BK uint(BKN)
 #define NT 256u
-#define WN (BN / 4u)             // columns per subgroup
-#define FM (64u / MS)
+#if SGS == 32
+#define SGR 2u
+#define SGC 4u
+#elif SGS == 8
+#define SGR 4u
+#define SGC 8u
+#endif
+#define WMR (BM / SGR)           // rows per subgroup
+#define WN (BN / SGC)            // columns per subgroup
+#define FM (WMR / MS)
 #define FN (WN / NS)
 #define A4 (max(BM * (BK + 8u), BK * (BM + 8u)) / 8u) // uvec4s of the A tile
 #define B4 (max(BK * (BN + 8u), BN * (BK + 8u)) / 8u)
 #define SCR4 (MS * WN / 4u)      // uvec4s of epilogue scratch per subgroup
-#define SHN (max(A4 + B4, 8u * SCR4))
+#define SHN (max(A4 + B4, SGR * SGC * SCR4))
 #define CA (BM * BK / 8u / NT)   // A chunks per invocation
 #define CB (BN * BK / 8u / NT)
 
-#if KS != 16 || (BN != 128 && BN != 256) || (BKN != 32 && BKN != 64)
+#if (KS != 16 && !(KS == 8 && SGS == 8)) || (SGS != 32 && SGS != 8) || (BN != 128 && BN != 256) || (BKN != 32 && BKN != 64)
 #error mmcm.comp: unsupported shape
 #endif
 
@@ -77,11 +93,6 @@ layout(std430, binding = 2) readonly buffer BC { float16_t bias[]; };
 layout(std430, binding = 3) writeonly buffer BY { float16_t y[]; };
 
 shared uvec4 SH[SHN];
-
-#define MATA fcoopmatNV<16, gl_ScopeSubgroup, MS, KS>
-#define MATB fcoopmatNV<16, gl_ScopeSubgroup, KS, NS>
-#define MATC fcoopmatNV<32, gl_ScopeSubgroup, MS, NS>
-#define MATH fcoopmatNV<16, gl_ScopeSubgroup, MS, NS>
 
 // Chunk q of a tile with rows of L halves: row q / (L/8), halves 8*(q % (L/8)).
 // A: non-transposed rows are m (L = BK), transposed rows are k (L = BM).
@@ -158,11 +169,11 @@ void stash(uint tid, uvec4 ra[CA], uvec4 rb[CB]) {
 // [MS][WN] float matrix at SH[w*SCR4].
 void finish(uint w, uint i, uint m0, uint n0, uint baseY) {
 	uint lane = gl_SubgroupInvocationID;
-	uint wm = w / 4u, wn = w % 4u;
+	uint wm = w / SGC, wn = w % SGC;
 	float alpha = uintBitsToFloat(pc.alpha.x), beta = uintBitsToFloat(pc.beta.x);
 	float aa = uintBitsToFloat(pc.actA.x), ab = uintBitsToFloat(pc.actB.x);
-	for (uint e = lane; e < MS * WN; e += 32u) {
-		uint gm = m0 + wm * 64u + i * MS + e / WN, gn = n0 + wn * WN + e % WN;
+	for (uint e = lane; e < MS * WN; e += SGS) {
+		uint gm = m0 + wm * WMR + i * MS + e / WN, gn = n0 + wn * WN + e % WN;
 		if (gm < pc.M && gn < pc.N) {
 			float v = alpha * uintBitsToFloat(SH[w * SCR4 + e / 4u][e % 4u]);
 			if ((pc.flags & 4u) != 0u) v += beta * float(bias[pc.offBias + gm * uint(pc.bs0) + gn * uint(pc.bs1)]);
@@ -175,7 +186,7 @@ void finish(uint w, uint i, uint m0, uint n0, uint baseY) {
 void main() {
 	uint tid = gl_LocalInvocationID.x;
 	uint w = gl_SubgroupID;
-	uint wm = w / 4u, wn = w % 4u;
+	uint wm = w / SGC, wn = w % SGC;
 	uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
 	bool ta = (pc.flags & 1u) != 0u, tb = (pc.flags & 2u) != 0u;
 	uint ntiles = (pc.K + BK - 1u) / BK;
@@ -194,16 +205,16 @@ void main() {
 			[[unroll]] for (uint ks = 0u; ks < BK / KS; ks++) {
 				MATA fa[FM];
 				[[unroll]] for (uint i = 0u; i < FM; i++) {
-					uint r = wm * 64u + i * MS;
-					if (ta) coopMatLoadNV(fa[i], SH, (ks * KS * (BM + 8u) + r) / 8u, (BM + 8u) / 8u, true);
-					else coopMatLoadNV(fa[i], SH, (r * (BK + 8u) + ks * KS) / 8u, (BK + 8u) / 8u, false);
+					uint r = wm * WMR + i * MS;
+					if (ta) CM_LOADT(fa[i], SH, (ks * KS * (BM + 8u) + r) / 8u, (BM + 8u) / 8u);
+					else CM_LOAD(fa[i], SH, (r * (BK + 8u) + ks * KS) / 8u, (BK + 8u) / 8u);
 				}
 				[[unroll]] for (uint j = 0u; j < FN; j++) {
 					uint c = wn * WN + j * NS;
 					MATB fb;
-					if (tb) coopMatLoadNV(fb, SH, A4 + (c * (BK + 8u) + ks * KS) / 8u, (BK + 8u) / 8u, true);
-					else coopMatLoadNV(fb, SH, A4 + (ks * KS * (BN + 8u) + c) / 8u, (BN + 8u) / 8u, false);
-					[[unroll]] for (uint i = 0u; i < FM; i++) acc[i][j] = coopMatMulAddNV(fa[i], fb, acc[i][j]);
+					if (tb) CM_LOADT(fb, SH, A4 + (c * (BK + 8u) + ks * KS) / 8u, (BK + 8u) / 8u);
+					else CM_LOAD(fb, SH, A4 + (ks * KS * (BN + 8u) + c) / 8u, (BN + 8u) / 8u);
+					[[unroll]] for (uint i = 0u; i < FM; i++) acc[i][j] = CM_MULADD(fa[i], fb, acc[i][j]);
 				}
 			}
 		}
@@ -214,14 +225,14 @@ void main() {
 			[[unroll]] for (uint i = 0u; i < FM; i++)
 				[[unroll]] for (uint j = 0u; j < FN; j++) {
 					MATH h = MATH(acc[i][j] * alpha);
-					uint gm = m0 + wm * 64u + i * MS, gn = n0 + wn * WN + j * NS;
-					coopMatStoreNV(h, y, baseY + gm * pc.N + gn, pc.N, false);
+					uint gm = m0 + wm * WMR + i * MS, gn = n0 + wn * WN + j * NS;
+					CM_STORE(h, y, baseY + gm * pc.N + gn, pc.N);
 				}
 		} else {
 			barrier(); // the last slice is no longer read: SH is scratch
 			[[unroll]] for (uint i = 0u; i < FM; i++) {
 				[[unroll]] for (uint j = 0u; j < FN; j++)
-					coopMatStoreNV(acc[i][j], SH, w * SCR4 + j * NS / 4u, WN / 4u, false);
+					CM_STORE(acc[i][j], SH, w * SCR4 + j * NS / 4u, WN / 4u);
 				subgroupMemoryBarrierShared();
 				subgroupBarrier();
 				finish(w, i, m0, n0, baseY);

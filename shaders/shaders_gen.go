@@ -9,382 +9,392 @@ var spvFS embed.FS
 
 // names lists every compiled variant, sorted.
 var names = []string{
-	"argreduce_f16",             // reduce.comp X_DT=2 Y_DT=2 NEED_16BIT=1 ARG=1
-	"argreduce_f32",             // reduce.comp X_DT=1 Y_DT=1 ARG=1
-	"argreduce_f64",             // reduce.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 ARG=1
-	"attention_f16_d128",        // attention.comp X_DT=2 Y_DT=2 NEED_16BIT=1 DMAX=128u
-	"attention_f16_d64",         // attention.comp X_DT=2 Y_DT=2 NEED_16BIT=1 DMAX=64u
-	"attention_f16_t64",         // attention.comp X_DT=2 Y_DT=2 NEED_16BIT=1 DMAX=64u TILED=1
-	"attention_f32_d128",        // attention.comp X_DT=1 Y_DT=1 DMAX=128u
-	"attention_f32_d64",         // attention.comp X_DT=1 Y_DT=1 DMAX=64u
-	"attention_f32_t64",         // attention.comp X_DT=1 Y_DT=1 DMAX=64u TILED=1
-	"binary_bool",               // binary.comp X_DT=7 Y_DT=7 NEED_8BIT=1
-	"binary_f16",                // binary.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"binary_f32",                // binary.comp X_DT=1 Y_DT=1
-	"binary_f64",                // binary.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"binary_i32",                // binary.comp X_DT=4 Y_DT=4
-	"binary_i64",                // binary.comp X_DT=5 Y_DT=5 NEED_I64=1
-	"binary_i8",                 // binary.comp X_DT=8 Y_DT=8 NEED_8BIT=1
-	"binary_u8",                 // binary.comp X_DT=6 Y_DT=6 NEED_8BIT=1
-	"binaryv_f16",               // binary.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VEC=1
-	"binaryv_f32",               // binary.comp X_DT=1 Y_DT=1 VEC=1
-	"binaryv_i32",               // binary.comp X_DT=4 Y_DT=4 VEC=1
-	"cast_bool_f16",             // cast.comp X_DT=7 Y_DT=2 NEED_8BIT=1 NEED_16BIT=1
-	"cast_bool_f32",             // cast.comp X_DT=7 Y_DT=1 NEED_8BIT=1
-	"cast_bool_f64",             // cast.comp X_DT=7 Y_DT=3 NEED_8BIT=1
-	"cast_bool_i32",             // cast.comp X_DT=7 Y_DT=4 NEED_8BIT=1
-	"cast_bool_i64",             // cast.comp X_DT=7 Y_DT=5 NEED_8BIT=1 NEED_I64=1
-	"cast_bool_i8",              // cast.comp X_DT=7 Y_DT=8 NEED_8BIT=1
-	"cast_bool_u8",              // cast.comp X_DT=7 Y_DT=6 NEED_8BIT=1
-	"cast_f16_bool",             // cast.comp X_DT=2 Y_DT=7 NEED_16BIT=1 NEED_8BIT=1
-	"cast_f16_f32",              // cast.comp X_DT=2 Y_DT=1 NEED_16BIT=1
-	"cast_f16_f64",              // cast.comp X_DT=2 Y_DT=3 NEED_16BIT=1
-	"cast_f16_i32",              // cast.comp X_DT=2 Y_DT=4 NEED_16BIT=1
-	"cast_f16_i64",              // cast.comp X_DT=2 Y_DT=5 NEED_16BIT=1 NEED_I64=1
-	"cast_f16_i8",               // cast.comp X_DT=2 Y_DT=8 NEED_16BIT=1 NEED_8BIT=1
-	"cast_f16_u8",               // cast.comp X_DT=2 Y_DT=6 NEED_16BIT=1 NEED_8BIT=1
-	"cast_f32_bool",             // cast.comp X_DT=1 Y_DT=7 NEED_8BIT=1
-	"cast_f32_f16",              // cast.comp X_DT=1 Y_DT=2 NEED_16BIT=1
-	"cast_f32_f64",              // cast.comp X_DT=1 Y_DT=3
-	"cast_f32_i32",              // cast.comp X_DT=1 Y_DT=4
-	"cast_f32_i64",              // cast.comp X_DT=1 Y_DT=5 NEED_I64=1
-	"cast_f32_i8",               // cast.comp X_DT=1 Y_DT=8 NEED_8BIT=1
-	"cast_f32_u8",               // cast.comp X_DT=1 Y_DT=6 NEED_8BIT=1
-	"cast_f64_bool",             // cast.comp X_DT=3 Y_DT=7 NEED_8BIT=1
-	"cast_f64_f16",              // cast.comp X_DT=3 Y_DT=2 NEED_16BIT=1
-	"cast_f64_f32",              // cast.comp X_DT=3 Y_DT=1
-	"cast_f64_i32",              // cast.comp X_DT=3 Y_DT=4
-	"cast_f64_i64",              // cast.comp X_DT=3 Y_DT=5 NEED_I64=1
-	"cast_f64_i8",               // cast.comp X_DT=3 Y_DT=8 NEED_8BIT=1
-	"cast_f64_u8",               // cast.comp X_DT=3 Y_DT=6 NEED_8BIT=1
-	"cast_i32_bool",             // cast.comp X_DT=4 Y_DT=7 NEED_8BIT=1
-	"cast_i32_f16",              // cast.comp X_DT=4 Y_DT=2 NEED_16BIT=1
-	"cast_i32_f32",              // cast.comp X_DT=4 Y_DT=1
-	"cast_i32_f64",              // cast.comp X_DT=4 Y_DT=3
-	"cast_i32_i64",              // cast.comp X_DT=4 Y_DT=5 NEED_I64=1
-	"cast_i32_i8",               // cast.comp X_DT=4 Y_DT=8 NEED_8BIT=1
-	"cast_i32_u8",               // cast.comp X_DT=4 Y_DT=6 NEED_8BIT=1
-	"cast_i64_bool",             // cast.comp X_DT=5 Y_DT=7 NEED_I64=1 NEED_8BIT=1
-	"cast_i64_f16",              // cast.comp X_DT=5 Y_DT=2 NEED_I64=1 NEED_16BIT=1
-	"cast_i64_f32",              // cast.comp X_DT=5 Y_DT=1 NEED_I64=1
-	"cast_i64_f64",              // cast.comp X_DT=5 Y_DT=3 NEED_I64=1
-	"cast_i64_i32",              // cast.comp X_DT=5 Y_DT=4 NEED_I64=1
-	"cast_i64_i8",               // cast.comp X_DT=5 Y_DT=8 NEED_I64=1 NEED_8BIT=1
-	"cast_i64_u8",               // cast.comp X_DT=5 Y_DT=6 NEED_I64=1 NEED_8BIT=1
-	"cast_i8_bool",              // cast.comp X_DT=8 Y_DT=7 NEED_8BIT=1
-	"cast_i8_f16",               // cast.comp X_DT=8 Y_DT=2 NEED_8BIT=1 NEED_16BIT=1
-	"cast_i8_f32",               // cast.comp X_DT=8 Y_DT=1 NEED_8BIT=1
-	"cast_i8_f64",               // cast.comp X_DT=8 Y_DT=3 NEED_8BIT=1
-	"cast_i8_i32",               // cast.comp X_DT=8 Y_DT=4 NEED_8BIT=1
-	"cast_i8_i64",               // cast.comp X_DT=8 Y_DT=5 NEED_8BIT=1 NEED_I64=1
-	"cast_i8_u8",                // cast.comp X_DT=8 Y_DT=6 NEED_8BIT=1
-	"cast_u8_bool",              // cast.comp X_DT=6 Y_DT=7 NEED_8BIT=1
-	"cast_u8_f16",               // cast.comp X_DT=6 Y_DT=2 NEED_8BIT=1 NEED_16BIT=1
-	"cast_u8_f32",               // cast.comp X_DT=6 Y_DT=1 NEED_8BIT=1
-	"cast_u8_f64",               // cast.comp X_DT=6 Y_DT=3 NEED_8BIT=1
-	"cast_u8_i32",               // cast.comp X_DT=6 Y_DT=4 NEED_8BIT=1
-	"cast_u8_i64",               // cast.comp X_DT=6 Y_DT=5 NEED_8BIT=1 NEED_I64=1
-	"cast_u8_i8",                // cast.comp X_DT=6 Y_DT=8 NEED_8BIT=1
-	"castv_f16_f32",             // cast.comp X_DT=2 Y_DT=1 NEED_16BIT=1 VEC=1
-	"castv_f16_i32",             // cast.comp X_DT=2 Y_DT=4 NEED_16BIT=1 VEC=1
-	"castv_f32_f16",             // cast.comp X_DT=1 Y_DT=2 NEED_16BIT=1 VEC=1
-	"castv_f32_i32",             // cast.comp X_DT=1 Y_DT=4 VEC=1
-	"castv_i32_f16",             // cast.comp X_DT=4 Y_DT=2 NEED_16BIT=1 VEC=1
-	"castv_i32_f32",             // cast.comp X_DT=4 Y_DT=1 VEC=1
-	"cmp_bool",                  // binary.comp X_DT=7 Y_DT=7 NEED_8BIT=1 CMP=1
-	"cmp_f16",                   // binary.comp X_DT=2 Y_DT=7 NEED_16BIT=1 NEED_8BIT=1 CMP=1
-	"cmp_f32",                   // binary.comp X_DT=1 Y_DT=7 NEED_8BIT=1 CMP=1
-	"cmp_f64",                   // binary.comp X_DT=3 Y_DT=7 NEED_8BIT=1 CT_DOUBLE=1 CMP=1
-	"cmp_i32",                   // binary.comp X_DT=4 Y_DT=7 NEED_8BIT=1 CMP=1
-	"cmp_i64",                   // binary.comp X_DT=5 Y_DT=7 NEED_I64=1 NEED_8BIT=1 CMP=1
-	"cmp_i8",                    // binary.comp X_DT=8 Y_DT=7 NEED_8BIT=1 CMP=1
-	"cmp_u8",                    // binary.comp X_DT=6 Y_DT=7 NEED_8BIT=1 CMP=1
-	"conv_f16",                  // conv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"conv_f32",                  // conv.comp X_DT=1 Y_DT=1
-	"conv_f32w16",               // conv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1
-	"conv_f64",                  // conv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"convcm_f32w16_16x16x16",    // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16
-	"convcm_f32w16_16x8x16",     // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16
-	"convcmk_f32w16_16x16x16",   // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 SPLITK=1
-	"convcmk_f32w16_16x8x16",    // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 SPLITK=1
-	"convgemm_f16_l",            // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
-	"convgemm_f16_m",            // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
-	"convgemm_f16_n",            // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4
-	"convgemm_f16_s",            // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
-	"convgemm_f16_t",            // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
-	"convgemm_f16_u",            // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4
-	"convgemm_f16_w",            // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
-	"convgemm_f32_l",            // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8
-	"convgemm_f32_m",            // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4
-	"convgemm_f32_n",            // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=16 TM=4 TN=4
-	"convgemm_f32_s",            // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4
-	"convgemm_f32_t",            // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4
-	"convgemm_f32_u",            // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4
-	"convgemm_f32_w",            // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4
-	"convgemm_f32w16_l",         // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
-	"convgemm_f32w16_m",         // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
-	"convgemm_f32w16_n",         // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4
-	"convgemm_f32w16_s",         // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
-	"convgemm_f32w16_t",         // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
-	"convgemm_f32w16_u",         // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4
-	"convgemm_f32w16_w",         // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
-	"convgemm_f64_n",            // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=16 TM=4 TN=4
-	"convgemm_f64_s",            // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4
-	"convgemm_f64_t",            // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
-	"convgemm_f64_u",            // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=32 BK=16 TM=4 TN=4
-	"convgemmk_f16_l",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
-	"convgemmk_f16_m",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"convgemmk_f16_n",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"convgemmk_f16_s",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"convgemmk_f16_t",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"convgemmk_f16_u",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"convgemmk_f16_w",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
-	"convgemmk_f32_l",           // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
-	"convgemmk_f32_m",           // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"convgemmk_f32_n",           // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"convgemmk_f32_s",           // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"convgemmk_f32_t",           // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"convgemmk_f32_u",           // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"convgemmk_f32_w",           // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
-	"convgemmk_f32w16_l",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
-	"convgemmk_f32w16_m",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"convgemmk_f32w16_n",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"convgemmk_f32w16_s",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"convgemmk_f32w16_t",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"convgemmk_f32w16_u",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"convgemmk_f32w16_w",        // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
-	"convgemmk_f64_n",           // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"convgemmk_f64_s",           // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"convgemmk_f64_t",           // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"convgemmk_f64_u",           // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"convgemmksep_f16_l",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1 SEPDW=1
-	"convgemmksep_f16_m",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
-	"convgemmksep_f16_n",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
-	"convgemmksep_f16_s",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
-	"convgemmksep_f16_t",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
-	"convgemmksep_f16_u",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
-	"convgemmksep_f16_w",        // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
-	"convgemmksep_f32_l",        // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1 SEPDW=1
-	"convgemmksep_f32_m",        // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
-	"convgemmksep_f32_n",        // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
-	"convgemmksep_f32_s",        // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
-	"convgemmksep_f32_t",        // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
-	"convgemmksep_f32_u",        // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
-	"convgemmksep_f32_w",        // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
-	"convgemmsep_f16_l",         // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SEPDW=1
-	"convgemmsep_f16_m",         // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SEPDW=1
-	"convgemmsep_f16_n",         // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SEPDW=1
-	"convgemmsep_f16_s",         // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SEPDW=1
-	"convgemmsep_f16_t",         // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SEPDW=1
-	"convgemmsep_f16_u",         // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SEPDW=1
-	"convgemmsep_f16_w",         // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SEPDW=1
-	"convgemmsep_f32_l",         // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SEPDW=1
-	"convgemmsep_f32_m",         // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SEPDW=1
-	"convgemmsep_f32_n",         // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SEPDW=1
-	"convgemmsep_f32_s",         // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SEPDW=1
-	"convgemmsep_f32_t",         // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SEPDW=1
-	"convgemmsep_f32_u",         // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SEPDW=1
-	"convgemmsep_f32_w",         // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SEPDW=1
-	"convt_f16",                 // convt.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"convt_f32",                 // convt.comp X_DT=1 Y_DT=1
-	"convt_f64",                 // convt.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"copy_b1",                   // copy.comp ESIZE=1 NEED_8BIT=1
-	"copy_b2",                   // copy.comp ESIZE=2 NEED_16BIT=1
-	"copy_b4",                   // copy.comp ESIZE=4
-	"copy_b8",                   // copy.comp ESIZE=8
-	"copyv_b1",                  // copy.comp ESIZE=1 NEED_8BIT=1 VEC=1
-	"copyv_b2",                  // copy.comp ESIZE=2 NEED_16BIT=1 VEC=1
-	"copyv_b4",                  // copy.comp ESIZE=4 VEC=1
-	"dwconv_f16",                // dwconv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"dwconv_f32",                // dwconv.comp X_DT=1 Y_DT=1
-	"dwconv_f32w16",             // dwconv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1
-	"dwconv_f64",                // dwconv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"fill_b1",                   // fill.comp ESIZE=1 NEED_8BIT=1
-	"fill_b2",                   // fill.comp ESIZE=2 NEED_16BIT=1
-	"fill_b4",                   // fill.comp ESIZE=4
-	"fill_b8",                   // fill.comp ESIZE=8
-	"fillv_b1",                  // fill.comp ESIZE=1 NEED_8BIT=1 VEC=1
-	"fillv_b2",                  // fill.comp ESIZE=2 NEED_16BIT=1 VEC=1
-	"fillv_b4",                  // fill.comp ESIZE=4 VEC=1
-	"gather_b1",                 // gather.comp ESIZE=1 NEED_8BIT=1
-	"gather_b2",                 // gather.comp ESIZE=2 NEED_16BIT=1
-	"gather_b4",                 // gather.comp ESIZE=4
-	"gather_b8",                 // gather.comp ESIZE=8
-	"gatherel_b1",               // gatherel.comp ESIZE=1 NEED_8BIT=1
-	"gatherel_b2",               // gatherel.comp ESIZE=2 NEED_16BIT=1
-	"gatherel_b4",               // gatherel.comp ESIZE=4
-	"gatherel_b8",               // gatherel.comp ESIZE=8
-	"gemv_f16",                  // gemv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"gemv_f32",                  // gemv.comp X_DT=1 Y_DT=1
-	"gemv_f32w16",               // gemv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1
-	"gemv_f64",                  // gemv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"gemvsg_f16",                // gemv.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1
-	"gemvsg_f32",                // gemv.comp X_DT=1 Y_DT=1 SUBGROUP=1
-	"gemvsg_f32w16",             // gemv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 SUBGROUP=1
-	"gemvsg_f64",                // gemv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 SUBGROUP=1
-	"matmul_f16_l",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1
-	"matmul_f16_l8",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8
-	"matmul_f16_m",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
-	"matmul_f16_n",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4
-	"matmul_f16_s",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
-	"matmul_f16_t",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
-	"matmul_f16_u",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4
-	"matmul_f16_v",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4
-	"matmul_f16_w",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
-	"matmul_f32_l",              // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1
-	"matmul_f32_l8",             // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=8 TM=8 TN=8
-	"matmul_f32_m",              // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4
-	"matmul_f32_n",              // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=32 TM=4 TN=4
-	"matmul_f32_s",              // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4
-	"matmul_f32_t",              // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4
-	"matmul_f32_u",              // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4
-	"matmul_f32_v",              // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=128 BK=32 TM=4 TN=4
-	"matmul_f32_w",              // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4
-	"matmul_f32w16_l",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1
-	"matmul_f32w16_l8",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8
-	"matmul_f32w16_m",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
-	"matmul_f32w16_n",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4
-	"matmul_f32w16_s",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
-	"matmul_f32w16_t",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
-	"matmul_f32w16_u",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4
-	"matmul_f32w16_v",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4
-	"matmul_f32w16_w",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
-	"matmul_f64_n",              // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=32 TM=4 TN=4
-	"matmul_f64_s",              // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4
-	"matmul_f64_t",              // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
-	"matmul_f64_u",              // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=32 BK=16 TM=4 TN=4
-	"matmul_f64_v",              // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=128 BK=32 TM=4 TN=4
-	"matmulk_f16_l",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1 SPLITK=1
-	"matmulk_f16_l8",            // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
-	"matmulk_f16_m",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"matmulk_f16_n",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
-	"matmulk_f16_s",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"matmulk_f16_t",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"matmulk_f16_u",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"matmulk_f16_v",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
-	"matmulk_f16_w",             // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
-	"matmulk_f32_l",             // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1 SPLITK=1
-	"matmulk_f32_l8",            // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
-	"matmulk_f32_m",             // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"matmulk_f32_n",             // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
-	"matmulk_f32_s",             // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"matmulk_f32_t",             // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"matmulk_f32_u",             // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"matmulk_f32_v",             // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
-	"matmulk_f32_w",             // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
-	"matmulk_f32w16_l",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1 SPLITK=1
-	"matmulk_f32w16_l8",         // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
-	"matmulk_f32w16_m",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"matmulk_f32w16_n",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
-	"matmulk_f32w16_s",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"matmulk_f32w16_t",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"matmulk_f32w16_u",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"matmulk_f32w16_v",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
-	"matmulk_f32w16_w",          // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
-	"matmulk_f64_n",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
-	"matmulk_f64_s",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
-	"matmulk_f64_t",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"matmulk_f64_u",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
-	"matmulk_f64_v",             // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
-	"mmcm2_f16_128x128k32_nn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=0
-	"mmcm2_f16_128x128k32_nt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=1
-	"mmcm2_f16_128x128k32_tn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=0
-	"mmcm2_f16_128x128k32_tt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=1
-	"mmcm2_f16_128x128k64_nn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=0
-	"mmcm2_f16_128x128k64_nt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=1
-	"mmcm2_f16_128x128k64_tn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=0
-	"mmcm2_f16_128x128k64_tt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=1
-	"mmcm2_f16_128x128k64u1_nn", // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=0 TB=0
-	"mmcm2_f16_128x128k64u1_nt", // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=0 TB=1
-	"mmcm2_f16_128x128k64u1_tn", // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=1 TB=0
-	"mmcm2_f16_128x128k64u1_tt", // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=1 TB=1
-	"mmcm2_f16_128x256k32_nn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=0
-	"mmcm2_f16_128x256k32_nt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=1
-	"mmcm2_f16_128x256k32_tn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=0
-	"mmcm2_f16_128x256k32_tt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=1
-	"mmcm2_f16_128x256k64_nn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=0
-	"mmcm2_f16_128x256k64_nt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=1
-	"mmcm2_f16_128x256k64_tn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=0
-	"mmcm2_f16_128x256k64_tt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=1
-	"mmcm2_f16_128x256k64u1_nn", // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=0 TB=0
-	"mmcm2_f16_128x256k64u1_nt", // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=0 TB=1
-	"mmcm2_f16_128x256k64u1_tn", // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=1 TB=0
-	"mmcm2_f16_128x256k64u1_tt", // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=1 TB=1
-	"mmcm2_f16_256x128k64_nn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=256 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=0
-	"mmcm2_f16_256x128k64_nt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=256 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=1
-	"mmcm2_f16_256x128k64_tn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=256 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=0
-	"mmcm2_f16_256x128k64_tt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=256 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=1
-	"mmcm2_f16_64x64k64_nn",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=64 LOCAL_SIZE=128 UNROLL=4 TA=0 TB=0
-	"mmcm2_f16_64x64k64_nt",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=64 LOCAL_SIZE=128 UNROLL=4 TA=0 TB=1
-	"mmcm2_f16_64x64k64_tn",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=64 LOCAL_SIZE=128 UNROLL=4 TA=1 TB=0
-	"mmcm2_f16_64x64k64_tt",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=64 LOCAL_SIZE=128 UNROLL=4 TA=1 TB=1
-	"mmcm_f16_16x16x16_128",     // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 BN=128 BKN=32
-	"mmcm_f16_16x16x16_128k64",  // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 BN=128 BKN=64
-	"mmcm_f16_16x16x16_256",     // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 BN=256 BKN=32
-	"mmcm_f16_16x8x16_128",      // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 BN=128 BKN=32
-	"mmcm_f16_16x8x16_128k64",   // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 BN=128 BKN=64
-	"mmcm_f16_16x8x16_256",      // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 BN=256 BKN=32
-	"normalize_f16",             // normalize.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"normalize_f32",             // normalize.comp X_DT=1 Y_DT=1
-	"normalize_f64",             // normalize.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"normalizesg_f16",           // normalize.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1
-	"normalizesg_f32",           // normalize.comp X_DT=1 Y_DT=1 SUBGROUP=1
-	"normalizev_f16",            // normalize.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1 VROWS=1
-	"normalizev_f32",            // normalize.comp X_DT=1 Y_DT=1 SUBGROUP=1 VROWS=1
-	"optim_f32",                 // optim.comp X_DT=1 Y_DT=1
-	"optim_f64",                 // optim.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"pool_f16",                  // pool.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"pool_f32",                  // pool.comp X_DT=1 Y_DT=1
-	"pool_f64",                  // pool.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"poolv_f16",                 // pool.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VEC=1
-	"poolv_f32",                 // pool.comp X_DT=1 Y_DT=1 VEC=1
-	"reduce_f16",                // reduce.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"reduce_f32",                // reduce.comp X_DT=1 Y_DT=1
-	"reduce_f64",                // reduce.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"reduce_i32",                // reduce.comp X_DT=4 Y_DT=4
-	"reduce_i64",                // reduce.comp X_DT=5 Y_DT=5 NEED_I64=1
-	"reducev_f16",               // reduce.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VROWS=1
-	"reducev_f32",               // reduce.comp X_DT=1 Y_DT=1 VROWS=1
-	"scatter_bool",              // scatter.comp X_DT=7 Y_DT=7 NEED_8BIT=1
-	"scatter_f16",               // scatter.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"scatter_f32",               // scatter.comp X_DT=1 Y_DT=1
-	"scatter_f64",               // scatter.comp X_DT=3 Y_DT=3
-	"scatter_i32",               // scatter.comp X_DT=4 Y_DT=4
-	"scatter_i64",               // scatter.comp X_DT=5 Y_DT=5 NEED_I64=1
-	"scatter_i8",                // scatter.comp X_DT=8 Y_DT=8 NEED_8BIT=1
-	"scatter_u8",                // scatter.comp X_DT=6 Y_DT=6 NEED_8BIT=1
-	"softmax_f16",               // softmax.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"softmax_f32",               // softmax.comp X_DT=1 Y_DT=1
-	"softmax_f64",               // softmax.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"softmaxsg_f16",             // softmax.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1
-	"softmaxsg_f32",             // softmax.comp X_DT=1 Y_DT=1 SUBGROUP=1
-	"softmaxv_f16",              // softmax.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1 VROWS=1
-	"softmaxv_f32",              // softmax.comp X_DT=1 Y_DT=1 SUBGROUP=1 VROWS=1
-	"splitk_f16",                // splitk.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"splitk_f32",                // splitk.comp X_DT=1 Y_DT=1
-	"splitk_f64",                // splitk.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"topk_f16",                  // topk.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"topk_f32",                  // topk.comp X_DT=1 Y_DT=1
-	"topk_f64",                  // topk.comp X_DT=3 Y_DT=3
-	"topk_i32",                  // topk.comp X_DT=4 Y_DT=4
-	"topk_i64",                  // topk.comp X_DT=5 Y_DT=5 NEED_I64=1
-	"unary_bool",                // unary.comp X_DT=7 Y_DT=7 NEED_8BIT=1
-	"unary_f16",                 // unary.comp X_DT=2 Y_DT=2 NEED_16BIT=1
-	"unary_f32",                 // unary.comp X_DT=1 Y_DT=1
-	"unary_f64",                 // unary.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
-	"unary_i32",                 // unary.comp X_DT=4 Y_DT=4
-	"unary_i64",                 // unary.comp X_DT=5 Y_DT=5 NEED_I64=1
-	"unary_i8",                  // unary.comp X_DT=8 Y_DT=8 NEED_8BIT=1
-	"unary_u8",                  // unary.comp X_DT=6 Y_DT=6 NEED_8BIT=1
-	"unaryv_f16",                // unary.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VEC=1
-	"unaryv_f32",                // unary.comp X_DT=1 Y_DT=1 VEC=1
-	"unaryv_i32",                // unary.comp X_DT=4 Y_DT=4 VEC=1
-	"where_b1",                  // where.comp ESIZE=1 NEED_8BIT=1
-	"where_b2",                  // where.comp ESIZE=2 NEED_16BIT=1
-	"where_b4",                  // where.comp ESIZE=4
-	"where_b8",                  // where.comp ESIZE=8
-	"winow_f32",                 // wino.comp X_DT=1 Y_DT=1 WINO_W=1
-	"winow_f32w16",              // wino.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 WINO_W=1
-	"winox_f32",                 // wino.comp X_DT=1 Y_DT=1 WINO_X=1
-	"winoy_f32",                 // wino.comp X_DT=1 Y_DT=1 WINO_Y=1
+	"argreduce_f16",               // reduce.comp X_DT=2 Y_DT=2 NEED_16BIT=1 ARG=1
+	"argreduce_f32",               // reduce.comp X_DT=1 Y_DT=1 ARG=1
+	"argreduce_f64",               // reduce.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 ARG=1
+	"attention_f16_d128",          // attention.comp X_DT=2 Y_DT=2 NEED_16BIT=1 DMAX=128u
+	"attention_f16_d64",           // attention.comp X_DT=2 Y_DT=2 NEED_16BIT=1 DMAX=64u
+	"attention_f16_t64",           // attention.comp X_DT=2 Y_DT=2 NEED_16BIT=1 DMAX=64u TILED=1
+	"attention_f32_d128",          // attention.comp X_DT=1 Y_DT=1 DMAX=128u
+	"attention_f32_d64",           // attention.comp X_DT=1 Y_DT=1 DMAX=64u
+	"attention_f32_t64",           // attention.comp X_DT=1 Y_DT=1 DMAX=64u TILED=1
+	"binary_bool",                 // binary.comp X_DT=7 Y_DT=7 NEED_8BIT=1
+	"binary_f16",                  // binary.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"binary_f32",                  // binary.comp X_DT=1 Y_DT=1
+	"binary_f64",                  // binary.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"binary_i32",                  // binary.comp X_DT=4 Y_DT=4
+	"binary_i64",                  // binary.comp X_DT=5 Y_DT=5 NEED_I64=1
+	"binary_i8",                   // binary.comp X_DT=8 Y_DT=8 NEED_8BIT=1
+	"binary_u8",                   // binary.comp X_DT=6 Y_DT=6 NEED_8BIT=1
+	"binaryv_f16",                 // binary.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VEC=1
+	"binaryv_f32",                 // binary.comp X_DT=1 Y_DT=1 VEC=1
+	"binaryv_i32",                 // binary.comp X_DT=4 Y_DT=4 VEC=1
+	"cast_bool_f16",               // cast.comp X_DT=7 Y_DT=2 NEED_8BIT=1 NEED_16BIT=1
+	"cast_bool_f32",               // cast.comp X_DT=7 Y_DT=1 NEED_8BIT=1
+	"cast_bool_f64",               // cast.comp X_DT=7 Y_DT=3 NEED_8BIT=1
+	"cast_bool_i32",               // cast.comp X_DT=7 Y_DT=4 NEED_8BIT=1
+	"cast_bool_i64",               // cast.comp X_DT=7 Y_DT=5 NEED_8BIT=1 NEED_I64=1
+	"cast_bool_i8",                // cast.comp X_DT=7 Y_DT=8 NEED_8BIT=1
+	"cast_bool_u8",                // cast.comp X_DT=7 Y_DT=6 NEED_8BIT=1
+	"cast_f16_bool",               // cast.comp X_DT=2 Y_DT=7 NEED_16BIT=1 NEED_8BIT=1
+	"cast_f16_f32",                // cast.comp X_DT=2 Y_DT=1 NEED_16BIT=1
+	"cast_f16_f64",                // cast.comp X_DT=2 Y_DT=3 NEED_16BIT=1
+	"cast_f16_i32",                // cast.comp X_DT=2 Y_DT=4 NEED_16BIT=1
+	"cast_f16_i64",                // cast.comp X_DT=2 Y_DT=5 NEED_16BIT=1 NEED_I64=1
+	"cast_f16_i8",                 // cast.comp X_DT=2 Y_DT=8 NEED_16BIT=1 NEED_8BIT=1
+	"cast_f16_u8",                 // cast.comp X_DT=2 Y_DT=6 NEED_16BIT=1 NEED_8BIT=1
+	"cast_f32_bool",               // cast.comp X_DT=1 Y_DT=7 NEED_8BIT=1
+	"cast_f32_f16",                // cast.comp X_DT=1 Y_DT=2 NEED_16BIT=1
+	"cast_f32_f64",                // cast.comp X_DT=1 Y_DT=3
+	"cast_f32_i32",                // cast.comp X_DT=1 Y_DT=4
+	"cast_f32_i64",                // cast.comp X_DT=1 Y_DT=5 NEED_I64=1
+	"cast_f32_i8",                 // cast.comp X_DT=1 Y_DT=8 NEED_8BIT=1
+	"cast_f32_u8",                 // cast.comp X_DT=1 Y_DT=6 NEED_8BIT=1
+	"cast_f64_bool",               // cast.comp X_DT=3 Y_DT=7 NEED_8BIT=1
+	"cast_f64_f16",                // cast.comp X_DT=3 Y_DT=2 NEED_16BIT=1
+	"cast_f64_f32",                // cast.comp X_DT=3 Y_DT=1
+	"cast_f64_i32",                // cast.comp X_DT=3 Y_DT=4
+	"cast_f64_i64",                // cast.comp X_DT=3 Y_DT=5 NEED_I64=1
+	"cast_f64_i8",                 // cast.comp X_DT=3 Y_DT=8 NEED_8BIT=1
+	"cast_f64_u8",                 // cast.comp X_DT=3 Y_DT=6 NEED_8BIT=1
+	"cast_i32_bool",               // cast.comp X_DT=4 Y_DT=7 NEED_8BIT=1
+	"cast_i32_f16",                // cast.comp X_DT=4 Y_DT=2 NEED_16BIT=1
+	"cast_i32_f32",                // cast.comp X_DT=4 Y_DT=1
+	"cast_i32_f64",                // cast.comp X_DT=4 Y_DT=3
+	"cast_i32_i64",                // cast.comp X_DT=4 Y_DT=5 NEED_I64=1
+	"cast_i32_i8",                 // cast.comp X_DT=4 Y_DT=8 NEED_8BIT=1
+	"cast_i32_u8",                 // cast.comp X_DT=4 Y_DT=6 NEED_8BIT=1
+	"cast_i64_bool",               // cast.comp X_DT=5 Y_DT=7 NEED_I64=1 NEED_8BIT=1
+	"cast_i64_f16",                // cast.comp X_DT=5 Y_DT=2 NEED_I64=1 NEED_16BIT=1
+	"cast_i64_f32",                // cast.comp X_DT=5 Y_DT=1 NEED_I64=1
+	"cast_i64_f64",                // cast.comp X_DT=5 Y_DT=3 NEED_I64=1
+	"cast_i64_i32",                // cast.comp X_DT=5 Y_DT=4 NEED_I64=1
+	"cast_i64_i8",                 // cast.comp X_DT=5 Y_DT=8 NEED_I64=1 NEED_8BIT=1
+	"cast_i64_u8",                 // cast.comp X_DT=5 Y_DT=6 NEED_I64=1 NEED_8BIT=1
+	"cast_i8_bool",                // cast.comp X_DT=8 Y_DT=7 NEED_8BIT=1
+	"cast_i8_f16",                 // cast.comp X_DT=8 Y_DT=2 NEED_8BIT=1 NEED_16BIT=1
+	"cast_i8_f32",                 // cast.comp X_DT=8 Y_DT=1 NEED_8BIT=1
+	"cast_i8_f64",                 // cast.comp X_DT=8 Y_DT=3 NEED_8BIT=1
+	"cast_i8_i32",                 // cast.comp X_DT=8 Y_DT=4 NEED_8BIT=1
+	"cast_i8_i64",                 // cast.comp X_DT=8 Y_DT=5 NEED_8BIT=1 NEED_I64=1
+	"cast_i8_u8",                  // cast.comp X_DT=8 Y_DT=6 NEED_8BIT=1
+	"cast_u8_bool",                // cast.comp X_DT=6 Y_DT=7 NEED_8BIT=1
+	"cast_u8_f16",                 // cast.comp X_DT=6 Y_DT=2 NEED_8BIT=1 NEED_16BIT=1
+	"cast_u8_f32",                 // cast.comp X_DT=6 Y_DT=1 NEED_8BIT=1
+	"cast_u8_f64",                 // cast.comp X_DT=6 Y_DT=3 NEED_8BIT=1
+	"cast_u8_i32",                 // cast.comp X_DT=6 Y_DT=4 NEED_8BIT=1
+	"cast_u8_i64",                 // cast.comp X_DT=6 Y_DT=5 NEED_8BIT=1 NEED_I64=1
+	"cast_u8_i8",                  // cast.comp X_DT=6 Y_DT=8 NEED_8BIT=1
+	"castv_f16_f32",               // cast.comp X_DT=2 Y_DT=1 NEED_16BIT=1 VEC=1
+	"castv_f16_i32",               // cast.comp X_DT=2 Y_DT=4 NEED_16BIT=1 VEC=1
+	"castv_f32_f16",               // cast.comp X_DT=1 Y_DT=2 NEED_16BIT=1 VEC=1
+	"castv_f32_i32",               // cast.comp X_DT=1 Y_DT=4 VEC=1
+	"castv_i32_f16",               // cast.comp X_DT=4 Y_DT=2 NEED_16BIT=1 VEC=1
+	"castv_i32_f32",               // cast.comp X_DT=4 Y_DT=1 VEC=1
+	"cmp_bool",                    // binary.comp X_DT=7 Y_DT=7 NEED_8BIT=1 CMP=1
+	"cmp_f16",                     // binary.comp X_DT=2 Y_DT=7 NEED_16BIT=1 NEED_8BIT=1 CMP=1
+	"cmp_f32",                     // binary.comp X_DT=1 Y_DT=7 NEED_8BIT=1 CMP=1
+	"cmp_f64",                     // binary.comp X_DT=3 Y_DT=7 NEED_8BIT=1 CT_DOUBLE=1 CMP=1
+	"cmp_i32",                     // binary.comp X_DT=4 Y_DT=7 NEED_8BIT=1 CMP=1
+	"cmp_i64",                     // binary.comp X_DT=5 Y_DT=7 NEED_I64=1 NEED_8BIT=1 CMP=1
+	"cmp_i8",                      // binary.comp X_DT=8 Y_DT=7 NEED_8BIT=1 CMP=1
+	"cmp_u8",                      // binary.comp X_DT=6 Y_DT=7 NEED_8BIT=1 CMP=1
+	"conv_f16",                    // conv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"conv_f32",                    // conv.comp X_DT=1 Y_DT=1
+	"conv_f32w16",                 // conv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1
+	"conv_f64",                    // conv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"convcm_f32w16_16x16x16",      // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16
+	"convcm_f32w16_16x8x16",       // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16
+	"convcm_f32w16_khr16x16x16",   // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 LOCAL_SIZE=128
+	"convcm_f32w16_khr8x8x8",      // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 LOCAL_SIZE=128 SGS=8
+	"convcmk_f32w16_16x16x16",     // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 SPLITK=1
+	"convcmk_f32w16_16x8x16",      // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 SPLITK=1
+	"convcmk_f32w16_khr16x16x16",  // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 LOCAL_SIZE=128 SPLITK=1
+	"convcmk_f32w16_khr8x8x8",     // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 LOCAL_SIZE=128 SGS=8 SPLITK=1
+	"convgemm_f16_l",              // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"convgemm_f16_m",              // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f16_n",              // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f16_s",              // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f16_t",              // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f16_u",              // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f16_w",              // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
+	"convgemm_f32_l",              // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"convgemm_f32_m",              // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f32_n",              // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f32_s",              // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f32_t",              // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f32_u",              // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f32_w",              // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4
+	"convgemm_f32w16_l",           // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
+	"convgemm_f32w16_m",           // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f32w16_n",           // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f32w16_s",           // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f32w16_t",           // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f32w16_u",           // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f32w16_w",           // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
+	"convgemm_f64_n",              // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f64_s",              // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"convgemm_f64_t",              // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"convgemm_f64_u",              // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"convgemmk_f16_l",             // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"convgemmk_f16_m",             // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f16_n",             // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f16_s",             // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f16_t",             // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f16_u",             // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f16_w",             // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f32_l",             // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"convgemmk_f32_m",             // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f32_n",             // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f32_s",             // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f32_t",             // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f32_u",             // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f32_w",             // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f32w16_l",          // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1
+	"convgemmk_f32w16_m",          // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f32w16_n",          // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f32w16_s",          // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f32w16_t",          // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f32w16_u",          // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f32w16_w",          // convgemm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f64_n",             // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f64_s",             // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"convgemmk_f64_t",             // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmk_f64_u",             // convgemm.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"convgemmksep_f16_l",          // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1 SEPDW=1
+	"convgemmksep_f16_m",          // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f16_n",          // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f16_s",          // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f16_t",          // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f16_u",          // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f16_w",          // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_l",          // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_m",          // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_n",          // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_s",          // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_t",          // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_u",          // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1 SEPDW=1
+	"convgemmksep_f32_w",          // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1 SEPDW=1
+	"convgemmsep_f16_l",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SEPDW=1
+	"convgemmsep_f16_m",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SEPDW=1
+	"convgemmsep_f16_n",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SEPDW=1
+	"convgemmsep_f16_s",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SEPDW=1
+	"convgemmsep_f16_t",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SEPDW=1
+	"convgemmsep_f16_u",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SEPDW=1
+	"convgemmsep_f16_w",           // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SEPDW=1
+	"convgemmsep_f32_l",           // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 SEPDW=1
+	"convgemmsep_f32_m",           // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SEPDW=1
+	"convgemmsep_f32_n",           // convgemm.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=16 TM=4 TN=4 SEPDW=1
+	"convgemmsep_f32_s",           // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SEPDW=1
+	"convgemmsep_f32_t",           // convgemm.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SEPDW=1
+	"convgemmsep_f32_u",           // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SEPDW=1
+	"convgemmsep_f32_w",           // convgemm.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SEPDW=1
+	"convt_f16",                   // convt.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"convt_f32",                   // convt.comp X_DT=1 Y_DT=1
+	"convt_f64",                   // convt.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"copy_b1",                     // copy.comp ESIZE=1 NEED_8BIT=1
+	"copy_b2",                     // copy.comp ESIZE=2 NEED_16BIT=1
+	"copy_b4",                     // copy.comp ESIZE=4
+	"copy_b8",                     // copy.comp ESIZE=8
+	"copyv_b1",                    // copy.comp ESIZE=1 NEED_8BIT=1 VEC=1
+	"copyv_b2",                    // copy.comp ESIZE=2 NEED_16BIT=1 VEC=1
+	"copyv_b4",                    // copy.comp ESIZE=4 VEC=1
+	"dwconv_f16",                  // dwconv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"dwconv_f32",                  // dwconv.comp X_DT=1 Y_DT=1
+	"dwconv_f32w16",               // dwconv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1
+	"dwconv_f64",                  // dwconv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"fill_b1",                     // fill.comp ESIZE=1 NEED_8BIT=1
+	"fill_b2",                     // fill.comp ESIZE=2 NEED_16BIT=1
+	"fill_b4",                     // fill.comp ESIZE=4
+	"fill_b8",                     // fill.comp ESIZE=8
+	"fillv_b1",                    // fill.comp ESIZE=1 NEED_8BIT=1 VEC=1
+	"fillv_b2",                    // fill.comp ESIZE=2 NEED_16BIT=1 VEC=1
+	"fillv_b4",                    // fill.comp ESIZE=4 VEC=1
+	"gather_b1",                   // gather.comp ESIZE=1 NEED_8BIT=1
+	"gather_b2",                   // gather.comp ESIZE=2 NEED_16BIT=1
+	"gather_b4",                   // gather.comp ESIZE=4
+	"gather_b8",                   // gather.comp ESIZE=8
+	"gatherel_b1",                 // gatherel.comp ESIZE=1 NEED_8BIT=1
+	"gatherel_b2",                 // gatherel.comp ESIZE=2 NEED_16BIT=1
+	"gatherel_b4",                 // gatherel.comp ESIZE=4
+	"gatherel_b8",                 // gatherel.comp ESIZE=8
+	"gemv_f16",                    // gemv.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"gemv_f32",                    // gemv.comp X_DT=1 Y_DT=1
+	"gemv_f32w16",                 // gemv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1
+	"gemv_f64",                    // gemv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"gemvsg_f16",                  // gemv.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1
+	"gemvsg_f32",                  // gemv.comp X_DT=1 Y_DT=1 SUBGROUP=1
+	"gemvsg_f32w16",               // gemv.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 SUBGROUP=1
+	"gemvsg_f64",                  // gemv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 SUBGROUP=1
+	"matmul_f16_l",                // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1
+	"matmul_f16_l8",               // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8
+	"matmul_f16_m",                // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"matmul_f16_n",                // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4
+	"matmul_f16_s",                // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"matmul_f16_t",                // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"matmul_f16_u",                // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"matmul_f16_v",                // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4
+	"matmul_f16_w",                // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
+	"matmul_f32_l",                // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1
+	"matmul_f32_l8",               // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=8 TM=8 TN=8
+	"matmul_f32_m",                // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"matmul_f32_n",                // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=32 TM=4 TN=4
+	"matmul_f32_s",                // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"matmul_f32_t",                // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"matmul_f32_u",                // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"matmul_f32_v",                // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=128 BK=32 TM=4 TN=4
+	"matmul_f32_w",                // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4
+	"matmul_f32w16_l",             // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1
+	"matmul_f32w16_l8",            // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8
+	"matmul_f32w16_m",             // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
+	"matmul_f32w16_n",             // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4
+	"matmul_f32w16_s",             // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"matmul_f32w16_t",             // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"matmul_f32w16_u",             // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"matmul_f32w16_v",             // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4
+	"matmul_f32w16_w",             // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4
+	"matmul_f64_n",                // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=32 TM=4 TN=4
+	"matmul_f64_s",                // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4
+	"matmul_f64_t",                // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4
+	"matmul_f64_u",                // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=32 BK=16 TM=4 TN=4
+	"matmul_f64_v",                // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=128 BK=32 TM=4 TN=4
+	"matmulk_f16_l",               // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1 SPLITK=1
+	"matmulk_f16_l8",              // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
+	"matmulk_f16_m",               // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f16_n",               // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
+	"matmulk_f16_s",               // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f16_t",               // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f16_u",               // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f16_v",               // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
+	"matmulk_f16_w",               // matmul.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f32_l",               // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1 SPLITK=1
+	"matmulk_f32_l8",              // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
+	"matmulk_f32_m",               // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f32_n",               // matmul.comp X_DT=1 Y_DT=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
+	"matmulk_f32_s",               // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f32_t",               // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f32_u",               // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f32_v",               // matmul.comp X_DT=1 Y_DT=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
+	"matmulk_f32_w",               // matmul.comp X_DT=1 Y_DT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f32w16_l",            // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8 PADA=1 SPLITK=1
+	"matmulk_f32w16_l8",           // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=8 TM=8 TN=8 SPLITK=1
+	"matmulk_f32w16_m",            // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f32w16_n",            // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
+	"matmulk_f32w16_s",            // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f32w16_t",            // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f32w16_u",            // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f32w16_v",            // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
+	"matmulk_f32w16_w",            // matmul.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 BM=64 BN=128 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f64_n",               // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=128 BN=32 BK=32 TM=4 TN=4 SPLITK=1
+	"matmulk_f64_s",               // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=64 BK=16 TM=8 TN=4 SPLITK=1
+	"matmulk_f64_t",               // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f64_u",               // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=64 BN=32 BK=16 TM=4 TN=4 SPLITK=1
+	"matmulk_f64_v",               // matmul.comp X_DT=3 Y_DT=3 CT_DOUBLE=1 BM=32 BN=128 BK=32 TM=4 TN=4 SPLITK=1
+	"mmcm2_f16_128x128k32_nn",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=0
+	"mmcm2_f16_128x128k32_nt",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=1
+	"mmcm2_f16_128x128k32_tn",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=0
+	"mmcm2_f16_128x128k32_tt",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=1
+	"mmcm2_f16_128x128k64_nn",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=0
+	"mmcm2_f16_128x128k64_nt",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=1
+	"mmcm2_f16_128x128k64_tn",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=0
+	"mmcm2_f16_128x128k64_tt",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=1
+	"mmcm2_f16_128x128k64u1_nn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=0 TB=0
+	"mmcm2_f16_128x128k64u1_nt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=0 TB=1
+	"mmcm2_f16_128x128k64u1_tn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=1 TB=0
+	"mmcm2_f16_128x128k64u1_tt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=1 TB=1
+	"mmcm2_f16_128x256k32_nn",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=0
+	"mmcm2_f16_128x256k32_nt",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=1
+	"mmcm2_f16_128x256k32_tn",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=0
+	"mmcm2_f16_128x256k32_tt",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=32 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=1
+	"mmcm2_f16_128x256k64_nn",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=0
+	"mmcm2_f16_128x256k64_nt",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=1
+	"mmcm2_f16_128x256k64_tn",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=0
+	"mmcm2_f16_128x256k64_tt",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=1
+	"mmcm2_f16_128x256k64u1_nn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=0 TB=0
+	"mmcm2_f16_128x256k64u1_nt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=0 TB=1
+	"mmcm2_f16_128x256k64u1_tn",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=1 TB=0
+	"mmcm2_f16_128x256k64u1_tt",   // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=256 BK=64 LOCAL_SIZE=256 UNROLL=1 TA=1 TB=1
+	"mmcm2_f16_256x128k64_nn",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=256 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=0
+	"mmcm2_f16_256x128k64_nt",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=256 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=0 TB=1
+	"mmcm2_f16_256x128k64_tn",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=256 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=0
+	"mmcm2_f16_256x128k64_tt",     // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=256 BN=128 BK=64 LOCAL_SIZE=256 UNROLL=4 TA=1 TB=1
+	"mmcm2_f16_64x64k64_nn",       // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=64 LOCAL_SIZE=128 UNROLL=4 TA=0 TB=0
+	"mmcm2_f16_64x64k64_nt",       // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=64 LOCAL_SIZE=128 UNROLL=4 TA=0 TB=1
+	"mmcm2_f16_64x64k64_tn",       // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=64 LOCAL_SIZE=128 UNROLL=4 TA=1 TB=0
+	"mmcm2_f16_64x64k64_tt",       // mmcm2.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=64 BN=64 BK=64 LOCAL_SIZE=128 UNROLL=4 TA=1 TB=1
+	"mmcm_f16_16x16x16_128",       // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 BN=128 BKN=32
+	"mmcm_f16_16x16x16_128k64",    // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 BN=128 BKN=64
+	"mmcm_f16_16x16x16_256",       // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 BN=256 BKN=32
+	"mmcm_f16_16x8x16_128",        // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 BN=128 BKN=32
+	"mmcm_f16_16x8x16_128k64",     // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 BN=128 BKN=64
+	"mmcm_f16_16x8x16_256",        // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 BN=256 BKN=32
+	"mmcm_f16_khr16x16x16_128",    // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 LOCAL_SIZE=256 BN=128 BKN=32
+	"mmcm_f16_khr16x16x16_128k64", // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 LOCAL_SIZE=256 BN=128 BKN=64
+	"mmcm_f16_khr16x16x16_256",    // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 LOCAL_SIZE=256 BN=256 BKN=32
+	"mmcm_f16_khr8x8x8_128",       // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 LOCAL_SIZE=256 SGS=8 BN=128 BKN=32
+	"mmcm_f16_khr8x8x8_128k64",    // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 LOCAL_SIZE=256 SGS=8 BN=128 BKN=64
+	"mmcm_f16_khr8x8x8_256",       // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 LOCAL_SIZE=256 SGS=8 BN=256 BKN=32
+	"normalize_f16",               // normalize.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"normalize_f32",               // normalize.comp X_DT=1 Y_DT=1
+	"normalize_f64",               // normalize.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"normalizesg_f16",             // normalize.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1
+	"normalizesg_f32",             // normalize.comp X_DT=1 Y_DT=1 SUBGROUP=1
+	"normalizev_f16",              // normalize.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1 VROWS=1
+	"normalizev_f32",              // normalize.comp X_DT=1 Y_DT=1 SUBGROUP=1 VROWS=1
+	"optim_f32",                   // optim.comp X_DT=1 Y_DT=1
+	"optim_f64",                   // optim.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"pool_f16",                    // pool.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"pool_f32",                    // pool.comp X_DT=1 Y_DT=1
+	"pool_f64",                    // pool.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"poolv_f16",                   // pool.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VEC=1
+	"poolv_f32",                   // pool.comp X_DT=1 Y_DT=1 VEC=1
+	"reduce_f16",                  // reduce.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"reduce_f32",                  // reduce.comp X_DT=1 Y_DT=1
+	"reduce_f64",                  // reduce.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"reduce_i32",                  // reduce.comp X_DT=4 Y_DT=4
+	"reduce_i64",                  // reduce.comp X_DT=5 Y_DT=5 NEED_I64=1
+	"reducev_f16",                 // reduce.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VROWS=1
+	"reducev_f32",                 // reduce.comp X_DT=1 Y_DT=1 VROWS=1
+	"scatter_bool",                // scatter.comp X_DT=7 Y_DT=7 NEED_8BIT=1
+	"scatter_f16",                 // scatter.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"scatter_f32",                 // scatter.comp X_DT=1 Y_DT=1
+	"scatter_f64",                 // scatter.comp X_DT=3 Y_DT=3
+	"scatter_i32",                 // scatter.comp X_DT=4 Y_DT=4
+	"scatter_i64",                 // scatter.comp X_DT=5 Y_DT=5 NEED_I64=1
+	"scatter_i8",                  // scatter.comp X_DT=8 Y_DT=8 NEED_8BIT=1
+	"scatter_u8",                  // scatter.comp X_DT=6 Y_DT=6 NEED_8BIT=1
+	"softmax_f16",                 // softmax.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"softmax_f32",                 // softmax.comp X_DT=1 Y_DT=1
+	"softmax_f64",                 // softmax.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"softmaxsg_f16",               // softmax.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1
+	"softmaxsg_f32",               // softmax.comp X_DT=1 Y_DT=1 SUBGROUP=1
+	"softmaxv_f16",                // softmax.comp X_DT=2 Y_DT=2 NEED_16BIT=1 SUBGROUP=1 VROWS=1
+	"softmaxv_f32",                // softmax.comp X_DT=1 Y_DT=1 SUBGROUP=1 VROWS=1
+	"splitk_f16",                  // splitk.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"splitk_f32",                  // splitk.comp X_DT=1 Y_DT=1
+	"splitk_f64",                  // splitk.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"topk_f16",                    // topk.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"topk_f32",                    // topk.comp X_DT=1 Y_DT=1
+	"topk_f64",                    // topk.comp X_DT=3 Y_DT=3
+	"topk_i32",                    // topk.comp X_DT=4 Y_DT=4
+	"topk_i64",                    // topk.comp X_DT=5 Y_DT=5 NEED_I64=1
+	"unary_bool",                  // unary.comp X_DT=7 Y_DT=7 NEED_8BIT=1
+	"unary_f16",                   // unary.comp X_DT=2 Y_DT=2 NEED_16BIT=1
+	"unary_f32",                   // unary.comp X_DT=1 Y_DT=1
+	"unary_f64",                   // unary.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
+	"unary_i32",                   // unary.comp X_DT=4 Y_DT=4
+	"unary_i64",                   // unary.comp X_DT=5 Y_DT=5 NEED_I64=1
+	"unary_i8",                    // unary.comp X_DT=8 Y_DT=8 NEED_8BIT=1
+	"unary_u8",                    // unary.comp X_DT=6 Y_DT=6 NEED_8BIT=1
+	"unaryv_f16",                  // unary.comp X_DT=2 Y_DT=2 NEED_16BIT=1 VEC=1
+	"unaryv_f32",                  // unary.comp X_DT=1 Y_DT=1 VEC=1
+	"unaryv_i32",                  // unary.comp X_DT=4 Y_DT=4 VEC=1
+	"where_b1",                    // where.comp ESIZE=1 NEED_8BIT=1
+	"where_b2",                    // where.comp ESIZE=2 NEED_16BIT=1
+	"where_b4",                    // where.comp ESIZE=4
+	"where_b8",                    // where.comp ESIZE=8
+	"winow_f32",                   // wino.comp X_DT=1 Y_DT=1 WINO_W=1
+	"winow_f32w16",                // wino.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 WINO_W=1
+	"winox_f32",                   // wino.comp X_DT=1 Y_DT=1 WINO_X=1
+	"winoy_f32",                   // wino.comp X_DT=1 Y_DT=1 WINO_Y=1
 }

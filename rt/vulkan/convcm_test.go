@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 
@@ -28,9 +29,7 @@ import (
 // with the f16 cooperative-matrix GEMM.
 func TestConvCoop(t *testing.T) {
 	d := testDevice(t)
-	if !d.(*device).phys.coopOK {
-		t.Skip("convcm.comp: the device has no f16 cooperative-matrix shape (VK_NV_cooperative_matrix)")
-	}
+	needCoop(t, d, "convcm.comp")
 	r := rand.New(rand.NewSource(83))
 	cases := []convCase{
 		{1, 64, 14, 14, 160, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, true, rt.Relu},   // resnet's 3x3, partial blocks, split
@@ -54,6 +53,21 @@ func TestConvCoop(t *testing.T) {
 			checkConvCoop(t, d, r, c, v.woff, v.strideY, v.res)
 		}
 	}
+}
+
+// needCoop skips the test of kernel unless d has an f16
+// cooperative-matrix shape (coopOK); with VRUN_VK_WANT_COOP=1 (CI's run
+// on Mesa 26's lavapipe, .ci/lavapipe26.sh) it fails instead.
+func needCoop(t *testing.T, d rt.Device, kernel string) {
+	t.Helper()
+	if d.(*device).phys.coopOK {
+		return
+	}
+	msg := fmt.Sprintf("%s: %s has no f16 cooperative-matrix shape (VK_NV_cooperative_matrix, VK_KHR_cooperative_matrix; on CPU devices only with VRUN_VK_COOPMAT=1)", kernel, d.Info().Name)
+	if os.Getenv("VRUN_VK_WANT_COOP") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }
 
 // checkConvCoop runs c with f16 weights at element offset woff of their

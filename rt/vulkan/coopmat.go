@@ -10,33 +10,51 @@ import (
 	"github.com/vrun-go/vrun/rt"
 )
 
-// The f16 cooperative-matrix GEMM (shaders/mmcm.comp) runs on devices with
-// VK_NV_cooperative_matrix whose vkGetPhysicalDeviceCooperativeMatrixPropertiesNV
-// lists a subgroup-scope f16 x f16 -> f32 shape that a variant is compiled
-// for, with the cooperativeMatrix and vulkanMemoryModel features, f16
-// arithmetic and storage, 32-wide subgroups and enough shared memory. The
-// extension and features are enabled at device creation only then;
-// VRUN_VK_COOPMAT=0 turns it off (the register-blocked matmul.comp runs
-// instead).
+// The f16 cooperative-matrix GEMM (shaders/mmcm.comp) and convolution
+// (shaders/convcm.comp) run on devices with VK_NV_cooperative_matrix or
+// VK_KHR_cooperative_matrix whose shape query lists a subgroup-scope
+// f16 x f16 -> f32 shape that a variant is compiled for (coopShapes; NV's
+// first), with the extension's cooperativeMatrix feature,
+// vulkanMemoryModel, f16 arithmetic and storage, the shape's subgroup size
+// and enough shared memory. The extension and features are enabled at
+// device creation only then. VRUN_VK_COOPMAT=0 turns it off (the
+// register-blocked matmul.comp runs instead); on CPU devices (lavapipe,
+// whose cooperative matrices are emulated) it is off unless
+// VRUN_VK_COOPMAT=1.
 
 const nvCoopExt = "VK_NV_cooperative_matrix"
 
-// VkComponentTypeNV and VkScopeNV values.
+// VkComponentTypeNV and VkScopeNV values (VkComponentTypeKHR and
+// VkScopeKHR have the same).
 const (
 	coopF16      = 0
 	coopF32      = 1
 	coopSubgroup = 3
 )
 
-// coopMatProp mirrors VkCooperativeMatrixPropertiesNV.
+// coopMatProp mirrors VkCooperativeMatrixPropertiesNV (and the fields of
+// VkCooperativeMatrixPropertiesKHR, saturatingAccumulation aside).
 type coopMatProp struct {
 	M, N, K, A, B, C, D, Scope uint32
 }
 
-// coopShape is an MxNxK cooperative-matrix multiply shape.
-type coopShape struct{ M, N, K uint32 }
+// coopShape is an MxNxK cooperative-matrix multiply shape of
+// VK_NV_cooperative_matrix, or of VK_KHR_cooperative_matrix (KHR), laid
+// out for subgroups of SGS invocations.
+type coopShape struct {
+	M, N, K uint32
+	KHR     bool
+	SGS     uint32
+}
 
-func (s coopShape) String() string { return fmt.Sprintf("%dx%dx%d", s.M, s.N, s.K) }
+// String is the shape as variant names spell it: MxNxK, or khrMxNxK.
+func (s coopShape) String() string {
+	p := ""
+	if s.KHR {
+		p = "khr"
+	}
+	return fmt.Sprintf("%s%dx%dx%d", p, s.M, s.N, s.K)
+}
 
 // coopBlock is an mmcm.comp workgroup block: 128 x bn outputs, K walked
 // in slices of bk.
@@ -51,16 +69,22 @@ func (b coopBlock) String() string {
 
 // variant is the mmcm.comp variant compiled for the shape and block.
 func (s coopShape) variant(b coopBlock) string {
-	return fmt.Sprintf("mmcm_f16_%dx%dx%d_%s", s.M, s.N, s.K, b)
+	return fmt.Sprintf("mmcm_f16_%s_%s", s, b)
 }
 
-// shared is the block's shared memory in bytes (mmcm.comp's SHN): one
-// stage of the A and B tiles (f16, rows padded by 8 halves), or the
-// epilogue scratch of 8 subgroups x 16 x bn/4 floats if larger.
-func (b coopBlock) shared() int {
+// shared is the block's shared memory in bytes for shape s (mmcm.comp's
+// SHN): one stage of the A and B tiles (f16, rows padded by 8 halves), or
+// the epilogue scratch if larger: a row of fragments of each subgroup's
+// sub-block, 8 subgroups (a 2 x 4 grid) x 16 x bn/4 floats, or 32 (4 x 8)
+// x 8 x bn/8 for 8-wide subgroups.
+func (b coopBlock) shared(s coopShape) int {
 	a := max(128*(b.bk+8), b.bk*(128+8))
 	bt := max(b.bk*(b.bn+8), b.bn*(b.bk+8))
-	return max(2*(a+bt), 8*16*b.bn)
+	sgc := 4 // subgroups along N
+	if s.SGS == 8 {
+		sgc = 8
+	}
+	return max(2*(a+bt), 256/int(s.SGS)*int(s.M)*(b.bn/sgc)*4)
 }
 
 // coopBlocks are the blocks mmcm.comp is compiled for (shaders/gen).
@@ -71,14 +95,11 @@ var coopBlocks = []coopBlock{{128, 32}, {256, 32}, {128, 64}}
 var forceCoopBlock coopBlock
 
 // coopShapes are the shapes mmcm.comp and convcm.comp are compiled for
-// (shaders/gen's coopShapes), preferred first.
-var coopShapes = []coopShape{{16, 16, 16}, {16, 8, 16}}
-
-// coopShared is the shared memory of the largest mmcm.comp variant (block
-// 128 x 256): the epilogue scratch of 8 subgroups x 16 x 64 floats, more
-// than the one stage of a 128x32 A tile and a 256x32 B tile of f16 with
-// rows padded by 8 halves (30 KiB).
-const coopShared = 8 * 16 * 64 * 4
+// (shaders/gen's coopShapes), preferred first: NV's, timed on NVIDIA
+// GPUs; KHR's 16x16x16 for 32-wide subgroups (never run on hardware: the
+// NVIDIA GPUs at hand take NV's), and 8x8x8 for lavapipe's 8-wide ones,
+// where CI runs the kernels' tests.
+var coopShapes = []coopShape{{16, 16, 16, false, 32}, {16, 8, 16, false, 32}, {16, 16, 16, true, 32}, {8, 8, 8, true, 8}}
 
 // pickCoopBlock chooses the block for an m x n (x batch) output: 128 x 256
 // (4x4 fragments per subgroup) when that still gives at least 128
@@ -138,16 +159,29 @@ func coopEnabled() bool {
 	return !(v == "0" || strings.EqualFold(v, "false") || strings.EqualFold(v, "off"))
 }
 
-// pickCoopMat chooses the cooperative-matrix shape for the f16 GEMM, or
-// reports that the device cannot (or must not) use one.
-func pickCoopMat(props []coopMatProp, c caps, hasExt bool, sharedLim uint32, enabled bool) (coopShape, bool) {
-	if !enabled || !hasExt || !c.coopMatrix || !c.vkMemModel || !c.shaderFloat16 || !c.storage16 || !c.vk12 {
-		return coopShape{}, false
-	}
-	if c.subgroupSize != 32 || sharedLim < coopShared {
+// coopForced reports whether VRUN_VK_COOPMAT=1 asks for cooperative
+// matrices on CPU devices too.
+func coopForced() bool {
+	v := strings.TrimSpace(os.Getenv("VRUN_VK_COOPMAT"))
+	return v == "1" || strings.EqualFold(v, "true") || strings.EqualFold(v, "on")
+}
+
+// pickCoopMat chooses the cooperative-matrix shape for the f16 GEMM and
+// convolution among the device's VK_NV_cooperative_matrix shapes nv (nil
+// without the extension) and VK_KHR_cooperative_matrix shapes khr (nil
+// without it), or reports that the device cannot (or must not) use one.
+func pickCoopMat(nv, khr []coopMatProp, c caps, sharedLim uint32, enabled bool) (coopShape, bool) {
+	if !enabled || !c.vkMemModel || !c.shaderFloat16 || !c.storage16 || !c.vk12 {
 		return coopShape{}, false
 	}
 	for _, s := range coopShapes {
+		props, feature := nv, c.coopMatrix
+		if s.KHR {
+			props, feature = khr, c.coop2.khrCoopMatrix
+		}
+		if !feature || c.subgroupSize != s.SGS || sharedLim < uint32(coopBlock{256, 32}.shared(s)) {
+			continue
+		}
 		for _, p := range props {
 			if p.M == s.M && p.N == s.N && p.K == s.K && p.A == coopF16 && p.B == coopF16 &&
 				p.C == coopF32 && p.D == coopF32 && p.Scope == coopSubgroup {
@@ -176,7 +210,7 @@ func (l *lowering) coopMatMul(o *rt.MatMul, dt rt.DType, binds []bind, reads, wr
 		return false
 	}
 	blk := pickCoopBlock(o.M, o.N, o.Batch)
-	if blk.shared() > int(p.limits.MaxComputeSharedMemorySize) {
+	if blk.shared(p.coop) > int(p.limits.MaxComputeSharedMemorySize) {
 		return false
 	}
 	bn := blk.bn

@@ -209,7 +209,11 @@ func (p *physInfo) gemmPath() string {
 		}
 		return "mmcm2.comp (VK_NV_cooperative_matrix2, workgroup scope; blocks " + strings.Join(bs, " ") + ")"
 	case p.coopOK:
-		return "mmcm.comp (VK_NV_cooperative_matrix " + p.coop.String() + ")"
+		ext := nvCoopExt
+		if p.coop.KHR {
+			ext = "VK_KHR_cooperative_matrix"
+		}
+		return fmt.Sprintf("mmcm.comp (%s %dx%dx%d)", ext, p.coop.M, p.coop.N, p.coop.K)
 	}
 	return "matmul.comp"
 }

@@ -45,8 +45,16 @@ func (in *instance) physInfo(index int) *physInfo {
 		props: r.props, limits: r.limits, memTypes: r.memTypes, memHeaps: r.memHeaps,
 		caps: r.caps, coopProps: r.coopProps}
 	p.exts = map[string]bool{nvCoopExt: r.nvCoop, "VK_KHR_cooperative_matrix": r.khrCoop, "VK_NV_cooperative_matrix2": r.nvCoop2}
-	p.coop, p.coopOK = pickCoopMat(p.coopProps, p.caps, r.nvCoop, p.limits.MaxComputeSharedMemorySize, coopEnabled())
 	p.flexProps, p.khrProps = r.flexProps, r.khrProps
+	var nv, khr []coopMatProp
+	if r.nvCoop {
+		nv = p.coopProps
+	}
+	if r.khrCoop {
+		khr = p.khrProps
+	}
+	p.coop, p.coopOK = pickCoopMat(nv, khr, p.caps, p.limits.MaxComputeSharedMemorySize,
+		coopEnabled() && (p.props.DeviceType != vk.PhysicalDeviceTypeCpu || coopForced()))
 	p.coop2 = pickCoop2(p.flexProps, p.caps, r.khrCoop && r.nvCoop2, min(in.api, p.props.ApiVersion),
 		p.limits.MaxComputeSharedMemorySize, coopEnabled() && coop2Enabled())
 
@@ -178,7 +186,7 @@ func (p *physInfo) details() [][2]string {
 		var ks []string
 		for _, s := range p.khrProps {
 			if s.A == coopF16 && s.C == coopF32 && s.Scope == coopSubgroup {
-				ks = append(ks, coopShape{s.M, s.N, s.K}.String())
+				ks = append(ks, coopShape{M: s.M, N: s.N, K: s.K}.String())
 			}
 		}
 		cm = append(cm, fmt.Sprintf("KHR: %d shapes (f16->f32 subgroup %s)", len(p.khrProps), strings.Join(ks, " ")))
@@ -279,7 +287,8 @@ func openDevice(index int) (rt.Device, error) {
 		d.valID = newValidationID()
 	}
 	en := p.caps
-	en.coopMatrix, en.vkMemModel = p.coopOK, p.coopOK || len(p.coop2) > 0
+	en.coopMatrix, en.vkMemModel = p.coopOK && !p.coop.KHR, p.coopOK || len(p.coop2) > 0
+	en.coop2.khrCoopMatrix = p.coopOK && p.coop.KHR
 	en.coop2.enable = len(p.coop2) > 0
 	vd, r := in.h.createDevice(p.pd, uint32(p.qfam), en)
 	if r != vk.Success && en.coop2.enable {

@@ -53,15 +53,17 @@
 //     partials in order) when W runs along the outputs, 128-bit loads
 //     (four f32, or eight f16 in row mode) where K, offsets and strides
 //     are multiples of them, several per lane in flight (see gemv.go). f16
-//     MatMul runs mmcm.comp on NV cooperative matrices (f32 accumulate;
+//     MatMul runs mmcm.comp on subgroup-scope cooperative matrices (NV's,
+//     else KHR's; f32 accumulate; see coopmat.go for the shapes;
 //     128x256 or 128x128 blocks, 4x4 or 4x2 16x16 fragments per subgroup,
 //     uvec4 global loads where aligned, fragments stored straight to Y
 //     for full blocks without bias/activation) where the device lists an
 //     f16xf16->f32 subgroup shape, and so do the deeper f16-weight
 //     convolutions (convcm.comp, convcm.go; the shallower ones are refused
 //     their f16 weights there, so that the engine keeps f32 ones);
-//     VK_NV_cooperative_matrix and its features are enabled at device
-//     creation only then, and VRUN_VK_COOPMAT=0 turns that off. Where the
+//     the extension and its features are enabled at device creation only
+//     then, and VRUN_VK_COOPMAT=0 turns that off (CPU devices need
+//     VRUN_VK_COOPMAT=1). Where the
 //     device (Vulkan 1.3) has VK_KHR_cooperative_matrix and
 //     VK_NV_cooperative_matrix2 with workgroup scope, flexible dimensions,
 //     per-element operations and tensor addressing, f16 MatMul runs

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/vrun-go/vrun/internal/backendtest"
@@ -67,6 +68,12 @@ func checkGEMMW(t *testing.T, d rt.Device, r *rand.Rand, dt, wdt rt.DType, c gem
 	}
 	if !supported(t, d, op) {
 		return
+	}
+	if gemmWantShader != "" {
+		ds, err := d.(*device).lowerOp(op, true)
+		if err != nil || len(ds) == 0 || !strings.HasPrefix(ds[0].shader, gemmWantShader) {
+			t.Fatalf("%s %v: lowered to %v (%v), want %s", dt, c, ds, err, gemmWantShader)
+		}
 	}
 	backendtest.Run(t, d, op)
 	got := yb.read(t, d)
@@ -271,9 +278,10 @@ func TestPickTile(t *testing.T) {
 }
 
 // TestPickCoopMat checks the cooperative-matrix selection with fake
-// device properties (lavapipe has none).
+// device properties (Debian 12's lavapipe has none).
 func TestPickCoopMat(t *testing.T) {
 	good := caps{vk12: true, coopMatrix: true, vkMemModel: true, shaderFloat16: true, storage16: true, subgroupSize: 32}
+	good.coop2.khrCoopMatrix = true
 	h200 := []coopMatProp{
 		{16, 8, 16, coopF16, coopF16, coopF16, coopF16, coopSubgroup},
 		{16, 8, 8, coopF16, coopF16, coopF32, coopF32, coopSubgroup},
@@ -283,32 +291,59 @@ func TestPickCoopMat(t *testing.T) {
 	onlyF16Acc := []coopMatProp{{16, 16, 16, coopF16, coopF16, coopF16, coopF16, coopSubgroup}}
 	only168 := []coopMatProp{{16, 8, 16, coopF16, coopF16, coopF32, coopF32, coopSubgroup}}
 	wrongScope := []coopMatProp{{16, 16, 16, coopF16, coopF16, coopF32, coopF32, 2}}
+	// Mesa 26's lavapipe (256-bit): 8x8x8 in four type combinations
+	lvp := []coopMatProp{
+		{8, 8, 8, coopF16, coopF16, coopF16, coopF16, coopSubgroup},
+		{8, 8, 8, coopF16, coopF16, coopF32, coopF32, coopSubgroup},
+	}
 	mod := func(f func(*caps)) caps { c := good; f(&c); return c }
+	sg8 := mod(func(c *caps) { c.subgroupSize = 8; c.coopMatrix = false })
+	nv1616, nv168 := coopShape{16, 16, 16, false, 32}, coopShape{16, 8, 16, false, 32}
 	for i, c := range []struct {
-		props   []coopMatProp
+		nv, khr []coopMatProp
 		caps    caps
-		ext     bool
 		shared  uint32
 		enabled bool
 		want    coopShape
 		ok      bool
 	}{
-		{h200, good, true, 49152, true, coopShape{16, 16, 16}, true},
-		{only168, good, true, 49152, true, coopShape{16, 8, 16}, true},
-		{h200, good, true, 49152, false, coopShape{}, false}, // VRUN_VK_COOPMAT=0
-		{h200, good, false, 49152, true, coopShape{}, false}, // no extension
-		{h200, good, true, 24576, true, coopShape{}, false},  // shared memory (the 128x256 block needs 32 KiB)
-		{onlyF16Acc, good, true, 49152, true, coopShape{}, false},
-		{wrongScope, good, true, 49152, true, coopShape{}, false},
-		{nil, good, true, 49152, true, coopShape{}, false},
-		{h200, mod(func(c *caps) { c.coopMatrix = false }), true, 49152, true, coopShape{}, false},
-		{h200, mod(func(c *caps) { c.vkMemModel = false }), true, 49152, true, coopShape{}, false},
-		{h200, mod(func(c *caps) { c.shaderFloat16 = false }), true, 49152, true, coopShape{}, false},
-		{h200, mod(func(c *caps) { c.subgroupSize = 64 }), true, 49152, true, coopShape{}, false},
+		{h200, nil, good, 49152, true, nv1616, true},
+		{only168, nil, good, 49152, true, nv168, true},
+		{h200, h200, good, 49152, true, nv1616, true}, // NV's first
+		{nil, h200, good, 49152, true, coopShape{16, 16, 16, true, 32}, true},
+		{nil, only168, good, 49152, true, coopShape{}, false}, // no KHR 16x8x16 variant
+		{nil, lvp, sg8, 32768, true, coopShape{8, 8, 8, true, 8}, true},
+		{nil, lvp, good, 49152, true, coopShape{}, false}, // 8x8x8 is laid out for 8-wide subgroups
+		{nil, lvp, mod(func(c *caps) { c.subgroupSize = 16 }), 49152, true, coopShape{}, false},
+		{nil, lvp, mod(func(c *caps) { c.subgroupSize = 8; c.coop2.khrCoopMatrix = false }), 49152, true, coopShape{}, false},
+		{nil, lvp, sg8, 16384, true, coopShape{}, false},    // the 128x256 block's 32 KiB
+		{h200, nil, good, 49152, false, coopShape{}, false}, // VRUN_VK_COOPMAT=0
+		{nil, nil, good, 49152, true, coopShape{}, false},   // no extension
+		{h200, nil, good, 24576, true, coopShape{}, false},  // shared memory (the 128x256 block needs 32 KiB)
+		{onlyF16Acc, nil, good, 49152, true, coopShape{}, false},
+		{wrongScope, nil, good, 49152, true, coopShape{}, false},
+		{h200, nil, mod(func(c *caps) { c.coopMatrix = false }), 49152, true, coopShape{}, false},
+		{h200, nil, mod(func(c *caps) { c.vkMemModel = false }), 49152, true, coopShape{}, false},
+		{h200, nil, mod(func(c *caps) { c.shaderFloat16 = false }), 49152, true, coopShape{}, false},
+		{h200, nil, mod(func(c *caps) { c.subgroupSize = 64 }), 49152, true, coopShape{}, false},
 	} {
-		got, ok := pickCoopMat(c.props, c.caps, c.ext, c.shared, c.enabled)
+		got, ok := pickCoopMat(c.nv, c.khr, c.caps, c.shared, c.enabled)
 		if got != c.want || ok != c.ok {
 			t.Errorf("case %d: pickCoopMat = %v, %v; want %v, %v", i, got, ok, c.want, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		s    coopShape
+		blk  coopBlock
+		want int
+	}{
+		// the scratch (8 x 16 x 64 floats; 32 x 8 x 32) or the tiles
+		{nv1616, coopBlock{256, 32}, 32768}, {nv1616, coopBlock{128, 32}, 2 * (128*40 + 128*40)},
+		{coopShape{8, 8, 8, true, 8}, coopBlock{256, 32}, 32768}, {coopShape{8, 8, 8, true, 8}, coopBlock{128, 32}, 20480},
+		{nv168, coopBlock{128, 64}, 2 * (128*72 + 128*72)},
+	} {
+		if got := c.blk.shared(c.s); got != c.want {
+			t.Errorf("block %v of %v: shared %d bytes, want %d", c.blk, c.s, got, c.want)
 		}
 	}
 	for _, s := range coopShapes {
@@ -323,11 +358,56 @@ func TestPickCoopMat(t *testing.T) {
 		t.Error("VRUN_VK_COOPMAT=0 does not disable cooperative matrices")
 	}
 	t.Setenv("VRUN_VK_COOPMAT", "")
-	if !coopEnabled() {
-		t.Error("cooperative matrices disabled by default")
+	if !coopEnabled() || coopForced() {
+		t.Error("cooperative matrices disabled, or forced on CPU devices, by default")
 	}
+	t.Setenv("VRUN_VK_COOPMAT", "1")
+	if !coopEnabled() || !coopForced() {
+		t.Error("VRUN_VK_COOPMAT=1 does not force cooperative matrices")
+	}
+	t.Setenv("VRUN_VK_COOPMAT", "")
 	d := testDevice(t).(*device)
-	t.Logf("%s: cooperative matrix %v (%v), props %v", d.phys.info.Name, d.phys.coopOK, d.phys.coop, d.phys.coopProps)
+	t.Logf("%s: cooperative matrix %v (%v), NV props %v, KHR props %v", d.phys.info.Name, d.phys.coopOK, d.phys.coop, d.phys.coopProps, d.phys.khrProps)
+}
+
+// gemmWantShader, when set, is the prefix of the shader variant that
+// checkGEMMW requires its MatMul to lower to.
+var gemmWantShader string
+
+// TestMatMulCoop runs mmcm.comp (the f16 GEMM on subgroup-scope
+// cooperative matrices), each block forced, against checkGEMM's float64
+// reference at f16's tolerance (f16 inputs and output, f32 sums): full
+// and partial blocks, every transposition, aligned operands (16-byte
+// chunk loads, fragments stored straight to Y) and unaligned ones (A and
+// B at odd offsets, odd leading dimensions), padded batch strides, 2-D
+// bias strides with alpha, beta and an activation. It needs a device
+// with a cooperative-matrix shape (an NVIDIA GPU, or Mesa 26's lavapipe
+// with VRUN_VK_COOPMAT=1).
+func TestMatMulCoop(t *testing.T) {
+	d := testDevice(t)
+	needCoop(t, d, "mmcm.comp")
+	r := rand.New(rand.NewSource(91))
+	defer func() { forceCoopBlock, gemmWantShader = coopBlock{}, "" }()
+	gemmWantShader = "mmcm_"
+	p := d.(*device).phys
+	for _, blk := range coopBlocks {
+		if blk.shared(p.coop) > int(p.limits.MaxComputeSharedMemorySize) {
+			t.Logf("block %v: needs %d bytes of shared memory, the device has %d", blk, blk.shared(p.coop), p.limits.MaxComputeSharedMemorySize)
+			continue
+		}
+		forceCoopBlock = blk
+		for _, c := range []gemmCase{
+			{1, 128, 256, 64, false, false, -1, -1, [2]int{}, false, 0},          // whole blocks, stored straight to Y
+			{1, 136, 264, 72, true, true, -1, -1, [2]int{}, false, 0},            // aligned, both transposed, edges
+			{2, 130, 270, 50, false, false, -1, -1, [2]int{}, false, rt.Relu},    // odd: chunks loaded half by half
+			{3, 40, 72, 33, true, false, 3000, 2500, [2]int{}, false, 0},         // padded batch strides
+			{2, 64, 96, 48, false, true, -1, -1, [2]int{96, 1}, true, rt.Gelu},   // bias, activation
+			{1, 24, 200, 17, true, true, -1, -1, [2]int{1, 0}, true, rt.Sigmoid}, // column bias
+		} {
+			checkGEMM(t, d, r, rt.F16, c)
+		}
+		checkGEMMAt(t, d, r, rt.F16, gemmCase{1, 96, 128, 64, false, false, -1, -1, [2]int{}, false, 0}, 3, 5)
+	}
 }
 
 // TestPickCoopN checks mmcm.comp's block width and load/store flags.

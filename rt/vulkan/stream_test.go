@@ -251,6 +251,11 @@ func BenchmarkGEMMCoop(b *testing.B) {
 	for _, n := range []int{1024, 2048, 4096, 8192} {
 		op := squareGEMM(b, d, rt.F16, n)
 		for _, sh := range coopShapes {
+			// the shapes of the device's subgroup size and extensions
+			// (NV2's devices have VK_KHR_cooperative_matrix enabled too)
+			if sh.SGS != shape.SGS || sh.KHR != shape.KHR && !(sh.KHR && len(d.phys.coop2) > 0) {
+				continue
+			}
 			for _, blk := range coopBlocks {
 				b.Run(fmt.Sprintf("%d/%s/%s", n, sh, blk), func(b *testing.B) {
 					forceCoopBlock, d.phys.coop = blk, sh

@@ -131,6 +131,7 @@ type rawPhys struct {
 type caps struct {
 	hasFeatures2, vk12                                                                bool
 	coopMatrix, vkMemModel                                                            bool // VK_NV_cooperative_matrix feature, vulkanMemoryModel
+	vkMemModelDeviceScope                                                             bool // vulkanMemoryModelDeviceScope (enabled with vkMemModel)
 	coop2                                                                             coop2Caps
 	storage16, shaderFloat16, storage8, shaderInt8, shaderInt64, shaderFloat64, int16 bool
 	subgroupSize, subgroupOps, driverID                                               uint32
@@ -183,7 +184,7 @@ func (in vkInst) describe(pd unsafe.Pointer) rawPhys {
 	c := &p.caps
 	r.caps = caps{
 		hasFeatures2: c.hasFeatures2 != 0, vk12: c.vk12 != 0,
-		coopMatrix: c.coopMatrix != 0, vkMemModel: c.vkMemModel != 0,
+		coopMatrix: c.coopMatrix != 0, vkMemModel: c.vkMemModel != 0, vkMemModelDeviceScope: c.vkMemModelDeviceScope != 0,
 		storage16: c.storage16 != 0, shaderFloat16: c.shaderFloat16 != 0,
 		storage8: c.storage8 != 0, shaderInt8: c.shaderInt8 != 0,
 		shaderInt64: c.shaderInt64 != 0, shaderFloat64: c.shaderFloat64 != 0, int16: c.shaderInt16 != 0,
@@ -223,6 +224,7 @@ func (in vkInst) describe(pd unsafe.Pointer) rawPhys {
 
 // createDevice creates a device with one queue of family qfam and en's
 // features enabled (VK_NV_cooperative_matrix with en.coopMatrix;
+// VK_KHR_cooperative_matrix with en.coop2.khrCoopMatrix; both
 // VK_KHR_cooperative_matrix and VK_NV_cooperative_matrix2 with
 // en.coop2.enable, with the NV2 features en.coop2 reports).
 func (in vkInst) createDevice(pd unsafe.Pointer, qfam uint32, en caps) (vkDev, vk.Result) {
@@ -232,6 +234,8 @@ func (in vkInst) createDevice(pd unsafe.Pointer, qfam uint32, en caps) (vkDev, v
 	c.storage8, c.shaderInt8 = cBool32(en.storage8), cBool32(en.shaderInt8)
 	c.shaderInt64, c.shaderFloat64, c.shaderInt16 = cBool32(en.shaderInt64), cBool32(en.shaderFloat64), cBool32(en.int16)
 	c.coopMatrix, c.vkMemModel = cBool32(en.coopMatrix), cBool32(en.vkMemModel)
+	c.vkMemModelDeviceScope = cBool32(en.vkMemModelDeviceScope)
+	c.khrCoopMatrix = cBool32(en.coop2.khrCoopMatrix)
 	if en.coop2.enable {
 		c.coop2 = 1
 		c2 := &en.coop2

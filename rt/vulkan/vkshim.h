@@ -318,7 +318,7 @@ enum {
 	VR_F_SHADER_FLOAT64 = 39, VR_F_SHADER_INT64 = 40, VR_F_SHADER_INT16 = 41,
 	VR_F11_STORAGE_BUFFER_16BIT = 0,
 	VR_F12_STORAGE_BUFFER_8BIT = 2, VR_F12_SHADER_FLOAT16 = 7, VR_F12_SHADER_INT8 = 8,
-	VR_F12_VULKAN_MEMORY_MODEL = 41
+	VR_F12_VULKAN_MEMORY_MODEL = 41, VR_F12_VULKAN_MEMORY_MODEL_DEVICE_SCOPE = 42
 };
 
 typedef struct {
@@ -991,9 +991,14 @@ static int32_t vr_physical_devices(vr_inst* in, void** out, uint32_t max, uint32
 typedef struct {
 	uint32_t hasFeatures2, vk12;
 	uint32_t coopMatrix, vkMemModel;
+	// vulkanMemoryModelDeviceScope: enabled with vkMemModel where the
+	// device has it (with the memory model on, shaders may use Device
+	// scope, as glslc's atomics do, only with this feature).
+	uint32_t vkMemModelDeviceScope;
 	// VK_KHR_cooperative_matrix's cooperativeMatrix and the
 	// VK_NV_cooperative_matrix2 features vrun uses (as the input of
-	// vr_create_device, coop2 enables both extensions and all five).
+	// vr_create_device, khrCoopMatrix enables the KHR extension, and
+	// coop2 both extensions and all five).
 	uint32_t khrCoopMatrix, coop2;
 	uint32_t c2WorkgroupScope, c2FlexibleDimensions, c2PerElementOperations, c2TensorAddressing, c2Conversions;
 	uint32_t c2MaxWorkgroupSize, c2MaxDimension, c2ReservedShared;
@@ -1082,6 +1087,7 @@ static void vr_query_caps(vr_inst* in, void* pd, uint32_t apiVersion, uint32_t n
 	out->c2TensorAddressing = c.c2.tensorAddressing;
 	out->c2Conversions = c.c2.conversions;
 	out->vkMemModel = c.f12.f[VR_F12_VULKAN_MEMORY_MODEL];
+	out->vkMemModelDeviceScope = c.f12.f[VR_F12_VULKAN_MEMORY_MODEL_DEVICE_SCOPE];
 	out->storage16 = c.f11.f[VR_F11_STORAGE_BUFFER_16BIT];
 	out->storage8 = c.f12.f[VR_F12_STORAGE_BUFFER_8BIT];
 	out->shaderFloat16 = c.f12.f[VR_F12_SHADER_FLOAT16];
@@ -1180,10 +1186,11 @@ static void vr_describe(vr_inst* in, void* pd, vr_physinfo* out) {
 static int32_t vr_create_device(vr_inst* in, void* pd, uint32_t qfam, const vr_caps* en, vr_dev** out) {
 	*out = NULL;
 	vr_features c;
-	vr_chain_features(&c, en->vk12, en->coopMatrix, en->coop2, en->coop2);
+	uint32_t khr = en->vk12 && (en->coop2 || en->khrCoopMatrix);
+	vr_chain_features(&c, en->vk12, en->coopMatrix, khr, en->coop2);
 	c.cf.cooperativeMatrix = en->vk12 && en->coopMatrix;
+	c.kf.cooperativeMatrix = khr;
 	if (en->vk12 && en->coop2) {
-		c.kf.cooperativeMatrix = 1;
 		c.c2.workgroupScope = en->c2WorkgroupScope;
 		c.c2.flexibleDimensions = en->c2FlexibleDimensions;
 		c.c2.perElementOperations = en->c2PerElementOperations;
@@ -1191,6 +1198,7 @@ static int32_t vr_create_device(vr_inst* in, void* pd, uint32_t qfam, const vr_c
 		c.c2.conversions = en->c2Conversions;
 	}
 	c.f12.f[VR_F12_VULKAN_MEMORY_MODEL] = en->vkMemModel;
+	c.f12.f[VR_F12_VULKAN_MEMORY_MODEL_DEVICE_SCOPE] = en->vkMemModel && en->vkMemModelDeviceScope;
 	c.f2.features[VR_F_SHADER_FLOAT64] = en->shaderFloat64;
 	c.f2.features[VR_F_SHADER_INT64] = en->shaderInt64;
 	c.f2.features[VR_F_SHADER_INT16] = en->shaderInt16;
@@ -1207,10 +1215,8 @@ static int32_t vr_create_device(vr_inst* in, void* pd, uint32_t qfam, const vr_c
 	const char* exts[3];
 	uint32_t nexts = 0;
 	if (en->vk12 && en->coopMatrix) exts[nexts++] = "VK_NV_cooperative_matrix";
-	if (en->vk12 && en->coop2) {
-		exts[nexts++] = "VK_KHR_cooperative_matrix";
-		exts[nexts++] = "VK_NV_cooperative_matrix2";
-	}
+	if (khr) exts[nexts++] = "VK_KHR_cooperative_matrix";
+	if (en->vk12 && en->coop2) exts[nexts++] = "VK_NV_cooperative_matrix2";
 	vr_DeviceCreateInfo ci = {
 		.sType = VR_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = en->hasFeatures2 ? (const void*)&c.f2 : NULL,
 		.queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -267,26 +268,24 @@ func variants() []variant {
 		x := dt(n)
 		add("topk_"+n, "topk.comp", slot("X", x), slot("Y", x), needs(x))
 	}
-	// f16 GEMM on NV cooperative matrices, per MxNxK shape
+	// f16 GEMM on subgroup-scope cooperative matrices, per shape
 	for _, sh := range coopShapes {
 		f16 := dt("f16")
 		for _, blk := range []struct{ bn, bk int }{{128, 32}, {256, 32}, {128, 64}} { // rt/vulkan's coopBlocks
-			name := fmt.Sprintf("mmcm_f16_%dx%dx%d_%d", sh[0], sh[1], sh[2], blk.bn)
+			name := fmt.Sprintf("mmcm_f16_%s_%d", sh, blk.bn)
 			if blk.bk != 32 {
 				name += fmt.Sprintf("k%d", blk.bk)
 			}
-			add(name, "mmcm.comp", slot("X", f16), slot("Y", f16), needs(f16),
-				[]string{fmt.Sprintf("MS=%d", sh[0]), fmt.Sprintf("NS=%d", sh[1]), fmt.Sprintf("KS=%d", sh[2]),
-					fmt.Sprintf("BN=%d", blk.bn), fmt.Sprintf("BKN=%d", blk.bk)})
+			add(name, "mmcm.comp", slot("X", f16), slot("Y", f16), needs(f16), sh.defs(256),
+				[]string{fmt.Sprintf("BN=%d", blk.bn), fmt.Sprintf("BKN=%d", blk.bk)})
 		}
 	}
-	// Convolutions with f16 weights on NV cooperative matrices, per MxNxK
-	// shape (rt/vulkan's coopConv)
+	// Convolutions with f16 weights on subgroup-scope cooperative
+	// matrices, per shape (rt/vulkan's coopConv)
 	for _, sh := range coopShapes {
 		x, w := dt("f32"), dt("f16")
-		shape := fmt.Sprintf("%dx%dx%d", sh[0], sh[1], sh[2])
-		defs := []string{fmt.Sprintf("MS=%d", sh[0]), fmt.Sprintf("NS=%d", sh[1]), fmt.Sprintf("KS=%d", sh[2])}
-		base := [][]string{slot("X", x), slot("Y", x), slot("W", w), needs(x, w), defs}
+		shape := sh.String()
+		base := [][]string{slot("X", x), slot("Y", x), slot("W", w), needs(x, w), sh.defs(128)}
 		add("convcm_f32w16_"+shape, "convcm.comp", base...)
 		add("convcmk_f32w16_"+shape, "convcm.comp", append(base, []string{"SPLITK=1"})...)
 	}
@@ -321,9 +320,44 @@ func variants() []variant {
 	return vs
 }
 
-// coopShapes are the NV cooperative-matrix MxNxK shapes that mmcm.comp
-// and convcm.comp are compiled for (rt/vulkan's coopShapes).
-var coopShapes = [][3]int{{16, 16, 16}, {16, 8, 16}}
+// coopShape is a subgroup-scope cooperative-matrix MxNxK shape of
+// GL_NV_cooperative_matrix or (khr) GL_KHR_cooperative_matrix, for
+// subgroups of sgs invocations (rt/vulkan's coopShape).
+type coopShape struct {
+	m, n, k int
+	khr     bool
+	sgs     int
+}
+
+// String is the shape's part of a variant name: MxNxK, khrMxNxK.
+func (s coopShape) String() string {
+	p := ""
+	if s.khr {
+		p = "khr"
+	}
+	return fmt.Sprintf("%s%dx%dx%d", p, s.m, s.n, s.k)
+}
+
+// defs are the shape's defines (coopmat.glsl) for a kernel of wg
+// invocations: KHR's variants, compiled by glslang 15 for SPIR-V 1.6, fix
+// their workgroup size (LOCAL_SIZE, as mmcm2.comp; a specialized one
+// would be LocalSizeId, which needs the maintenance4 feature).
+func (s coopShape) defs(wg int) []string {
+	d := []string{fmt.Sprintf("MS=%d", s.m), fmt.Sprintf("NS=%d", s.n), fmt.Sprintf("KS=%d", s.k)}
+	if s.khr {
+		d = append(d, "KHR=1", fmt.Sprintf("LOCAL_SIZE=%d", wg))
+	}
+	if s.sgs != 32 {
+		d = append(d, fmt.Sprintf("SGS=%d", s.sgs))
+	}
+	return d
+}
+
+// coopShapes are the shapes that mmcm.comp and convcm.comp are compiled
+// for (rt/vulkan's coopShapes): NV's on NVIDIA GPUs; KHR's 16x16x16 for
+// 32-wide subgroups, and 8x8x8 for lavapipe's 8-wide ones (Mesa 26's
+// lavapipe lists it; CI runs the kernels' tests there).
+var coopShapes = []coopShape{{16, 16, 16, false, 32}, {16, 8, 16, false, 32}, {16, 16, 16, true, 32}, {8, 8, 8, true, 8}}
 
 // coop2Blocks are mmcm2.comp's workgroup blocks: BM x BN outputs, K in
 // slices of BK, wg invocations, the aligned K loop unrolled unroll times
@@ -370,20 +404,32 @@ func typesHeader() string {
 
 // glslang15Exts are the extensions whose sources need glslang 15: Debian
 // 12's glslc (shaderc 2023.2, glslang 12) compiles GL_NV_cooperative_matrix
-// only. A source that enables one of them is compiled by glslang15 for
-// Vulkan 1.3 (SPIR-V 1.6); every other source by glslc for Vulkan 1.2.
+// only. A source that enables one of them outside any #if, and a variant
+// defining KHR=1 (coopmat.glsl: mmcm.comp and convcm.comp enable
+// GL_KHR_cooperative_matrix under #ifdef KHR), is compiled by glslang15
+// for Vulkan 1.3 (SPIR-V 1.6); every other one by glslc for Vulkan 1.2.
 var glslang15Exts = []string{"GL_KHR_cooperative_matrix", "GL_NV_cooperative_matrix2"}
 
 // needsGlslang15 reports whether the source src enables one of
-// glslang15Exts.
+// glslang15Exts outside any conditional block.
 func needsGlslang15(src string) (bool, error) {
 	b, err := os.ReadFile(src)
 	if err != nil {
 		return false, err
 	}
+	depth := 0
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "#extension" {
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "#if", "#ifdef", "#ifndef":
+			depth++
+		case "#endif":
+			depth--
+		}
+		if len(f) >= 2 && f[0] == "#extension" && depth == 0 {
 			for _, e := range glslang15Exts {
 				if f[1] == e {
 					return true, nil
@@ -442,15 +488,17 @@ func main() {
 	}
 	vs := variants()
 	sort.Slice(vs, func(i, j int) bool { return vs[i].name < vs[j].name })
-	g15 := map[string]bool{}
+	srcNeeds := map[string]bool{}
+	g15 := map[string]bool{} // by variant
 	for _, v := range vs {
-		if _, seen := g15[v.src]; !seen {
-			need, err := needsGlslang15(v.src)
-			if err != nil {
+		need, seen := srcNeeds[v.src]
+		if !seen {
+			if need, err = needsGlslang15(v.src); err != nil {
 				fatal(err)
 			}
-			g15[v.src] = need
+			srcNeeds[v.src] = need
 		}
+		g15[v.name] = need || slices.Contains(v.defs, "KHR=1")
 	}
 	var glslang15 []string
 	for _, need := range g15 {
@@ -473,7 +521,7 @@ func main() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			args := []string{"-fshader-stage=compute", "--target-env=vulkan1.2", "-O", "-I", "."}
-			if g15[v.src] {
+			if g15[v.name] {
 				args = []string{"-V", "--target-env", "vulkan1.3", "-S", "comp", "-I."}
 			}
 			for _, d := range v.defs {
@@ -482,7 +530,7 @@ func main() {
 			out := filepath.Join("spv", v.name+".spv")
 			args = append(args, "-o", out, v.src)
 			cmd := exec.Command(glslc, args...)
-			if g15[v.src] {
+			if g15[v.name] {
 				cmd = exec.Command(glslang15[0], append(glslang15[1:], args...)...)
 			}
 			var stderr bytes.Buffer
