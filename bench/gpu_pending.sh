@@ -3,8 +3,10 @@
 # change (convcm.comp, f16-weight convolutions on cooperative matrices,
 # and the coopConvWins rule that keeps the shallower convolutions in f32
 # on such devices) still owes (issue 15): its device time ran out on
-# requests that found no machine. Build the kit on this machine, then run
-# it in one device-machine call:
+# requests that found no machine. The fourteenth session had no device at
+# all; its KHR cooperative-matrix variants are checked in step 1 and
+# timed in step 6. Build the kit on this machine, then run it in one
+# device-machine call:
 #
 #   bench/gpu_pending.sh kit .gpu      # here: binaries into .gpu/kit.tar.xz
 #   source .gpu/setup.sh && bench/gpu_pending.sh run .gpu   # on the device machine
@@ -12,8 +14,11 @@
 # .gpu (ignored, carried) also holds ../shared/gpu/'s setup.sh and
 # packages. Each step writes its results to $OUT as it finishes, so a call
 # cut short keeps what it measured (about 4 minutes on an H100):
-#   1. the tests of convcm.comp and of the f16-weight lowering, with the
-#      GPU's name (an H200 has no figures for it yet);
+#   1. the tests of convcm.comp, mmcm.comp and the f16-weight lowering,
+#      with the GPU's name (an H200 has no figures for it yet); on a GPU
+#      with VK_NV_cooperative_matrix2 they run the KHR 16x16x16 variants
+#      too (fourteenth session: never run on a GPU), and BenchmarkGEMMCoop
+#      times them against NV's at n = 4096 (step 6);
 #   2. batch 1: f32 against f16 with the rule (the default) and with
 #      every f16-weight Conv on the f32w16 kernels (VRUN_VK_CONVCM=0), two
 #      rounds, on the four CNNs, and the f16 runs' precision notes;
@@ -24,7 +29,9 @@
 #   5. OpenCL cold start of resnet18 on NVIDIA's platform
 #      (bench/coldstart/opencl.sh, fresh caches) with the vrun before the
 #      GEMV's mode was fixed at build time (GV_MODE, commit 7ba93e9c) and
-#      with this one, in turn, twice.
+#      with this one, in turn, twice;
+#   6. the f16 GEMM at n = 4096 on mmcm.comp's NV and KHR variants
+#      (BenchmarkGEMMCoop, every block).
 set -u
 mode=${1:?usage: $0 kit|run DIR}
 dir=${2:-.gpu}
@@ -56,8 +63,8 @@ export VRUN_VK_VALIDATION=0
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$W/gpu.txt" 2>&1
 (python3 testdata/models/export.py /tmp/m resnet18 resnet50 mobilenet_v2 squeezenet1_1 >"$W/export.log" 2>&1) &
 exp=$!
-cd "$R/rt/vulkan" && timeout 120 $K/vulkan.test -test.run 'TestConvCoop|TestCoopConvRule|TestHalfWeights' -test.v 2>&1 |
-	grep -E "^(---|ok|FAIL|PASS)|_test.go|panic" >"$W/tests.log"
+cd "$R/rt/vulkan" && timeout 150 $K/vulkan.test -test.run 'TestConvCoop|TestMatMulCoop|TestCoopConvRule|TestHalfWeights|TestConformance' -test.v 2>&1 |
+	grep -E "^(---|ok|FAIL|PASS)|_test.go|panic|passed" >"$W/tests.log"
 cd "$R" && wait $exp
 # bench ENV PRECISION MODEL RUNS BATCH: the median of vrun -bench
 bench() {
@@ -96,3 +103,6 @@ for v in old new old new; do
 	KEEP=$W/cold_$v bash bench/coldstart/opencl.sh "$b" /tmp/m/resnet18.onnx opencl:1 "$v=" >>"$W/cold.log" 2>&1
 done
 tar czf "$W/all.tgz" -C "$W" --exclude all.tgz . 2>/dev/null
+cd "$R/rt/vulkan" && timeout 120 $K/vulkan.test -test.run '^$' -test.bench 'GEMMCoop$/^4096/' -test.benchtime 20x 2>&1 |
+	grep -E "^Benchmark|FAIL|panic" >"$W/coop_khr.log"
+cd "$R" && tar czf "$W/all.tgz" -C "$W" --exclude all.tgz . 2>/dev/null

@@ -44,15 +44,43 @@ func TestConvCoop(t *testing.T) {
 	}
 	defer func() { forceConvPath, forceSplitK = "", 0 }()
 	forceConvPath = "coop"
-	for _, c := range cases {
-		for _, v := range []struct {
-			split, woff, strideY int
-			res                  bool
-		}{{0, 0, 0, false}, {3, 0, 0, true}, {0, 3, 0, true}, {0, 0, 2, false}, {2, 3, 2, true}} {
-			forceSplitK = v.split
-			checkConvCoop(t, d, r, c, v.woff, v.strideY, v.res)
+	for _, sh := range coopTestShapes(t, d) {
+		d.(*device).phys.coop = sh
+		for _, c := range cases {
+			for _, v := range []struct {
+				split, woff, strideY int
+				res                  bool
+			}{{0, 0, 0, false}, {3, 0, 0, true}, {0, 3, 0, true}, {0, 0, 2, false}, {2, 3, 2, true}} {
+				forceSplitK = v.split
+				checkConvCoop(t, d, r, c, v.woff, v.strideY, v.res)
+			}
+		}
+		t.Logf("%v: passed", sh)
+	}
+}
+
+// coopTestShapes returns the cooperative-matrix shapes the tests of
+// mmcm.comp and convcm.comp run on d: the device's own, and KHR's
+// 16x16x16 too where the device picked NV's but lists that KHR shape and
+// has VK_KHR_cooperative_matrix enabled (for VK_NV_cooperative_matrix2),
+// so that an NVIDIA GPU checks the KHR variants as well. The caller makes
+// each the device's shape (phys.coop) in turn; the device's own is
+// restored when the test ends.
+func coopTestShapes(t *testing.T, d rt.Device) []coopShape {
+	p := d.(*device).phys
+	own := p.coop
+	shapes := []coopShape{own}
+	khr := coopShape{16, 16, 16, true, 32}
+	if !own.KHR && len(p.coop2) > 0 && p.caps.subgroupSize == khr.SGS {
+		for _, q := range p.khrProps {
+			if q.M == khr.M && q.N == khr.N && q.K == khr.K && q.A == coopF16 && q.B == coopF16 && q.C == coopF32 && q.Scope == coopSubgroup {
+				shapes = append(shapes, khr)
+				break
+			}
 		}
 	}
+	t.Cleanup(func() { p.coop = own })
+	return shapes
 }
 
 // needCoop skips the test of kernel unless d has an f16

@@ -390,23 +390,32 @@ func TestMatMulCoop(t *testing.T) {
 	defer func() { forceCoopBlock, gemmWantShader = coopBlock{}, "" }()
 	gemmWantShader = "mmcm_"
 	p := d.(*device).phys
-	for _, blk := range coopBlocks {
-		if blk.shared(p.coop) > int(p.limits.MaxComputeSharedMemorySize) {
-			t.Logf("block %v: needs %d bytes of shared memory, the device has %d", blk, blk.shared(p.coop), p.limits.MaxComputeSharedMemorySize)
-			continue
+	shapes := coopTestShapes(t, d)
+	// mmcm2.comp would take the GEMMs on a VK_NV_cooperative_matrix2 device
+	blocks2 := p.coop2
+	p.coop2 = nil
+	defer func() { p.coop2 = blocks2 }()
+	for _, sh := range shapes {
+		p.coop = sh
+		for _, blk := range coopBlocks {
+			if blk.shared(sh) > int(p.limits.MaxComputeSharedMemorySize) {
+				t.Logf("%v block %v: needs %d bytes of shared memory, the device has %d", sh, blk, blk.shared(sh), p.limits.MaxComputeSharedMemorySize)
+				continue
+			}
+			forceCoopBlock = blk
+			for _, c := range []gemmCase{
+				{1, 128, 256, 64, false, false, -1, -1, [2]int{}, false, 0},          // whole blocks, stored straight to Y
+				{1, 136, 264, 72, true, true, -1, -1, [2]int{}, false, 0},            // aligned, both transposed, edges
+				{2, 130, 270, 50, false, false, -1, -1, [2]int{}, false, rt.Relu},    // odd: chunks loaded half by half
+				{3, 40, 72, 33, true, false, 3000, 2500, [2]int{}, false, 0},         // padded batch strides
+				{2, 64, 96, 48, false, true, -1, -1, [2]int{96, 1}, true, rt.Gelu},   // bias, activation
+				{1, 24, 200, 17, true, true, -1, -1, [2]int{1, 0}, true, rt.Sigmoid}, // column bias
+			} {
+				checkGEMM(t, d, r, rt.F16, c)
+			}
+			checkGEMMAt(t, d, r, rt.F16, gemmCase{1, 96, 128, 64, false, false, -1, -1, [2]int{}, false, 0}, 3, 5)
 		}
-		forceCoopBlock = blk
-		for _, c := range []gemmCase{
-			{1, 128, 256, 64, false, false, -1, -1, [2]int{}, false, 0},          // whole blocks, stored straight to Y
-			{1, 136, 264, 72, true, true, -1, -1, [2]int{}, false, 0},            // aligned, both transposed, edges
-			{2, 130, 270, 50, false, false, -1, -1, [2]int{}, false, rt.Relu},    // odd: chunks loaded half by half
-			{3, 40, 72, 33, true, false, 3000, 2500, [2]int{}, false, 0},         // padded batch strides
-			{2, 64, 96, 48, false, true, -1, -1, [2]int{96, 1}, true, rt.Gelu},   // bias, activation
-			{1, 24, 200, 17, true, true, -1, -1, [2]int{1, 0}, true, rt.Sigmoid}, // column bias
-		} {
-			checkGEMM(t, d, r, rt.F16, c)
-		}
-		checkGEMMAt(t, d, r, rt.F16, gemmCase{1, 96, 128, 64, false, false, -1, -1, [2]int{}, false, 0}, 3, 5)
+		t.Logf("%v: passed", sh)
 	}
 }
 

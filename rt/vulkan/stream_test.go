@@ -246,14 +246,15 @@ func BenchmarkGEMMCoop(b *testing.B) {
 	if !d.phys.coopOK {
 		b.Skip("no cooperative matrices")
 	}
-	shape := d.phys.coop
-	defer func() { forceCoopBlock, d.phys.coop = coopBlock{}, shape }()
+	shape, blocks2 := d.phys.coop, d.phys.coop2
+	defer func() { forceCoopBlock, d.phys.coop, d.phys.coop2 = coopBlock{}, shape, blocks2 }()
+	d.phys.coop2 = nil // else mmcm2.comp takes the GEMMs
 	for _, n := range []int{1024, 2048, 4096, 8192} {
 		op := squareGEMM(b, d, rt.F16, n)
 		for _, sh := range coopShapes {
 			// the shapes of the device's subgroup size and extensions
 			// (NV2's devices have VK_KHR_cooperative_matrix enabled too)
-			if sh.SGS != shape.SGS || sh.KHR != shape.KHR && !(sh.KHR && len(d.phys.coop2) > 0) {
+			if sh.SGS != shape.SGS || sh.KHR != shape.KHR && !(sh.KHR && len(blocks2) > 0) {
 				continue
 			}
 			for _, blk := range coopBlocks {
