@@ -11,8 +11,10 @@
 // Two compilers: a source that enables GL_KHR_cooperative_matrix or
 // GL_NV_cooperative_matrix2 outside #if blocks (mmcm2.comp), and a variant
 // that defines KHR=1 (mmcm.comp's and convcm.comp's KHR cooperative-matrix
-// variants; coopmat.glsl), is compiled by glslangValidator 15
-// for Vulkan 1.3 (SPIR-V 1.6, unoptimized), every other one by glslc
+// variants; coopmat.glsl), is compiled by glslangValidator 15, unoptimized,
+// for Vulkan 1.3 (SPIR-V 1.6; the KHR=1 variants for Vulkan 1.2, SPIR-V
+// 1.5, whose pipelines run with the device's default subgroup size, which
+// their layout assumes), every other one by glslc
 // (Debian 12's shaderc 2023.2) for Vulkan 1.2 with -O; Debian 12's glslc
 // cannot compile those extensions. gen/glslang15.sh provides glslang 15 on
 // Debian 12: on first use it downloads Debian 13's glslang-tools with its

@@ -105,12 +105,12 @@ var names = []string{
 	"conv_f64",                    // conv.comp X_DT=3 Y_DT=3 CT_DOUBLE=1
 	"convcm_f32w16_16x16x16",      // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16
 	"convcm_f32w16_16x8x16",       // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16
-	"convcm_f32w16_khr16x16x16",   // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 LOCAL_SIZE=128
-	"convcm_f32w16_khr8x8x8",      // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 LOCAL_SIZE=128 SGS=8
+	"convcm_f32w16_khr16x16x16",   // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1
+	"convcm_f32w16_khr8x8x8",      // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 SGS=8
 	"convcmk_f32w16_16x16x16",     // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 SPLITK=1
 	"convcmk_f32w16_16x8x16",      // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 SPLITK=1
-	"convcmk_f32w16_khr16x16x16",  // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 LOCAL_SIZE=128 SPLITK=1
-	"convcmk_f32w16_khr8x8x8",     // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 LOCAL_SIZE=128 SGS=8 SPLITK=1
+	"convcmk_f32w16_khr16x16x16",  // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 SPLITK=1
+	"convcmk_f32w16_khr8x8x8",     // convcm.comp X_DT=1 Y_DT=1 W_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 SGS=8 SPLITK=1
 	"convgemm_f16_l",              // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=128 BK=16 TM=8 TN=8
 	"convgemm_f16_m",              // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=64 BK=16 TM=8 TN=4
 	"convgemm_f16_n",              // convgemm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 BM=128 BN=32 BK=16 TM=4 TN=4
@@ -328,12 +328,12 @@ var names = []string{
 	"mmcm_f16_16x8x16_128",        // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 BN=128 BKN=32
 	"mmcm_f16_16x8x16_128k64",     // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 BN=128 BKN=64
 	"mmcm_f16_16x8x16_256",        // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=8 KS=16 BN=256 BKN=32
-	"mmcm_f16_khr16x16x16_128",    // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 LOCAL_SIZE=256 BN=128 BKN=32
-	"mmcm_f16_khr16x16x16_128k64", // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 LOCAL_SIZE=256 BN=128 BKN=64
-	"mmcm_f16_khr16x16x16_256",    // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 LOCAL_SIZE=256 BN=256 BKN=32
-	"mmcm_f16_khr8x8x8_128",       // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 LOCAL_SIZE=256 SGS=8 BN=128 BKN=32
-	"mmcm_f16_khr8x8x8_128k64",    // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 LOCAL_SIZE=256 SGS=8 BN=128 BKN=64
-	"mmcm_f16_khr8x8x8_256",       // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 LOCAL_SIZE=256 SGS=8 BN=256 BKN=32
+	"mmcm_f16_khr16x16x16_128",    // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 BN=128 BKN=32
+	"mmcm_f16_khr16x16x16_128k64", // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 BN=128 BKN=64
+	"mmcm_f16_khr16x16x16_256",    // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=16 NS=16 KS=16 KHR=1 BN=256 BKN=32
+	"mmcm_f16_khr8x8x8_128",       // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 SGS=8 BN=128 BKN=32
+	"mmcm_f16_khr8x8x8_128k64",    // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 SGS=8 BN=128 BKN=64
+	"mmcm_f16_khr8x8x8_256",       // mmcm.comp X_DT=2 Y_DT=2 NEED_16BIT=1 MS=8 NS=8 KS=8 KHR=1 SGS=8 BN=256 BKN=32
 	"normalize_f16",               // normalize.comp X_DT=2 Y_DT=2 NEED_16BIT=1
 	"normalize_f32",               // normalize.comp X_DT=1 Y_DT=1
 	"normalize_f64",               // normalize.comp X_DT=3 Y_DT=3 CT_DOUBLE=1

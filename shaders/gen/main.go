@@ -276,7 +276,7 @@ func variants() []variant {
 			if blk.bk != 32 {
 				name += fmt.Sprintf("k%d", blk.bk)
 			}
-			add(name, "mmcm.comp", slot("X", f16), slot("Y", f16), needs(f16), sh.defs(256),
+			add(name, "mmcm.comp", slot("X", f16), slot("Y", f16), needs(f16), sh.defs(),
 				[]string{fmt.Sprintf("BN=%d", blk.bn), fmt.Sprintf("BKN=%d", blk.bk)})
 		}
 	}
@@ -285,7 +285,7 @@ func variants() []variant {
 	for _, sh := range coopShapes {
 		x, w := dt("f32"), dt("f16")
 		shape := sh.String()
-		base := [][]string{slot("X", x), slot("Y", x), slot("W", w), needs(x, w), sh.defs(128)}
+		base := [][]string{slot("X", x), slot("Y", x), slot("W", w), needs(x, w), sh.defs()}
 		add("convcm_f32w16_"+shape, "convcm.comp", base...)
 		add("convcmk_f32w16_"+shape, "convcm.comp", append(base, []string{"SPLITK=1"})...)
 	}
@@ -338,14 +338,11 @@ func (s coopShape) String() string {
 	return fmt.Sprintf("%s%dx%dx%d", p, s.m, s.n, s.k)
 }
 
-// defs are the shape's defines (coopmat.glsl) for a kernel of wg
-// invocations: KHR's variants, compiled by glslang 15 for SPIR-V 1.6, fix
-// their workgroup size (LOCAL_SIZE, as mmcm2.comp; a specialized one
-// would be LocalSizeId, which needs the maintenance4 feature).
-func (s coopShape) defs(wg int) []string {
+// defs are the shape's defines (coopmat.glsl).
+func (s coopShape) defs() []string {
 	d := []string{fmt.Sprintf("MS=%d", s.m), fmt.Sprintf("NS=%d", s.n), fmt.Sprintf("KS=%d", s.k)}
 	if s.khr {
-		d = append(d, "KHR=1", fmt.Sprintf("LOCAL_SIZE=%d", wg))
+		d = append(d, "KHR=1")
 	}
 	if s.sgs != 32 {
 		d = append(d, fmt.Sprintf("SGS=%d", s.sgs))
@@ -404,10 +401,14 @@ func typesHeader() string {
 
 // glslang15Exts are the extensions whose sources need glslang 15: Debian
 // 12's glslc (shaderc 2023.2, glslang 12) compiles GL_NV_cooperative_matrix
-// only. A source that enables one of them outside any #if, and a variant
-// defining KHR=1 (coopmat.glsl: mmcm.comp and convcm.comp enable
-// GL_KHR_cooperative_matrix under #ifdef KHR), is compiled by glslang15
-// for Vulkan 1.3 (SPIR-V 1.6); every other one by glslc for Vulkan 1.2.
+// only. A source that enables one of them outside any #if is compiled by
+// glslang15 for Vulkan 1.3 (SPIR-V 1.6), and a variant defining KHR=1
+// (coopmat.glsl: mmcm.comp and convcm.comp enable
+// GL_KHR_cooperative_matrix under #ifdef KHR) by glslang15 for Vulkan 1.2
+// (SPIR-V 1.5: a pipeline from SPIR-V 1.6 may run with any subgroup size
+// the driver picks, one from 1.5 runs with the device's subgroupSize,
+// which the variants' layout assumes); every other one by glslc for
+// Vulkan 1.2.
 var glslang15Exts = []string{"GL_KHR_cooperative_matrix", "GL_NV_cooperative_matrix2"}
 
 // needsGlslang15 reports whether the source src enables one of
@@ -522,7 +523,11 @@ func main() {
 			defer func() { <-sem }()
 			args := []string{"-fshader-stage=compute", "--target-env=vulkan1.2", "-O", "-I", "."}
 			if g15[v.name] {
-				args = []string{"-V", "--target-env", "vulkan1.3", "-S", "comp", "-I."}
+				env := "vulkan1.3"
+				if !srcNeeds[v.src] {
+					env = "vulkan1.2" // a KHR=1 variant
+				}
+				args = []string{"-V", "--target-env", env, "-S", "comp", "-I."}
 			}
 			for _, d := range v.defs {
 				args = append(args, "-D"+d)
