@@ -31,7 +31,9 @@ const (
 // tiled GEMM at batch 5) with random weights, with Options.Precision f16,
 // on the CPU and on each GPU backend present. Where the device stores
 // weights in f16 (Vulkan with 16-bit storage, OpenCL), every Conv and MatMul must
-// take f16 weights, the weight memory must shrink, and the outputs must
+// take f16 weights (but for the shallow Convs on a device with f16
+// tensor-core convolutions, kept in f32 for speed), the weight memory must
+// shrink, and the outputs must
 // agree with the float64 reference of the f16-rounded weights within
 // precisionTight and with the f32 run within precisionLoose. Where it
 // does not (the CPU, CUDA for now), planning must fail with an
@@ -77,7 +79,15 @@ func testPrecision(t *testing.T, dev rt.Device, net precisionNet) {
 	}
 	defer s32.Close()
 	i16, i32 := s16.Info(), s32.Info()
-	if i16.HalfWeightOps != net.weights || i16.HalfKeptOps != 0 || i32.HalfWeightOps != 0 {
+	// A Vulkan device with f16 tensor-core convolutions (convcm.comp)
+	// keeps f32 weights for the shallow Convs, which run faster so (all
+	// of these nets' are shallow, so none rounds X to f16); any other
+	// reason to keep f32 weights is a failure.
+	speedOnly := true
+	for _, n := range i16.PrecisionNotes {
+		speedOnly = speedOnly && strings.Contains(n, "runs faster with f32 weights")
+	}
+	if i16.HalfWeightOps+i16.HalfKeptOps != net.weights || i16.HalfWeightOps == 0 || i16.HalfKeptOps > 0 && !speedOnly || i32.HalfWeightOps != 0 {
 		t.Fatalf("f16 weights on %d ops (%d kept: %v), want %d; f32 session: %d", i16.HalfWeightOps, i16.HalfKeptOps, i16.PrecisionNotes, net.weights, i32.HalfWeightOps)
 	}
 	if i16.WeightBytes >= i32.WeightBytes {

@@ -201,8 +201,9 @@ func TestJSON(t *testing.T) {
 
 // TestPrecisionF16OnVulkan runs the e2e CNN with -precision f16 on
 // Vulkan (lavapipe in CI): the report says every Conv and MatMul took f16
-// weights, and the outputs stay within 2e-3 of the f32 run's, relative to
-// the largest.
+// weights (but for shallow Convs kept in f32 for speed on a device with
+// f16 tensor-core convolutions), and the outputs stay within 2e-3 of the
+// f32 run's, relative to the largest.
 func TestPrecisionF16OnVulkan(t *testing.T) {
 	if _, err := rt.Open("vulkan", nil); err != nil {
 		t.Skipf("no Vulkan device: %v", err)
@@ -219,8 +220,16 @@ func TestPrecisionF16OnVulkan(t *testing.T) {
 		outs[p] = v
 	}
 	p := outs["f16"].Precision
-	if p == nil || p.Weights != "f16" || p.HalfOps != 4 || p.KeptOps != 0 || outs["f32"].Precision != nil {
-		t.Fatalf("precision report %+v (f32 run: %+v), want 4 f16-weight ops (3 Conv, 1 Gemm)", p, outs["f32"].Precision)
+	// On a device with f16 tensor-core convolutions (convcm.comp), the
+	// shallow Convs keep f32 weights for speed, and the notes say so.
+	speedOnly := true
+	if p != nil {
+		for _, n := range p.Notes {
+			speedOnly = speedOnly && strings.Contains(n, "runs faster with f32 weights")
+		}
+	}
+	if p == nil || p.Weights != "f16" || p.HalfOps+p.KeptOps != 4 || p.HalfOps == 0 || p.KeptOps > 0 && !speedOnly || outs["f32"].Precision != nil {
+		t.Fatalf("precision report %+v (f32 run: %+v), want 4 f16-weight ops (3 Conv, 1 Gemm), or Convs kept in f32 for speed", p, outs["f32"].Precision)
 	}
 	a, b := outs["f32"].Outputs[0].First, outs["f16"].Outputs[0].First
 	big := 0.0
