@@ -36,6 +36,17 @@ if [ ! -f "$dir/ok" ]; then
     libx11-xcb1 libxshmfence1 libwayland-client0 libxau6 libxdmcp6 libbsd0 libmd0 libffi8 libedit2 libxml2 \
     libtinfo6 libz3-4 liblzma5 libdisplay-info2 >&2)
   for f in "$dir"/debs/*.deb; do dpkg -x "$f" "$root"; done
+  # The package list above is the driver's and the layer's library
+  # closure as of Mesa 26.1: a later backport that needs another library
+  # must fail here, loudly, not leave the tests without a device.
+  for so in "$lib/libvulkan_lvp.so" "$lib/libVkLayer_khronos_validation.so" "$lib/libvulkan.so.1"; do
+    missing=$("$lib/ld-linux-x86-64.so.2" --library-path "$lib:$root/lib/x86_64-linux-gnu" --list "$so" 2>&1 | grep -E "not found|error" || true)
+    if [ -n "$missing" ]; then
+      echo "$0: $so: unresolved libraries (update the package list):" >&2
+      echo "$missing" >&2
+      exit 1
+    fi
+  done
   # The driver and layer manifests name their libraries by file name: make
   # them absolute, so that the loader finds them in this root.
   sed "s#\"library_path\": \"[^\"]*\"#\"library_path\": \"$lib/libvulkan_lvp.so\"#" \

@@ -68,7 +68,9 @@ func testDevice(t testing.TB) rt.Device {
 		sharedDev, sharedErr = b.Open(testIndex())
 	})
 	if sharedErr != nil {
-		if errors.Is(sharedErr, rt.ErrUnavailable) {
+		// VRUN_VK_WANT_COOP=1 (CI's run on Mesa 26's lavapipe) wants a
+		// device: without one, every test fails rather than skips.
+		if errors.Is(sharedErr, rt.ErrUnavailable) && os.Getenv("VRUN_VK_WANT_COOP") != "1" {
 			t.Skipf("no Vulkan device: %v", sharedErr)
 		}
 		t.Fatal(sharedErr)
