@@ -22,6 +22,11 @@ set -euo pipefail
 dir=${VRUN_LAVAPIPE26_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vrun-lavapipe26}
 root=$dir/root
 lib=$root/usr/lib/x86_64-linux-gnu
+# go test runs several packages' binaries through this script at once:
+# one of them fetches, the others wait.
+mkdir -p "$dir"
+exec 9>"$dir/lock"
+flock 9
 if [ ! -f "$dir/ok" ]; then
   rm -rf "$root" "$dir/debs"
   mkdir -p "$dir/apt/lists/partial" "$dir/apt/cache/archives/partial" "$dir/debs" "$root"
@@ -56,6 +61,7 @@ if [ ! -f "$dir/ok" ]; then
     "$root/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json" > "$dir/layers/VkLayer_khronos_validation.json"
   touch "$dir/ok"
 fi
+exec 9>&-
 export VK_DRIVER_FILES=$dir/lvp_icd.json VK_ICD_FILENAMES=$dir/lvp_icd.json VK_LAYER_PATH=$dir/layers
 export VRUN_VK_COOPMAT=${VRUN_VK_COOPMAT:-1}
 exec "$lib/ld-linux-x86-64.so.2" --library-path "$lib:$root/lib/x86_64-linux-gnu" "$@"
