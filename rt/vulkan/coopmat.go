@@ -166,10 +166,24 @@ func coopForced() bool {
 	return v == "1" || strings.EqualFold(v, "true") || strings.EqualFold(v, "on")
 }
 
+// computeStage is VK_SHADER_STAGE_COMPUTE_BIT.
+const computeStage = 0x20
+
+// canPinSubgroup reports whether a compute pipeline of up to 256
+// invocations on a device with caps c can require subgroups of sgs
+// invocations (subgroup size control, Vulkan 1.3).
+func canPinSubgroup(c caps, sgs uint32) bool {
+	return c.sgsControl && c.sgsMin <= sgs && sgs <= c.sgsMax && c.sgsStages&computeStage != 0 && c.sgsMaxSubgroups >= 256/sgs
+}
+
 // pickCoopMat chooses the cooperative-matrix shape for the f16 GEMM and
 // convolution among the device's VK_NV_cooperative_matrix shapes nv (nil
 // without the extension) and VK_KHR_cooperative_matrix shapes khr (nil
 // without it), or reports that the device cannot (or must not) use one.
+// A shape's variants are laid out for subgroups of its SGS: the device's
+// default, or for KHR's, a size its pipelines can require (AMD's RDNA
+// defaults to 64 and can run 32; the KHR variants are SPIR-V 1.5, whose
+// pipelines otherwise run with the default).
 func pickCoopMat(nv, khr []coopMatProp, c caps, sharedLim uint32, enabled bool) (coopShape, bool) {
 	if !enabled || !c.vkMemModel || !c.shaderFloat16 || !c.storage16 || !c.vk12 {
 		return coopShape{}, false
@@ -179,7 +193,8 @@ func pickCoopMat(nv, khr []coopMatProp, c caps, sharedLim uint32, enabled bool) 
 		if s.KHR {
 			props, feature = khr, c.coop2.khrCoopMatrix
 		}
-		if !feature || c.subgroupSize != s.SGS || sharedLim < uint32(coopBlock{256, 32}.shared(s)) {
+		sizeOK := c.subgroupSize == s.SGS || s.KHR && canPinSubgroup(c, s.SGS)
+		if !feature || !sizeOK || sharedLim < uint32(coopBlock{256, 32}.shared(s)) {
 			continue
 		}
 		for _, p := range props {

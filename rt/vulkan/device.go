@@ -32,6 +32,7 @@ type physInfo struct {
 	coopProps  []coopMatProp
 	coop       coopShape // the f16 cooperative-matrix GEMM shape, if coopOK
 	coopOK     bool
+	coopPin    bool // the KHR variants' pipelines require subgroups of coop.SGS
 	coop2      []coop2Block // mmcm2.comp's blocks the device runs (none: no NV2 GEMM)
 	flexProps  []coopFlexProp
 	khrProps   []coopMatProp
@@ -55,6 +56,7 @@ func (in *instance) physInfo(index int) *physInfo {
 	}
 	p.coop, p.coopOK = pickCoopMat(nv, khr, p.caps, p.limits.MaxComputeSharedMemorySize,
 		coopEnabled() && (p.props.DeviceType != vk.PhysicalDeviceTypeCpu || coopForced()))
+	p.coopPin = p.coopOK && p.coop.KHR && canPinSubgroup(p.caps, p.coop.SGS)
 	p.coop2 = pickCoop2(p.flexProps, p.caps, r.khrCoop && r.nvCoop2, min(in.api, p.props.ApiVersion),
 		p.limits.MaxComputeSharedMemorySize, coopEnabled() && coop2Enabled())
 
@@ -148,7 +150,7 @@ func (p *physInfo) details() [][2]string {
 		{"api version", versionString(p.props.ApiVersion)},
 		{"driver version", fmt.Sprintf("0x%x", p.props.DriverVersion)},
 		{"vendor/device id", fmt.Sprintf("0x%04x/0x%04x", p.props.VendorID, p.props.DeviceID)},
-		{"subgroup size", fmt.Sprint(p.caps.subgroupSize)},
+		{"subgroup size", subgroupSizes(p.caps)},
 		{"max shared memory", kib(uint64(l.MaxComputeSharedMemorySize))},
 		{"max storage buffer range", kib(uint64(l.MaxStorageBufferRange))},
 		{"max allocation size", kib(p.caps.maxAlloc)},
@@ -200,6 +202,15 @@ func (p *physInfo) details() [][2]string {
 	}
 	d = append(d, [2]string{"f16 GEMM", p.gemmPath()})
 	return d
+}
+
+// subgroupSizes is the device's default subgroup size, with the range a
+// compute pipeline can require where it has subgroup size control.
+func subgroupSizes(c caps) string {
+	if c.sgsControl && c.sgsStages&computeStage != 0 {
+		return fmt.Sprintf("%d (compute pipelines can require %d-%d)", c.subgroupSize, c.sgsMin, c.sgsMax)
+	}
+	return fmt.Sprint(c.subgroupSize)
 }
 
 func memFlags(f vk.MemoryPropertyFlagBits) string {
@@ -289,6 +300,7 @@ func openDevice(index int) (rt.Device, error) {
 	en := p.caps
 	en.coopMatrix, en.vkMemModel = p.coopOK && !p.coop.KHR, p.coopOK || len(p.coop2) > 0
 	en.coop2.khrCoopMatrix = p.coopOK && p.coop.KHR
+	en.sgsControl = p.coopPin
 	en.coop2.enable = len(p.coop2) > 0
 	vd, r := in.h.createDevice(p.pd, uint32(p.qfam), en)
 	if r != vk.Success && en.coop2.enable {

@@ -61,6 +61,7 @@ func TestShimLayouts(t *testing.T) {
 		{"VR_F12_SHADER_FLOAT16", "VkPhysicalDeviceVulkan12Features", "shaderFloat16"},
 		{"VR_F12_SHADER_INT8", "VkPhysicalDeviceVulkan12Features", "shaderInt8"},
 		{"VR_F12_VULKAN_MEMORY_MODEL", "VkPhysicalDeviceVulkan12Features", "vulkanMemoryModel"},
+		{"VR_F12_VULKAN_MEMORY_MODEL_DEVICE_SCOPE", "VkPhysicalDeviceVulkan12Features", "vulkanMemoryModelDeviceScope"},
 	} {
 		base := "0"
 		if f.vkType != "VkPhysicalDeviceFeatures" {

@@ -298,6 +298,10 @@ func TestPickCoopMat(t *testing.T) {
 	}
 	mod := func(f func(*caps)) caps { c := good; f(&c); return c }
 	sg8 := mod(func(c *caps) { c.subgroupSize = 8; c.coopMatrix = false })
+	rdna := mod(func(c *caps) {
+		c.subgroupSize, c.coopMatrix = 64, false
+		c.sgsControl, c.sgsMin, c.sgsMax, c.sgsMaxSubgroups, c.sgsStages = true, 32, 64, 32, computeStage
+	})
 	nv1616, nv168 := coopShape{16, 16, 16, false, 32}, coopShape{16, 8, 16, false, 32}
 	for i, c := range []struct {
 		nv, khr []coopMatProp
@@ -316,10 +320,17 @@ func TestPickCoopMat(t *testing.T) {
 		{nil, lvp, good, 49152, true, coopShape{}, false}, // 8x8x8 is laid out for 8-wide subgroups
 		{nil, lvp, mod(func(c *caps) { c.subgroupSize = 16 }), 49152, true, coopShape{}, false},
 		{nil, lvp, mod(func(c *caps) { c.subgroupSize = 8; c.coop2.khrCoopMatrix = false }), 49152, true, coopShape{}, false},
-		{nil, lvp, sg8, 16384, true, coopShape{}, false},    // the 128x256 block's 32 KiB
-		{h200, nil, good, 49152, false, coopShape{}, false}, // VRUN_VK_COOPMAT=0
-		{nil, nil, good, 49152, true, coopShape{}, false},   // no extension
-		{h200, nil, good, 24576, true, coopShape{}, false},  // shared memory (the 128x256 block needs 32 KiB)
+		{nil, lvp, sg8, 16384, true, coopShape{}, false}, // the 128x256 block's 32 KiB
+		// AMD's RDNA: default 64, 32 on request; KHR's shapes only
+		{nil, h200, rdna, 65536, true, coopShape{16, 16, 16, true, 32}, true},
+		{h200, nil, rdna, 65536, true, coopShape{}, false},
+		{nil, h200, mod(func(c *caps) { *c = rdna; c.sgsControl = false }), 65536, true, coopShape{}, false},
+		{nil, h200, mod(func(c *caps) { *c = rdna; c.sgsStages = 1 }), 65536, true, coopShape{}, false},       // not for compute
+		{nil, h200, mod(func(c *caps) { *c = rdna; c.sgsMin = 64 }), 65536, true, coopShape{}, false},         // 64 only
+		{nil, h200, mod(func(c *caps) { *c = rdna; c.sgsMaxSubgroups = 4 }), 65536, true, coopShape{}, false}, // 256 invocations are 8 subgroups of 32
+		{h200, nil, good, 49152, false, coopShape{}, false},                                                   // VRUN_VK_COOPMAT=0
+		{nil, nil, good, 49152, true, coopShape{}, false},                                                     // no extension
+		{h200, nil, good, 24576, true, coopShape{}, false},                                                    // shared memory (the 128x256 block needs 32 KiB)
 		{onlyF16Acc, nil, good, 49152, true, coopShape{}, false},
 		{wrongScope, nil, good, 49152, true, coopShape{}, false},
 		{h200, nil, mod(func(c *caps) { c.coopMatrix = false }), 49152, true, coopShape{}, false},
@@ -415,7 +426,7 @@ func TestMatMulCoop(t *testing.T) {
 			}
 			checkGEMMAt(t, d, r, rt.F16, gemmCase{1, 96, 128, 64, false, false, -1, -1, [2]int{}, false, 0}, 3, 5)
 		}
-		t.Logf("%v: passed", sh)
+		t.Logf("%v: passed (subgroup size required: %v)", sh, p.coopPin && sh.KHR)
 	}
 }
 

@@ -145,7 +145,11 @@ func (d *device) buildPipeline(p *pipeline, spec []uint32) {
 	defer close(p.ready)
 	code, err := spirv(p.name)
 	if err == nil {
-		h, r := d.vd.createPipeline(d.pcache, code, p.lay.pl, spec)
+		var sgs uint32
+		if d.phys.coopPin && strings.Contains(p.name, "_khr") {
+			sgs = d.phys.coop.SGS // a KHR cooperative-matrix variant's layout
+		}
+		h, r := d.vd.createPipeline(d.pcache, code, p.lay.pl, spec, sgs)
 		if r != vk.Success {
 			err = fmt.Errorf("vulkan: shader variant %q: vkCreateComputePipelines: %v", p.name, vkErr(r))
 		}

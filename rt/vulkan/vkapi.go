@@ -132,6 +132,8 @@ type caps struct {
 	hasFeatures2, vk12                                                                bool
 	coopMatrix, vkMemModel                                                            bool // VK_NV_cooperative_matrix feature, vulkanMemoryModel
 	vkMemModelDeviceScope                                                             bool // vulkanMemoryModelDeviceScope (enabled with vkMemModel)
+	sgsControl                                                                        bool // subgroupSizeControl (Vulkan 1.3)
+	sgsMin, sgsMax, sgsMaxSubgroups, sgsStages                                        uint32
 	coop2                                                                             coop2Caps
 	storage16, shaderFloat16, storage8, shaderInt8, shaderInt64, shaderFloat64, int16 bool
 	subgroupSize, subgroupOps, driverID                                               uint32
@@ -185,6 +187,8 @@ func (in vkInst) describe(pd unsafe.Pointer) rawPhys {
 	r.caps = caps{
 		hasFeatures2: c.hasFeatures2 != 0, vk12: c.vk12 != 0,
 		coopMatrix: c.coopMatrix != 0, vkMemModel: c.vkMemModel != 0, vkMemModelDeviceScope: c.vkMemModelDeviceScope != 0,
+		sgsControl: c.sgsControl != 0, sgsMin: uint32(c.sgsMin), sgsMax: uint32(c.sgsMax),
+		sgsMaxSubgroups: uint32(c.sgsMaxSubgroups), sgsStages: uint32(c.sgsStages),
 		storage16: c.storage16 != 0, shaderFloat16: c.shaderFloat16 != 0,
 		storage8: c.storage8 != 0, shaderInt8: c.shaderInt8 != 0,
 		shaderInt64: c.shaderInt64 != 0, shaderFloat64: c.shaderFloat64 != 0, int16: c.shaderInt16 != 0,
@@ -235,6 +239,7 @@ func (in vkInst) createDevice(pd unsafe.Pointer, qfam uint32, en caps) (vkDev, v
 	c.shaderInt64, c.shaderFloat64, c.shaderInt16 = cBool32(en.shaderInt64), cBool32(en.shaderFloat64), cBool32(en.int16)
 	c.coopMatrix, c.vkMemModel = cBool32(en.coopMatrix), cBool32(en.vkMemModel)
 	c.vkMemModelDeviceScope = cBool32(en.vkMemModelDeviceScope)
+	c.sgsControl = cBool32(en.sgsControl)
 	c.khrCoopMatrix = cBool32(en.coop2.khrCoopMatrix)
 	if en.coop2.enable {
 		c.coop2 = 1
@@ -397,7 +402,10 @@ func (d vkDev) destroyLayouts(dsl, pl uint64) {
 
 // createPipeline creates a compute pipeline from SPIR-V code with
 // specialization constants spec (constant_id i = spec[i]).
-func (d vkDev) createPipeline(cache uint64, code []uint32, layout uint64, spec []uint32) (uint64, vk.Result) {
+// createPipeline creates a compute pipeline from code with the
+// specialization constants spec and, with sgs > 0, that required
+// subgroup size.
+func (d vkDev) createPipeline(cache uint64, code []uint32, layout uint64, spec []uint32, sgs uint32) (uint64, vk.Result) {
 	if len(code) == 0 || len(spec) > 32 {
 		return 0, vk.ErrorInitializationFailed
 	}
@@ -407,7 +415,7 @@ func (d vkDev) createPipeline(cache uint64, code []uint32, layout uint64, spec [
 	}
 	var p C.uint64_t
 	r := C.vr_create_pipeline(d.p, C.uint64_t(cache), (*C.uint32_t)(unsafe.Pointer(&code[0])), C.size_t(4*len(code)),
-		C.uint64_t(layout), sp, C.uint32_t(len(spec)), &p)
+		C.uint64_t(layout), sp, C.uint32_t(len(spec)), C.uint32_t(sgs), &p)
 	return uint64(p), vk.Result(r)
 }
 

@@ -78,6 +78,9 @@ typedef vr_pfn (VR_CALL *vr_gipa_t)(void* instance, const char* name);
 #define VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES 1000168000
 #define VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES 1000071004
 #define VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES 1000196000
+#define VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES 1000225000
+#define VR_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO 1000225001
+#define VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES 1000225002
 #define VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV 1000249000
 #define VR_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV 1000249001
 
@@ -411,6 +414,30 @@ typedef struct {
 	uint32_t supportedOperations;
 	uint32_t quadOperationsInAllStages;
 } vr_PhysicalDeviceSubgroupProperties;
+
+// Subgroup size control (Vulkan 1.3, VK_EXT_subgroup_size_control): a
+// pipeline can require the subgroup size its layout assumes.
+typedef struct {
+	int32_t sType;
+	void* pNext;
+	uint32_t subgroupSizeControl;
+	uint32_t computeFullSubgroups;
+} vr_PhysicalDeviceSubgroupSizeControlFeatures;
+
+typedef struct {
+	int32_t sType;
+	void* pNext;
+	uint32_t minSubgroupSize;
+	uint32_t maxSubgroupSize;
+	uint32_t maxComputeWorkgroupSubgroups;
+	uint32_t requiredSubgroupSizeStages;
+} vr_PhysicalDeviceSubgroupSizeControlProperties;
+
+typedef struct {
+	int32_t sType;
+	void* pNext;
+	uint32_t requiredSubgroupSize;
+} vr_PipelineShaderStageRequiredSubgroupSizeCreateInfo;
 
 typedef struct {
 	int32_t sType;
@@ -1002,6 +1029,11 @@ typedef struct {
 	uint32_t khrCoopMatrix, coop2;
 	uint32_t c2WorkgroupScope, c2FlexibleDimensions, c2PerElementOperations, c2TensorAddressing, c2Conversions;
 	uint32_t c2MaxWorkgroupSize, c2MaxDimension, c2ReservedShared;
+	// Subgroup size control (Vulkan 1.3 devices and instances): the
+	// feature (as the input of vr_create_device, enables it), the size
+	// range, the most subgroups a compute workgroup may have, and the
+	// stages that can require a size.
+	uint32_t sgsControl, sgsMin, sgsMax, sgsMaxSubgroups, sgsStages;
 	uint32_t storage16, shaderFloat16, storage8, shaderInt8, shaderInt64, shaderFloat64, shaderInt16;
 	uint32_t subgroupSize, subgroupOps, driverID;
 	uint64_t maxMemoryAllocationSize;
@@ -1045,13 +1077,14 @@ typedef struct {
 	vr_PhysicalDeviceCooperativeMatrixFeaturesNV cf;
 	vr_coopmatFeaturesKHR kf;
 	vr_coopmat2FeaturesNV c2;
+	vr_PhysicalDeviceSubgroupSizeControlFeatures sf;
 } vr_features;
 
 // vr_chain_features zeroes c and links features 2 → Vulkan 1.1 → Vulkan
-// 1.2 (where vk12) → NV cooperative matrix (where vk12 and coop) → KHR
-// cooperative matrix (where vk12 and khr) → NV cooperative matrix 2 (where
-// vk12, khr and coop2).
-static void vr_chain_features(vr_features* c, int vk12, int coop, int khr, int coop2) {
+// 1.2 (where vk12) → subgroup size control (where vk12 and sgs) → NV
+// cooperative matrix (where vk12 and coop) → KHR cooperative matrix (where
+// vk12 and khr) → NV cooperative matrix 2 (where vk12, khr and coop2).
+static void vr_chain_features(vr_features* c, int vk12, int sgs, int coop, int khr, int coop2) {
 	memset(c, 0, sizeof *c);
 	c->f2.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
 	c->f11.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
@@ -1059,10 +1092,12 @@ static void vr_chain_features(vr_features* c, int vk12, int coop, int khr, int c
 	c->cf.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
 	c->kf.sType = VR_ST_COOPMAT_FEATURES_KHR;
 	c->c2.sType = VR_ST_COOPMAT2_FEATURES_NV;
+	c->sf.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
 	c->f2.pNext = &c->f11;
 	if (!vk12) return;
 	void** tail = &c->f11.pNext;
 	*tail = &c->f12; tail = &c->f12.pNext;
+	if (sgs) { *tail = &c->sf; tail = &c->sf.pNext; }
 	if (coop) { *tail = &c->cf; tail = &c->cf.pNext; }
 	if (khr) { *tail = &c->kf; tail = &c->kf.pNext; }
 	if (khr && coop2) *tail = &c->c2;
@@ -1076,9 +1111,13 @@ static void vr_query_caps(vr_inst* in, void* pd, uint32_t apiVersion, uint32_t n
 	if (!in->GetPhysicalDeviceFeatures2 || !in->GetPhysicalDeviceProperties2 || apiVersion < ((1u << 22) | (1u << 12))) return;
 	out->hasFeatures2 = 1;
 	out->vk12 = apiVersion >= ((1u << 22) | (2u << 12));
+	// Vulkan 1.3 for the device and the instance: subgroup size control
+	uint32_t api = apiVersion < in->app.apiVersion ? apiVersion : in->app.apiVersion;
+	uint32_t vk13 = api >= ((1u << 22) | (3u << 12));
 	vr_features c;
-	vr_chain_features(&c, out->vk12, nvCoop, khr, coop2);
+	vr_chain_features(&c, out->vk12, vk13, nvCoop, khr, coop2);
 	in->GetPhysicalDeviceFeatures2(pd, &c.f2);
+	out->sgsControl = c.sf.subgroupSizeControl;
 	out->coopMatrix = c.cf.cooperativeMatrix;
 	out->khrCoopMatrix = c.kf.cooperativeMatrix;
 	out->c2WorkgroupScope = c.c2.workgroupScope;
@@ -1109,11 +1148,21 @@ static void vr_query_caps(vr_inst* in, void* pd, uint32_t apiVersion, uint32_t n
 	vr_coopmat2PropsNV c2p;
 	memset(&c2p, 0, sizeof c2p);
 	c2p.sType = VR_ST_COOPMAT2_PROPERTIES_NV;
+	vr_PhysicalDeviceSubgroupSizeControlProperties sgp;
+	memset(&sgp, 0, sizeof sgp);
+	sgp.sType = VR_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES;
 	p2->pNext = &sg; sg.pNext = &m3; m3.pNext = &id;
 	if (out->vk12) id.pNext = &drv;
-	if (out->vk12 && coop2) drv.pNext = &c2p;
+	if (out->vk12 && vk13) { sgp.pNext = drv.pNext; drv.pNext = &sgp; }
+	if (out->vk12 && coop2) { c2p.pNext = drv.pNext; drv.pNext = &c2p; }
 	in->GetPhysicalDeviceProperties2(pd, p2);
 	free(p2);
+	if (out->sgsControl) {
+		out->sgsMin = sgp.minSubgroupSize;
+		out->sgsMax = sgp.maxSubgroupSize;
+		out->sgsMaxSubgroups = sgp.maxComputeWorkgroupSubgroups;
+		out->sgsStages = sgp.requiredSubgroupSizeStages;
+	}
 	out->c2MaxWorkgroupSize = c2p.workgroupScopeMaxWorkgroupSize;
 	out->c2MaxDimension = c2p.flexibleDimensionsMaxDimension;
 	out->c2ReservedShared = c2p.workgroupScopeReservedSharedMemory;
@@ -1187,7 +1236,8 @@ static int32_t vr_create_device(vr_inst* in, void* pd, uint32_t qfam, const vr_c
 	*out = NULL;
 	vr_features c;
 	uint32_t khr = en->vk12 && (en->coop2 || en->khrCoopMatrix);
-	vr_chain_features(&c, en->vk12, en->coopMatrix, khr, en->coop2);
+	vr_chain_features(&c, en->vk12, en->vk12 && en->sgsControl, en->coopMatrix, khr, en->coop2);
+	c.sf.subgroupSizeControl = en->vk12 && en->sgsControl;
 	c.cf.cooperativeMatrix = en->vk12 && en->coopMatrix;
 	c.kf.cooperativeMatrix = khr;
 	if (en->vk12 && en->coop2) {
@@ -1462,10 +1512,11 @@ static void vr_destroy_layouts(vr_dev* d, uint64_t dsl, uint64_t pl) {
 
 // vr_create_pipeline creates a shader module from SPIR-V code (size
 // bytes) and one compute pipeline from its "main" with the 32-bit
-// specialization constants spec[0..nspec) as constant_id 0..nspec-1, and
-// destroys the module.
+// specialization constants spec[0..nspec) as constant_id 0..nspec-1 and,
+// with sgs > 0, that required subgroup size (the device has subgroup size
+// control enabled), and destroys the module.
 static int32_t vr_create_pipeline(vr_dev* d, uint64_t cache, const uint32_t* code, size_t size, uint64_t layout,
-		const uint32_t* spec, uint32_t nspec, uint64_t* out) {
+		const uint32_t* spec, uint32_t nspec, uint32_t sgs, uint64_t* out) {
 	vr_ShaderModuleCreateInfo mi = {
 		.sType = VR_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = size, .pCode = code,
 	};
@@ -1484,6 +1535,10 @@ static int32_t vr_create_pipeline(vr_dev* d, uint64_t cache, const uint32_t* cod
 		},
 		.layout = layout, .basePipelineIndex = -1,
 	};
+	vr_PipelineShaderStageRequiredSubgroupSizeCreateInfo req = {
+		.sType = VR_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO, .requiredSubgroupSize = sgs,
+	};
+	if (sgs > 0) pi.stage.pNext = &req;
 	r = d->CreateComputePipelines(d->device, cache, 1, &pi, NULL, out);
 	d->DestroyShaderModule(d->device, module, NULL);
 	return r;
