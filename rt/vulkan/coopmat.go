@@ -16,7 +16,8 @@ import (
 // f16 x f16 -> f32 shape that a variant is compiled for (coopShapes; NV's
 // first), with the extension's cooperativeMatrix feature,
 // vulkanMemoryModel, f16 arithmetic and storage, the shape's subgroup size
-// and enough shared memory. The extension and features are enabled at
+// (the default, or for KHR's a size the device's pipelines can require;
+// they then do, see coopPin) and enough shared memory. The extension and features are enabled at
 // device creation only then. VRUN_VK_COOPMAT=0 turns it off (the
 // register-blocked matmul.comp runs instead); on CPU devices (lavapipe,
 // whose cooperative matrices are emulated) it is off unless
