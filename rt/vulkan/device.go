@@ -32,7 +32,7 @@ type physInfo struct {
 	coopProps  []coopMatProp
 	coop       coopShape // the f16 cooperative-matrix GEMM shape, if coopOK
 	coopOK     bool
-	coopPin    bool // the KHR variants' pipelines require subgroups of coop.SGS
+	coopPin    bool         // the KHR variants' pipelines require subgroups of coop.SGS
 	coop2      []coop2Block // mmcm2.comp's blocks the device runs (none: no NV2 GEMM)
 	flexProps  []coopFlexProp
 	khrProps   []coopMatProp
