@@ -55,18 +55,18 @@ func (d *device) coopReady() bool {
 	return d.phys.coopOK && !d.coopFailed.Load() && !coopConvOff()
 }
 
-// coopConv reports whether Conv o runs on convcm.comp: an f16-weight
-// convolution on the implicit-GEMM path (convPath) that coopConvWins, on
-// a device with the cooperative-matrix GEMM, or any f16-weight
-// convolution when a test forces the kernel (forceConvPath "coop").
+// coopCandidate reports whether Conv o is one convcm.comp could run: an
+// f16-weight convolution on the implicit-GEMM path (convPath), on a
+// device that runs convcm.comp.
+func (d *device) coopCandidate(o *rt.Conv) bool {
+	return rt.HalfWeights(o) && d.coopReady() && o.Groups > 0 && convPath(o.C/o.Groups, o.K/o.Groups, o.KH*o.KW) == "gemm"
+}
+
+// coopConv reports whether Conv o runs on convcm.comp: a coopCandidate
+// that coopConvWins, or any coopCandidate when a test forces the kernel
+// (forceConvPath "coop").
 func (d *device) coopConv(o *rt.Conv) bool {
-	if !rt.HalfWeights(o) || !d.coopReady() || o.Groups <= 0 {
-		return false
-	}
-	if convPath(o.C/o.Groups, o.K/o.Groups, o.KH*o.KW) != "gemm" {
-		return false
-	}
-	return forceConvPath == "coop" || forceConvPath == "" && forceGemmTile == "" && coopConvWins(o)
+	return d.coopCandidate(o) && (forceConvPath == "coop" || forceConvPath == "" && forceGemmTile == "" && coopConvWins(o))
 }
 
 // coopConvWins reports whether convcm.comp beats the f32 kernels on Conv
@@ -93,10 +93,10 @@ func coopConvWins(o *rt.Conv) bool {
 // PrecisionNotes). Tests that force a kernel or a split get the f32w16
 // kernels.
 func (d *device) halfConvSlower(o *rt.Conv) bool {
-	if !rt.HalfWeights(o) || !d.coopReady() || o.Groups <= 0 || forceConvPath != "" || forceGemmTile != "" || forceSplitK != 0 {
+	if forceConvPath != "" || forceGemmTile != "" || forceSplitK != 0 {
 		return false
 	}
-	return convPath(o.C/o.Groups, o.K/o.Groups, o.KH*o.KW) == "gemm" && !coopConvWins(o)
+	return d.coopCandidate(o) && !coopConvWins(o)
 }
 
 // coopConvPlan is coopConv for a lowering, which also builds the pipeline

@@ -57,6 +57,10 @@ func (s coopShape) String() string {
 	return fmt.Sprintf("%s%dx%dx%d", p, s.M, s.N, s.K)
 }
 
+// isKHRCoopVariant reports whether a shader variant is one of mmcm.comp's
+// or convcm.comp's for a KHR shape (its name holds "_khr", String's).
+func isKHRCoopVariant(name string) bool { return strings.Contains(name, "_khr") }
+
 // coopBlock is an mmcm.comp workgroup block: 128 x bn outputs, K walked
 // in slices of bk.
 type coopBlock struct{ bn, bk int }

@@ -146,7 +146,7 @@ func (d *device) buildPipeline(p *pipeline, spec []uint32) {
 	code, err := spirv(p.name)
 	if err == nil {
 		var sgs uint32
-		if d.phys.coopPin && strings.Contains(p.name, "_khr") {
+		if d.phys.coopPin && isKHRCoopVariant(p.name) {
 			sgs = d.phys.coop.SGS // a KHR cooperative-matrix variant's layout
 		}
 		h, r := d.vd.createPipeline(d.pcache, code, p.lay.pl, spec, sgs)
